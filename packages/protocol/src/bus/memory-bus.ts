@@ -1,0 +1,234 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type {
+  Bus,
+  BusHeaders,
+  BusMessage,
+  BusPayload,
+  BusStatus,
+  MessageHandler,
+  PublishOptions,
+  RequestOptions,
+  SubscribeOptions,
+  Subscription,
+} from './types.js';
+import {
+  DEFAULT_MAX_PAYLOAD,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  InFlight,
+  assertPayloadSize,
+  bytesToText,
+  cancelledError,
+  closedError,
+  invalidSubjectError,
+  isValidSubject,
+  noRespondersError,
+  subjectMatches,
+  timeoutError,
+  toBytes,
+} from './shared.js';
+
+class MemoryMessage implements BusMessage {
+  constructor(
+    readonly subject: string,
+    readonly data: Uint8Array,
+    readonly headers: BusHeaders | undefined,
+    readonly reply: string | undefined,
+  ) {}
+  text(): string {
+    return bytesToText(this.data);
+  }
+}
+
+class MemorySubscription implements Subscription {
+  closed = false;
+  private readonly inFlight = new InFlight();
+  constructor(
+    readonly subject: string,
+    readonly queue: string | undefined,
+    private readonly handler: MessageHandler,
+    private readonly bus: MemoryBus,
+    private readonly onError: (error: unknown, subject: string) => void,
+  ) {}
+
+  deliver(msg: BusMessage): void {
+    if (this.closed) return;
+    try {
+      const result = this.handler(msg);
+      if (result instanceof Promise) this.inFlight.track(result.catch((e: unknown) => this.onError(e, msg.subject)));
+    } catch (error) {
+      this.onError(error, msg.subject);
+    }
+  }
+
+  unsubscribe(): void {
+    this.closed = true;
+    this.bus.remove(this);
+  }
+
+  async drain(): Promise<void> {
+    this.unsubscribe();
+    await this.inFlight.settle();
+  }
+}
+
+export interface MemoryBusOptions {
+  maxPayload?: number;
+  logger?: Logger;
+}
+
+/**
+ * An in-process bus with NATS semantics: subject wildcards, queue groups that share load (round robin), request
+ * timeouts, `no_responders`, payload limits. Delivery is asynchronous, like a network, and ordered per publisher.
+ */
+export class MemoryBus implements Bus {
+  readonly kind = 'memory' as const;
+  readonly maxPayload: number;
+  private readonly subs = new Set<MemorySubscription>();
+  private readonly exact = new Map<string, Set<MemorySubscription>>();
+  private readonly wildcard = new Set<MemorySubscription>();
+  private readonly queueCursor = new Map<string, number>();
+  private readonly statusListeners = new Set<(status: BusStatus) => void>();
+  private readonly logger: Logger | undefined;
+  private closed = false;
+  private readonly inboxPrefix = `_INBOX.${randomUUID().replaceAll('-', '')}`;
+  private inboxCounter = 0;
+
+  constructor(options: MemoryBusOptions = {}) {
+    this.maxPayload = options.maxPayload ?? DEFAULT_MAX_PAYLOAD;
+    this.logger = options.logger;
+  }
+
+  publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
+    if (this.closed) throw closedError();
+    if (!isValidSubject(subject, false)) throw invalidSubjectError(subject);
+    const bytes = toBytes(data);
+    assertPayloadSize(subject, bytes.length, this.maxPayload);
+    this.route(new MemoryMessage(subject, bytes, options.headers ? { ...options.headers } : undefined, options.reply));
+  }
+
+  /** Routes a message; returns how many subscriptions it reached. */
+  private route(msg: MemoryMessage): number {
+    const targets: MemorySubscription[] = [];
+    const groups = new Map<string, MemorySubscription[]>();
+    const consider = (sub: MemorySubscription) => {
+      if (sub.queue === undefined) targets.push(sub);
+      else {
+        const key = `${sub.subject}\u0000${sub.queue}`;
+        const members = groups.get(key);
+        if (members) members.push(sub);
+        else groups.set(key, [sub]);
+      }
+    };
+    for (const sub of this.exact.get(msg.subject) ?? []) consider(sub);
+    for (const sub of this.wildcard) if (subjectMatches(sub.subject, msg.subject)) consider(sub);
+    for (const [key, members] of groups) {
+      const cursor = this.queueCursor.get(key) ?? 0;
+      this.queueCursor.set(key, cursor + 1);
+      targets.push(members[cursor % members.length]!);
+    }
+    if (targets.length > 0) queueMicrotask(() => targets.forEach((sub) => sub.deliver(msg)));
+    return targets.length;
+  }
+
+  subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
+    if (this.closed) throw closedError();
+    if (!isValidSubject(subject, true)) throw invalidSubjectError(subject);
+    const sub = new MemorySubscription(subject, options.queue, handler, this, (error, s) =>
+      this.logger?.error({ err: error, subject: s }, 'subscription handler failed'),
+    );
+    this.subs.add(sub);
+    if (subject.includes('*') || subject.includes('>')) this.wildcard.add(sub);
+    else {
+      const set = this.exact.get(subject);
+      if (set) set.add(sub);
+      else this.exact.set(subject, new Set([sub]));
+    }
+    return sub;
+  }
+
+  /** @internal */
+  remove(sub: MemorySubscription): void {
+    this.subs.delete(sub);
+    this.wildcard.delete(sub);
+    const set = this.exact.get(sub.subject);
+    if (set) {
+      set.delete(sub);
+      if (set.size === 0) this.exact.delete(sub.subject);
+    }
+  }
+
+  request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
+    if (this.closed) return Promise.reject(closedError());
+    if (!isValidSubject(subject, false)) return Promise.reject(invalidSubjectError(subject));
+    const bytes = toBytes(data);
+    try {
+      assertPayloadSize(subject, bytes.length, this.maxPayload);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
+    const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    const inbox = this.createInbox();
+    return new Promise<BusMessage>((resolve, reject) => {
+      const finish = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        replySub.unsubscribe();
+      };
+      const onAbort = () => {
+        finish();
+        reject(cancelledError(subject, signal?.reason));
+      };
+      const replySub = this.subscribe(inbox, (reply) => {
+        finish();
+        resolve(reply);
+      });
+      const timer = setTimeout(() => {
+        finish();
+        reject(timeoutError(subject, timeoutMs));
+      }, timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const reached = this.route(
+        new MemoryMessage(subject, bytes, options.headers ? { ...options.headers } : undefined, inbox),
+      );
+      if (reached === 0) {
+        finish();
+        reject(noRespondersError(subject));
+      }
+    });
+  }
+
+  respond(msg: BusMessage, data: BusPayload, options: { headers?: BusHeaders } = {}): boolean {
+    if (msg.reply === undefined || this.closed) return false;
+    this.publish(msg.reply, data, options.headers ? { headers: options.headers } : {});
+    return true;
+  }
+
+  async flush(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  async drain(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([...this.subs].map((s) => s.drain()));
+    await this.close();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const sub of [...this.subs]) sub.unsubscribe();
+    for (const l of this.statusListeners) l({ type: 'close' });
+  }
+
+  onStatus(listener: (status: BusStatus) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  createInbox(): string {
+    return `${this.inboxPrefix}.${++this.inboxCounter}`;
+  }
+}

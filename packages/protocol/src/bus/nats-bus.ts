@@ -1,0 +1,347 @@
+import { connect } from '@nats-io/transport-node';
+import { headers as natsHeaders, nuid } from '@nats-io/nats-core';
+import type { Msg, MsgHdrs, NatsConnection, Subscription as NatsSubscription } from '@nats-io/nats-core';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { Logger } from 'pino';
+import { AgentMeshError, ErrorCode } from '../errors.js';
+import type {
+  Bus,
+  BusHeaders,
+  BusMessage,
+  BusPayload,
+  BusStatus,
+  MessageHandler,
+  PublishOptions,
+  RequestOptions,
+  SubscribeOptions,
+  Subscription,
+} from './types.js';
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  EMPTY,
+  InFlight,
+  assertPayloadSize,
+  bytesToText,
+  cancelledError,
+  closedError,
+  noRespondersError,
+  timeoutError,
+  toBytes,
+} from './shared.js';
+
+function toNatsHeaders(h: BusHeaders | undefined): MsgHdrs | undefined {
+  if (h === undefined) return undefined;
+  const out = natsHeaders();
+  for (const [k, v] of Object.entries(h)) out.set(k, v);
+  return out;
+}
+
+function fromNatsHeaders(h: MsgHdrs | undefined): BusHeaders | undefined {
+  if (h === undefined) return undefined;
+  const out: BusHeaders = {};
+  for (const k of h.keys()) out[k] = h.get(k);
+  return out;
+}
+
+class NatsMessage implements BusMessage {
+  private cachedHeaders: BusHeaders | undefined | null = null;
+  constructor(private readonly msg: Msg) {}
+  get subject(): string {
+    return this.msg.subject;
+  }
+  get data(): Uint8Array {
+    return this.msg.data;
+  }
+  get reply(): string | undefined {
+    return this.msg.reply === '' ? undefined : this.msg.reply;
+  }
+  get headers(): BusHeaders | undefined {
+    if (this.cachedHeaders === null) this.cachedHeaders = fromNatsHeaders(this.msg.headers);
+    return this.cachedHeaders;
+  }
+  text(): string {
+    return bytesToText(this.msg.data);
+  }
+}
+
+class NatsBusSubscription implements Subscription {
+  private readonly inFlight = new InFlight();
+  readonly sub: NatsSubscription;
+  constructor(
+    nc: NatsConnection,
+    readonly subject: string,
+    readonly queue: string | undefined,
+    handler: MessageHandler,
+    onError: (error: unknown, subject: string) => void,
+  ) {
+    this.sub = nc.subscribe(subject, {
+      ...(queue === undefined ? {} : { queue }),
+      callback: (err, msg) => {
+        if (err) {
+          onError(err, subject);
+          return;
+        }
+        try {
+          const result = handler(new NatsMessage(msg));
+          if (result instanceof Promise) this.inFlight.track(result.catch((e: unknown) => onError(e, msg.subject)));
+        } catch (error) {
+          onError(error, msg.subject);
+        }
+      },
+    });
+  }
+  unsubscribe(): void {
+    if (!this.sub.isClosed()) this.sub.unsubscribe();
+  }
+  async drain(): Promise<void> {
+    if (!this.sub.isClosed()) await this.sub.drain().catch(() => undefined);
+    await this.inFlight.settle();
+  }
+}
+
+interface PendingRequest {
+  subject: string;
+  resolve: (msg: BusMessage) => void;
+  reject: (error: unknown) => void;
+  timer: NodeJS.Timeout;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+export interface NatsBusOptions {
+  /** Connection name shown by the server (monitoring, `$SYS`). */
+  name?: string;
+  user?: string;
+  pass?: string;
+  token?: string;
+  /** Fail at connect when the server has no JetStream (default true). */
+  requireJetStream?: boolean;
+  logger?: Logger;
+  /** Give up connecting after this long (default 5000 ms). */
+  connectTimeoutMs?: number;
+}
+
+/**
+ * The production bus on the @nats-io v3 clients. Requests go through one shared reply subscription (a request
+ * multiplexer with cheap errors), which is what makes many requests in flight fast. It also hands out JetStream,
+ * KV and object store access to the actors.
+ */
+export class NatsBus implements Bus {
+  readonly kind = 'nats' as const;
+  private readonly inboxPrefix: string;
+  private readonly pending = new Map<string, PendingRequest>();
+  private muxSub: NatsSubscription | undefined;
+  private counter = 0;
+  private readonly statusListeners = new Set<(status: BusStatus) => void>();
+  private readonly subs = new Set<NatsBusSubscription>();
+  private closed = false;
+  private jsClient: JetStreamClient | undefined;
+  private jsManager: JetStreamManager | undefined;
+
+  private constructor(
+    readonly nc: NatsConnection,
+    private readonly logger: Logger | undefined,
+  ) {
+    this.inboxPrefix = `_INBOX.${nuid.next()}`;
+    void this.watchStatus();
+  }
+
+  /** Connects to NATS; with `requireJetStream` (default) fails with `jetstream_unavailable` when JetStream is off. */
+  static async connect(servers: string | string[], options: NatsBusOptions = {}): Promise<NatsBus> {
+    let nc: NatsConnection;
+    try {
+      nc = await connect({
+        servers,
+        name: options.name ?? 'agentmesh',
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        timeout: options.connectTimeoutMs ?? 5000,
+        pingInterval: 10_000,
+        ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
+        ...(options.token === undefined ? {} : { token: options.token }),
+      });
+    } catch (error) {
+      throw new AgentMeshError(
+        ErrorCode.Unavailable,
+        `cannot connect to NATS at ${String(servers)}: ${(error as Error).message}. Start one with "nats-server -js" or set NATS_URL.`,
+        { cause: error, details: { servers } },
+      );
+    }
+    const bus = new NatsBus(nc, options.logger);
+    if (options.requireJetStream ?? true) {
+      try {
+        await bus.jetstreamManager();
+      } catch (error) {
+        await nc.close();
+        throw new AgentMeshError(
+          ErrorCode.JetStreamUnavailable,
+          `NATS at ${String(servers)} has no JetStream: start the server with "nats-server -js" (or enable jetstream in its config)`,
+          { retryable: false, cause: error },
+        );
+      }
+    }
+    return bus;
+  }
+
+  get maxPayload(): number {
+    return this.nc.info?.max_payload ?? 1024 * 1024;
+  }
+
+  /** The JetStream client of this connection. */
+  jetstream(): JetStreamClient {
+    this.jsClient ??= jetstream(this.nc);
+    return this.jsClient;
+  }
+
+  /** The JetStream manager; rejects when the server has no JetStream. */
+  async jetstreamManager(): Promise<JetStreamManager> {
+    this.jsManager ??= await jetstreamManager(this.nc, { checkAPI: true });
+    return this.jsManager;
+  }
+
+  private async watchStatus(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      const type =
+        s.type === 'disconnect' || s.type === 'reconnect' || s.type === 'reconnecting' || s.type === 'error'
+          ? s.type
+          : undefined;
+      if (type === undefined) continue;
+      const detail = 'server' in s ? String(s.server) : 'error' in s ? String(s.error) : undefined;
+      this.logger?.info({ status: type, detail }, 'nats connection status');
+      for (const l of this.statusListeners) l({ type, ...(detail === undefined ? {} : { detail }) });
+    }
+  }
+
+  private guard(subject: string, size: number): void {
+    if (this.closed || this.nc.isClosed()) throw closedError();
+    assertPayloadSize(subject, size, this.maxPayload);
+  }
+
+  publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
+    const bytes = toBytes(data);
+    this.guard(subject, bytes.length);
+    const h = toNatsHeaders(options.headers);
+    this.nc.publish(subject, bytes, {
+      ...(h === undefined ? {} : { headers: h }),
+      ...(options.reply === undefined ? {} : { reply: options.reply }),
+    });
+  }
+
+  subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
+    if (this.closed) throw closedError();
+    const sub = new NatsBusSubscription(this.nc, subject, options.queue, handler, (error, s) =>
+      this.logger?.error({ err: error, subject: s }, 'subscription handler failed'),
+    );
+    this.subs.add(sub);
+    void sub.sub.closed.then(() => this.subs.delete(sub));
+    return sub;
+  }
+
+  private ensureMux(): void {
+    if (this.muxSub !== undefined && !this.muxSub.isClosed()) return;
+    this.muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
+      callback: (_err, msg) => {
+        if (msg === undefined) return;
+        const token = msg.subject.slice(this.inboxPrefix.length + 1);
+        const p = this.pending.get(token);
+        if (p === undefined) return;
+        this.settle(token, p);
+        if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
+        else p.resolve(new NatsMessage(msg));
+      },
+    });
+  }
+
+  private settle(token: string, p: PendingRequest): void {
+    this.pending.delete(token);
+    clearTimeout(p.timer);
+    if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
+  }
+
+  request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
+    const bytes = toBytes(data);
+    try {
+      this.guard(subject, bytes.length);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const signal = options.signal;
+    if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
+    this.ensureMux();
+    const token = (++this.counter).toString(36);
+    const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    return new Promise<BusMessage>((resolve, reject) => {
+      const p: PendingRequest = {
+        subject,
+        resolve,
+        reject,
+        signal,
+        onAbort: undefined,
+        timer: setTimeout(() => {
+          this.settle(token, p);
+          reject(timeoutError(subject, timeoutMs));
+        }, timeoutMs),
+      };
+      if (signal) {
+        p.onAbort = () => {
+          this.settle(token, p);
+          reject(cancelledError(subject, signal.reason));
+        };
+        signal.addEventListener('abort', p.onAbort, { once: true });
+      }
+      this.pending.set(token, p);
+      try {
+        const h = toNatsHeaders(options.headers);
+        this.nc.publish(subject, bytes, { reply: `${this.inboxPrefix}.${token}`, ...(h ? { headers: h } : {}) });
+      } catch (error) {
+        this.settle(token, p);
+        reject(AgentMeshError.from(error, ErrorCode.Unavailable));
+      }
+    });
+  }
+
+  respond(msg: BusMessage, data: BusPayload, options: { headers?: BusHeaders } = {}): boolean {
+    if (msg.reply === undefined || this.nc.isClosed()) return false;
+    const bytes = toBytes(data);
+    assertPayloadSize(msg.reply, bytes.length, this.maxPayload);
+    const h = toNatsHeaders(options.headers);
+    this.nc.publish(msg.reply, bytes.length === 0 ? EMPTY : bytes, h ? { headers: h } : undefined);
+    return true;
+  }
+
+  async flush(): Promise<void> {
+    await this.nc.flush();
+  }
+
+  async drain(): Promise<void> {
+    if (this.closed) return;
+    await Promise.all([...this.subs].map((s) => s.drain()));
+    this.closed = true;
+    this.failPending();
+    if (!this.nc.isClosed()) await this.nc.drain().catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed && this.nc.isClosed()) return;
+    this.closed = true;
+    this.failPending();
+    if (!this.nc.isClosed()) await this.nc.close();
+  }
+
+  private failPending(): void {
+    for (const [token, p] of this.pending) {
+      this.settle(token, p);
+      p.reject(closedError());
+    }
+  }
+
+  onStatus(listener: (status: BusStatus) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  createInbox(): string {
+    return `_INBOX.${nuid.next()}`;
+  }
+}

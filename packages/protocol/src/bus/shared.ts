@@ -1,0 +1,90 @@
+import { AgentMeshError, ErrorCode } from '../errors.js';
+import type { BusPayload } from './types.js';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+export const EMPTY = new Uint8Array(0);
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
+export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+export function toBytes(data: BusPayload): Uint8Array {
+  return typeof data === 'string' ? encoder.encode(data) : data;
+}
+
+export function bytesToText(data: Uint8Array): string {
+  return decoder.decode(data);
+}
+
+export function assertPayloadSize(subject: string, size: number, maxPayload: number): void {
+  if (size > maxPayload)
+    throw new AgentMeshError(
+      ErrorCode.PayloadTooLarge,
+      `payload of ${size} bytes for ${subject} exceeds the bus limit of ${maxPayload} bytes`,
+      { retryable: false, details: { subject, size, max_payload: maxPayload } },
+    );
+}
+
+export function timeoutError(subject: string, timeoutMs: number): AgentMeshError {
+  return new AgentMeshError(ErrorCode.Timeout, `request to ${subject} timed out after ${timeoutMs} ms`, {
+    details: { subject, timeout_ms: timeoutMs },
+  });
+}
+
+export function noRespondersError(subject: string): AgentMeshError {
+  return new AgentMeshError(ErrorCode.NoResponders, `no responders are listening on ${subject}`, {
+    details: { subject },
+  });
+}
+
+export function cancelledError(subject: string, reason?: unknown): AgentMeshError {
+  const why = reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : undefined;
+  return new AgentMeshError(ErrorCode.Cancelled, `request to ${subject} was cancelled${why ? `: ${why}` : ''}`, {
+    retryable: false,
+    details: { subject },
+  });
+}
+
+export function closedError(): AgentMeshError {
+  return new AgentMeshError(ErrorCode.Closed, 'the bus is closed', { retryable: false });
+}
+
+/** NATS subject matching with `*` (one token) and `>` (one or more trailing tokens). */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  if (pattern === subject) return true;
+  const p = pattern.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    const token = p[i];
+    if (token === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (token !== '*' && token !== s[i]) return false;
+  }
+  return p.length === s.length;
+}
+
+export function isValidSubject(subject: string, allowWildcards: boolean): boolean {
+  if (subject.length === 0 || /\s/.test(subject)) return false;
+  const tokens = subject.split('.');
+  return tokens.every(
+    (t, i) => t.length > 0 && (allowWildcards || (t !== '*' && t !== '>')) && (t !== '>' || i === tokens.length - 1),
+  );
+}
+
+export function invalidSubjectError(subject: string): AgentMeshError {
+  return new AgentMeshError(ErrorCode.InvalidMessage, `invalid subject "${subject}"`, {
+    retryable: false,
+    details: { subject },
+  });
+}
+
+/** Tracks handler promises so drain can wait for them. */
+export class InFlight {
+  private readonly pending = new Set<Promise<unknown>>();
+  track(p: Promise<unknown>): void {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
+  async settle(): Promise<void> {
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+  }
+}

@@ -1,0 +1,17 @@
+export * from './errors.js';
+export * from './names.js';
+export * from './subjects.js';
+export * from './schemas.js';
+export * from './envelope.js';
+export * from './codec.js';
+export * from './rpc.js';
+export * from './logger.js';
+export * from './jetstream.js';
+export type * from './bus/types.js';
+export { MemoryBus, type MemoryBusOptions } from './bus/memory-bus.js';
+export { NatsBus, type NatsBusOptions } from './bus/nats-bus.js';
+export { subjectMatches } from './bus/shared.js';
+export * from './stores/kv.js';
+export * from './stores/blobs.js';
+export { connectBus, type ConnectBusOptions } from './connect.js';
+export * from './tool-client.js';

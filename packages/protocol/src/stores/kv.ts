@@ -1,0 +1,174 @@
+import { Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import { AgentMeshError, ErrorCode } from '../errors.js';
+import type { Bus } from '../bus/types.js';
+import { NatsBus } from '../bus/nats-bus.js';
+
+export interface KvEntry {
+  key: string;
+  value: Uint8Array;
+  revision: number;
+  operation: 'PUT' | 'DEL' | 'PURGE';
+}
+
+export interface KvWatcher {
+  stop(): void;
+}
+
+/**
+ * The key-value store actors keep state in: a JetStream KV bucket on NATS, a map in process. Keys are
+ * dot-separated tokens of `[-/_=.a-zA-Z0-9]`.
+ */
+export interface KvStore {
+  get(key: string): Promise<KvEntry | null>;
+  put(key: string, value: Uint8Array): Promise<number>;
+  /** Writes only when the key does not exist; otherwise fails with `conflict`. */
+  create(key: string, value: Uint8Array): Promise<number>;
+  /** Writes only when the key is at `revision`; otherwise fails with `conflict`. */
+  update(key: string, value: Uint8Array, revision: number): Promise<number>;
+  delete(key: string): Promise<void>;
+  keys(filter?: string): Promise<string[]>;
+  /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change. */
+  watch(onEntry: (entry: KvEntry) => void, options?: { key?: string; updatesOnly?: boolean }): Promise<KvWatcher>;
+}
+
+export interface KvBucketOptions {
+  /** Entries older than this are dropped (0 = keep). */
+  ttlMs?: number;
+  history?: number;
+}
+
+/** Opens (creating when missing) a KV bucket on the bus: JetStream KV on NATS, in-process memory otherwise. */
+export async function openKv(bus: Bus, bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
+  if (bus instanceof NatsBus) {
+    const kvm = new Kvm(bus.nc);
+    const kv = await kvm.create(bucket, {
+      history: options.history ?? 1,
+      ...(options.ttlMs ? { ttl: options.ttlMs } : {}),
+    });
+    return new NatsKvStore(kv);
+  }
+  return memoryKvFor(bus, bucket);
+}
+
+const memoryBuckets = new WeakMap<Bus, Map<string, MemoryKvStore>>();
+function memoryKvFor(bus: Bus, bucket: string): MemoryKvStore {
+  let buckets = memoryBuckets.get(bus);
+  if (!buckets) memoryBuckets.set(bus, (buckets = new Map()));
+  let store = buckets.get(bucket);
+  if (!store) buckets.set(bucket, (store = new MemoryKvStore()));
+  return store;
+}
+
+function conflict(key: string, cause?: unknown): AgentMeshError {
+  return new AgentMeshError(ErrorCode.Conflict, `key "${key}" changed concurrently`, {
+    retryable: true,
+    details: { key },
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+class NatsKvStore implements KvStore {
+  constructor(private readonly kv: KV) {}
+
+  async get(key: string): Promise<KvEntry | null> {
+    const e = await this.kv.get(key);
+    if (e === null || e.operation !== 'PUT') return null;
+    return { key, value: e.value, revision: e.revision, operation: 'PUT' };
+  }
+  put(key: string, value: Uint8Array): Promise<number> {
+    return this.kv.put(key, value);
+  }
+  async create(key: string, value: Uint8Array): Promise<number> {
+    try {
+      return await this.kv.create(key, value);
+    } catch (error) {
+      throw conflict(key, error);
+    }
+  }
+  async update(key: string, value: Uint8Array, revision: number): Promise<number> {
+    try {
+      return await this.kv.update(key, value, revision);
+    } catch (error) {
+      throw conflict(key, error);
+    }
+  }
+  async delete(key: string): Promise<void> {
+    await this.kv.delete(key);
+  }
+  async keys(filter?: string): Promise<string[]> {
+    const out: string[] = [];
+    for await (const k of await this.kv.keys(filter)) out.push(k);
+    return out;
+  }
+  async watch(
+    onEntry: (entry: KvEntry) => void,
+    options: { key?: string; updatesOnly?: boolean } = {},
+  ): Promise<KvWatcher> {
+    const iter = await this.kv.watch({
+      ...(options.key === undefined ? {} : { key: options.key }),
+      ...(options.updatesOnly ? { include: 'updates' as never } : {}),
+    });
+    void (async () => {
+      for await (const e of iter)
+        onEntry({ key: e.key, value: e.value, revision: e.revision, operation: e.operation });
+    })().catch(() => undefined);
+    return { stop: () => iter.stop() };
+  }
+}
+
+/** An in-process KV with the same semantics (revisions, create/update conflicts, watch). */
+export class MemoryKvStore implements KvStore {
+  private readonly entries = new Map<string, KvEntry>();
+  private revision = 0;
+  private readonly watchers = new Set<{ key: string | undefined; fn: (e: KvEntry) => void }>();
+
+  async get(key: string): Promise<KvEntry | null> {
+    return this.entries.get(key) ?? null;
+  }
+  private write(key: string, value: Uint8Array, operation: KvEntry['operation']): number {
+    const entry: KvEntry = { key, value, revision: ++this.revision, operation };
+    if (operation === 'PUT') this.entries.set(key, entry);
+    else this.entries.delete(key);
+    for (const w of this.watchers) if (w.key === undefined || matchKey(w.key, key)) w.fn(entry);
+    return entry.revision;
+  }
+  async put(key: string, value: Uint8Array): Promise<number> {
+    return this.write(key, value, 'PUT');
+  }
+  async create(key: string, value: Uint8Array): Promise<number> {
+    if (this.entries.has(key)) throw conflict(key);
+    return this.write(key, value, 'PUT');
+  }
+  async update(key: string, value: Uint8Array, revision: number): Promise<number> {
+    if (this.entries.get(key)?.revision !== revision) throw conflict(key);
+    return this.write(key, value, 'PUT');
+  }
+  async delete(key: string): Promise<void> {
+    if (this.entries.has(key)) this.write(key, new Uint8Array(0), 'DEL');
+  }
+  async keys(filter?: string): Promise<string[]> {
+    return [...this.entries.keys()].filter((k) => filter === undefined || matchKey(filter, k));
+  }
+  async watch(
+    onEntry: (entry: KvEntry) => void,
+    options: { key?: string; updatesOnly?: boolean } = {},
+  ): Promise<KvWatcher> {
+    if (!options.updatesOnly)
+      for (const e of this.entries.values()) if (options.key === undefined || matchKey(options.key, e.key)) onEntry(e);
+    const w = { key: options.key, fn: onEntry };
+    this.watchers.add(w);
+    return { stop: () => this.watchers.delete(w) };
+  }
+}
+
+function matchKey(pattern: string, key: string): boolean {
+  if (pattern === '>' || pattern === key) return true;
+  const p = pattern.split('.');
+  const k = key.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return k.length > i;
+    if (p[i] !== '*' && p[i] !== k[i]) return false;
+  }
+  return p.length === k.length;
+}
