@@ -15,3 +15,4 @@ export * from './stores/kv.js';
 export * from './stores/blobs.js';
 export { connectBus, type ConnectBusOptions } from './connect.js';
 export * from './tool-client.js';
+export { generateJsonSchemas } from './json-schemas.js';

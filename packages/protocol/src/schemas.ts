@@ -321,7 +321,7 @@ export type ToolOutcome = z.infer<typeof ToolOutcomeSchema>;
 
 /** What a worker publishes on an invocation's progress subject. */
 export const ToolProgressSchema = z.object({
-  kind: z.enum(['started', 'progress']),
+  kind: z.enum(['started', 'progress', 'heartbeat']),
   call_id: z.string(),
   tool: z.string(),
   worker_id: z.string(),

@@ -1,0 +1,210 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { AgentMeshError, ErrorCode } from '../errors.js';
+import { MemoryBus } from './memory-bus.js';
+import { NatsBus } from './nats-bus.js';
+import type { Bus, BusMessage } from './types.js';
+
+const settle = (ms = 50) => new Promise((r) => setTimeout(r, ms));
+let counter = 0;
+const unique = (base: string) => `contract.${process.pid}.${++counter}.${base}`;
+
+/** One contract, two buses: every behaviour the actors rely on. */
+function busContract(name: string, makeBus: () => Promise<Bus>) {
+  describe(`Bus contract: ${name}`, () => {
+    let bus: Bus;
+    let other: Bus;
+    beforeAll(async () => {
+      bus = await makeBus();
+      other = bus.kind === 'memory' ? bus : await makeBus();
+    });
+    afterAll(async () => {
+      if (other !== bus) await other.close();
+      await bus.close();
+    });
+
+    it('delivers published messages with headers to every plain subscriber', async () => {
+      const subject = unique('fanout');
+      const seen: string[] = [];
+      const a = bus.subscribe(subject, (m) => void seen.push(`a:${m.text()}:${m.headers?.['x-k']}`));
+      const b = other.subscribe(subject, (m) => void seen.push(`b:${m.text()}:${m.headers?.['x-k']}`));
+      await bus.flush();
+      await other.flush();
+      bus.publish(subject, 'hi', { headers: { 'x-k': 'v' } });
+      await bus.flush();
+      await settle();
+      expect(seen.sort()).toEqual(['a:hi:v', 'b:hi:v']);
+      a.unsubscribe();
+      b.unsubscribe();
+    });
+
+    it('matches * and > wildcards', async () => {
+      const base = unique('wild');
+      const got: string[] = [];
+      const s1 = bus.subscribe(`${base}.*.events`, (m) => void got.push(`star:${m.subject}`));
+      const s2 = bus.subscribe(`${base}.>`, (m) => void got.push(`gt:${m.subject}`));
+      await bus.flush();
+      bus.publish(`${base}.r1.events`, 'x');
+      bus.publish(`${base}.r1.other.deep`, 'y');
+      await bus.flush();
+      await settle();
+      expect(got.sort()).toEqual([
+        `gt:${base}.r1.events`,
+        `gt:${base}.r1.other.deep`,
+        `star:${base}.r1.events`,
+      ]);
+      s1.unsubscribe();
+      s2.unsubscribe();
+    });
+
+    it('shares a queue group: each message goes to exactly one member, and members share the load', async () => {
+      const subject = unique('queue');
+      const counts = { a: 0, b: 0 };
+      const a = bus.subscribe(subject, () => void counts.a++, { queue: 'q' });
+      const b = other.subscribe(subject, () => void counts.b++, { queue: 'q' });
+      await bus.flush();
+      await other.flush();
+      for (let i = 0; i < 200; i++) bus.publish(subject, String(i));
+      await bus.flush();
+      await settle(150);
+      expect(counts.a + counts.b).toBe(200);
+      expect(counts.a).toBeGreaterThan(0);
+      expect(counts.b).toBeGreaterThan(0);
+      a.unsubscribe();
+      b.unsubscribe();
+    });
+
+    it('answers requests, with many in flight, each reply to its own request', async () => {
+      const subject = unique('echo');
+      const sub = other.subscribe(subject, (m) => {
+        other.respond(m, `re:${m.text()}`, { headers: { 'x-echo': m.headers?.['x-id'] ?? '' } });
+      });
+      await other.flush();
+      const replies = await Promise.all(
+        Array.from({ length: 64 }, (_, i) => bus.request(subject, String(i), { headers: { 'x-id': String(i) } })),
+      );
+      replies.forEach((r: BusMessage, i) => {
+        expect(r.text()).toBe(`re:${i}`);
+        expect(r.headers?.['x-echo']).toBe(String(i));
+      });
+      sub.unsubscribe();
+    });
+
+    it('fails fast with no_responders when nobody listens', async () => {
+      const started = Date.now();
+      const error = await bus.request(unique('nobody'), 'x', { timeoutMs: 3000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(AgentMeshError);
+      expect((error as AgentMeshError).code).toBe(ErrorCode.NoResponders);
+      expect((error as AgentMeshError).retryable).toBe(true);
+      expect(Date.now() - started).toBeLessThan(2500);
+    });
+
+    it('times out a request nobody answers', async () => {
+      const subject = unique('silent');
+      const sub = other.subscribe(subject, () => undefined);
+      await other.flush();
+      const error = await bus.request(subject, 'x', { timeoutMs: 100 }).catch((e: unknown) => e);
+      expect((error as AgentMeshError).code).toBe(ErrorCode.Timeout);
+      sub.unsubscribe();
+    });
+
+    it('cancels a request through its AbortSignal', async () => {
+      const subject = unique('slow');
+      const sub = other.subscribe(subject, () => undefined);
+      await other.flush();
+      const controller = new AbortController();
+      const pending = bus.request(subject, 'x', { timeoutMs: 5000, signal: controller.signal });
+      setTimeout(() => controller.abort(new Error('user stop')), 20);
+      const error = await pending.catch((e: unknown) => e);
+      expect((error as AgentMeshError).code).toBe(ErrorCode.Cancelled);
+      expect((error as AgentMeshError).message).toContain('user stop');
+      const already = await bus.request(subject, 'x', { signal: AbortSignal.abort() }).catch((e: unknown) => e);
+      expect((already as AgentMeshError).code).toBe(ErrorCode.Cancelled);
+      sub.unsubscribe();
+    });
+
+    it('rejects payloads above maxPayload with payload_too_large, naming sizes', async () => {
+      const big = new Uint8Array(bus.maxPayload + 1);
+      expect(() => bus.publish(unique('big'), big)).toThrow(/exceeds the bus limit/);
+      const error = await bus.request(unique('big'), big).catch((e: unknown) => e);
+      expect((error as AgentMeshError).code).toBe(ErrorCode.PayloadTooLarge);
+      expect((error as AgentMeshError).details?.['size']).toBe(bus.maxPayload + 1);
+    });
+
+    it('survives handlers that throw or reject', async () => {
+      const subject = unique('throws');
+      let calls = 0;
+      const s1 = other.subscribe(subject, () => {
+        calls++;
+        throw new Error('boom');
+      });
+      const s2 = other.subscribe(`${subject}.async`, async (m) => {
+        calls++;
+        if (m.text() === 'fail') throw new Error('async boom');
+        other.respond(m, 'ok');
+      });
+      await other.flush();
+      bus.publish(subject, 'a');
+      bus.publish(`${subject}.async`, 'fail');
+      const reply = await bus.request(`${subject}.async`, 'fine');
+      expect(reply.text()).toBe('ok');
+      expect(calls).toBe(3);
+      s1.unsubscribe();
+      s2.unsubscribe();
+    });
+
+    it('drains a subscription: in-flight handlers finish, later messages are not taken', async () => {
+      const subject = unique('drain');
+      let finished = 0;
+      const sub = other.subscribe(subject, async () => {
+        await settle(80);
+        finished++;
+      });
+      await other.flush();
+      bus.publish(subject, '1');
+      await bus.flush();
+      await settle(20);
+      await sub.drain();
+      expect(finished).toBe(1);
+      bus.publish(subject, '2');
+      await settle(100);
+      expect(finished).toBe(1);
+    });
+
+    it('stops delivery after unsubscribe', async () => {
+      const subject = unique('unsub');
+      let n = 0;
+      const sub = other.subscribe(subject, () => void n++);
+      await other.flush();
+      sub.unsubscribe();
+      await other.flush();
+      bus.publish(subject, 'x');
+      await settle();
+      expect(n).toBe(0);
+    });
+  });
+}
+
+busContract('MemoryBus', async () => new MemoryBus());
+busContract('NatsBus (real nats-server)', async () => NatsBus.connect(inject('natsUrl')));
+
+describe('MemoryBus specifics', () => {
+  it('fails operations after close with a closed error', async () => {
+    const bus = new MemoryBus();
+    await bus.close();
+    expect(() => bus.publish('a.b', 'x')).toThrow(/closed/);
+    await expect(bus.request('a.b', 'x')).rejects.toMatchObject({ code: ErrorCode.Closed });
+  });
+  it('refuses invalid subjects', () => {
+    const bus = new MemoryBus();
+    expect(() => bus.publish('a..b', 'x')).toThrow(/invalid subject/);
+    expect(() => bus.publish('a.*', 'x')).toThrow(/invalid subject/);
+  });
+});
+
+describe('NatsBus specifics', () => {
+  it('says clearly when NATS is unreachable', async () => {
+    const error = await NatsBus.connect('nats://127.0.0.1:1', { connectTimeoutMs: 500 }).catch((e: unknown) => e);
+    expect((error as AgentMeshError).code).toBe(ErrorCode.Unavailable);
+    expect((error as AgentMeshError).message).toMatch(/cannot connect to NATS at nats:\/\/127\.0\.0\.1:1/);
+  });
+});
