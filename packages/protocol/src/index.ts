@@ -16,3 +16,4 @@ export * from './stores/blobs.js';
 export { connectBus, type ConnectBusOptions } from './connect.js';
 export * from './tool-client.js';
 export { generateJsonSchemas } from './json-schemas.js';
+export * from './exposure.js';

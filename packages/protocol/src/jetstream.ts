@@ -75,3 +75,19 @@ export async function announceService(
     },
   };
 }
+
+export interface DiscoveredService {
+  name: string;
+  id: string;
+  version: string;
+  metadata: Record<string, string>;
+}
+
+/** Lists the actors answering `$SRV.PING` (optionally one service name) within `timeoutMs`. */
+export async function discoverServices(bus: NatsBus, name?: string, timeoutMs = 1000): Promise<DiscoveredService[]> {
+  const client = new Svcm(bus.nc).client({ strategy: 'timer', maxWait: timeoutMs });
+  const out: DiscoveredService[] = [];
+  for await (const s of await client.ping(name))
+    out.push({ name: s.name, id: s.id, version: s.version, metadata: s.metadata ?? {} });
+  return out.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+}

@@ -93,6 +93,8 @@ export class MemoryBus implements Bus {
   private closed = false;
   private readonly inboxPrefix = `_INBOX.${randomUUID().replaceAll('-', '')}`;
   private inboxCounter = 0;
+  /** Replies to in-flight requests, delivered straight to their waiter (the request fast path). */
+  private readonly replyWaiters = new Map<string, (msg: BusMessage) => void>();
 
   constructor(options: MemoryBusOptions = {}) {
     this.maxPayload = options.maxPayload ?? DEFAULT_MAX_PAYLOAD;
@@ -104,7 +106,10 @@ export class MemoryBus implements Bus {
     if (!isValidSubject(subject, false)) throw invalidSubjectError(subject);
     const bytes = toBytes(data);
     assertPayloadSize(subject, bytes.length, this.maxPayload);
-    this.route(new MemoryMessage(subject, bytes, options.headers ? { ...options.headers } : undefined, options.reply));
+    const msg = new MemoryMessage(subject, bytes, options.headers ? { ...options.headers } : undefined, options.reply);
+    const waiter = this.replyWaiters.get(subject);
+    if (waiter !== undefined) queueMicrotask(() => waiter(msg));
+    else this.route(msg);
   }
 
   /** Routes a message; returns how many subscriptions it reached. */
@@ -175,13 +180,13 @@ export class MemoryBus implements Bus {
       const finish = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        replySub.unsubscribe();
+        this.replyWaiters.delete(inbox);
       };
       const onAbort = () => {
         finish();
         reject(cancelledError(subject, signal?.reason));
       };
-      const replySub = this.subscribe(inbox, (reply) => {
+      this.replyWaiters.set(inbox, (reply) => {
         finish();
         resolve(reply);
       });
