@@ -68,6 +68,8 @@ export interface StartNatsOptions {
   /** Path of a server configuration file (-c); JetStream is still enabled with -js. */
   configFile?: string;
   extraArgs?: string[];
+  /** Start with JetStream (default true). */
+  jetstream?: boolean;
 }
 
 /** Starts a real nats-server with JetStream on a free loopback port and a temporary store. */
@@ -80,7 +82,7 @@ export async function startNatsServer(options: StartNatsOptions = {}): Promise<N
   const start = async () => {
     const args = [
       ...(options.configFile ? ['-c', options.configFile] : []),
-      '-js',
+      ...(options.jetstream === false ? [] : ['-js']),
       '-a',
       '127.0.0.1',
       '-p',

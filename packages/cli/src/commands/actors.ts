@@ -1,0 +1,135 @@
+import { hostname } from 'node:os';
+import { ServiceName, type Bus, type Logger } from '@agentmesh/protocol';
+import { Catalog } from '@agentmesh/catalog';
+import { ToolWorker } from '@agentmesh/tool-worker';
+import { Planner } from '@agentmesh/planner';
+import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import { connectNats, type CommandContext } from '../context.js';
+import { startHealthServer, type HealthServer } from '../health.js';
+import { plannerOptions } from '../planner-options.js';
+import { selectTools } from '../tools.js';
+
+export const catalogSpec: CommandSpec = {
+  name: 'catalog',
+  usage: 'agentmesh catalog [flags]',
+  summary: 'Runs the catalog actor against NATS: tool registration, liveness, exposure and search.',
+  flags: {
+    ...ACTOR_FLAGS,
+    'worker-ttl-ms': { type: 'string', description: 'forget a worker after this long without a heartbeat (default 10000)' },
+  },
+};
+
+export const plannerSpec: CommandSpec = {
+  name: 'planner',
+  usage: 'agentmesh planner [flags]',
+  summary: 'Runs a planner actor against NATS: takes runs from the AGENTMESH_RUNS stream and runs the agent loop.',
+  flags: {
+    ...ACTOR_FLAGS,
+    'max-runs': { type: 'string', description: 'runs handled at once by this planner (default 256)' },
+    'base-url': { type: 'string', description: 'base URL of an OpenAI-compatible server', env: 'OPENAI_BASE_URL' },
+  },
+};
+
+export const workerSpec: CommandSpec = {
+  name: 'worker',
+  usage: 'agentmesh worker [flags]',
+  summary: 'Runs a tool-worker actor against NATS: serves its tools in queue groups shared with other replicas.',
+  flags: {
+    ...ACTOR_FLAGS,
+    tools: { type: 'string', description: 'packs (builtin, workspace) and/or tool names, namespaces or globs' },
+    workspace: { type: 'string', description: 'workspace folder for the workspace pack', env: 'AGENTMESH_WORKSPACE' },
+    threads: { type: 'string', description: 'piscina threads for CPU-bound tools (default: cores)' },
+    concurrency: { type: 'string', description: 'calls in flight at most before answering busy (default 64)' },
+  },
+};
+
+interface Actor {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Runs one actor until SIGTERM/SIGINT: drains in-flight work, then exits 0. */
+async function serveActor(ctx: CommandContext, name: string, build: (bus: Bus, logger: Logger) => Actor): Promise<number> {
+  const logger = ctx.logger.child({ actor: name });
+  const healthPort = intFlag(ctx.args, 'health-port', 'AGENTMESH_HEALTH_PORT');
+  let health: HealthServer | undefined;
+  if (healthPort !== undefined) health = await startHealthServer(healthPort);
+  const bus = await connectNats(ctx, `${name}@${hostname()}`);
+  const actor = build(bus, logger);
+  await actor.start();
+  health?.setReady(true);
+  bus.onStatus((s) => {
+    if (s.type === 'disconnect') health?.setReady(false);
+    if (s.type === 'reconnect') health?.setReady(true);
+  });
+  logger.info({ nats: ctx.natsUrl, prefix: ctx.prefix }, `${name} ready`);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal }, `${name} draining`);
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+  health?.setReady(false);
+  await actor.stop();
+  await bus.drain();
+  await health?.close();
+  logger.info(`${name} stopped`);
+  logger.flush();
+  return 0;
+}
+
+export function catalogCommand(ctx: CommandContext): Promise<number> {
+  const ttl = intFlag(ctx.args, 'worker-ttl-ms') ?? ctx.config.catalog?.worker_ttl_ms;
+  return serveActor(ctx, ServiceName.Catalog, (bus, logger) => {
+    const catalog = new Catalog({
+      bus,
+      logger,
+      prefix: ctx.prefix,
+      ...(ttl === undefined ? {} : { workerTtlMs: ttl }),
+      exposure: {
+        ...(ctx.config.tools?.deferred ? { deferred: ctx.config.tools.deferred } : {}),
+        ...(ctx.config.tools?.always ? { always: ctx.config.tools.always } : {}),
+      },
+    });
+    return { start: () => catalog.start(), stop: () => catalog.stop() };
+  });
+}
+
+export function plannerCommand(ctx: CommandContext): Promise<number> {
+  const maxRuns = intFlag(ctx.args, 'max-runs');
+  const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
+  return serveActor(ctx, ServiceName.Planner, (bus, logger) => {
+    const planner = new Planner({
+      bus,
+      logger,
+      prefix: ctx.prefix,
+      ...plannerOptions(ctx.config, baseUrl),
+      ...(maxRuns === undefined ? {} : { maxConcurrentRuns: maxRuns }),
+    });
+    return { start: () => planner.start(), stop: () => planner.drain() };
+  });
+}
+
+export function workerCommand(ctx: CommandContext): Promise<number> {
+  const threads = intFlag(ctx.args, 'threads');
+  const concurrency = intFlag(ctx.args, 'concurrency');
+  const tools = selectTools({
+    select: listFlag(ctx.args, 'tools'),
+    workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+    config: ctx.config,
+    logger: ctx.logger,
+  });
+  return serveActor(ctx, ServiceName.ToolWorker, (bus, logger) => {
+    const worker = new ToolWorker({
+      bus,
+      logger,
+      prefix: ctx.prefix,
+      tools,
+      ...(threads === undefined ? {} : { threads }),
+      ...(concurrency === undefined ? {} : { concurrency }),
+    });
+    return { start: () => worker.start(), stop: () => worker.drain() };
+  });
+}

@@ -1,0 +1,202 @@
+import { readFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import {
+  AgentMeshError,
+  ErrorCode,
+  RunEventSchema,
+  RunRequestSchema,
+  ScriptedTurnSchema,
+  TERMINAL_EVENT_TYPES,
+  encodeJson,
+  publishJson,
+  streamNames,
+  subjects,
+  validate,
+  type RunEvent,
+  type RunRequestInput,
+} from '@agentmesh/protocol';
+import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import { connectNats, type CommandContext } from '../context.js';
+import { startEmbedded } from '../embedded.js';
+import { createHumanRenderer } from '../render.js';
+
+export const runSpec: CommandSpec = {
+  name: 'run',
+  usage: 'agentmesh run [flags] "TASK"',
+  summary:
+    'Runs one agent task. Without --nats it runs embedded: catalog, planner and workers in this process. With --nats it submits the run to the fleet and follows its events.',
+  flags: {
+    nats: ACTOR_FLAGS['nats']!,
+    prefix: ACTOR_FLAGS['prefix']!,
+    config: ACTOR_FLAGS['config']!,
+    provider: { type: 'string', description: 'openai | anthropic | openai-compatible | scripted' },
+    model: { type: 'string', description: 'model name' },
+    'base-url': { type: 'string', description: 'base URL of an OpenAI-compatible server (Ollama, vLLM, OpenRouter)' },
+    tools: { type: 'string', description: 'allow-list of tool names or namespaces, comma-separated' },
+    workspace: { type: 'string', description: 'workspace folder: enables the workspace tool pack', env: 'AGENTMESH_WORKSPACE' },
+    'max-iterations': { type: 'string', description: 'model turns at most (default 12)' },
+    'tool-search': { type: 'string', description: 'off | bm25 | regex | hybrid' },
+    script: { type: 'string', description: 'scripted provider: a JSON file of model turns (no API key needed)' },
+    deferred: { type: 'string', description: 'names or globs made deferred for this run, comma-separated' },
+    system: { type: 'string', description: 'system prompt' },
+    id: { type: 'string', description: 'run id (default: generated)' },
+    json: { type: 'boolean', description: 'events as JSON lines on stdout, run.completed last' },
+    yes: { type: 'boolean', short: 'y', description: 'do not ask before tools that write' },
+  },
+};
+
+const ScriptFileSchema = z.union([
+  z.object({ turns: z.array(ScriptedTurnSchema).min(1) }).strict(),
+  z.array(ScriptedTurnSchema).min(1),
+]);
+
+function readScript(path: string) {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new AgentMeshError(ErrorCode.InvalidConfig, `cannot read script ${path}: ${(error as Error).message}`);
+  }
+  const parsed = validate(ScriptFileSchema, raw, `script ${path}`, ErrorCode.InvalidConfig);
+  return Array.isArray(parsed) ? parsed : parsed.turns;
+}
+
+export const NO_PROVIDER_MESSAGE =
+  'no LLM provider is configured. Do one of:\n' +
+  '  - set OPENAI_API_KEY (OpenAI) or ANTHROPIC_API_KEY (Anthropic)\n' +
+  '  - pass --base-url URL for an OpenAI-compatible server (Ollama, vLLM, OpenRouter)\n' +
+  '  - pass --script FILE to replay scripted model turns, e.g. --script examples/add.json';
+
+/** Builds the RunRequest from flags and configuration. */
+export function buildRunRequest(ctx: CommandContext): RunRequestInput {
+  const { args, config } = ctx;
+  const task = args.positionals.join(' ').trim();
+  if (task === '')
+    throw new AgentMeshError(ErrorCode.InvalidRequest, 'run needs a task: agentmesh run "TASK"', { details: { usage: true } });
+  const scriptPath = stringFlag(args, 'script');
+  const baseUrl = stringFlag(args, 'base-url') ?? config.provider?.base_url;
+  let provider = stringFlag(args, 'provider') ?? (scriptPath ? 'scripted' : undefined) ?? config.provider?.name;
+  if (provider === undefined && baseUrl !== undefined) provider = 'openai-compatible';
+  const maxIterations = intFlag(args, 'max-iterations');
+  const limits = { ...config.limits, ...(maxIterations === undefined ? {} : { max_iterations: maxIterations }) };
+  const deferred = [...(config.tools?.deferred ?? []), ...(listFlag(args, 'deferred') ?? [])];
+  const request: RunRequestInput = {
+    id: stringFlag(args, 'id') ?? `run-${randomUUID().slice(0, 8)}`,
+    task,
+    ...(stringFlag(args, 'system') ?? config.provider?.system ? { system: stringFlag(args, 'system') ?? config.provider?.system } : {}),
+    ...(provider ? { provider: provider as RunRequestInput['provider'] } : {}),
+    ...(stringFlag(args, 'model') ?? config.provider?.model ? { model: stringFlag(args, 'model') ?? config.provider?.model } : {}),
+    ...(listFlag(args, 'tools') ?? config.tools?.allow ? { tools: listFlag(args, 'tools') ?? config.tools?.allow } : {}),
+    ...(stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy
+      ? { tool_search: (stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy) as RunRequestInput['tool_search'] }
+      : {}),
+    ...(deferred.length > 0 ? { deferred } : {}),
+    ...(config.tools?.always ? { always: config.tools.always } : {}),
+    ...(Object.keys(limits).length > 0 ? { limits } : {}),
+    ...(scriptPath ? { script: readScript(scriptPath) } : {}),
+  };
+  validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
+  return request;
+}
+
+/** Embedded runs need a provider this process can reach. */
+export function assertProviderConfigured(request: RunRequestInput, baseUrl: string | undefined): void {
+  if (request.script !== undefined) return;
+  const p = request.provider;
+  const hasOpenAi = Boolean(process.env['OPENAI_API_KEY']) || Boolean(baseUrl ?? process.env['OPENAI_BASE_URL']);
+  const hasAnthropic = Boolean(process.env['ANTHROPIC_API_KEY']);
+  const ok =
+    p === 'openai' || p === 'openai-compatible'
+      ? hasOpenAi
+      : p === 'anthropic'
+        ? hasAnthropic
+        : p === 'scripted'
+          ? false
+          : hasOpenAi || hasAnthropic;
+  if (!ok) throw new AgentMeshError(ErrorCode.InvalidConfig, NO_PROVIDER_MESSAGE);
+}
+
+export async function runCommand(ctx: CommandContext): Promise<number> {
+  const request = buildRunRequest(ctx);
+  const json = ctx.args.values['json'] === true;
+  const render = json
+    ? (e: RunEvent) => ctx.io.stdout.write(`${JSON.stringify(e)}\n`)
+    : createHumanRenderer(ctx.io.stdout, { color: Boolean(ctx.io.stdout.isTTY) && !process.env['NO_COLOR'] });
+  const final = ctx.natsUrl === undefined ? await runEmbedded(ctx, request, render) : await runOverNats(ctx, request, render);
+  return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
+}
+
+async function runEmbedded(
+  ctx: CommandContext,
+  request: RunRequestInput,
+  render: (e: RunEvent) => void,
+): Promise<RunEvent> {
+  const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
+  assertProviderConfigured(request, baseUrl);
+  const interactive = Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY) && ctx.args.values['yes'] !== true;
+  const mesh = await startEmbedded({
+    config: ctx.config,
+    logger: ctx.logger,
+    workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+    baseUrl,
+    io: ctx.io,
+    askBeforeWrites: interactive,
+  });
+  const controller = new AbortController();
+  const onSignal = () => controller.abort(new Error('interrupted'));
+  process.once('SIGINT', onSignal);
+  try {
+    return await mesh.planner.execute(request, { signal: controller.signal, onEvent: render });
+  } finally {
+    process.off('SIGINT', onSignal);
+    await mesh.stop();
+  }
+}
+
+async function runOverNats(
+  ctx: CommandContext,
+  request: RunRequestInput,
+  render: (e: RunEvent) => void,
+): Promise<RunEvent> {
+  const bus = await connectNats(ctx, 'agentmesh-cli');
+  const s = subjects(ctx.prefix);
+  const runId = request.id!;
+  try {
+    const js = bus.jetstream();
+    const consumer = await js.consumers
+      .get(streamNames(ctx.prefix).events, { filter_subjects: [s.runEvents(runId)] } as never)
+      .catch((error: unknown) => {
+        throw new AgentMeshError(
+          ErrorCode.Unavailable,
+          `cannot follow events: stream ${streamNames(ctx.prefix).events} is missing (start "agentmesh planner" first): ${(error as Error).message}`,
+        );
+      });
+    const messages = await consumer.consume();
+    await js.publish(s.runsSubmit, encodeJson(request), { msgID: runId });
+    let accepted = false;
+    const waiting = setTimeout(() => {
+      if (!accepted) ctx.io.stderr.write(`waiting for a planner to take run ${runId}...\n`);
+    }, 5000);
+    const onSignal = () => {
+      ctx.io.stderr.write(`cancelling run ${runId}...\n`);
+      publishJson(bus, s.runCancel(runId), { reason: 'interrupted from the command line' });
+    };
+    process.on('SIGINT', onSignal);
+    try {
+      for await (const m of messages) {
+        const event = validate(RunEventSchema, m.json(), 'run event');
+        accepted = true;
+        render(event);
+        if (TERMINAL_EVENT_TYPES.has(event.type)) return event;
+      }
+      throw new AgentMeshError(ErrorCode.Unavailable, `the event stream of run ${runId} ended before the run did`);
+    } finally {
+      clearTimeout(waiting);
+      process.off('SIGINT', onSignal);
+      messages.stop();
+    }
+  } finally {
+    await bus.close();
+  }
+}

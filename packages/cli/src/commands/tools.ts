@@ -1,0 +1,101 @@
+import {
+  CatalogListReplySchema,
+  CatalogSearchReplySchema,
+  requestJson,
+  subjects,
+  type Bus,
+} from '@agentmesh/protocol';
+import { CONNECTION_FLAGS, intFlag, stringFlag, type CommandSpec } from '../args.js';
+import { connectNats, type CommandContext } from '../context.js';
+import { startEmbedded } from '../embedded.js';
+
+export const toolsSpec: CommandSpec = {
+  name: 'tools',
+  usage: 'agentmesh tools list [--namespace NS] | agentmesh tools search "QUERY" [flags]',
+  summary:
+    'Lists or searches the tools the catalog knows. With --nats it asks the fleet\'s catalog; without, the tools this machine would serve embedded.',
+  flags: {
+    ...CONNECTION_FLAGS,
+    namespace: { type: 'string', description: 'list: only this namespace' },
+    loading: { type: 'string', description: 'list: always | deferred' },
+    strategy: { type: 'string', description: 'search: bm25 | regex | hybrid (default bm25)' },
+    limit: { type: 'string', description: 'search: results at most (default 10, max 50)' },
+    workspace: { type: 'string', description: 'embedded: include the workspace pack', env: 'AGENTMESH_WORKSPACE' },
+    json: { type: 'boolean', description: 'print JSON' },
+  },
+};
+
+async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Bus) => Promise<T>): Promise<T> {
+  if (ctx.natsUrl !== undefined) {
+    const bus = await connectNats(ctx, 'agentmesh-cli');
+    try {
+      return await fn(bus);
+    } finally {
+      await bus.close();
+    }
+  }
+  const mesh = await startEmbedded({
+    config: ctx.config,
+    logger: ctx.logger,
+    workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+  });
+  try {
+    return await fn(mesh.bus);
+  } finally {
+    await mesh.stop();
+  }
+}
+
+export async function toolsCommand(ctx: CommandContext): Promise<number> {
+  const [verb, ...rest] = ctx.args.positionals;
+  const s = subjects(ctx.prefix);
+  const json = ctx.args.values['json'] === true;
+  const out = ctx.io.stdout;
+  if (verb === 'list') {
+    const loading = stringFlag(ctx.args, 'loading');
+    const reply = await withCatalogBus(ctx, (bus) =>
+      requestJson(
+        bus,
+        s.catalogList,
+        {
+          ...(stringFlag(ctx.args, 'namespace') ? { namespace: stringFlag(ctx.args, 'namespace') } : {}),
+          ...(loading ? { loading } : {}),
+        },
+        CatalogListReplySchema,
+      ),
+    );
+    if (json) out.write(`${JSON.stringify(reply.tools)}\n`);
+    else {
+      const width = Math.max(4, ...reply.tools.map((t) => t.name.length));
+      for (const t of reply.tools)
+        out.write(`${t.name.padEnd(width)}  ${t.loading.padEnd(8)}  ${t.workers}w  ${t.description}\n`);
+      out.write(`${reply.tools.length} tools\n`);
+    }
+    return 0;
+  }
+  if (verb === 'search') {
+    const query = rest.join(' ');
+    const limit = intFlag(ctx.args, 'limit');
+    const reply = await withCatalogBus(ctx, (bus) =>
+      requestJson(
+        bus,
+        s.catalogSearch,
+        {
+          query,
+          deferred_only: false,
+          ...(stringFlag(ctx.args, 'strategy') ? { strategy: stringFlag(ctx.args, 'strategy') } : {}),
+          ...(limit === undefined ? {} : { limit }),
+        },
+        CatalogSearchReplySchema,
+      ),
+    );
+    if (json) out.write(`${JSON.stringify(reply.results)}\n`);
+    else {
+      for (const r of reply.results) out.write(`${r.score.toFixed(3)}  ${r.name}  ${r.description}\n`);
+      if (reply.results.length === 0) out.write('no tool matches\n');
+    }
+    return 0;
+  }
+  ctx.io.stderr.write(`usage: ${toolsSpec.usage}\n`);
+  return 2;
+}

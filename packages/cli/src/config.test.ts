@@ -1,0 +1,44 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+
+function file(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agentmesh-config-'));
+  const path = join(dir, 'agentmesh.yaml');
+  writeFileSync(path, text);
+  return path;
+}
+
+describe('configuration file', () => {
+  it('loads the contract example', () => {
+    const config = loadConfig(
+      file(`
+tools:
+  deferred: ["git.*", "fs.search_files"]
+  always: ["fs.read_file"]
+  search: { strategy: bm25, limit: 10, budget_tokens: 4000, include_stub_listing: false }
+workspace: { root: ".", protected: [".agentmesh"], allow_argv_prefixes: [["git", "status"], ["ls"]] }
+limits: { max_iterations: 12, max_tool_calls: 64, max_output_bytes: 65536 }
+`),
+    );
+    expect(config.tools?.deferred).toEqual(['git.*', 'fs.search_files']);
+    expect(config.workspace?.allow_argv_prefixes).toEqual([['git', 'status'], ['ls']]);
+    expect(config.limits?.max_iterations).toBe(12);
+  });
+
+  it.each([
+    ['an unknown top-level key', 'toolz: {}\n', /Unrecognized key.*toolz/],
+    ['an unknown nested key', 'tools:\n  search: { strat: bm25 }\n', /tools\.search.*strat/],
+    ['a wrong type', 'limits: { max_iterations: "twelve" }\n', /limits\.max_iterations/],
+    ['a bad enum value', 'tools:\n  search: { strategy: fuzzy }\n', /tools\.search\.strategy/],
+    ['invalid YAML', 'tools: [\n', /not valid YAML/],
+  ])('names the key for %s', (_what, text, pattern) => {
+    expect(() => loadConfig(file(text))).toThrow(pattern);
+  });
+
+  it('says which file it cannot read', () => {
+    expect(() => loadConfig('/nonexistent/agentmesh.yaml')).toThrow(/cannot read configuration file \/nonexistent/);
+  });
+});

@@ -1,0 +1,96 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import {
+  AgentMeshError,
+  ErrorCode,
+  ProviderKindSchema,
+  RunLimitsSchema,
+  SearchStrategySchema,
+  ToolSearchStrategySchema,
+  describeZodError,
+} from '@agentmesh/protocol';
+
+/** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
+export const ConfigSchema = z
+  .object({
+    tools: z
+      .object({
+        deferred: z.array(z.string()).optional(),
+        always: z.array(z.string()).optional(),
+        allow: z.array(z.string()).optional(),
+        packs: z.array(z.enum(['builtin', 'workspace'])).optional(),
+        search: z
+          .object({
+            strategy: ToolSearchStrategySchema.optional(),
+            limit: z.number().int().min(1).max(50).optional(),
+            budget_tokens: z.number().int().min(0).optional(),
+            include_stub_listing: z.boolean().optional(),
+          })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .optional(),
+    workspace: z
+      .object({
+        root: z.string().optional(),
+        protected: z.array(z.string()).optional(),
+        allow_argv_prefixes: z.array(z.array(z.string()).min(1)).optional(),
+        allow_shell: z.boolean().optional(),
+        denylist: z.array(z.string()).optional(),
+        command_timeout_ms: z.number().int().min(1).optional(),
+      })
+      .strict()
+      .optional(),
+    limits: RunLimitsSchema.partial().optional(),
+    provider: z
+      .object({
+        name: ProviderKindSchema.optional(),
+        model: z.string().optional(),
+        base_url: z.string().url().optional(),
+        system: z.string().optional(),
+      })
+      .strict()
+      .optional(),
+    capabilities: z.array(z.record(z.string(), z.unknown())).optional(),
+    prices: z.record(z.string(), z.object({ input_per_mtok: z.number(), output_per_mtok: z.number() }).strict()).optional(),
+    nats: z.object({ url: z.string().optional(), prefix: z.string().optional() }).strict().optional(),
+    catalog: z
+      .object({ worker_ttl_ms: z.number().int().min(500).optional(), search_strategy: SearchStrategySchema.optional() })
+      .strict()
+      .optional(),
+  })
+  .strict();
+export type AgentMeshConfig = z.infer<typeof ConfigSchema>;
+
+/** Where the configuration comes from: the flag, then AGENTMESH_CONFIG, then ./agentmesh.yaml when present. */
+export function configPath(flag: string | undefined, cwd: string = process.cwd()): string | undefined {
+  if (flag) return resolve(cwd, flag);
+  const fromEnv = process.env['AGENTMESH_CONFIG'];
+  if (fromEnv) return resolve(cwd, fromEnv);
+  const local = resolve(cwd, 'agentmesh.yaml');
+  return existsSync(local) ? local : undefined;
+}
+
+/** Loads and validates the configuration; every problem names the key (`tools.search.limit: ...`). */
+export function loadConfig(path: string | undefined): AgentMeshConfig {
+  if (path === undefined) return {};
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new AgentMeshError(ErrorCode.InvalidConfig, `cannot read configuration file ${path}: ${(error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (error) {
+    throw new AgentMeshError(ErrorCode.InvalidConfig, `configuration file ${path} is not valid YAML: ${(error as Error).message}`);
+  }
+  const result = ConfigSchema.safeParse(raw);
+  if (!result.success)
+    throw new AgentMeshError(ErrorCode.InvalidConfig, `invalid configuration in ${path}: ${describeZodError(result.error)}`);
+  return result.data;
+}

@@ -1,0 +1,76 @@
+import { createInterface } from 'node:readline/promises';
+import { MemoryBus, type Logger } from '@agentmesh/protocol';
+import { Catalog } from '@agentmesh/catalog';
+import { ToolWorker } from '@agentmesh/tool-worker';
+import { Planner } from '@agentmesh/planner';
+import type { AgentMeshConfig } from './config.js';
+import type { Io } from './context.js';
+import { plannerOptions } from './planner-options.js';
+import { selectTools } from './tools.js';
+
+export interface EmbeddedOptions {
+  config: AgentMeshConfig;
+  logger: Logger;
+  workspace?: string | undefined;
+  baseUrl?: string | undefined;
+  tools?: string[] | undefined;
+  io?: Io;
+  /** Ask on the terminal before a tool that writes runs. */
+  askBeforeWrites?: boolean;
+}
+
+export interface EmbeddedMesh {
+  bus: MemoryBus;
+  catalog: Catalog;
+  worker: ToolWorker;
+  planner: Planner;
+  stop(): Promise<void>;
+}
+
+/** Every actor in this process on the in-process bus: the default for `agentmesh run`. */
+export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedMesh> {
+  const { config, logger } = options;
+  const bus = new MemoryBus({ logger });
+  const io = options.io;
+  const confirm =
+    options.askBeforeWrites && io
+      ? async (request: { tool: string; summary: string }) => {
+          const rl = createInterface({ input: io.stdin, output: process.stderr });
+          try {
+            const answer = await rl.question(`${request.tool} wants to ${request.summary}. Allow? [y/N] `);
+            return /^y(es)?$/i.test(answer.trim());
+          } finally {
+            rl.close();
+          }
+        }
+      : undefined;
+  const catalog = new Catalog({
+    bus,
+    logger,
+    exposure: {
+      ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
+      ...(config.tools?.always ? { always: config.tools.always } : {}),
+    },
+  });
+  await catalog.start();
+  const worker = new ToolWorker({
+    bus,
+    logger,
+    tools: selectTools({ select: options.tools, workspace: options.workspace, config, confirm, logger }),
+  });
+  await worker.start();
+  const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
+  await planner.start();
+  return {
+    bus,
+    catalog,
+    worker,
+    planner,
+    stop: async () => {
+      await planner.drain();
+      await worker.drain();
+      await catalog.stop();
+      await bus.close();
+    },
+  };
+}

@@ -1,0 +1,80 @@
+import type { RunEvent } from '@agentmesh/protocol';
+
+export interface Writer {
+  write(text: string): void;
+}
+
+const MAX_INLINE = 160;
+
+function inline(value: unknown): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const flat = (text ?? '').replace(/\s+/g, ' ').trim();
+  return flat.length > MAX_INLINE ? `${flat.slice(0, MAX_INLINE)}…` : flat;
+}
+
+function ms(value: number): string {
+  return value < 10 ? `${value.toFixed(1)} ms` : value < 10_000 ? `${Math.round(value)} ms` : `${(value / 1000).toFixed(1)} s`;
+}
+
+/** Live, human-readable progress of a run: turns, tool calls, results, the final answer. */
+export function createHumanRenderer(out: Writer, options: { color?: boolean } = {}) {
+  const c = options.color ?? false;
+  const paint = (code: string, text: string) => (c ? `\u001b[${code}m${text}\u001b[0m` : text);
+  const dim = (t: string) => paint('2', t);
+  const green = (t: string) => paint('32', t);
+  const red = (t: string) => paint('31', t);
+  const cyan = (t: string) => paint('36', t);
+  const bold = (t: string) => paint('1', t);
+  const started = Date.now();
+
+  return (event: RunEvent): void => {
+    switch (event.type) {
+      case 'run.accepted':
+        out.write(`${bold('▶ run')} ${event.run_id} ${dim(`(${[event.provider, event.model].filter(Boolean).join(' ') || 'default provider'})`)}\n`);
+        out.write(`  task: ${inline(event.task)}\n`);
+        break;
+      case 'run.started':
+        if (event.resumed) out.write(dim(`  resumed on planner ${event.planner_id}\n`));
+        break;
+      case 'llm.request':
+        out.write(`${cyan(`● turn ${event.iteration}`)} ${dim(`asking the model with ${event.tools.length} tools`)}\n`);
+        break;
+      case 'llm.response':
+        if (event.text.trim() !== '' && event.tool_calls.length > 0) out.write(`  ${dim('model:')} ${inline(event.text)}\n`);
+        if (event.tool_calls.length > 0)
+          out.write(`  ${dim(`model calls ${event.tool_calls.length} tool${event.tool_calls.length === 1 ? '' : 's'}`)}\n`);
+        break;
+      case 'tool.search':
+        out.write(`  ${cyan('⌕')} tool_search ${JSON.stringify(event.query)} → ${event.results.join(', ') || 'no match'}\n`);
+        break;
+      case 'tool.started':
+        out.write(`  ${cyan('⚙')} ${event.name} ${dim(`[${event.call_id}] on ${event.worker_id}`)}\n`);
+        break;
+      case 'tool.progress':
+        out.write(`    ${dim(`${event.name}: ${event.message ?? inline(event.data)}`)}\n`);
+        break;
+      case 'tool.completed':
+        out.write(
+          `  ${event.is_error ? red('✗') : green('✓')} ${event.name} ${dim(ms(event.elapsed_ms))} → ${inline(event.preview)}${event.artifact ? dim(` (artifact ${event.artifact.ref}, ${event.artifact.size} B)`) : ''}\n`,
+        );
+        break;
+      case 'tool.failed':
+        out.write(`  ${red('✗')} ${event.name} ${dim(ms(event.elapsed_ms))} ${red(event.error.code)}: ${inline(event.error.message)}\n`);
+        break;
+      case 'run.notice':
+        out.write(`  ${paint('33', '!')} ${event.message}\n`);
+        break;
+      case 'run.completed': {
+        const ok = event.status === 'done';
+        const head = ok ? green(`✔ ${event.status}`) : red(`✘ ${event.status}`);
+        const summary = `${event.iterations} turn${event.iterations === 1 ? '' : 's'}, ${event.tool_calls} tool call${event.tool_calls === 1 ? '' : 's'}, ${ms(Date.now() - started)}`;
+        out.write(`${head} ${dim(`(${summary}${event.reason ? `; ${event.reason}` : ''})`)}\n`);
+        if (event.text.trim() !== '') out.write(`${event.text.trim()}\n`);
+        break;
+      }
+      case 'run.failed':
+        out.write(`${red('✘ failed')} ${event.error.code}: ${event.error.message}\n`);
+        break;
+    }
+  };
+}
