@@ -37,10 +37,20 @@ export const ConfigSchema = z
       .object({
         root: z.string().optional(),
         protected: z.array(z.string()).optional(),
+        protected_writes: z.array(z.string()).optional(),
+        denylist: z.array(z.string()).optional(),
         allow_argv_prefixes: z.array(z.array(z.string()).min(1)).optional(),
         allow_shell: z.boolean().optional(),
-        denylist: z.array(z.string()).optional(),
-        command_timeout_ms: z.number().int().min(1).optional(),
+        shell_timeout_ms: z.number().int().min(1).max(600_000).optional(),
+        env_allow: z.array(z.string()).optional(),
+        max_read_bytes: z.number().int().min(1).optional(),
+        max_write_bytes: z.number().int().min(1).optional(),
+        max_output_bytes: z.number().int().min(1).optional(),
+        max_command_buffer_bytes: z.number().int().min(1).optional(),
+        max_running_commands: z.number().int().min(1).optional(),
+        max_kept_handles: z.number().int().min(1).optional(),
+        max_search_file_bytes: z.number().int().min(1).optional(),
+        max_visited_entries: z.number().int().min(1).optional(),
       })
       .strict()
       .optional(),

@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode, matchesAnyToolPattern, type Logger } from '@agentmesh/protocol';
-import { builtinTools, workspaceTools, type Tool } from '@agentmesh/tool-worker';
+import { builtinTools, workspaceTools, type ConfirmationRequest, type Tool } from '@agentmesh/tool-worker';
 import type { AgentMeshConfig } from './config.js';
 
 export const TOOL_PACKS = ['builtin', 'workspace'] as const;
@@ -9,7 +9,7 @@ export interface ToolSelection {
   select?: string[] | undefined;
   workspace?: string | undefined;
   config: AgentMeshConfig;
-  confirm?: ((request: { tool: string; summary: string; args: unknown }) => Promise<boolean>) | undefined;
+  confirm?: ((request: ConfirmationRequest) => Promise<boolean>) | undefined;
   logger?: Logger;
 }
 
@@ -34,17 +34,10 @@ export function selectTools(selection: ToolSelection): Tool[] {
     );
   const tools: Tool[] = [];
   if (packs.has('builtin')) tools.push(...builtinTools());
-  if (packs.has('workspace') && root !== undefined)
-    tools.push(
-      ...workspaceTools({
-        root,
-        ...(config.workspace?.protected ? { protected: config.workspace.protected } : {}),
-        ...(config.workspace?.allow_argv_prefixes ? { allow_argv_prefixes: config.workspace.allow_argv_prefixes } : {}),
-        ...(config.workspace?.allow_shell !== undefined ? { allow_shell: config.workspace.allow_shell } : {}),
-        ...(config.workspace?.denylist ? { denylist: config.workspace.denylist } : {}),
-        ...(selection.confirm ? { confirm: selection.confirm } : {}),
-      }),
-    );
+  if (packs.has('workspace') && root !== undefined) {
+    const { root: _configuredRoot, ...workspaceConfig } = config.workspace ?? {};
+    tools.push(...workspaceTools({ ...workspaceConfig, root, ...(selection.confirm ? { confirm: selection.confirm } : {}) }));
+  }
   const chosen = patterns.length === 0 ? tools : tools.filter((t) => matchesAnyToolPattern(t.spec.name, patterns));
   if (chosen.length === 0)
     throw new AgentMeshError(ErrorCode.InvalidConfig, `--tools ${entries.join(',')} selects no tool`, {
