@@ -11,6 +11,7 @@ import {
   ToolSearchStrategySchema,
   describeZodError,
 } from '@agentmesh/protocol';
+import { CapabilityRuleSchema, PriceSchema } from '@agentmesh/planner';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
 export const ConfigSchema = z
@@ -64,8 +65,8 @@ export const ConfigSchema = z
       })
       .strict()
       .optional(),
-    capabilities: z.array(z.record(z.string(), z.unknown())).optional(),
-    prices: z.record(z.string(), z.object({ input_per_mtok: z.number(), output_per_mtok: z.number() }).strict()).optional(),
+    capabilities: z.array(CapabilityRuleSchema).optional(),
+    prices: z.record(z.string(), PriceSchema).optional(),
     nats: z.object({ url: z.string().optional(), prefix: z.string().optional() }).strict().optional(),
     catalog: z
       .object({ worker_ttl_ms: z.number().int().min(500).optional(), search_strategy: SearchStrategySchema.optional() })

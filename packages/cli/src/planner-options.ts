@@ -1,22 +1,23 @@
+import type { PlannerOptions } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 
-/** Maps the configuration file onto the planner's options. */
-export function plannerOptions(config: AgentMeshConfig, baseUrl?: string) {
+/** Maps the configuration file (and `--base-url`) onto the planner's options. */
+export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<PlannerOptions, 'bus'> {
   const search = config.tools?.search;
   return {
     providers: {
-      ...(config.provider?.name ? { default: config.provider.name } : {}),
+      ...(config.provider?.name ? { provider: config.provider.name } : {}),
       ...(config.provider?.model ? { model: config.provider.model } : {}),
-      ...(baseUrl ? { openai: { baseUrl } } : {}),
+      ...(baseUrl ? { baseUrl } : {}),
     },
     ...(config.capabilities ? { capabilities: config.capabilities } : {}),
     ...(config.prices ? { prices: config.prices } : {}),
     defaults: {
       ...(config.limits ? { limits: config.limits } : {}),
-      ...(search?.strategy ? { tool_search: search.strategy } : {}),
+      ...(search ? { tool_search: search } : {}),
+      ...(config.provider?.system ? { system: config.provider.system } : {}),
       ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
       ...(config.tools?.always ? { always: config.tools.always } : {}),
-      ...(search ? { search } : {}),
     },
   };
 }

@@ -26,6 +26,10 @@ export const ErrorCode = {
   Unavailable: 'unavailable',
   JetStreamUnavailable: 'jetstream_unavailable',
   ProviderError: 'provider_error',
+  /** A repeated identical tool call the planner blocked or skipped. */
+  LoopDetected: 'loop_detected',
+  /** A run limit (tool calls, tokens, cost) refused more work. */
+  BudgetExhausted: 'budget_exhausted',
   Closed: 'closed',
   Internal: 'internal',
 } as const;

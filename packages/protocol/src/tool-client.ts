@@ -1,40 +1,288 @@
-import type { Bus } from './bus/types.js';
-import { encodeJson } from './codec.js';
-import { requestJson } from './rpc.js';
+import type { Bus, BusMessage, Subscription } from './bus/types.js';
+import { encodeJson, parseJson, validate } from './codec.js';
+import { AgentMeshError, ErrorCode } from './errors.js';
+import { throwIfErrorReply } from './rpc.js';
 import {
   ToolInvocationSchema,
   ToolOutcomeSchema,
+  type ToolInvocation,
   type ToolInvocationInput,
   type ToolOutcome,
   type ToolProgress,
 } from './schemas.js';
-import { subjects as buildSubjects } from './subjects.js';
+import { DEFAULT_PREFIX } from './subjects.js';
 
 export interface InvokeToolOptions {
   prefix?: string;
-  /** Overall deadline for the call, all attempts included. */
+  /** Overall deadline for the call, every attempt and re-send included (default 60 s). */
   timeoutMs?: number;
   signal?: AbortSignal;
-  /** Called with the worker's started/progress notices. */
+  /** Called with the worker's `started`, `progress` and `heartbeat` notices. */
   onProgress?: (progress: ToolProgress) => void;
-  /** Whether the tool may be re-sent to another replica after a worker may have run it. */
+  /**
+   * Whether the call may be re-sent to another replica after a worker was lost while it may have run it
+   * (same idempotency key). Non-idempotent calls fail with a non-retryable `worker_lost` instead.
+   */
   idempotent?: boolean;
+  /** A worker that has sent nothing (no `started`, no heartbeat) for this long is taken as lost (default 3000 ms). */
+  lostAfterMs?: number;
+  /**
+   * How long `no_responders` (no worker serves the tool right now) is retried before failing (default 2000 ms,
+   * never past the deadline): long enough for a replica to come back, short for a tool nobody serves.
+   */
+  noRespondersMs?: number;
 }
 
 /**
- * Calls one tool through whichever worker replica the queue group picks, and returns its outcome.
- * Tool failures come back as outcomes with `is_error`; transport failures (no worker, busy, timeout) throw.
+ * Calls one tool through whichever worker replica its queue group picks and returns the outcome. Tool failures
+ * (invalid arguments, handler errors, timeouts inside the worker) come back as outcomes with `is_error`.
+ * Transport failures throw an {@link AgentMeshError} that names the call id: `busy` and `no_responders` (the call
+ * never ran) are retried with short jittered backoff until the deadline; a worker that goes silent after `started`
+ * is `worker_lost`, and the call is re-sent to another replica only when `idempotent`.
  */
 export async function invokeTool(
   bus: Bus,
   invocation: ToolInvocationInput,
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
-  const s = buildSubjects(options.prefix);
   const body = ToolInvocationSchema.parse(invocation);
-  void encodeJson;
-  return requestJson(bus, s.toolInvoke(body.tool), body, ToolOutcomeSchema, {
-    timeoutMs: options.timeoutMs ?? 30_000,
-    ...(options.signal ? { signal: options.signal } : {}),
+  body.idempotency_key ??= `${body.run_id}:${body.call_id}`;
+  const subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  const lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
+  const noRespondersMs = options.noRespondersMs ?? 2000;
+  const signal = options.signal;
+  const fail = (code: string, message: string, retryable: boolean, extra: Record<string, unknown> = {}, cause?: unknown) =>
+    new AgentMeshError(code, message, {
+      retryable,
+      details: { call_id: body.call_id, tool: body.tool, ...extra },
+      ...(cause === undefined ? {} : { cause }),
+    });
+  let transportRetries = 0;
+  let firstNoResponders: number | undefined;
+  let resends = 0;
+  for (let attempt = body.attempt; ; ) {
+    if (signal?.aborted) throw fail(ErrorCode.Cancelled, `call ${body.call_id} of tool "${body.tool}" was cancelled`, false);
+    const remaining = deadline - Date.now();
+    if (remaining <= 0)
+      throw fail(ErrorCode.Timeout, `call ${body.call_id} of tool "${body.tool}" got no outcome within ${timeoutMs} ms`, false, {
+        timeout_ms: timeoutMs,
+      });
+    body.attempt = attempt;
+    const result = await sendOnce(bus, subject, body, remaining, lostAfterMs, signal, options.onProgress);
+    if (result.kind === 'outcome') {
+      if (!result.sawStarted)
+        options.onProgress?.({ kind: 'started', call_id: body.call_id, tool: body.tool, worker_id: result.outcome.worker_id });
+      return result.outcome;
+    }
+    if (result.kind === 'lost') {
+      const who = result.workerId === undefined ? 'the worker' : `worker ${result.workerId}`;
+      if (options.idempotent !== true)
+        throw fail(
+          ErrorCode.WorkerLost,
+          `${who} was lost during call ${body.call_id} of tool "${body.tool}" (${result.why}); the tool is not idempotent ` +
+            'and may have run, so the call was not sent again',
+          false,
+          { worker_id: result.workerId, attempt },
+        );
+      resends++;
+      attempt++;
+      continue;
+    }
+    const error = result.error;
+    if (error.code === ErrorCode.Busy || error.code === ErrorCode.NoResponders) {
+      if (error.code === ErrorCode.NoResponders) {
+        firstNoResponders ??= Date.now();
+        if (Date.now() - firstNoResponders >= Math.min(noRespondersMs, timeoutMs))
+          throw fail(
+            ErrorCode.NoResponders,
+            `no worker serves tool "${body.tool}" (call ${body.call_id}): the tool is unknown or none of its workers is running`,
+            false,
+            { resends },
+            error,
+          );
+      } else firstNoResponders = undefined;
+      const delay = Math.min(250, 2 * 2 ** Math.min(transportRetries, 7)) * (0.5 + Math.random());
+      transportRetries++;
+      await sleep(Math.min(delay, Math.max(0, deadline - Date.now())), signal);
+      continue;
+    }
+    if (error.code === ErrorCode.Cancelled && signal?.aborted)
+      throw fail(ErrorCode.Cancelled, `call ${body.call_id} of tool "${body.tool}" was cancelled`, false, {}, error);
+    if (error.code === ErrorCode.Timeout)
+      throw fail(
+        ErrorCode.Timeout,
+        `call ${body.call_id} of tool "${body.tool}" got no outcome within ${timeoutMs} ms`,
+        false,
+        { timeout_ms: timeoutMs },
+        error,
+      );
+    throw fail(error.code, `call ${body.call_id} of tool "${body.tool}" failed: ${error.message}`, error.retryable, error.details ?? {}, error);
+  }
+}
+
+type SendResult =
+  | { kind: 'outcome'; outcome: ToolOutcome; sawStarted: boolean }
+  | { kind: 'lost'; workerId: string | undefined; why: string }
+  | { kind: 'error'; error: AgentMeshError };
+
+async function sendOnce(
+  bus: Bus,
+  subject: string,
+  invocation: ToolInvocation,
+  remainingMs: number,
+  lostAfterMs: number,
+  signal: AbortSignal | undefined,
+  onProgress: ((progress: ToolProgress) => void) | undefined,
+): Promise<SendResult> {
+  const watch = progressRouter(bus).watch(invocation.call_id, lostAfterMs, onProgress);
+  invocation.progress_subject = watch.subject;
+  try {
+    const request = bus
+      .request(subject, encodeJson(invocation), {
+        timeoutMs: remainingMs,
+        ...(signal === undefined ? {} : { signal }),
+      })
+      .then(
+        (reply): SendResult => {
+          try {
+            throwIfErrorReply(reply);
+            const outcome = validate(ToolOutcomeSchema, parseJson(reply.data, 'tool outcome'), `outcome of ${invocation.tool}`);
+            return { kind: 'outcome', outcome, sawStarted: watch.sawStarted() };
+          } catch (error) {
+            return { kind: 'error', error: AgentMeshError.from(error) };
+          }
+        },
+        (error: unknown): SendResult => ({ kind: 'error', error: AgentMeshError.from(error) }),
+      );
+    return await Promise.race([request, watch.lost]);
+  } finally {
+    watch.close();
+  }
+}
+
+interface CallWatch {
+  /** Where the worker sends this call's progress notices. */
+  subject: string;
+  /** Resolves when the worker went silent for longer than allowed. */
+  lost: Promise<SendResult>;
+  /** Whether the worker's `started` notice arrived. */
+  sawStarted(): boolean;
+  close(): void;
+}
+
+interface WatchEntry {
+  callId: string;
+  lastHeard: number;
+  lostAfterMs: number;
+  workerId: string | undefined;
+  onProgress: ((progress: ToolProgress) => void) | undefined;
+  onLost: (result: SendResult) => void;
+}
+
+const PROGRESS_KINDS: ReadonlySet<unknown> = new Set(['started', 'progress', 'heartbeat']);
+const WATCH_TICK_MS = 100;
+
+/**
+ * One wildcard subscription per bus carries the progress notices of every call made through it, and one ticker
+ * finds the calls whose worker went silent.
+ */
+class ProgressRouter {
+  private readonly prefix: string;
+  private readonly entries = new Map<string, WatchEntry>();
+  private sub: Subscription | undefined;
+  private ticker: NodeJS.Timeout | undefined;
+  private counter = 0;
+
+  constructor(private readonly bus: Bus) {
+    this.prefix = bus.createInbox();
+  }
+
+  watch(callId: string, lostAfterMs: number, onProgress: ((progress: ToolProgress) => void) | undefined): CallWatch {
+    this.sub ??= this.bus.subscribe(`${this.prefix}.*`, (msg) => this.onMessage(msg));
+    const token = (++this.counter).toString(36);
+    let onLost!: (result: SendResult) => void;
+    const lost = new Promise<SendResult>((resolve) => (onLost = resolve));
+    const entry: WatchEntry = { callId, lastHeard: Date.now(), lostAfterMs, workerId: undefined, onProgress, onLost };
+    this.entries.set(token, entry);
+    if (this.ticker === undefined) {
+      this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
+      this.ticker.unref();
+    }
+    return {
+      subject: `${this.prefix}.${token}`,
+      lost,
+      sawStarted: () => entry.workerId !== undefined,
+      close: () => {
+        this.entries.delete(token);
+        if (this.entries.size === 0 && this.ticker !== undefined) {
+          clearInterval(this.ticker);
+          this.ticker = undefined;
+        }
+      },
+    };
+  }
+
+  private onMessage(msg: BusMessage): void {
+    const entry = this.entries.get(msg.subject.slice(this.prefix.length + 1));
+    if (entry === undefined) return;
+    const p = safeJson(msg.data) as Partial<ToolProgress> | undefined;
+    if (
+      p === undefined ||
+      p === null ||
+      !PROGRESS_KINDS.has(p.kind) ||
+      p.call_id !== entry.callId ||
+      typeof p.worker_id !== 'string' ||
+      typeof p.tool !== 'string'
+    )
+      return;
+    entry.lastHeard = Date.now();
+    if (p.kind === 'started') entry.workerId = p.worker_id;
+    entry.onProgress?.(p as ToolProgress);
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    for (const entry of this.entries.values()) {
+      const silent = now - entry.lastHeard;
+      if (silent <= entry.lostAfterMs) continue;
+      entry.onLost({
+        kind: 'lost',
+        workerId: entry.workerId,
+        why:
+          entry.workerId === undefined
+            ? `no worker acknowledged it within ${entry.lostAfterMs} ms`
+            : `no heartbeat for ${silent} ms`,
+      });
+    }
+  }
+}
+
+const routers = new WeakMap<Bus, ProgressRouter>();
+
+function progressRouter(bus: Bus): ProgressRouter {
+  let router = routers.get(bus);
+  if (router === undefined) routers.set(bus, (router = new ProgressRouter(bus)));
+  return router;
+}
+
+function safeJson(data: Uint8Array): unknown {
+  try {
+    return parseJson(data);
+  } catch {
+    return undefined;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
   });
 }

@@ -4,18 +4,16 @@ import { z } from 'zod';
 import {
   AgentMeshError,
   ErrorCode,
-  RunEventSchema,
   RunRequestSchema,
   ScriptedTurnSchema,
-  TERMINAL_EVENT_TYPES,
-  encodeJson,
   publishJson,
-  streamNames,
   subjects,
   validate,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
+import { checkProviderConfig, followRun, submitRun } from '@agentmesh/planner';
+import { plannerOptions } from '../planner-options.js';
 import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { startEmbedded } from '../embedded.js';
@@ -62,12 +60,6 @@ function readScript(path: string) {
   return Array.isArray(parsed) ? parsed : parsed.turns;
 }
 
-export const NO_PROVIDER_MESSAGE =
-  'no LLM provider is configured. Do one of:\n' +
-  '  - set OPENAI_API_KEY (OpenAI) or ANTHROPIC_API_KEY (Anthropic)\n' +
-  '  - pass --base-url URL for an OpenAI-compatible server (Ollama, vLLM, OpenRouter)\n' +
-  '  - pass --script FILE to replay scripted model turns, e.g. --script examples/add.json';
-
 /** Builds the RunRequest from flags and configuration. */
 export function buildRunRequest(ctx: CommandContext): RunRequestInput {
   const { args, config } = ctx;
@@ -100,23 +92,6 @@ export function buildRunRequest(ctx: CommandContext): RunRequestInput {
   return request;
 }
 
-/** Embedded runs need a provider this process can reach. */
-export function assertProviderConfigured(request: RunRequestInput, baseUrl: string | undefined): void {
-  if (request.script !== undefined) return;
-  const p = request.provider;
-  const hasOpenAi = Boolean(process.env['OPENAI_API_KEY']) || Boolean(baseUrl ?? process.env['OPENAI_BASE_URL']);
-  const hasAnthropic = Boolean(process.env['ANTHROPIC_API_KEY']);
-  const ok =
-    p === 'openai' || p === 'openai-compatible'
-      ? hasOpenAi
-      : p === 'anthropic'
-        ? hasAnthropic
-        : p === 'scripted'
-          ? false
-          : hasOpenAi || hasAnthropic;
-  if (!ok) throw new AgentMeshError(ErrorCode.InvalidConfig, NO_PROVIDER_MESSAGE);
-}
-
 export async function runCommand(ctx: CommandContext): Promise<number> {
   const request = buildRunRequest(ctx);
   const json = ctx.args.values['json'] === true;
@@ -133,7 +108,7 @@ async function runEmbedded(
   render: (e: RunEvent) => void,
 ): Promise<RunEvent> {
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
-  assertProviderConfigured(request, baseUrl);
+  checkProviderConfig(plannerOptions(ctx.config, baseUrl).providers, request);
   const interactive = Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY) && ctx.args.values['yes'] !== true;
   const mesh = await startEmbedded({
     config: ctx.config,
@@ -161,19 +136,9 @@ async function runOverNats(
 ): Promise<RunEvent> {
   const bus = await connectNats(ctx, 'agentmesh-cli');
   const s = subjects(ctx.prefix);
-  const runId = request.id!;
   try {
-    const js = bus.jetstream();
-    const consumer = await js.consumers
-      .get(streamNames(ctx.prefix).events, { filter_subjects: [s.runEvents(runId)] } as never)
-      .catch((error: unknown) => {
-        throw new AgentMeshError(
-          ErrorCode.Unavailable,
-          `cannot follow events: stream ${streamNames(ctx.prefix).events} is missing (start "agentmesh planner" first): ${(error as Error).message}`,
-        );
-      });
-    const messages = await consumer.consume();
-    await js.publish(s.runsSubmit, encodeJson(request), { msgID: runId });
+    const { run_id: runId, duplicate } = await submitRun(bus, request, { prefix: ctx.prefix });
+    if (duplicate) ctx.io.stderr.write(`run ${runId} was submitted before: following its events\n`);
     let accepted = false;
     const waiting = setTimeout(() => {
       if (!accepted) ctx.io.stderr.write(`waiting for a planner to take run ${runId}...\n`);
@@ -184,17 +149,16 @@ async function runOverNats(
     };
     process.on('SIGINT', onSignal);
     try {
-      for await (const m of messages) {
-        const event = validate(RunEventSchema, m.json(), 'run event');
-        accepted = true;
-        render(event);
-        if (TERMINAL_EVENT_TYPES.has(event.type)) return event;
-      }
-      throw new AgentMeshError(ErrorCode.Unavailable, `the event stream of run ${runId} ended before the run did`);
+      return await followRun(bus, runId, {
+        prefix: ctx.prefix,
+        onEvent: (event) => {
+          accepted = true;
+          render(event);
+        },
+      });
     } finally {
       clearTimeout(waiting);
       process.off('SIGINT', onSignal);
-      messages.stop();
     }
   } finally {
     await bus.close();

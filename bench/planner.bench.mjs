@@ -1,0 +1,262 @@
+// The planner: loop overhead per turn with a zero-latency scripted provider (embedded), submit -> run.accepted over
+// NATS, and 1,000 concurrent runs in one planner against a provider that answers after 50 ms. Baselines in the same
+// run: a bare tool call on the same bus, a raw NATS request/reply, and the ideal time of the model latency alone.
+import { performance } from 'node:perf_hooks';
+import { connect } from '@nats-io/transport-node';
+import {
+  CatalogGetSchema,
+  CatalogListSchema,
+  CatalogSearchSchema,
+  MemoryBus,
+  NatsBus,
+  invokeTool,
+  serve,
+  silentLogger,
+  streamNames,
+  subjects,
+} from '@agentmesh/protocol';
+import { Planner, runsBucket, submitRun, transcriptsBucket } from '@agentmesh/planner';
+import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
+import { figure, latencyFigures, measure } from './lib.mjs';
+
+export const title = 'Planner: loop overhead per turn, submit to run.accepted, 1,000 concurrent runs';
+
+const add = { name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } };
+
+/** A catalog that answers list/get/search from fixed specs (the planner only needs those three). */
+function miniCatalog(bus, specs, prefix) {
+  const s = subjects(prefix);
+  const subs = [
+    serve({
+      bus,
+      subject: s.catalogList,
+      schema: CatalogListSchema,
+      what: 'list',
+      handler: (r) => ({ tools: [], ...(r.full ? { specs } : {}) }),
+    }),
+    serve({
+      bus,
+      subject: s.catalogGet,
+      schema: CatalogGetSchema,
+      what: 'get',
+      handler: (r) => ({ tool: specs.find((t) => t.name === r.name), workers: [] }),
+    }),
+    serve({
+      bus,
+      subject: s.catalogSearch,
+      schema: CatalogSearchSchema,
+      what: 'search',
+      handler: (r) => ({ results: [], strategy: r.strategy, limit: r.limit }),
+    }),
+  ];
+  return () => subs.forEach((x) => x.unsubscribe());
+}
+
+async function embeddedMesh(options = {}) {
+  const bus = new MemoryBus();
+  const worker = new ToolWorker({
+    bus,
+    tools: [mathCalcTool()],
+    logger: silentLogger(),
+    register: false,
+    concurrency: 100_000,
+  });
+  await worker.start();
+  const stopCatalog = miniCatalog(bus, worker.specs);
+  const planner = new Planner({ bus, logger: silentLogger(), plannerId: 'bench-planner', ...options });
+  return {
+    bus,
+    planner,
+    async stop() {
+      await planner.drain();
+      stopCatalog();
+      await worker.drain();
+      await bus.close();
+    },
+  };
+}
+
+export async function run({ natsUrl, quick }) {
+  const figures = [];
+  figures.push(...(await loopOverhead(quick)));
+  figures.push(...(await submitToAccepted(natsUrl, quick)));
+  figures.push(...(await concurrentRuns(quick)));
+  return figures;
+}
+
+async function loopOverhead(quick) {
+  const mesh = await embeddedMesh({ transcripts: true });
+  const turns = 50;
+  const runs = quick ? 10 : 40;
+  const toolTurns = Array.from({ length: turns - 1 }, () => ({ tool_calls: [add] }));
+  const textTurns = Array.from({ length: turns - 1 }, () => ({
+    text: 'thinking',
+    tool_calls: [{ name: 'math.calc', arguments: '{' }],
+  }));
+  let n = 0;
+  const timeRuns = async (script) => {
+    const t0 = performance.now();
+    for (let i = 0; i < runs; i++) {
+      const final = await mesh.planner.execute({
+        id: `ov-${++n}`,
+        task: 'bench',
+        script,
+        tool_search: 'off',
+        limits: { max_iterations: 100 },
+      });
+      if (final.type !== 'run.completed' || final.status !== 'done')
+        throw new Error(`bench run ended ${JSON.stringify(final)}`);
+    }
+    return (performance.now() - t0) / runs;
+  };
+  // warm up
+  await timeRuns([...toolTurns.slice(0, 5), { text: 'ok' }]);
+  const oneTurnMs = await timeRuns([{ text: 'ok' }]);
+  const toolRunMs = await timeRuns([...toolTurns, { text: 'ok' }]);
+  const refusedRunMs = await timeRuns([...textTurns, { text: 'ok' }]);
+  const perToolTurnUs = ((toolRunMs - oneTurnMs) / (turns - 1)) * 1000;
+  const perTurnNoToolUs = ((refusedRunMs - oneTurnMs) / (turns - 1)) * 1000;
+  let seq = 0;
+  const bare = await measure(
+    () =>
+      invokeTool(mesh.bus, {
+        call_id: `b-${++seq}`,
+        run_id: 'bench',
+        tool: 'math.calc',
+        arguments: add.arguments,
+      }),
+    { count: quick ? 500 : 3000 },
+  );
+  await mesh.stop();
+  const toolFig = figure('tool call alone (embedded, same worker)', bare.p50_us, 'us');
+  const turnFig = figure('planner turn with 1 tool call (embedded)', perToolTurnUs, 'us', toolFig);
+  return [
+    toolFig,
+    turnFig,
+    figure('planner overhead per turn beyond tool time', perToolTurnUs - bare.p50_us, 'us'),
+    figure('planner turn without execution (fail-closed call)', perTurnNoToolUs, 'us'),
+    figure('run setup + teardown (1 text turn, transcript saved)', oneTurnMs * 1000, 'us'),
+  ];
+}
+
+async function submitToAccepted(natsUrl, quick) {
+  const prefix = `bplanner${process.pid}`;
+  const s = subjects(prefix);
+  const bus = await NatsBus.connect(natsUrl);
+  const clientBus = await NatsBus.connect(natsUrl);
+  const nc = await connect({ servers: natsUrl });
+  const stopCatalog = miniCatalog(bus, [], prefix);
+  const planner = new Planner({
+    bus,
+    prefix,
+    logger: silentLogger(),
+    plannerId: 'bench-planner-nats',
+    transcripts: false,
+  });
+  await planner.start();
+  const waiters = new Map();
+  const done = new Map();
+  nc.subscribe(s.allRunEvents, {
+    callback: (_e, msg) => {
+      const e = msg.json();
+      if (e.type === 'run.accepted') waiters.get(e.run_id)?.();
+      if (e.type === 'run.completed') done.get(e.run_id)?.();
+    },
+  });
+  const echo = nc.subscribe(`${prefix}.echo`, { callback: (_e, m) => m.respond(m.data) });
+  await nc.flush();
+  const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
+  const baseline = await measure(() => nc.request(`${prefix}.echo`, payload), { count: quick ? 200 : 1000 });
+  let n = 0;
+  const one = async () => {
+    const id = `sub-${++n}`;
+    const accepted = new Promise((r) => waiters.set(id, r));
+    const finished = new Promise((r) => done.set(id, r));
+    await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
+    await accepted;
+    waiters.delete(id);
+    await finished;
+    done.delete(id);
+  };
+  const timedAccepted = async () => {
+    const id = `acc-${++n}`;
+    const accepted = new Promise((r) => waiters.set(id, r));
+    const finished = new Promise((r) => done.set(id, r));
+    const t0 = performance.now();
+    await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
+    await accepted;
+    const us = (performance.now() - t0) * 1000;
+    waiters.delete(id);
+    await finished;
+    done.delete(id);
+    return us;
+  };
+  for (let i = 0; i < 20; i++) await one();
+  const samples = [];
+  for (let i = 0; i < (quick ? 50 : 200); i++) samples.push(await timedAccepted());
+  samples.sort((a, b) => a - b);
+  echo.unsubscribe();
+  await planner.drain();
+  stopCatalog();
+  const jsm = await bus.jetstreamManager();
+  const names = streamNames(prefix);
+  for (const st of [names.runs, names.events, `KV_${runsBucket(prefix)}`, `OBJ_${transcriptsBucket(prefix)}`])
+    await jsm.streams.delete(st).catch(() => undefined);
+  await nc.close();
+  await clientBus.close();
+  await bus.close();
+  const raw = figure('raw NATS request/reply p50', baseline.p50_us, 'us');
+  return [
+    raw,
+    figure(
+      'submit -> run.accepted p50 (NATS, JetStream intake)',
+      samples[Math.floor(samples.length / 2)],
+      'us',
+      raw,
+    ),
+    figure(
+      'submit -> run.accepted p99',
+      samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.99))],
+      'us',
+    ),
+  ];
+}
+
+async function concurrentRuns(quick) {
+  const count = quick ? 300 : 1000;
+  const latency = 50;
+  const mesh = await embeddedMesh({ maxConcurrentRuns: count });
+  const script = [
+    { tool_calls: [add], delay_ms: latency },
+    { text: 'done', delay_ms: latency },
+  ];
+  await mesh.planner.execute({ id: 'warm', task: 'warm', script: [{ text: 'ok' }] });
+  global.gc?.();
+  const before = process.memoryUsage();
+  let peakHeap = before.heapUsed;
+  let peakRss = before.rss;
+  const sampler = setInterval(() => {
+    const m = process.memoryUsage();
+    peakHeap = Math.max(peakHeap, m.heapUsed);
+    peakRss = Math.max(peakRss, m.rss);
+  }, 5);
+  const t0 = performance.now();
+  const finals = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      mesh.planner.execute({ id: `c-${i}`, task: 'bench', script, tool_search: 'off' }),
+    ),
+  );
+  const elapsed = performance.now() - t0;
+  clearInterval(sampler);
+  const bad = finals.filter((f) => f.type !== 'run.completed' || f.status !== 'done');
+  if (bad.length > 0) throw new Error(`${bad.length} runs did not finish done: ${JSON.stringify(bad[0])}`);
+  await mesh.stop();
+  const ideal = figure('ideal: 2 model turns x 50 ms', 2 * latency, 'ms');
+  return [
+    ideal,
+    figure(`${count} concurrent runs in one planner, time to finish all`, elapsed, 'ms', ideal),
+    figure(`${count} concurrent runs: peak heap growth`, (peakHeap - before.heapUsed) / 1048576, 'MB'),
+    figure(`${count} concurrent runs: peak RSS growth`, (peakRss - before.rss) / 1048576, 'MB'),
+    figure(`${count} concurrent runs: heap per run`, (peakHeap - before.heapUsed) / count / 1024, 'KB'),
+  ];
+}

@@ -1,0 +1,56 @@
+export {
+  Planner,
+  PLANNER_VERSION,
+  type PlannerOptions,
+  type PlannerDefaults,
+  type ToolSearchDefaults,
+  type ExecuteOptions,
+  type RunResult,
+} from './planner.js';
+export * from './providers/index.js';
+export {
+  CapabilityTable,
+  CapabilityRuleSchema,
+  DEFAULT_CAPABILITY_RULES,
+  parseCapabilityRules,
+  type CapabilityRule,
+  type ModelCapabilities,
+} from './capabilities.js';
+export {
+  PriceTable,
+  PriceSchema,
+  DEFAULT_PRICES,
+  parsePrices,
+  type Price,
+  type PriceTableInput,
+} from './prices.js';
+export {
+  ToolExposure,
+  estimateTokens,
+  type SearchMode,
+  type ExposureState,
+  type TurnTools,
+} from './exposure.js';
+export {
+  LoopDetector,
+  DEFAULT_LOOP_THRESHOLDS,
+  type LoopThresholds,
+  type LoopState,
+  type LoopVerdict,
+} from './loop-detector.js';
+export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tools.js';
+export { buildSystemPrompt, UNTRUSTED_TOOL_OUTPUT_NOTICE, DEFAULT_AGENT_PROMPT } from './system-prompt.js';
+export { LoopErrorCode, DEFAULT_NUDGE, canonicalName } from './run-loop.js';
+export type { RunSnapshot, CheckpointHook } from './run-state.js';
+export { RunEventSink } from './events.js';
+export {
+  readTranscript,
+  readRunRecord,
+  transcriptToScript,
+  replayEvents,
+  transcriptsBucket,
+  runsBucket,
+  type RunTranscript,
+  type RunRecord,
+} from './transcript.js';
+export { submitRun, followRun, type SubmitResult } from './client.js';

@@ -1,0 +1,243 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type {
+  MessageCreateParamsBase,
+  MessageParam,
+  RawMessageStreamEvent,
+} from '@anthropic-ai/sdk/resources/messages';
+import { fromProviderAlias, toProviderAlias } from '@agentmesh/protocol';
+import { providerError, providerSchema } from './errors.js';
+import type {
+  ChatMessage,
+  ChatToolCall,
+  ModelProvider,
+  ModelRequest,
+  ModelTurn,
+  NativeSearchRecord,
+  NativeSearchVariant,
+} from './types.js';
+
+export interface AnthropicProviderOptions {
+  model: string;
+  apiKey?: string | undefined;
+  baseUrl?: string | undefined;
+  stream?: boolean;
+  maxRetries?: number;
+  /** `max_tokens` of each response (default 4096). */
+  maxOutputTokens?: number;
+  client?: Anthropic;
+}
+
+export function createAnthropicClient(options: {
+  apiKey?: string | undefined;
+  baseUrl?: string | undefined;
+  maxRetries?: number;
+}): Anthropic {
+  return new Anthropic({
+    apiKey: options.apiKey ?? null,
+    ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
+    maxRetries: options.maxRetries ?? 2,
+  });
+}
+
+/** The server tool Anthropic runs over `defer_loading` tools. */
+export const NATIVE_SEARCH_TOOLS: Record<NativeSearchVariant, { type: string; name: string }> = {
+  bm25: { type: 'tool_search_tool_bm25_20251119', name: 'tool_search_tool_bm25' },
+  regex: { type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' },
+};
+
+type Block = Record<string, unknown> & { type: string };
+
+/** Anthropic Messages, with native tool search (`defer_loading` + tool_search_tool_*) when asked. */
+export class AnthropicProvider implements ModelProvider {
+  readonly kind = 'anthropic' as const;
+  readonly model: string;
+  private readonly client: Anthropic;
+  private readonly stream: boolean;
+  private readonly maxOutputTokens: number;
+
+  constructor(options: AnthropicProviderOptions) {
+    this.model = options.model;
+    this.client = options.client ?? createAnthropicClient(options);
+    this.stream = options.stream ?? true;
+    this.maxOutputTokens = options.maxOutputTokens ?? 4096;
+  }
+
+  async complete(request: ModelRequest): Promise<ModelTurn> {
+    const tools: unknown[] = request.tools.map((t) => ({
+      name: toProviderAlias(t.name),
+      description: t.description,
+      input_schema: providerSchema(t.input_schema),
+      ...(t.defer_loading ? { defer_loading: true } : {}),
+    }));
+    if (request.nativeSearch !== undefined) tools.push({ ...NATIVE_SEARCH_TOOLS[request.nativeSearch] });
+    const body = {
+      model: request.model,
+      max_tokens: this.maxOutputTokens,
+      ...(request.system === '' ? {} : { system: request.system }),
+      messages: toAnthropicMessages(request.messages),
+      ...(tools.length > 0 ? { tools } : {}),
+      ...(tools.length > 0 && !request.parallelCalls
+        ? { tool_choice: { type: 'auto', disable_parallel_tool_use: true } }
+        : {}),
+    } as unknown as MessageCreateParamsBase;
+    try {
+      if (!this.stream) {
+        const res = await this.client.messages.create({ ...body, stream: false }, { signal: request.signal });
+        return fromBlocks(
+          res.content as unknown as Block[],
+          {
+            input_tokens: res.usage.input_tokens,
+            output_tokens: res.usage.output_tokens,
+          },
+          res.stop_reason ?? undefined,
+        );
+      }
+      const stream = await this.client.messages.create({ ...body, stream: true }, { signal: request.signal });
+      return await accumulateStream(stream);
+    } catch (error) {
+      throw providerError('anthropic', error, request.signal);
+    }
+  }
+}
+
+async function accumulateStream(stream: AsyncIterable<RawMessageStreamEvent>): Promise<ModelTurn> {
+  const blocks: Block[] = [];
+  const partialJson = new Map<number, string>();
+  const usage = { input_tokens: 0, output_tokens: 0 };
+  let stopReason: string | undefined;
+  for await (const event of stream) {
+    switch (event.type) {
+      case 'message_start':
+        usage.input_tokens = event.message.usage.input_tokens;
+        usage.output_tokens = event.message.usage.output_tokens;
+        break;
+      case 'content_block_start': {
+        const block = { ...(event.content_block as unknown as Block) };
+        blocks[event.index] = block;
+        if (block.type === 'tool_use' || block.type === 'server_tool_use') partialJson.set(event.index, '');
+        break;
+      }
+      case 'content_block_delta': {
+        const block = blocks[event.index];
+        if (block === undefined) break;
+        if (event.delta.type === 'text_delta') block['text'] = String(block['text'] ?? '') + event.delta.text;
+        else if (event.delta.type === 'input_json_delta')
+          partialJson.set(event.index, (partialJson.get(event.index) ?? '') + event.delta.partial_json);
+        break;
+      }
+      case 'content_block_stop': {
+        const block = blocks[event.index];
+        const json = partialJson.get(event.index);
+        if (block !== undefined && json !== undefined) {
+          block['_raw_input'] = json;
+          try {
+            block['input'] = json === '' ? {} : (JSON.parse(json) as unknown);
+          } catch {
+            block['input'] = {};
+          }
+        }
+        break;
+      }
+      case 'message_delta':
+        if (event.usage.output_tokens !== undefined) usage.output_tokens = event.usage.output_tokens;
+        if (event.usage.input_tokens != null) usage.input_tokens = event.usage.input_tokens;
+        if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
+        break;
+      default:
+        break;
+    }
+  }
+  return fromBlocks(
+    blocks.filter((b) => b !== undefined),
+    usage,
+    stopReason,
+  );
+}
+
+function fromBlocks(
+  rawBlocks: Block[],
+  usage: ModelTurn['usage'],
+  stopReason: string | undefined,
+): ModelTurn {
+  let text = '';
+  const calls: ChatToolCall[] = [];
+  const searches = new Map<string, NativeSearchRecord>();
+  const blocks: Block[] = [];
+  let hasServerBlocks = false;
+  for (const raw of rawBlocks) {
+    const { _raw_input: rawInput, ...block } = raw;
+    blocks.push(block as Block);
+    if (block.type === 'text') text += String(block['text'] ?? '');
+    else if (block.type === 'tool_use')
+      calls.push({
+        id: String(block['id']),
+        name: String(block['name']),
+        arguments: typeof rawInput === 'string' ? rawInput || '{}' : JSON.stringify(block['input'] ?? {}),
+      });
+    else if (block.type === 'server_tool_use') {
+      hasServerBlocks = true;
+      const name = String(block['name']);
+      if (name.startsWith('tool_search_tool_')) {
+        const input = (block['input'] ?? {}) as Record<string, unknown>;
+        searches.set(String(block['id']), {
+          query: String(input['query'] ?? input['pattern'] ?? ''),
+          variant: name.endsWith('regex') ? 'regex' : 'bm25',
+          results: [],
+        });
+      }
+    } else if (block.type === 'tool_search_tool_result') {
+      hasServerBlocks = true;
+      const record = searches.get(String(block['tool_use_id']));
+      const content = block['content'] as
+        { type?: string; tool_references?: { tool_name: string }[] } | undefined;
+      if (record && content?.type === 'tool_search_tool_search_result')
+        record.results.push(...(content.tool_references ?? []).map((r) => fromProviderAlias(r.tool_name)));
+    } else hasServerBlocks = true;
+  }
+  return {
+    text,
+    tool_calls: calls,
+    usage,
+    ...(stopReason === undefined ? {} : { stop_reason: stopReason }),
+    ...(searches.size > 0 ? { native_searches: [...searches.values()] } : {}),
+    ...(hasServerBlocks ? { native: { provider: 'anthropic' as const, blocks } } : {}),
+  };
+}
+
+function parseInput(args: string): unknown {
+  try {
+    const value = JSON.parse(args) as unknown;
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : {};
+  } catch {
+    return {};
+  }
+}
+
+function toAnthropicMessages(messages: readonly ChatMessage[]): MessageParam[] {
+  const out: { role: 'user' | 'assistant'; content: Block[] }[] = [];
+  const push = (role: 'user' | 'assistant', block: Block) => {
+    const last = out[out.length - 1];
+    if (last !== undefined && last.role === role) last.content.push(block);
+    else out.push({ role, content: [block] });
+  };
+  for (const m of messages) {
+    if (m.role === 'user') push('user', { type: 'text', text: m.content });
+    else if (m.role === 'tool')
+      push('user', {
+        type: 'tool_result',
+        tool_use_id: m.call_id,
+        content: m.content,
+        ...(m.is_error ? { is_error: true } : {}),
+      });
+    else if (m.native?.provider === 'anthropic')
+      for (const b of m.native.blocks) push('assistant', b as Block);
+    else {
+      if (m.content !== '') push('assistant', { type: 'text', text: m.content });
+      for (const c of m.tool_calls ?? [])
+        push('assistant', { type: 'tool_use', id: c.id, name: c.name, input: parseInput(c.arguments) });
+      if (m.content === '' && (m.tool_calls ?? []).length === 0)
+        push('assistant', { type: 'text', text: '(no answer)' });
+    }
+  }
+  return out as unknown as MessageParam[];
+}

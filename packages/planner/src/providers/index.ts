@@ -1,0 +1,178 @@
+import type OpenAI from 'openai';
+import type Anthropic from '@anthropic-ai/sdk';
+import { AgentMeshError, ErrorCode, type ProviderKind } from '@agentmesh/protocol';
+import { AnthropicProvider, createAnthropicClient } from './anthropic.js';
+import { OpenAiProvider, createOpenAiClient } from './openai.js';
+import { ScriptedProvider, type ScriptedTurnInput } from './scripted.js';
+import type { ModelProvider } from './types.js';
+
+export * from './types.js';
+export { OpenAiProvider, createOpenAiClient, type OpenAiProviderOptions } from './openai.js';
+export {
+  AnthropicProvider,
+  createAnthropicClient,
+  NATIVE_SEARCH_TOOLS,
+  type AnthropicProviderOptions,
+} from './anthropic.js';
+export { ScriptedProvider, ScriptFileSchema, readScriptFile, type ScriptedTurnInput } from './scripted.js';
+
+/**
+ * How the planner reaches models. Everything is optional: keys and base URLs fall back to OPENAI_API_KEY,
+ * OPENAI_BASE_URL, ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL.
+ */
+export interface ProviderSettings {
+  /** The provider of runs that do not name one. */
+  provider?: ProviderKind;
+  /** The model of runs that do not name one (for the default provider). */
+  model?: string;
+  openaiApiKey?: string;
+  openaiBaseUrl?: string;
+  anthropicApiKey?: string;
+  anthropicBaseUrl?: string;
+  /** Base URL of an OpenAI-compatible server (Ollama, vLLM, OpenRouter); a run's `base_url` wins. */
+  baseUrl?: string;
+  /** API key for the OpenAI-compatible server (default: the OpenAI key, or none). */
+  compatibleApiKey?: string;
+  /** A script file for the scripted provider (runs may also carry `script`). */
+  script?: string;
+  /** Stream responses (default true). */
+  stream?: boolean;
+  /** SDK retries on 429/5xx/connection errors (default 2). */
+  maxRetries?: number;
+  /** Output token cap of each response. */
+  maxOutputTokens?: number;
+  /** Where environment fallbacks are read (default `process.env`). */
+  env?: Record<string, string | undefined>;
+}
+
+export const DEFAULT_MODELS: Record<ProviderKind, string> = {
+  openai: 'gpt-4o-mini',
+  anthropic: 'claude-sonnet-4-6',
+  'openai-compatible': 'llama3.2',
+  scripted: 'script',
+};
+
+/** What a run's provider resolved to: enough to build it, with no secret in `describe`. */
+export interface ProviderChoice {
+  kind: ProviderKind;
+  model: string;
+  apiKey?: string | undefined;
+  baseUrl?: string | undefined;
+  script?: readonly ScriptedTurnInput[] | string | undefined;
+}
+
+export const NO_PROVIDER_HELP =
+  'no LLM provider is configured: set OPENAI_API_KEY (OpenAI) or ANTHROPIC_API_KEY (Anthropic), ' +
+  'give a base URL for an OpenAI-compatible server (OPENAI_BASE_URL or --base-url, e.g. Ollama at http://localhost:11434/v1), ' +
+  'or use the scripted provider with a script (--script FILE, or "script" in the run request)';
+
+/** The provider-related fields of a run request. */
+export interface ProviderRequest {
+  provider?: ProviderKind | undefined;
+  model?: string | undefined;
+  base_url?: string | undefined;
+  script?: readonly ScriptedTurnInput[] | undefined;
+}
+
+/**
+ * Picks the provider and model of a run, or throws `invalid_config` saying how to configure one. The CLI calls it
+ * up front (through {@link checkProviderConfig}); the planner calls it for every run.
+ */
+export function resolveProvider(request: ProviderRequest, settings: ProviderSettings = {}): ProviderChoice {
+  const env = settings.env ?? process.env;
+  const openaiKey = settings.openaiApiKey ?? env['OPENAI_API_KEY'] ?? undefined;
+  const openaiBase = settings.openaiBaseUrl ?? env['OPENAI_BASE_URL'] ?? undefined;
+  const anthropicKey = settings.anthropicApiKey ?? env['ANTHROPIC_API_KEY'] ?? undefined;
+  const anthropicBase = settings.anthropicBaseUrl ?? env['ANTHROPIC_BASE_URL'] ?? undefined;
+  const compatibleBase = request.base_url ?? settings.baseUrl;
+  const script = request.script ?? settings.script;
+  const kind: ProviderKind | undefined =
+    request.provider ??
+    (request.script !== undefined ? 'scripted' : undefined) ??
+    (request.base_url !== undefined ? 'openai-compatible' : undefined) ??
+    settings.provider ??
+    (settings.script !== undefined ? 'scripted' : undefined) ??
+    (settings.baseUrl !== undefined ? 'openai-compatible' : undefined) ??
+    (openaiKey ? 'openai' : anthropicKey ? 'anthropic' : openaiBase ? 'openai-compatible' : undefined);
+  if (kind === undefined)
+    throw new AgentMeshError(ErrorCode.InvalidConfig, NO_PROVIDER_HELP, { retryable: false });
+  const model =
+    request.model ??
+    (settings.provider === undefined || settings.provider === kind ? settings.model : undefined) ??
+    DEFAULT_MODELS[kind];
+  const missing = (what: string) =>
+    new AgentMeshError(ErrorCode.InvalidConfig, `provider "${kind}" needs ${what}. ${NO_PROVIDER_HELP}`, {
+      retryable: false,
+      details: { provider: kind },
+    });
+  switch (kind) {
+    case 'openai':
+      if (!openaiKey && !openaiBase) throw missing('OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)');
+      return { kind, model, apiKey: openaiKey || undefined, baseUrl: openaiBase || undefined };
+    case 'anthropic':
+      if (!anthropicKey) throw missing('ANTHROPIC_API_KEY');
+      return { kind, model, apiKey: anthropicKey, baseUrl: anthropicBase || undefined };
+    case 'openai-compatible': {
+      const baseUrl = compatibleBase ?? openaiBase;
+      if (!baseUrl) throw missing('a base URL (--base-url, the run\'s "base_url", or OPENAI_BASE_URL)');
+      // a base URL chosen by the run (not by whoever configured this planner) never receives the planner's keys
+      const configuredBase = request.base_url === undefined || request.base_url === settings.baseUrl || request.base_url === openaiBase;
+      const apiKey = configuredBase ? (settings.compatibleApiKey ?? (openaiKey || undefined)) : undefined;
+      return { kind, model, apiKey, baseUrl };
+    }
+    case 'scripted':
+      if (script === undefined) throw missing('a script (--script FILE, or "script" in the run request)');
+      return { kind, model, script };
+  }
+}
+
+/** Throws `invalid_config` (with instructions) when a run like `request` could not reach a model. */
+export function checkProviderConfig(
+  settings: ProviderSettings = {},
+  request: ProviderRequest = {},
+): ProviderChoice {
+  return resolveProvider(request, settings);
+}
+
+/** Reuses SDK clients (and their connection pools) across runs of one planner. */
+export class ProviderClients {
+  private readonly openai = new Map<string, OpenAI>();
+  private readonly anthropic = new Map<string, Anthropic>();
+  constructor(private readonly settings: ProviderSettings = {}) {}
+
+  create(choice: ProviderChoice): ModelProvider {
+    const common = {
+      model: choice.model,
+      ...(this.settings.stream === undefined ? {} : { stream: this.settings.stream }),
+      ...(this.settings.maxOutputTokens === undefined
+        ? {}
+        : { maxOutputTokens: this.settings.maxOutputTokens }),
+    };
+    const endpoint = {
+      apiKey: choice.apiKey,
+      baseUrl: choice.baseUrl,
+      maxRetries: this.settings.maxRetries ?? 2,
+    };
+    const key = `${choice.baseUrl ?? ''}\u0000${choice.apiKey ?? ''}`;
+    switch (choice.kind) {
+      case 'openai':
+      case 'openai-compatible': {
+        let client = this.openai.get(key);
+        if (!client) this.openai.set(key, (client = createOpenAiClient(endpoint)));
+        return new OpenAiProvider({ ...common, kind: choice.kind, client });
+      }
+      case 'anthropic': {
+        let client = this.anthropic.get(key);
+        if (!client) this.anthropic.set(key, (client = createAnthropicClient(endpoint)));
+        return new AnthropicProvider({ ...common, client });
+      }
+      case 'scripted':
+        return new ScriptedProvider(choice.script ?? [], { model: choice.model });
+    }
+  }
+}
+
+/** Builds a provider for a run request (or for explicit settings): the one-call form of the above. */
+export function createProvider(request: ProviderRequest, settings: ProviderSettings = {}): ModelProvider {
+  return new ProviderClients(settings).create(resolveProvider(request, settings));
+}

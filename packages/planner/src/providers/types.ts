@@ -1,0 +1,76 @@
+import type { ProviderKind } from '@agentmesh/protocol';
+
+/** One tool call as the model produced it: `name` as the model spelled it, `arguments` as raw JSON text. */
+export interface ChatToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/**
+ * The provider-neutral conversation. It is plain JSON so a run can be checkpointed, stored in its transcript and
+ * replayed; providers translate it to their wire format on every call.
+ */
+export type ChatMessage =
+  | { role: 'user'; content: string }
+  | {
+      role: 'assistant';
+      content: string;
+      tool_calls?: ChatToolCall[];
+      /** Provider-native content blocks to send back verbatim (Anthropic server tool search blocks). */
+      native?: { provider: ProviderKind; blocks: unknown[] };
+    }
+  | { role: 'tool'; call_id: string; name: string; content: string; is_error: boolean };
+
+/** A tool as offered to a model; `name` is canonical (providers send the alias). */
+export interface ModelTool {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+  /** Native deferred loading: sent but hidden until the provider's own search surfaces it. */
+  defer_loading?: boolean;
+}
+
+export type NativeSearchVariant = 'bm25' | 'regex';
+
+export interface ModelRequest {
+  model: string;
+  system: string;
+  messages: readonly ChatMessage[];
+  tools: readonly ModelTool[];
+  parallelCalls: boolean;
+  /** Provider-side tool search over the `defer_loading` tools. */
+  nativeSearch?: NativeSearchVariant;
+  signal: AbortSignal;
+}
+
+export interface TokenUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** A provider-side tool search that happened inside one response. */
+export interface NativeSearchRecord {
+  query: string;
+  variant: NativeSearchVariant;
+  /** Canonical names of the tools it surfaced. */
+  results: string[];
+}
+
+/** One model response, normalized. */
+export interface ModelTurn {
+  text: string;
+  tool_calls: ChatToolCall[];
+  usage: TokenUsage;
+  stop_reason?: string;
+  native_searches?: NativeSearchRecord[];
+  /** Raw provider blocks to keep in the conversation (see {@link ChatMessage}). */
+  native?: { provider: ProviderKind; blocks: unknown[] };
+}
+
+/** A chat model the planner can drive. One instance may serve many runs at once. */
+export interface ModelProvider {
+  readonly kind: ProviderKind;
+  readonly model: string;
+  complete(request: ModelRequest): Promise<ModelTurn>;
+}

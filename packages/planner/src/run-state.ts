@@ -1,0 +1,48 @@
+import type { RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protocol';
+import type { ExposureState, SearchMode } from './exposure.js';
+import type { LoopState } from './loop-detector.js';
+import type { ChatMessage, NativeSearchVariant } from './providers/types.js';
+
+/**
+ * Everything a run needs to continue, as plain JSON. The loop updates it in place and hands it to the checkpoint
+ * hook after every model turn and every batch of tool results, so a run can later be resumed on another planner
+ * from its last snapshot (and its events continue from `seq`).
+ */
+export interface RunSnapshot {
+  version: 1;
+  run_id: string;
+  planner_id: string;
+  request: RunRequest;
+  provider: { kind: string; model: string };
+  limits: RunLimits;
+  search: {
+    mode: SearchMode;
+    strategy: string;
+    native_variant?: NativeSearchVariant | undefined;
+    budget_tokens?: number | undefined;
+  };
+  system: string;
+  /** Model turns made so far. */
+  iteration: number;
+  /** Tool calls executed so far (meta-tools included, fail-closed calls not). */
+  tool_calls: number;
+  /** Consecutive text-only turns answered with a nudge. */
+  nudges: number;
+  usage: Usage;
+  last_text: string;
+  messages: ChatMessage[];
+  exposure: ExposureState;
+  loop: LoopState;
+  /** Canonical names of tools that succeeded at least once. */
+  succeeded: string[];
+  /** The seq of the last event published. */
+  seq: number;
+  started_at: string;
+  /** Where the loop is: about to call the model, or about to run the tool calls of the last assistant message. */
+  phase: 'model' | 'tools' | 'finished';
+  status?: RunStatus;
+  reason?: string;
+}
+
+/** Called with the run's snapshot after every model turn and every batch of tool results. */
+export type CheckpointHook = (snapshot: Readonly<RunSnapshot>) => void | Promise<void>;

@@ -1,0 +1,141 @@
+import {
+  DEFAULT_PREFIX,
+  decodeMessage,
+  encodeJson,
+  openBlobStore,
+  openKv,
+  type Bus,
+  type BlobStore,
+  type KvStore,
+  type RunEvent,
+  type RunRequest,
+  type RunStatus,
+  type ScriptedTurn,
+} from '@agentmesh/protocol';
+import { z } from 'zod';
+import type { ChatMessage } from './providers/types.js';
+
+/** A finished (or failed) run as stored: the conversation the model saw and every event, in order. */
+export interface RunTranscript {
+  version: 1;
+  run_id: string;
+  planner_id: string;
+  request: RunRequest | unknown;
+  provider?: string | undefined;
+  model?: string | undefined;
+  system?: string | undefined;
+  status?: RunStatus | undefined;
+  reason?: string | undefined;
+  started_at: string;
+  ended_at: string;
+  messages: ChatMessage[];
+  events: RunEvent[];
+}
+
+const TranscriptSchema = z.looseObject({
+  version: z.literal(1),
+  run_id: z.string(),
+  messages: z.array(z.unknown()),
+  events: z.array(z.unknown()),
+});
+
+function bucketPrefix(prefix: string): string {
+  return prefix.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+/** The object store that keeps run transcripts (`agentmesh_transcripts` for the default prefix). */
+export function transcriptsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_transcripts`;
+}
+
+/** The KV bucket of run records: which run ids were seen, by which planner, and how they ended. */
+export function runsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_runs`;
+}
+
+/** The KV record of one run id. */
+export interface RunRecord {
+  run_id: string;
+  planner_id: string;
+  state: 'running' | 'finished';
+  accepted_at: string;
+  finished_at?: string;
+  status?: string;
+  stream_seq?: number;
+}
+
+export async function openTranscriptStore(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
+  return openBlobStore(bus, transcriptsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
+}
+
+export async function openRunRecords(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return openKv(bus, runsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
+}
+
+export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {
+  await store.put(transcript.run_id, encodeJson(transcript), {
+    mime: 'application/json',
+    meta: { planner: transcript.planner_id, status: transcript.status ?? 'failed' },
+  });
+}
+
+/** Reads a run's transcript (from any process on the same bus), or null when there is none. */
+export async function readTranscript(
+  bus: Bus,
+  runId: string,
+  options: { prefix?: string } = {},
+): Promise<RunTranscript | null> {
+  const store = await openTranscriptStore(bus, options.prefix);
+  const blob = await store.get(runId);
+  if (blob === null) return null;
+  return decodeMessage(TranscriptSchema, blob.data, `transcript of run ${runId}`) as unknown as RunTranscript;
+}
+
+/** Reads the KV record of a run id, or null when no planner saw it. */
+export async function readRunRecord(
+  bus: Bus,
+  runId: string,
+  options: { prefix?: string } = {},
+): Promise<RunRecord | null> {
+  const kv = await openRunRecords(bus, options.prefix);
+  const entry = await kv.get(runId);
+  return entry === null ? null : (JSON.parse(new TextDecoder().decode(entry.value)) as RunRecord);
+}
+
+/**
+ * The model turns of a transcript as a script: running the transcript's request again with this script (scripted
+ * provider) replays the run against the current tools, turn for turn.
+ */
+export function transcriptToScript(transcript: Pick<RunTranscript, 'events'>): ScriptedTurn[] {
+  const turns: ScriptedTurn[] = [];
+  for (const e of transcript.events) {
+    if (e.type !== 'llm.response') continue;
+    turns.push({
+      ...(e.text === '' ? {} : { text: e.text }),
+      ...(e.tool_calls.length === 0
+        ? {}
+        : {
+            tool_calls: e.tool_calls.map((c) => ({
+              id: c.id,
+              name: c.name,
+              arguments:
+                c.arguments !== null && typeof c.arguments === 'object' && !Array.isArray(c.arguments)
+                  ? (c.arguments as Record<string, unknown>)
+                  : typeof c.arguments === 'string'
+                    ? c.arguments
+                    : JSON.stringify(c.arguments),
+            })),
+          }),
+      usage: { input_tokens: e.usage.input_tokens, output_tokens: e.usage.output_tokens },
+    });
+  }
+  return turns;
+}
+
+/** Hands a transcript's events to `onEvent` in order (a viewer or the CLI re-rendering a past run). */
+export function replayEvents(
+  transcript: Pick<RunTranscript, 'events'>,
+  onEvent: (event: RunEvent) => void,
+): void {
+  for (const e of [...transcript.events].sort((a, b) => a.seq - b.seq)) onEvent(e);
+}

@@ -1,0 +1,67 @@
+import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+
+/** Resolves after `ms`, or rejects with `cancelled` when the signal aborts first. */
+export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(new AgentMeshError(ErrorCode.Cancelled, 'aborted'));
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(new AgentMeshError(ErrorCode.Cancelled, 'aborted'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** A counting semaphore for bounding concurrent work. */
+export class Semaphore {
+  private available: number;
+  private readonly waiters: (() => void)[] = [];
+  constructor(permits: number) {
+    this.available = permits;
+  }
+  async acquire(): Promise<() => void> {
+    if (this.available > 0) this.available--;
+    else await new Promise<void>((resolve) => this.waiters.push(resolve));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiters.shift();
+      if (next) next();
+      else this.available++;
+    };
+  }
+}
+
+/** JSON with object keys sorted, so equal values give equal strings (loop detection). */
+export function stableStringify(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'undefined';
+  if (Array.isArray(value)) return `[${value.map(stableStringify).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableStringify(v)}`).join(',')}}`;
+}
+
+/** Matches a model id against a glob where `*` matches any run of characters (case-insensitive). */
+export function modelGlobMatches(glob: string, model: string): boolean {
+  const source = glob
+    .toLowerCase()
+    .split('*')
+    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+    .join('.*');
+  return new RegExp(`^${source}$`).test(model.toLowerCase());
+}
+
+/** Cuts text to at most `maxBytes` UTF-8 bytes, with a visible notice when it had to. */
+export function capText(text: string, maxBytes: number): string {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= maxBytes) return text;
+  const notice = `\n[agentmesh: output truncated from ${bytes} to ${maxBytes} bytes]`;
+  const keep = Buffer.from(text, 'utf8').subarray(0, Math.max(0, maxBytes - Buffer.byteLength(notice)));
+  return keep.toString('utf8').replace(/\uFFFD+$/, '') + notice;
+}
