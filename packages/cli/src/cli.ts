@@ -64,7 +64,8 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
       io.stdout.write(`${usageOf(command.spec)}\n`);
       return 0;
     }
-    const ctx = buildContext(args, io, `agentmesh-${name}`);
+    const quiet = !['catalog', 'planner', 'worker'].includes(name);
+    const ctx = buildContext(args, io, `agentmesh-${name}`, quiet);
     return await command.handler(ctx);
   } catch (error) {
     const e = AgentMeshError.from(error);

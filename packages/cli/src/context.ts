@@ -17,14 +17,15 @@ export interface CommandContext {
   io: Io;
 }
 
-export function buildContext(args: ParsedArgs, io: Io, loggerName: string): CommandContext {
+/** Actor commands log at info by default; one-shot commands (run, tools, status) only warn, to keep the terminal for output. */
+export function buildContext(args: ParsedArgs, io: Io, loggerName: string, quiet = false): CommandContext {
   const config = loadConfig(configPath(stringFlag(args, 'config')));
   return {
     args,
     config,
     prefix: stringFlag(args, 'prefix', 'AGENTMESH_PREFIX') ?? config.nats?.prefix ?? DEFAULT_PREFIX,
     natsUrl: stringFlag(args, 'nats', 'NATS_URL') ?? config.nats?.url,
-    logger: createLogger(loggerName),
+    logger: createLogger(loggerName, quiet && !process.env['LOG_LEVEL'] ? { level: 'warn' } : {}),
     io,
   };
 }

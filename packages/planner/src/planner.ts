@@ -649,7 +649,7 @@ export class Planner {
   private async intakeConsumer(bus: NatsBus): Promise<Consumer> {
     const names = await ensureRunStreams(bus, this.prefix);
     const jsm = await bus.jetstreamManager();
-    const durable = 'planners';
+    const durable = ServiceName.Planner;
     const config = {
       durable_name: durable,
       ack_policy: AckPolicy.Explicit,
