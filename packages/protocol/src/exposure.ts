@@ -24,7 +24,8 @@ export function resolveToolLoading(
   for (const layer of layers) {
     if (layer === undefined) continue;
     if (layer.always !== undefined && matchesAnyToolPattern(name, layer.always)) loading = 'always';
-    else if (layer.deferred !== undefined && matchesAnyToolPattern(name, layer.deferred)) loading = 'deferred';
+    else if (layer.deferred !== undefined && matchesAnyToolPattern(name, layer.deferred))
+      loading = 'deferred';
   }
   return loading;
 }

@@ -380,12 +380,20 @@ export const CatalogListSchema = z
     loading: ToolLoadingSchema.optional(),
     text: z.string().optional(),
     full: z.boolean().optional(),
+    /** Skip this many matching tools (paging; tools are sorted by name). */
+    offset: z.number().int().min(0).optional(),
+    /** Return at most this many; without it the reply holds as many as fit in one message. */
+    limit: z.number().int().min(1).optional(),
   })
   .strict();
 export type CatalogList = z.infer<typeof CatalogListSchema>;
 export const CatalogListReplySchema = z.object({
   tools: z.array(ToolSummarySchema),
   specs: z.array(ToolSpecSchema).optional(),
+  /** How many tools matched in all. */
+  total: z.number().int().optional(),
+  /** Present when more tools matched than this reply holds: ask again with this offset. */
+  next_offset: z.number().int().optional(),
 });
 export type CatalogListReply = z.infer<typeof CatalogListReplySchema>;
 

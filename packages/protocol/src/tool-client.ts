@@ -17,7 +17,10 @@ export interface InvokeToolOptions {
   /** Overall deadline for the call, every attempt and re-send included (default 60 s). */
   timeoutMs?: number;
   signal?: AbortSignal;
-  /** Called with the worker's `started`, `progress` and `heartbeat` notices. */
+  /**
+   * Called with the worker's `started`, `progress` and `heartbeat` notices. A worker that answers within the event
+   * loop turn the call began in sends no `started`; it is then made from the outcome, so every call reports one.
+   */
   onProgress?: (progress: ToolProgress) => void;
   /**
    * Whether the call may be re-sent to another replica after a worker was lost while it may have run it
@@ -45,7 +48,7 @@ export async function invokeTool(
   invocation: ToolInvocationInput,
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
-  const body = ToolInvocationSchema.parse(invocation);
+  const body = validate(ToolInvocationSchema, invocation, 'tool invocation', ErrorCode.InvalidRequest);
   body.idempotency_key ??= `${body.run_id}:${body.call_id}`;
   const subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
   const timeoutMs = options.timeoutMs ?? 60_000;
@@ -53,7 +56,24 @@ export async function invokeTool(
   const lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
   const noRespondersMs = options.noRespondersMs ?? 2000;
   const signal = options.signal;
-  const fail = (code: string, message: string, retryable: boolean, extra: Record<string, unknown> = {}, cause?: unknown) =>
+  const userProgress = options.onProgress;
+  const onProgress =
+    userProgress === undefined
+      ? undefined
+      : (progress: ToolProgress) => {
+          try {
+            userProgress(progress);
+          } catch {
+            // a failing progress listener must not break the call
+          }
+        };
+  const fail = (
+    code: string,
+    message: string,
+    retryable: boolean,
+    extra: Record<string, unknown> = {},
+    cause?: unknown,
+  ) =>
     new AgentMeshError(code, message, {
       retryable,
       details: { call_id: body.call_id, tool: body.tool, ...extra },
@@ -62,22 +82,35 @@ export async function invokeTool(
   let transportRetries = 0;
   let firstNoResponders: number | undefined;
   let resends = 0;
-  for (let attempt = body.attempt; ; ) {
-    if (signal?.aborted) throw fail(ErrorCode.Cancelled, `call ${body.call_id} of tool "${body.tool}" was cancelled`, false);
+  const lostWorkers: string[] = [];
+  for (let attempt = body.attempt; ;) {
+    if (signal?.aborted)
+      throw fail(ErrorCode.Cancelled, `call ${body.call_id} of tool "${body.tool}" was cancelled`, false);
     const remaining = deadline - Date.now();
     if (remaining <= 0)
-      throw fail(ErrorCode.Timeout, `call ${body.call_id} of tool "${body.tool}" got no outcome within ${timeoutMs} ms`, false, {
-        timeout_ms: timeoutMs,
-      });
+      throw fail(
+        ErrorCode.Timeout,
+        `call ${body.call_id} of tool "${body.tool}" got no outcome within ${timeoutMs} ms`,
+        false,
+        {
+          timeout_ms: timeoutMs,
+        },
+      );
     body.attempt = attempt;
-    const result = await sendOnce(bus, subject, body, remaining, lostAfterMs, signal, options.onProgress);
+    const result = await sendOnce(bus, subject, body, remaining, lostAfterMs, signal, onProgress);
     if (result.kind === 'outcome') {
       if (!result.sawStarted)
-        options.onProgress?.({ kind: 'started', call_id: body.call_id, tool: body.tool, worker_id: result.outcome.worker_id });
+        onProgress?.({
+          kind: 'started',
+          call_id: body.call_id,
+          tool: body.tool,
+          worker_id: result.outcome.worker_id,
+        });
       return result.outcome;
     }
     if (result.kind === 'lost') {
       const who = result.workerId === undefined ? 'the worker' : `worker ${result.workerId}`;
+      lostWorkers.push(who);
       if (options.idempotent !== true)
         throw fail(
           ErrorCode.WorkerLost,
@@ -97,7 +130,9 @@ export async function invokeTool(
         if (Date.now() - firstNoResponders >= Math.min(noRespondersMs, timeoutMs))
           throw fail(
             ErrorCode.NoResponders,
-            `no worker serves tool "${body.tool}" (call ${body.call_id}): the tool is unknown or none of its workers is running`,
+            lostWorkers.length === 0
+              ? `no worker serves tool "${body.tool}" (call ${body.call_id}): the tool is unknown or none of its workers is running`
+              : `no worker is left to take call ${body.call_id} of tool "${body.tool}" after ${lostWorkers.join(', ')} was lost`,
             false,
             { resends },
             error,
@@ -109,7 +144,13 @@ export async function invokeTool(
       continue;
     }
     if (error.code === ErrorCode.Cancelled && signal?.aborted)
-      throw fail(ErrorCode.Cancelled, `call ${body.call_id} of tool "${body.tool}" was cancelled`, false, {}, error);
+      throw fail(
+        ErrorCode.Cancelled,
+        `call ${body.call_id} of tool "${body.tool}" was cancelled`,
+        false,
+        {},
+        error,
+      );
     if (error.code === ErrorCode.Timeout)
       throw fail(
         ErrorCode.Timeout,
@@ -118,7 +159,13 @@ export async function invokeTool(
         { timeout_ms: timeoutMs },
         error,
       );
-    throw fail(error.code, `call ${body.call_id} of tool "${body.tool}" failed: ${error.message}`, error.retryable, error.details ?? {}, error);
+    throw fail(
+      error.code,
+      `call ${body.call_id} of tool "${body.tool}" failed: ${error.message}`,
+      error.retryable,
+      error.details ?? {},
+      error,
+    );
   }
 }
 
@@ -148,7 +195,11 @@ async function sendOnce(
         (reply): SendResult => {
           try {
             throwIfErrorReply(reply);
-            const outcome = validate(ToolOutcomeSchema, parseJson(reply.data, 'tool outcome'), `outcome of ${invocation.tool}`);
+            const outcome = validate(
+              ToolOutcomeSchema,
+              parseJson(reply.data, 'tool outcome'),
+              `outcome of ${invocation.tool}`,
+            );
             return { kind: 'outcome', outcome, sawStarted: watch.sawStarted() };
           } catch (error) {
             return { kind: 'error', error: AgentMeshError.from(error) };
@@ -199,12 +250,23 @@ class ProgressRouter {
     this.prefix = bus.createInbox();
   }
 
-  watch(callId: string, lostAfterMs: number, onProgress: ((progress: ToolProgress) => void) | undefined): CallWatch {
+  watch(
+    callId: string,
+    lostAfterMs: number,
+    onProgress: ((progress: ToolProgress) => void) | undefined,
+  ): CallWatch {
     this.sub ??= this.bus.subscribe(`${this.prefix}.*`, (msg) => this.onMessage(msg));
     const token = (++this.counter).toString(36);
     let onLost!: (result: SendResult) => void;
     const lost = new Promise<SendResult>((resolve) => (onLost = resolve));
-    const entry: WatchEntry = { callId, lastHeard: Date.now(), lostAfterMs, workerId: undefined, onProgress, onLost };
+    const entry: WatchEntry = {
+      callId,
+      lastHeard: Date.now(),
+      lostAfterMs,
+      workerId: undefined,
+      onProgress,
+      onLost,
+    };
     this.entries.set(token, entry);
     if (this.ticker === undefined) {
       this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);

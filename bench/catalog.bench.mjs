@@ -1,0 +1,243 @@
+// The catalog: tool search p50/p99 at 1,000 and 10,000 tools in-process (next to a plain async call) and over NATS
+// (next to a raw NATS request/reply of the same request), registering 10,000 tools over NATS (next to writing the
+// same records straight to KV), and the memory 10,000 tools take (next to the specs as plain objects).
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { performance } from 'node:perf_hooks';
+import { connect } from '@nats-io/transport-node';
+import { Kvm } from '@nats-io/kv';
+import { Catalog, createToolIndex } from '@agentmesh/catalog';
+import {
+  CatalogRegisterReplySchema,
+  MemoryBus,
+  NatsBus,
+  encodeJson,
+  requestJson,
+  silentLogger,
+  subjects,
+} from '@agentmesh/protocol';
+import { figure, latencyFigures, measure } from './lib.mjs';
+
+export const title = 'Catalog: tool search, registration, memory';
+
+const base = JSON.parse(
+  readFileSync(new URL('../test/fixtures/catalog/tools.json', import.meta.url), 'utf8'),
+);
+const queries = JSON.parse(
+  readFileSync(new URL('../test/fixtures/catalog/queries.json', import.meta.url), 'utf8'),
+).natural.map((q) => q.query);
+const EDITIONS = [
+  'acme',
+  'globex',
+  'initech',
+  'umbrella',
+  'hooli',
+  'stark',
+  'wayne',
+  'wonka',
+  'tyrell',
+  'cyberdyne',
+];
+
+/** `n` distinct, realistic tools: the fixture set, then copies in numbered namespaces (`git3.log`) with varied text. */
+export function syntheticTools(n) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const t = base[i % base.length];
+    const copy = Math.floor(i / base.length);
+    if (copy === 0) {
+      out.push(t);
+      continue;
+    }
+    const ns = `${t.namespace}${copy}`;
+    out.push({
+      ...t,
+      name: `${ns}${t.name.slice(t.namespace.length)}`,
+      namespace: ns,
+      description: `${t.description} (${EDITIONS[copy % EDITIONS.length]} ${Math.floor(copy / EDITIONS.length) || ''} edition)`,
+    });
+  }
+  return out;
+}
+
+function gcFunction() {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc');
+}
+
+async function heapDelta(gc, build) {
+  gc();
+  await new Promise((r) => setTimeout(r, 10));
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const kept = await build();
+  gc();
+  await new Promise((r) => setTimeout(r, 10));
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  return { bytes: Math.max(0, after - before), kept };
+}
+
+async function registerAll(bus, prefix, tools, { perWorker = 100, concurrency = 8 } = {}) {
+  const s = subjects(prefix);
+  const batches = [];
+  for (let i = 0; i < tools.length; i += perWorker) batches.push(tools.slice(i, i + perWorker));
+  let next = 0;
+  const lane = async () => {
+    while (next < batches.length) {
+      const i = next++;
+      const reply = await requestJson(
+        bus,
+        s.catalogRegister,
+        { worker_id: `bench-w${i}`, tools: batches[i] },
+        CatalogRegisterReplySchema,
+        {
+          timeoutMs: 30_000,
+        },
+      );
+      if (reply.rejected.length > 0) throw new Error(`rejected: ${JSON.stringify(reply.rejected[0])}`);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, lane));
+}
+
+export async function run({ natsUrl, quick }) {
+  const figures = [];
+  const count = quick ? 2000 : 10000;
+  const plain = async (x) => x;
+  const plainR = await measure(() => plain(queries[0]), { count });
+
+  // in-process search
+  for (const size of [1000, 10000]) {
+    const index = createToolIndex();
+    for (const t of syntheticTools(size)) index.add(t);
+    for (const strategy of ['bm25', 'hybrid']) {
+      const r = await measure((i) => index.search(queries[i % queries.length], { strategy, limit: 10 }), {
+        count,
+      });
+      figures.push(
+        ...latencyFigures(
+          `search ${strategy} in-process, ${size} tools`,
+          r,
+          'plain async call',
+          plainR,
+        ).slice(0, 2),
+      );
+    }
+    const rx = await measure(
+      (i) => index.search(['^git\\.', 'read.*file', 'sha256', 'pull.?request'][i % 4], { strategy: 'regex' }),
+      {
+        count: Math.floor(count / 10),
+      },
+    );
+    figures.push(
+      ...latencyFigures(`search regex in-process, ${size} tools`, rx, 'plain async call', plainR).slice(0, 2),
+    );
+  }
+
+  // registration and search over NATS
+  const id = randomUUID().slice(0, 8);
+  const prefix = `benchcat${id}`;
+  const bucket = `bench_catalog_${id}`;
+  const rawBucket = `bench_rawkv_${id}`;
+  const catalogBus = await NatsBus.connect(natsUrl, { logger: silentLogger() });
+  const client = await NatsBus.connect(natsUrl, { logger: silentLogger() });
+  const raw = await connect({ servers: natsUrl });
+  const rawResponder = await connect({ servers: natsUrl });
+  const catalog = new Catalog({ bus: catalogBus, prefix, bucket, logger: silentLogger() });
+  try {
+    await catalog.start();
+    const tools = syntheticTools(10000);
+
+    // the floor: the same 100 records of 100 specs written straight to a KV bucket, 8 in flight
+    const kv = await new Kvm(raw).create(rawBucket, { history: 1 });
+    const records = [];
+    for (let i = 0; i < tools.length; i += 100)
+      records.push(
+        encodeJson({
+          worker_id: `raw-w${i}`,
+          tools: tools.slice(i, i + 100).map((spec) => ({ hash: 'x'.repeat(64), spec })),
+        }),
+      );
+    let nextPut = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (nextPut < records.length) {
+          const i = nextPut++;
+          await kv.put(`workers.w${i}`, records[i]);
+        }
+      }),
+    );
+    const rawPuts = figure('100 raw KV puts of 100-spec records, 8 in flight', performance.now() - t0, 'ms');
+
+    const t1 = performance.now();
+    await registerAll(client, prefix, tools);
+    const registered = figure(
+      'register 10,000 tools over NATS (100 workers x 100)',
+      performance.now() - t1,
+      'ms',
+      rawPuts,
+    );
+    if (catalog.toolNames().length !== 10000)
+      throw new Error(`catalog holds ${catalog.toolNames().length} tools`);
+    figures.push(rawPuts, registered);
+
+    const request = encodeJson({ query: queries[0], limit: 10, deferred_only: false });
+    rawResponder.subscribe('bench.catalog.raw', { callback: (_e, m) => m.respond(m.data) });
+    await rawResponder.flush();
+    const n = quick ? 1000 : 4000;
+    const rawR = await measure(() => raw.request('bench.catalog.raw', request, { timeout: 5000 }), {
+      count: n,
+    });
+    const s = subjects(prefix);
+    const bodies = queries.map((q) => encodeJson({ query: q, limit: 10, deferred_only: false }));
+    const natsR = await measure((i) => client.request(s.catalogSearch, bodies[i % bodies.length]), {
+      count: n,
+    });
+    figures.push(
+      ...latencyFigures('search bm25 over NATS, 10000 tools', natsR, 'raw NATS request/reply', rawR).slice(
+        0,
+        2,
+      ),
+    );
+    figures.push(figure('search over NATS minus raw round trip, p50', natsR.p50_us - rawR.p50_us, 'us'));
+  } finally {
+    await catalog.stop();
+    const jsm = await catalogBus.jetstreamManager();
+    await jsm.streams.delete(`KV_${bucket}`).catch(() => undefined);
+    await jsm.streams.delete(`KV_${rawBucket}`).catch(() => undefined);
+    await Promise.all([catalogBus.close(), client.close(), raw.close(), rawResponder.close()]);
+  }
+
+  // memory for 10,000 tools
+  const gc = gcFunction();
+  const specs = await heapDelta(gc, () => JSON.parse(JSON.stringify(syntheticTools(10000))));
+  const specsFigure = figure('heap: 10,000 specs as plain objects', specs.bytes / 1048576, 'MiB');
+  const indexMem = await heapDelta(gc, () => {
+    const index = createToolIndex();
+    for (const t of specs.kept) index.add(t);
+    return index;
+  });
+  const bus = new MemoryBus();
+  const embedded = await heapDelta(gc, async () => {
+    const c = new Catalog({ bus, logger: silentLogger() });
+    await c.start();
+    await registerAll(bus, 'agentmesh', specs.kept);
+    return c;
+  });
+  await embedded.kept.stop();
+  figures.push(
+    specsFigure,
+    figure('heap: search index of 10,000 tools', indexMem.bytes / 1048576, 'MiB', specsFigure),
+    figure(
+      'heap: embedded catalog with 10,000 tools (index, registry, KV)',
+      embedded.bytes / 1048576,
+      'MiB',
+      specsFigure,
+    ),
+  );
+  return figures;
+}

@@ -1,0 +1,662 @@
+import {
+  AgentMeshError,
+  CATALOG_BUCKET,
+  CatalogDeregisterSchema,
+  CatalogGetSchema,
+  CatalogHeartbeatSchema,
+  CatalogListSchema,
+  CatalogRegisterSchema,
+  CatalogSearchSchema,
+  ErrorCode,
+  SearchStrategySchema,
+  ServiceName,
+  announceService,
+  createLogger,
+  encodeJson,
+  isToolAllowed,
+  parseJson,
+  resolveToolLoading,
+  serve,
+  subjects,
+  toErrorPayload,
+  type Bus,
+  type CatalogGetReply,
+  type CatalogList,
+  type CatalogListReply,
+  type CatalogRegister,
+  type CatalogRegisterReply,
+  type CatalogSearchReply,
+  type ExposureLayer,
+  type KvEntry,
+  type KvStore,
+  type KvWatcher,
+  type Logger,
+  type SearchStrategy,
+  type ServiceHandle,
+  type Subscription,
+  type ToolLoading,
+  type ToolSpec,
+  type ToolSummary,
+  openKv,
+} from '@agentmesh/protocol';
+import { z } from 'zod';
+import { CatalogKeys, ToolRegistry, specHash, type LiveTool, type WorkerRecord } from './registry.js';
+import {
+  DEFAULT_SEARCH_LIMIT,
+  MAX_SEARCH_LIMIT,
+  clampSearchLimit,
+  createToolIndex,
+  type ToolIndex,
+} from './search/tool-index.js';
+
+export const CATALOG_VERSION = '0.1.0';
+/** Queue group every catalog replica joins, so each request is answered once. */
+export const CATALOG_QUEUE = 'agentmesh-catalog';
+export const DEFAULT_WORKER_TTL_MS = 10_000;
+/** Largest request accepted on list, get, search, heartbeat and deregister (register may use the bus limit). */
+export const DEFAULT_MAX_REQUEST_BYTES = 64 * 1024;
+
+export interface CatalogOptions {
+  bus: Bus;
+  /** Subject prefix (default `agentmesh`). */
+  prefix?: string;
+  logger?: Logger;
+  /** A worker that sends no heartbeat for this long is expired (default 10 000 ms; a worker may ask for its own). */
+  workerTtlMs?: number;
+  /** The configuration file's exposure overrides (names or globs); `always` wins over `deferred`. */
+  exposure?: ExposureLayer;
+  search?: {
+    /** Strategy when a request names none (default bm25). */
+    strategy?: SearchStrategy;
+    /** Results when a request names no limit (default 10). */
+    limit?: number;
+    /** Upper clamp of a request's limit (default and most 50). */
+    maxLimit?: number;
+    /** Wall-clock budget of one regex search (default 250 ms). */
+    regexBudgetMs?: number;
+  };
+  /** KV bucket of the catalog state (default `agentmesh_catalog`). */
+  bucket?: string;
+  /** Largest list, get, search, heartbeat or deregister request (default 64 KiB). */
+  maxRequestBytes?: number;
+  /** Largest register request (default: the bus payload limit). */
+  maxRegisterBytes?: number;
+  /** Stops the catalog when aborted. */
+  signal?: AbortSignal;
+}
+
+const SearchRequestSchema = CatalogSearchSchema.extend({
+  strategy: SearchStrategySchema.optional(),
+  limit: z.number().int().optional(),
+});
+type SearchRequest = z.output<typeof SearchRequestSchema>;
+
+/** How long a registration waits for its own write to come back through the bucket watch. */
+const ECHO_TIMEOUT_MS = 5000;
+
+/**
+ * The catalog actor: keeps the tools live workers serve (registration, heartbeats, expiry), decides their exposure,
+ * and answers list, get and search. State lives in a KV bucket (JetStream KV on NATS) that every replica watches,
+ * so replicas agree and a restarted catalog serves the same tools at once; each replica keeps a search index in
+ * memory, updated as tools come and go.
+ */
+export class Catalog {
+  private readonly bus: Bus;
+  private readonly logger: Logger;
+  private readonly subjects: ReturnType<typeof subjects>;
+  private readonly workerTtlMs: number;
+  private readonly exposure: ExposureLayer | undefined;
+  private readonly defaultStrategy: SearchStrategy;
+  private readonly defaultLimit: number;
+  private readonly maxLimit: number;
+  private readonly maxRequestBytes: number;
+  private readonly maxRegisterBytes: number;
+  private readonly bucket: string;
+  private readonly registry = new ToolRegistry();
+  private readonly index: ToolIndex;
+  /** tool name -> the live tool in the search index, with its loading after the configured overrides */
+  private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
+  private readonly revisions = new Map<string, number>();
+  /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
+  private readonly seenAt = new Map<string, number>();
+  /** Highest revision delivered by the bucket watch (entries arrive in revision order). */
+  private watchRevision = 0;
+  private readonly echoWaiters = new Set<{ revision: number; resolve: () => void }>();
+  private kv: KvStore | undefined;
+  private watcher: KvWatcher | undefined;
+  private service: ServiceHandle | undefined;
+  private subscriptions: Subscription[] = [];
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private stopStatus: (() => void) | undefined;
+  private started = false;
+  private readonly signal: AbortSignal | undefined;
+
+  constructor(options: CatalogOptions) {
+    this.bus = options.bus;
+    this.logger = options.logger ?? createLogger('agentmesh-catalog');
+    this.subjects = subjects(options.prefix);
+    this.workerTtlMs = options.workerTtlMs ?? DEFAULT_WORKER_TTL_MS;
+    this.exposure = options.exposure;
+    this.defaultStrategy = options.search?.strategy ?? 'bm25';
+    this.maxLimit = clampSearchLimit(options.search?.maxLimit ?? MAX_SEARCH_LIMIT, MAX_SEARCH_LIMIT);
+    this.defaultLimit = clampSearchLimit(options.search?.limit ?? DEFAULT_SEARCH_LIMIT, this.maxLimit);
+    this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
+    this.maxRegisterBytes = options.maxRegisterBytes ?? options.bus.maxPayload;
+    this.bucket = options.bucket ?? CATALOG_BUCKET;
+    this.index = createToolIndex(
+      options.search?.regexBudgetMs === undefined ? {} : { regexBudgetMs: options.search.regexBudgetMs },
+    );
+    this.signal = options.signal;
+  }
+
+  /** Loads the bucket, starts answering on the catalog subjects and announces the service. */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.signal?.throwIfAborted();
+    this.started = true;
+    try {
+      this.kv = await this.openBucket();
+      await this.load(this.kv);
+      this.serveAll();
+      this.service = await announceService(this.bus, {
+        name: ServiceName.Catalog,
+        version: CATALOG_VERSION,
+        description: 'agentmesh tool catalog: registration, exposure and tool search',
+      });
+      this.scheduleSweep();
+      this.stopStatus = this.bus.onStatus((status) => {
+        if (status.type !== 'reconnect') return;
+        const now = Date.now();
+        for (const id of this.seenAt.keys()) this.seenAt.set(id, now);
+        this.logger.info('reconnected: workers get a full ttl to heartbeat again before they expire');
+      });
+      this.signal?.addEventListener('abort', () => void this.stop(), { once: true });
+      this.logger.info({ tools: this.live.size, bucket: this.bucket }, 'catalog started');
+    } catch (error) {
+      await this.stop();
+      throw error;
+    }
+  }
+
+  /** Stops answering (in-flight requests finish), stops the watch and the expiry sweep. */
+  async stop(): Promise<void> {
+    if (!this.started) return;
+    this.started = false;
+    clearTimeout(this.sweepTimer);
+    this.stopStatus?.();
+    this.stopStatus = undefined;
+    const subs = this.subscriptions;
+    this.subscriptions = [];
+    await Promise.all(subs.map((s) => s.drain().catch(() => s.unsubscribe())));
+    this.watcher?.stop();
+    this.watcher = undefined;
+    await this.service?.stop();
+    this.service = undefined;
+  }
+
+  /** Names of the live tools this replica knows, sorted. */
+  toolNames(): string[] {
+    return [...this.live.keys()].sort();
+  }
+
+  private async openBucket(): Promise<KvStore> {
+    try {
+      return await openKv(this.bus, this.bucket);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (/jetstream/i.test(message) || /503/.test(message))
+        throw new AgentMeshError(
+          ErrorCode.JetStreamUnavailable,
+          `the catalog needs JetStream to keep its state in KV bucket "${this.bucket}": start nats-server with -js (${message})`,
+          { cause: error },
+        );
+      throw AgentMeshError.from(error, ErrorCode.Unavailable);
+    }
+  }
+
+  /** Watches for changes first (buffered), then loads the snapshot, then replays what changed meanwhile. */
+  private async load(kv: KvStore): Promise<void> {
+    let buffer: KvEntry[] | undefined = [];
+    this.watcher = await kv.watch(
+      (entry) => {
+        if (buffer !== undefined) buffer.push(entry);
+        else this.apply(entry);
+        this.watched(entry.revision);
+      },
+      { updatesOnly: true },
+    );
+    const keys = await kv.keys();
+    await forEachLimited(keys, 64, async (key) => {
+      const entry = await kv.get(key);
+      if (entry !== null) {
+        this.apply(entry);
+        this.watched(entry.revision);
+      }
+    });
+    const pending = buffer;
+    buffer = undefined;
+    for (const entry of pending) this.apply(entry);
+  }
+
+  private watched(revision: number): void {
+    if (revision <= this.watchRevision) return;
+    this.watchRevision = revision;
+    for (const waiter of this.echoWaiters)
+      if (waiter.revision <= revision) {
+        this.echoWaiters.delete(waiter);
+        waiter.resolve();
+      }
+  }
+
+  /** Resolves once the watch has delivered `revision`, so every earlier write is applied too. */
+  private async echoOf(revision: number): Promise<void> {
+    if (this.watchRevision >= revision) return;
+    await new Promise<void>((resolve) => {
+      const waiter = { revision, resolve: () => (clearTimeout(timer), resolve()) };
+      const timer = setTimeout(() => {
+        this.echoWaiters.delete(waiter);
+        this.logger.warn(
+          { revision },
+          'the bucket watch did not deliver our write in time; checking conflicts on the current view',
+        );
+        resolve();
+      }, ECHO_TIMEOUT_MS);
+      timer.unref();
+      this.echoWaiters.add(waiter);
+    });
+  }
+
+  /** Applies one KV entry (from the watch, the snapshot or our own write); older revisions are ignored. */
+  private apply(entry: KvEntry): void {
+    const known = this.revisions.get(entry.key);
+    if (known !== undefined && entry.revision <= known) return;
+    this.revisions.set(entry.key, entry.revision);
+    const present = entry.operation === 'PUT';
+    let affected: string[] = [];
+    try {
+      if (CatalogKeys.isWorker(entry.key)) {
+        const record = present ? parseWorkerRecord(entry.value) : undefined;
+        affected = this.registry.setWorker(entry.key, record, entry.revision);
+        if (record !== undefined) this.seenAt.set(record.worker_id, Date.now());
+      } else if (CatalogKeys.isBeat(entry.key)) {
+        const workerId = CatalogKeys.workerOfBeat(entry.key);
+        if (present && this.registry.worker(workerId) !== undefined) this.seenAt.set(workerId, Date.now());
+        return;
+      } else return;
+    } catch (error) {
+      this.logger.warn(
+        { key: entry.key, err: toErrorPayload(error).message },
+        'ignoring a malformed catalog entry',
+      );
+      return;
+    }
+    for (const name of affected) this.reindex(name);
+  }
+
+  private reindex(name: string): void {
+    const tool = this.registry.live(name);
+    const current = this.live.get(name);
+    if (tool === undefined) {
+      if (current !== undefined) {
+        this.index.remove(name);
+        this.live.delete(name);
+      }
+      return;
+    }
+    if (current?.tool.hash !== tool.hash) this.index.add(tool.spec);
+    this.live.set(name, { tool, loading: resolveToolLoading(name, tool.spec.loading, this.exposure) });
+  }
+
+  private serveAll(): void {
+    const s = this.subjects;
+    const common = { bus: this.bus, queue: CATALOG_QUEUE, logger: this.logger };
+    const small = { ...common, maxBytes: this.maxRequestBytes };
+    this.subscriptions = [
+      serve({
+        ...common,
+        maxBytes: this.maxRegisterBytes,
+        subject: s.catalogRegister,
+        schema: CatalogRegisterSchema,
+        what: 'catalog register request',
+        handler: (body) => this.register(body),
+      }),
+      serve({
+        ...small,
+        subject: s.catalogDeregister,
+        schema: CatalogDeregisterSchema,
+        what: 'catalog deregister request',
+        handler: (body) => this.deregister(body.worker_id),
+      }),
+      serve({
+        ...small,
+        subject: s.catalogHeartbeat,
+        schema: CatalogHeartbeatSchema,
+        what: 'catalog heartbeat',
+        handler: (body) => this.heartbeat(body.worker_id),
+      }),
+      serve({
+        ...small,
+        subject: s.catalogList,
+        schema: CatalogListSchema,
+        what: 'catalog list request',
+        handler: (body) => this.list(body),
+      }),
+      serve({
+        ...small,
+        subject: s.catalogGet,
+        schema: CatalogGetSchema,
+        what: 'catalog get request',
+        handler: (body) => this.get(body),
+      }),
+      serve({
+        ...small,
+        subject: s.catalogSearch,
+        schema: SearchRequestSchema,
+        what: 'catalog search request',
+        handler: (body) => this.search(body),
+      }),
+    ];
+  }
+
+  private get store(): KvStore {
+    if (this.kv === undefined) throw new AgentMeshError(ErrorCode.Unavailable, 'the catalog is not started');
+    return this.kv;
+  }
+
+  /**
+   * Registers the worker's tools: one KV write of its record. A spec that differs from the one another live worker
+   * serves under the same name and version is rejected, naming both workers. Two replicas racing on conflicting
+   * specs settle it the same way everywhere: the earlier record revision wins, and the later registration, once its
+   * own write comes back through the watch, drops the losing tools from its record and reports them rejected.
+   */
+  private async register(request: CatalogRegister): Promise<CatalogRegisterReply> {
+    const workerId = request.worker_id;
+    const ttlMs = request.ttl_ms ?? this.workerTtlMs;
+    const rejected: CatalogRegisterReply['rejected'] = [];
+    const accepted: WorkerRecord['tools'] = [];
+    const seen = new Set<string>();
+    for (const spec of request.tools) {
+      const id = `${spec.name}@${spec.version}`;
+      if (seen.has(id)) {
+        rejected.push(
+          this.rejection(
+            spec,
+            workerId,
+            `tool "${spec.name}" version "${spec.version}" appears twice in the registration of worker "${workerId}"`,
+          ),
+        );
+        continue;
+      }
+      seen.add(id);
+      const hash = specHash(spec);
+      const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
+      if (conflict !== undefined) {
+        rejected.push(this.conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
+        continue;
+      }
+      const since = this.registry.claimedSince(workerId, spec.name, spec.version, hash);
+      accepted.push(since === undefined ? { hash, spec } : { hash, spec, since });
+    }
+    const key = CatalogKeys.worker(workerId);
+    const registeredAt = this.registry.worker(workerId)?.registered_at ?? new Date().toISOString();
+    let record: WorkerRecord = {
+      worker_id: workerId,
+      ttl_ms: ttlMs,
+      registered_at: registeredAt,
+      tools: accepted,
+    };
+    let revision = await this.write(key, record);
+    await this.echoOf(revision);
+    const lost = new Set<string>();
+    for (const { hash, spec } of record.tools) {
+      const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
+      if (conflict === undefined) continue;
+      lost.add(hash);
+      rejected.push(this.conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
+    }
+    if (lost.size > 0) {
+      record = { ...record, tools: record.tools.filter((t) => !lost.has(t.hash)) };
+      revision = await this.write(key, record);
+    }
+    for (const r of rejected)
+      this.logger.warn(
+        { worker_id: workerId, tool: r.name, code: r.error.code, err: r.error.message },
+        'tool registration rejected',
+      );
+    this.logger.info(
+      { worker_id: workerId, accepted: record.tools.length, rejected: rejected.length },
+      'worker registered',
+    );
+    return { accepted: record.tools.map((t) => t.spec.name), rejected, ttl_ms: ttlMs };
+  }
+
+  private rejection(
+    spec: ToolSpec,
+    workerId: string,
+    message: string,
+  ): CatalogRegisterReply['rejected'][number] {
+    return {
+      name: spec.name,
+      error: toErrorPayload(
+        new AgentMeshError(ErrorCode.Conflict, message, {
+          retryable: false,
+          details: { name: spec.name, version: spec.version, worker_id: workerId },
+        }),
+      ),
+    };
+  }
+
+  private conflictRejection(
+    spec: ToolSpec,
+    hash: string,
+    workerId: string,
+    servingWorkers: string[],
+    servingHash: string,
+  ): CatalogRegisterReply['rejected'][number] {
+    const serving = servingWorkers.map((w) => `"${w}"`).join(', ');
+    const error = new AgentMeshError(
+      ErrorCode.Conflict,
+      `tool "${spec.name}" version "${spec.version}" from worker "${workerId}" differs from the spec worker ${serving} ` +
+        `already serve${servingWorkers.length === 1 ? 's' : ''} (spec hash ${hash.slice(0, 12)} vs ${servingHash.slice(0, 12)}); ` +
+        'give the new spec a new version to roll it out',
+      {
+        retryable: false,
+        details: {
+          name: spec.name,
+          version: spec.version,
+          worker_id: workerId,
+          serving_workers: servingWorkers,
+          hash,
+          serving_hash: servingHash,
+        },
+      },
+    );
+    return { name: spec.name, error: toErrorPayload(error) };
+  }
+
+  private async write(key: string, value: unknown): Promise<number> {
+    const bytes = encodeJson(value);
+    const revision = await this.store.put(key, bytes);
+    this.apply({ key, value: bytes, revision, operation: 'PUT' });
+    return revision;
+  }
+
+  /** Deletes a key and applies the deletion at once (the watch later confirms it with the real revision). */
+  private async remove(key: string): Promise<void> {
+    await this.store.delete(key);
+    const known = this.revisions.get(key) ?? 0;
+    this.apply({ key, value: new Uint8Array(0), revision: known + 0.5, operation: 'DEL' });
+  }
+
+  private async deregister(workerId: string): Promise<{ known: boolean }> {
+    const key = CatalogKeys.worker(workerId);
+    const known = this.registry.worker(workerId) !== undefined || (await this.store.get(key)) !== null;
+    if (known) {
+      await this.remove(key);
+      await this.remove(CatalogKeys.beat(workerId));
+    }
+    this.seenAt.delete(workerId);
+    this.logger.info({ worker_id: workerId, known }, 'worker deregistered');
+    return { known };
+  }
+
+  private async heartbeat(workerId: string): Promise<{ known: boolean }> {
+    if (
+      this.registry.worker(workerId) === undefined &&
+      (await this.store.get(CatalogKeys.worker(workerId))) === null
+    )
+      return { known: false };
+    await this.write(CatalogKeys.beat(workerId), { at: new Date().toISOString() });
+    return { known: true };
+  }
+
+  /** The loading for one request: the configured loading, then the request's own overrides. */
+  private loadingOf(name: string, configured: ToolLoading, request: ExposureLayer): ToolLoading {
+    if (request.always === undefined && request.deferred === undefined) return configured;
+    return resolveToolLoading(name, configured, request);
+  }
+
+  /**
+   * Lists matching tools sorted by name, from `offset`, at most `limit` of them and never more than fit in one
+   * message; `next_offset` says where the rest starts.
+   */
+  private list(request: CatalogList): CatalogListReply {
+    const text = request.text?.toLowerCase();
+    const matching: { summary: ToolSummary; spec: ToolSpec }[] = [];
+    for (const name of this.toolNames()) {
+      if (!isToolAllowed(name, request.allow)) continue;
+      const live = this.live.get(name);
+      if (live === undefined) continue;
+      const { spec, workers } = live.tool;
+      if (request.namespace !== undefined && spec.namespace !== request.namespace) continue;
+      const loading = this.loadingOf(name, live.loading, request);
+      if (request.loading !== undefined && loading !== request.loading) continue;
+      if (text !== undefined && !`${spec.name}\n${spec.description}`.toLowerCase().includes(text)) continue;
+      const summary = {
+        name,
+        version: spec.version,
+        namespace: spec.namespace,
+        description: spec.description,
+        loading,
+        workers: workers.length,
+      };
+      matching.push({ summary, spec: loading === spec.loading ? spec : { ...spec, loading } });
+    }
+    const offset = request.offset ?? 0;
+    const end = Math.min(matching.length, offset + (request.limit ?? matching.length));
+    const budget = this.bus.maxPayload - 1024;
+    let bytes = 64;
+    const tools: ToolSummary[] = [];
+    const specs: ToolSpec[] = [];
+    for (let i = offset; i < end; i++) {
+      const { summary, spec } = matching[i]!;
+      bytes +=
+        JSON.stringify(summary).length + 1 + (request.full === true ? JSON.stringify(spec).length + 1 : 0);
+      if (bytes > budget && tools.length > 0) break;
+      tools.push(summary);
+      if (request.full === true) specs.push(spec);
+    }
+    const next = offset + tools.length;
+    return {
+      tools,
+      ...(request.full === true ? { specs } : {}),
+      total: matching.length,
+      ...(next < matching.length ? { next_offset: next } : {}),
+    };
+  }
+
+  private get(request: z.output<typeof CatalogGetSchema>): CatalogGetReply {
+    const live = this.live.get(request.name);
+    if (live === undefined || !isToolAllowed(request.name, request.allow))
+      throw new AgentMeshError(
+        ErrorCode.NotFound,
+        live === undefined
+          ? `tool "${request.name}" is not served by any live worker`
+          : `tool "${request.name}" is not in this run's allow-list`,
+        { retryable: false, details: { name: request.name } },
+      );
+    const loading = this.loadingOf(request.name, live.loading, request);
+    return { tool: { ...live.tool.spec, loading }, workers: live.tool.workers };
+  }
+
+  private search(request: SearchRequest): CatalogSearchReply {
+    const strategy = request.strategy ?? this.defaultStrategy;
+    const limit = clampSearchLimit(request.limit ?? this.defaultLimit, this.maxLimit);
+    const deferredOnly = request.deferred_only ?? true;
+    const filter = (name: string): boolean => {
+      if (!isToolAllowed(name, request.allow)) return false;
+      if (!deferredOnly) return true;
+      const live = this.live.get(name);
+      return live !== undefined && this.loadingOf(name, live.loading, request) === 'deferred';
+    };
+    const results = this.index.search(request.query, { strategy, limit, filter });
+    return { results, strategy, limit };
+  }
+
+  private scheduleSweep(): void {
+    if (!this.started) return;
+    let minTtl = this.workerTtlMs;
+    for (const w of this.registry.allWorkers()) minTtl = Math.min(minTtl, w.ttl_ms);
+    const delay = Math.min(1000, Math.max(25, Math.floor(minTtl / 5)));
+    this.sweepTimer = setTimeout(() => {
+      this.sweep()
+        .catch((error: unknown) =>
+          this.logger.warn({ err: toErrorPayload(error).message }, 'catalog sweep failed'),
+        )
+        .finally(() => this.scheduleSweep());
+    }, delay);
+    this.sweepTimer.unref();
+  }
+
+  /** Expires workers whose record or heartbeat this replica has not seen change within their ttl. */
+  private async sweep(): Promise<void> {
+    const now = Date.now();
+    const expired: WorkerRecord[] = [];
+    for (const worker of this.registry.allWorkers()) {
+      const seen = this.seenAt.get(worker.worker_id) ?? now;
+      if (!this.seenAt.has(worker.worker_id)) this.seenAt.set(worker.worker_id, now);
+      if (now - seen > worker.ttl_ms) expired.push(worker);
+    }
+    for (const worker of expired) {
+      if (!this.started) return;
+      this.logger.warn(
+        { worker_id: worker.worker_id, ttl_ms: worker.ttl_ms },
+        'worker missed its heartbeats: expired',
+      );
+      this.seenAt.delete(worker.worker_id);
+      await this.remove(CatalogKeys.worker(worker.worker_id));
+      await this.remove(CatalogKeys.beat(worker.worker_id));
+    }
+  }
+}
+
+/** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */
+function parseWorkerRecord(value: Uint8Array): WorkerRecord {
+  const record = parseJson(value, 'worker record') as Partial<WorkerRecord> | null;
+  const ok =
+    typeof record?.worker_id === 'string' &&
+    typeof record.ttl_ms === 'number' &&
+    Array.isArray(record.tools) &&
+    record.tools.every(
+      (t) =>
+        typeof t?.hash === 'string' && typeof t.spec?.name === 'string' && typeof t.spec.version === 'string',
+    );
+  if (!ok)
+    throw new AgentMeshError(
+      ErrorCode.InvalidMessage,
+      'worker record lacks worker_id, ttl_ms or tools[].hash/spec',
+    );
+  return record as WorkerRecord;
+}
+
+async function forEachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+}

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { ToolSpecSchema } from '@agentmesh/protocol';
+import { ToolRegistry, canonicalJson, compareVersions, specHash } from './registry.js';
+
+const spec = (version: string, description: string) =>
+  ToolSpecSchema.parse({
+    name: 'json.format',
+    version,
+    description,
+    namespace: 'json',
+    input_schema: { type: 'object', properties: { b: { type: 'string' }, a: { type: 'number' } } },
+    safety: {},
+    timeout_ms: 1000,
+    retry: { max_attempts: 1, timeout_ms: 1000, retry_on: [], backoff_ms: 0, max_backoff_ms: 0, jitter: 0 },
+    idempotent: true,
+    loading: 'deferred',
+  });
+const record = (
+  worker_id: string,
+  tools: { hash: string; spec: ReturnType<typeof spec>; since?: number }[],
+) => ({
+  worker_id,
+  ttl_ms: 1000,
+  registered_at: 'now',
+  tools,
+});
+
+describe('ToolRegistry', () => {
+  it('hashes specs canonically, whatever the key order', () => {
+    const a = spec('1', 'x');
+    const reordered = JSON.parse(
+      JSON.stringify({
+        ...a,
+        input_schema: { properties: { a: { type: 'number' }, b: { type: 'string' } }, type: 'object' },
+      }),
+    );
+    expect(specHash(reordered)).toBe(specHash(a));
+    expect(canonicalJson({ b: 1, a: [1, { d: 2, c: undefined }] })).toBe('{"a":[1,{"d":2}],"b":1}');
+  });
+
+  it('orders versions numerically', () => {
+    expect(['1.10', '1.9', '2', '1'].sort(compareVersions)).toEqual(['1', '1.9', '1.10', '2']);
+  });
+
+  it('the earliest claim wins a conflict, and keeps winning when its worker registers again', () => {
+    const registry = new ToolRegistry();
+    const v1 = spec('1', 'first');
+    const other = spec('1', 'other');
+    const h1 = specHash(v1);
+    const h2 = specHash(other);
+    registry.setWorker('workers.a', record('a', [{ hash: h1, spec: v1 }]), 5);
+    registry.setWorker('workers.b', record('b', [{ hash: h2, spec: other }]), 10);
+    expect(registry.winner('json.format', '1')).toEqual({ hash: h1, workers: ['a'] });
+    expect(registry.conflicts('json.format', '1', h2, 'b')).toEqual({ hash: h1, workers: ['a'] });
+    const since = registry.claimedSince('a', 'json.format', '1', h1);
+    expect(since).toBe(5);
+    registry.setWorker('workers.a', record('a', [{ hash: h1, spec: v1, since: 5 }]), 11);
+    expect(registry.live('json.format')).toMatchObject({ hash: h1, workers: ['a'] });
+    registry.setWorker('workers.a', undefined, 12);
+    expect(registry.live('json.format')).toMatchObject({ hash: h2, workers: ['b'] });
+  });
+
+  it('serves the newest live version and falls back as workers leave', () => {
+    const registry = new ToolRegistry();
+    const v1 = spec('1', 'old');
+    const v2 = spec('2', 'new');
+    registry.setWorker('workers.old', record('old', [{ hash: specHash(v1), spec: v1 }]), 1);
+    registry.setWorker('workers.new', record('new', [{ hash: specHash(v2), spec: v2 }]), 2);
+    expect(registry.liveVersions('json.format').map((t) => t.spec.version)).toEqual(['1', '2']);
+    expect(registry.live('json.format')?.spec.description).toBe('new');
+    registry.setWorker('workers.new', undefined, 3);
+    expect(registry.live('json.format')?.spec.description).toBe('old');
+    registry.setWorker('workers.old', undefined, 4);
+    expect(registry.live('json.format')).toBeUndefined();
+  });
+});

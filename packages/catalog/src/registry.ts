@@ -1,0 +1,193 @@
+import { createHash } from 'node:crypto';
+import type { ToolSpec } from '@agentmesh/protocol';
+
+/** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
+export interface WorkerRecord {
+  worker_id: string;
+  ttl_ms: number;
+  registered_at: string;
+  /** `since`: the revision of the record that first claimed this exact spec, kept across re-registrations. */
+  tools: { hash: string; spec: ToolSpec; since?: number }[];
+}
+
+/** A tool as the catalog serves it: the newest live version and the workers serving exactly that spec. */
+export interface LiveTool {
+  spec: ToolSpec;
+  hash: string;
+  workers: string[];
+}
+
+/** Another worker's claim on the same name and version with a different spec. */
+export interface SpecConflict {
+  hash: string;
+  workers: string[];
+}
+
+/** sha256 of the spec as canonical JSON (keys sorted), so equal specs hash equally whatever their key order. */
+export function specHash(spec: ToolSpec): string {
+  return createHash('sha256').update(canonicalJson(spec)).digest('hex');
+}
+
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++)
+      out += (i === 0 ? '' : ',') + canonicalJson(value[i] === undefined ? null : value[i]);
+    return out + ']';
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record).sort();
+  let out = '{';
+  let first = true;
+  for (const key of keys) {
+    const v = record[key];
+    if (v === undefined) continue;
+    out += (first ? '' : ',') + JSON.stringify(key) + ':' + canonicalJson(v);
+    first = false;
+  }
+  return out + '}';
+}
+
+/** Orders versions numerically where they are numbers (`1.10` after `1.9`, `2` after `1`). */
+export function compareVersions(a: string, b: string): number {
+  return a.localeCompare(b, 'en', { numeric: true, sensitivity: 'base' }) || (a < b ? -1 : a > b ? 1 : 0);
+}
+
+const toB64 = (s: string) => Buffer.from(s, 'utf8').toString('base64url');
+
+/** KV keys: `workers.<worker id, base64url>` (registration) and `beats.<worker id, base64url>` (heartbeats). */
+export const CatalogKeys = {
+  worker: (workerId: string) => `workers.${toB64(workerId)}`,
+  /** Heartbeats go to their own small key, so the worker record is only written on registration. */
+  beat: (workerId: string) => `beats.${toB64(workerId)}`,
+  isWorker: (key: string) => key.startsWith('workers.'),
+  isBeat: (key: string) => key.startsWith('beats.'),
+  workerOfBeat: (key: string) => Buffer.from(key.slice('beats.'.length), 'base64url').toString('utf8'),
+} as const;
+
+interface Claim {
+  hash: string;
+  /** KV revision of the worker record: when two workers claim one name and version with different specs, the
+   * earlier revision wins on every replica alike. */
+  revision: number;
+}
+
+/**
+ * The catalog's view of the KV bucket: workers, the specs they serve, and from those the live tools. Pure
+ * bookkeeping; every change reports the tool names whose live state may have changed. Equal specs are stored once.
+ */
+export class ToolRegistry {
+  private readonly workers = new Map<string, { record: WorkerRecord; revision: number }>();
+  private readonly workerByKey = new Map<string, string>();
+  /** name -> version -> worker id -> claim */
+  private readonly claims = new Map<string, Map<string, Map<string, Claim>>>();
+  private readonly specs = new Map<string, { spec: ToolSpec; refs: number }>();
+
+  /** Applies a worker key change (record absent = deleted); returns the affected tool names. */
+  setWorker(key: string, record: WorkerRecord | undefined, revision: number): string[] {
+    const affected = new Set<string>();
+    const previousId = this.workerByKey.get(key);
+    const previous = previousId === undefined ? undefined : this.workers.get(previousId);
+    if (previous !== undefined) {
+      for (const { hash, spec } of previous.record.tools) {
+        const versions = this.claims.get(spec.name);
+        const byWorker = versions?.get(spec.version);
+        byWorker?.delete(previous.record.worker_id);
+        if (byWorker?.size === 0) versions!.delete(spec.version);
+        if (versions?.size === 0) this.claims.delete(spec.name);
+        this.release(hash);
+        affected.add(spec.name);
+      }
+      this.workers.delete(previous.record.worker_id);
+      this.workerByKey.delete(key);
+    }
+    if (record !== undefined) {
+      const tools = record.tools.map((t) => ({ ...t, spec: this.retain(t.hash, t.spec) }));
+      const stored = { ...record, tools };
+      this.workers.set(record.worker_id, { record: stored, revision });
+      this.workerByKey.set(key, record.worker_id);
+      for (const { hash, spec, since } of tools) {
+        let versions = this.claims.get(spec.name);
+        if (versions === undefined) this.claims.set(spec.name, (versions = new Map()));
+        let byWorker = versions.get(spec.version);
+        if (byWorker === undefined) versions.set(spec.version, (byWorker = new Map()));
+        byWorker.set(record.worker_id, { hash, revision: since ?? revision });
+        affected.add(spec.name);
+      }
+    }
+    return [...affected];
+  }
+
+  private retain(hash: string, spec: ToolSpec): ToolSpec {
+    const entry = this.specs.get(hash);
+    if (entry !== undefined) {
+      entry.refs++;
+      return entry.spec;
+    }
+    this.specs.set(hash, { spec, refs: 1 });
+    return spec;
+  }
+
+  private release(hash: string): void {
+    const entry = this.specs.get(hash);
+    if (entry !== undefined && --entry.refs === 0) this.specs.delete(hash);
+  }
+
+  worker(workerId: string): WorkerRecord | undefined {
+    return this.workers.get(workerId)?.record;
+  }
+
+  /** The revision at which `workerId` first claimed exactly this spec, if it still does. */
+  claimedSince(workerId: string, name: string, version: string, hash: string): number | undefined {
+    const claim = this.claims.get(name)?.get(version)?.get(workerId);
+    return claim?.hash === hash ? claim.revision : undefined;
+  }
+
+  *allWorkers(): IterableIterator<WorkerRecord> {
+    for (const { record } of this.workers.values()) yield record;
+  }
+
+  /** The spec that serves (name, version): the one claimed by the earliest worker record; undefined if none. */
+  winner(name: string, version: string): { hash: string; workers: string[] } | undefined {
+    const byWorker = this.claims.get(name)?.get(version);
+    if (byWorker === undefined || byWorker.size === 0) return undefined;
+    let first: Claim | undefined;
+    for (const claim of byWorker.values())
+      if (first === undefined || claim.revision < first.revision) first = claim;
+    const workers: string[] = [];
+    for (const [id, claim] of byWorker) if (claim.hash === first!.hash) workers.push(id);
+    return { hash: first!.hash, workers: workers.sort() };
+  }
+
+  /** Other workers serving (name, version) with a spec other than `hash`, grouped by their spec. */
+  conflicts(name: string, version: string, hash: string, workerId: string): SpecConflict | undefined {
+    const win = this.winner(name, version);
+    if (win === undefined || win.hash === hash) return undefined;
+    const workers = win.workers.filter((w) => w !== workerId);
+    return workers.length === 0 ? undefined : { hash: win.hash, workers };
+  }
+
+  spec(hash: string): ToolSpec | undefined {
+    return this.specs.get(hash)?.spec;
+  }
+
+  /** Every live version of `name`, oldest first (a rollout shows two). */
+  liveVersions(name: string): LiveTool[] {
+    const versions = this.claims.get(name);
+    if (versions === undefined) return [];
+    const out: LiveTool[] = [];
+    for (const version of versions.keys()) {
+      const win = this.winner(name, version);
+      const spec = win === undefined ? undefined : this.spec(win.hash);
+      if (win !== undefined && spec !== undefined) out.push({ spec, hash: win.hash, workers: win.workers });
+    }
+    return out.sort((a, b) => compareVersions(a.spec.version, b.spec.version));
+  }
+
+  /** The newest live version of `name`. */
+  live(name: string): LiveTool | undefined {
+    const all = this.liveVersions(name);
+    return all[all.length - 1];
+  }
+}
