@@ -105,6 +105,14 @@ async function readToolEvents(client: NatsConnection, runId: string): Promise<Re
   return out;
 }
 
+const results: Record<string, unknown> = {};
+function recordFigures(phase: string, figures: Record<string, unknown>): void {
+  results[phase] = figures;
+  mkdirSync(join(REPO_ROOT, 'test', '.results'), { recursive: true });
+  writeFileSync(join(REPO_ROOT, 'test', '.results', 'fleet-load.json'), JSON.stringify(results, null, 2));
+  console.log(`fleet load figures (${phase})`, figures);
+}
+
 describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed worker and a NATS restart', () => {
   let nats: NatsServerHandle;
   let client: NatsConnection;
@@ -127,7 +135,7 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     await nats?.dispose();
   });
 
-  it('completes every run with the right answer', async () => {
+  it('completes every run with the right answer through a worker kill and a NATS restart', async () => {
     const prefix = `load${Date.now().toString(36)}`;
     // events are read from the JetStream stream by subject, as any client would: a plain subscription here
     const sub = client.subscribe('agentmesh.runs.*.events');
@@ -151,6 +159,8 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
       const id = `${prefix}-${i}`;
       runs.set(id, { id, submittedAt: Date.now(), toolEvents: [] });
       await submit(client, runRequest(i, id));
+      // paced, so the faults land while runs are in flight and every worker has served calls before the kill
+      await new Promise((r) => setTimeout(r, 40));
       if (i === 15) process.kill(workers[0]!.child.pid!, 'SIGKILL');
       if (i === 30) await nats.restart(200);
     }
@@ -174,7 +184,7 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
       for (const e of track.toolEvents.filter((e) => e['type'] === 'tool.completed'))
         perWorker[String(e['worker_id'])] = (perWorker[String(e['worker_id'])] ?? 0) + 1;
     }
-    expect(Object.keys(perWorker).length).toBe(3);
+    expect(Object.keys(perWorker).length, JSON.stringify(perWorker)).toBe(3);
 
     const durations = [...runs.values()].map((r) => r.finishedAt! - r.submittedAt).sort((a, b) => a - b);
     const figures = {
@@ -185,9 +195,42 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
       tool_calls_per_worker: perWorker,
       note: 'worker 1 killed with SIGKILL after run 15 was submitted; nats-server restarted after run 30',
     };
-    mkdirSync(join(REPO_ROOT, 'test', '.results'), { recursive: true });
-    writeFileSync(join(REPO_ROOT, 'test', '.results', 'fleet-load.json'), JSON.stringify(figures, null, 2));
-    console.log('fleet load figures', figures);
+    recordFigures('with_faults', figures);
     sub.unsubscribe();
   }, 200_000);
+
+  it('completes a burst of 50 runs on the 2 remaining workers (throughput figures)', async () => {
+    const prefix = `burst${Date.now().toString(36)}`;
+    const finals = new Map<string, { at: number; event: Record<string, unknown> }>();
+    const sub = client.subscribe('agentmesh.runs.*.events', {
+      callback: (_e, m) => {
+        const e = JSON.parse(dec.decode(m.data)) as Record<string, unknown> & { type: string; run_id: string };
+        if (e.type === 'run.completed' || e.type === 'run.failed') finals.set(e.run_id, { at: Date.now(), event: e });
+      },
+    });
+    await client.flush();
+    const submitted = new Map<string, number>();
+    const started = Date.now();
+    await Promise.all(
+      Array.from({ length: RUNS }, async (_, i) => {
+        const id = `${prefix}-${i}`;
+        submitted.set(id, Date.now());
+        await submit(client, runRequest(i, id));
+      }),
+    );
+    for (let k = 0; k < 600 && finals.size < RUNS; k++) await new Promise((r) => setTimeout(r, 50));
+    const elapsedS = (Date.now() - started) / 1000;
+    sub.unsubscribe();
+    expect(finals.size).toBe(RUNS);
+    for (const [id, f] of finals) {
+      expect(f.event, id).toMatchObject({ type: 'run.completed', status: 'done', text: `done ${id.split('-').at(-1)}` });
+    }
+    const durations = [...finals].map(([id, f]) => f.at - submitted.get(id)!).sort((a, b) => a - b);
+    recordFigures('burst', {
+      runs: RUNS,
+      runs_per_second: Math.round((RUNS / elapsedS) * 10) / 10,
+      run_ms_p50: durations[Math.floor(durations.length * 0.5)],
+      run_ms_p99: durations[Math.min(durations.length - 1, Math.floor(durations.length * 0.99))],
+    });
+  }, 60_000);
 });

@@ -54,3 +54,18 @@ export {
   type RunRecord,
 } from './transcript.js';
 export { submitRun, followRun, type SubmitResult } from './client.js';
+export {
+  readRunEvents,
+  lastStoredEvent,
+  readCheckpoint,
+  checkpointsBucket,
+  openCheckpoints,
+  RunLease,
+  CheckpointWriter,
+  DEFAULT_LEASE_MS,
+  DEFAULT_CHECKPOINT_TTL_MS,
+  type DurabilityOptions,
+  type StoredCheckpoint,
+  type LeaseClaim,
+} from './durable.js';
+export type { ToolBatch, BatchCall } from './run-state.js';

@@ -17,6 +17,7 @@ import {
   RunLimitsSchema,
   RunRequestSchema,
   ServiceName,
+  TERMINAL_EVENT_TYPES,
   announceService,
   describeZodError,
   encodeJson,
@@ -44,6 +45,19 @@ import {
   type ToolSpec,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
+import {
+  CheckpointWriter,
+  DEFAULT_CHECKPOINT_TTL_MS,
+  DEFAULT_LEASE_MS,
+  RunLease,
+  lastStoredEvent,
+  leaseLostError,
+  openCheckpoints,
+  readCheckpoint,
+  readRunEvents,
+  type DurabilityOptions,
+  type LeaseClaim,
+} from './durable.js';
 import { RunEventSink } from './events.js';
 import type { SearchMode } from './exposure.js';
 import { DEFAULT_LOOP_THRESHOLDS, type LoopThresholds } from './loop-detector.js';
@@ -104,10 +118,17 @@ export interface PlannerOptions {
   defaults?: PlannerDefaults;
   /** Runs this planner takes from the intake at once (default 256). */
   maxConcurrentRuns?: number;
+  /** How long a run waits for the catalog to answer (through a restart or failover) before failing (default 30 s). */
+  catalogRetryMs?: number;
   /** Store each run's transcript in the transcripts object store (default true). */
   transcripts?: boolean;
-  /** Called with the run snapshot after every model turn and tool batch (checkpointing). */
+  /** Called with the run snapshot after every model turn and every tool result (checkpointing). */
   checkpoint?: CheckpointHook;
+  /**
+   * Durable runs (NATS intake only; on by default there): each run is owned through a lease in its run record and
+   * checkpointed to KV after every model turn and tool result, so another planner resumes it if this one dies.
+   */
+  durability?: DurabilityOptions & { enabled?: boolean };
 }
 
 export interface ExecuteOptions {
@@ -124,8 +145,27 @@ interface ActiveRun {
   cleanup: () => void;
 }
 
+/** What a durable run carries into {@link Planner.runValidated}: its lease, its checkpoints and where it resumes. */
+interface DurableRun {
+  lease: RunLease;
+  writer: CheckpointWriter;
+  /** The last checkpoint, when another planner ran this run before. */
+  snapshot: RunSnapshot | undefined;
+  /** The last seq published for the run (events continue after it). */
+  lastSeq: number;
+  earlier: RunEvent[];
+}
+
 interface RunOrigin {
   streamSeq?: number;
+  durable?: DurableRun;
+}
+
+interface EventPublisher {
+  publish: (e: RunEvent) => void;
+  flush: () => Promise<void>;
+  /** Drops what is queued and publishes nothing more. */
+  close: () => void;
 }
 
 /**
@@ -149,7 +189,10 @@ export class Planner {
   private readonly inflight = new Set<Promise<unknown>>();
   private readyPromise: Promise<void> | undefined;
   private records: KvStore | undefined;
+  private checkpoints: KvStore | undefined;
   private transcripts: BlobStore | undefined;
+  private readonly leaseMs: number;
+  private readonly durable: boolean;
   private cancelSub: Subscription | undefined;
   private submitSub: Subscription | undefined;
   private service: ServiceHandle | undefined;
@@ -157,6 +200,8 @@ export class Planner {
   private currentFetch: ConsumerMessages | undefined;
   private stopping = false;
   private intakeSlots: Semaphore | undefined;
+  /** Intake messages of the runs this planner is handling, by run id (a redelivery here replaces the handle). */
+  private readonly intakeRuns = new Map<string, { msg: JsMsg }>();
 
   constructor(private readonly options: PlannerOptions) {
     this.bus = options.bus;
@@ -170,6 +215,8 @@ export class Planner {
     this.prices = new PriceTable(options.prices ?? {});
     this.defaults = options.defaults ?? {};
     this.maxConcurrentRuns = options.maxConcurrentRuns ?? 256;
+    this.leaseMs = Math.max(1_000, options.durability?.leaseMs ?? DEFAULT_LEASE_MS);
+    this.durable = this.bus instanceof NatsBus && options.durability?.enabled !== false;
   }
 
   /** Throws `invalid_config` (saying how to fix it) when a run like `request` could not reach a model. */
@@ -188,6 +235,12 @@ export class Planner {
     this.readyPromise ??= (async () => {
       if (this.bus instanceof NatsBus) await ensureRunStreams(this.bus, this.prefix);
       this.records = await openRunRecords(this.bus, this.prefix);
+      if (this.durable)
+        this.checkpoints = await openCheckpoints(
+          this.bus,
+          this.prefix,
+          this.options.durability?.checkpointTtlMs ?? DEFAULT_CHECKPOINT_TTL_MS,
+        );
       if (this.options.transcripts !== false)
         this.transcripts = await openTranscriptStore(this.bus, this.prefix);
       this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
@@ -260,28 +313,67 @@ export class Planner {
     return work;
   }
 
-  private eventPublisher(runId: string): { publish: (e: RunEvent) => void; flush: () => Promise<void> } {
+  /**
+   * Publishes a run's events. On NATS each goes to JetStream with msg id `<run>:<seq>`, one at a time and in order,
+   * retried until stored: the stream holds a gapless prefix of the run's events even across a server restart.
+   */
+  private eventPublisher(runId: string): EventPublisher {
     const subject = this.subjects.runEvents(runId);
     const bus = this.bus;
     if (!(bus instanceof NatsBus))
-      return { publish: (e) => bus.publish(subject, encodeJson(e)), flush: async () => undefined };
+      return {
+        publish: (e) => bus.publish(subject, encodeJson(e)),
+        flush: async () => undefined,
+        close: () => undefined,
+      };
     const js = bus.jetstream();
-    const pending = new Set<Promise<unknown>>();
+    const queue: RunEvent[] = [];
+    let pumping: Promise<void> | undefined;
+    let closed = false;
+    const publishOne = async (e: RunEvent) => {
+      const data = encodeJson(e);
+      for (let attempt = 1; !closed; attempt++) {
+        try {
+          await js.publish(subject, data, { msgID: `${runId}:${e.seq}`, timeout: 5_000 });
+          return;
+        } catch (error) {
+          if (attempt === 1 || attempt % 10 === 0)
+            this.logger.warn(
+              { run_id: runId, seq: e.seq, attempt, err: (error as Error).message },
+              'event publish failed; retrying',
+            );
+          if (attempt >= 120) {
+            this.logger.error({ run_id: runId, seq: e.seq }, 'event not published: giving up');
+            return;
+          }
+          await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** attempt)));
+        }
+      }
+    };
+    const pump = async () => {
+      while (queue.length > 0 && !closed) {
+        await publishOne(queue[0]!);
+        queue.shift();
+      }
+    };
+    const start = () => {
+      pumping ??= pump().finally(() => {
+        pumping = undefined;
+        if (queue.length > 0 && !closed) start();
+      });
+    };
     return {
       publish: (e) => {
-        const p = js
-          .publish(subject, encodeJson(e), { msgID: `${runId}:${e.seq}` })
-          .catch((error: unknown) =>
-            this.logger.warn(
-              { run_id: runId, seq: e.seq, err: (error as Error).message },
-              'event publish failed',
-            ),
-          );
-        pending.add(p);
-        void p.finally(() => pending.delete(p));
+        if (closed) return;
+        queue.push(e);
+        start();
       },
       flush: async () => {
-        while (pending.size > 0) await Promise.allSettled([...pending]);
+        while (pumping !== undefined) await pumping;
+      },
+      close: () => {
+        closed = true;
+        queue.length = 0;
       },
     };
   }
@@ -339,11 +431,13 @@ export class Planner {
     options: ExecuteOptions,
     origin: RunOrigin,
   ): Promise<RunResult> {
-    await this.claim(runId, origin);
+    const durable = origin.durable;
+    if (durable === undefined) await this.claim(runId, origin);
     const log = this.logger.child({ run_id: runId });
     const publisher = this.eventPublisher(runId);
-    const sink = new RunEventSink(runId, publisher.publish, options.onEvent);
-    const startedAt = new Date().toISOString();
+    const sink = new RunEventSink(runId, publisher.publish, options.onEvent, durable?.lastSeq ?? 0, durable?.earlier);
+    const resumed = durable?.snapshot;
+    const startedAt = resumed?.started_at ?? new Date().toISOString();
     let choice: ProviderChoice | undefined;
     let final: RunResult;
     let snapshot: RunSnapshot | undefined;
@@ -351,11 +445,12 @@ export class Planner {
       try {
         choice = resolveProvider(request, this.providerSettings);
       } catch (error) {
-        sink.emit({
-          type: 'run.accepted',
-          task: request.task,
-          ...(request.identity ? { identity: request.identity } : {}),
-        });
+        if (sink.lastSeq === 0)
+          sink.emit({
+            type: 'run.accepted',
+            task: request.task,
+            ...(request.identity ? { identity: request.identity } : {}),
+          });
         const e = AgentMeshError.from(error);
         final = sink.emit({
           type: 'run.failed',
@@ -363,23 +458,36 @@ export class Planner {
         });
         return final;
       }
-      sink.emit({
-        type: 'run.accepted',
-        task: request.task,
-        provider: choice.kind,
-        model: choice.model,
-        ...(request.identity ? { identity: request.identity } : {}),
-      });
-      sink.emit({ type: 'run.started', planner_id: this.id });
-      const run = this.startClock(runId, request, options.signal);
+      if (sink.lastSeq === 0)
+        sink.emit({
+          type: 'run.accepted',
+          task: request.task,
+          provider: choice.kind,
+          model: choice.model,
+          ...(request.identity ? { identity: request.identity } : {}),
+        });
+      const isResume = (durable?.lastSeq ?? 0) > 0 || resumed !== undefined;
+      sink.emit({ type: 'run.started', planner_id: this.id, ...(isResume ? { resumed: true } : {}) });
+      const timeoutMs = this.limits(request).timeout_ms;
+      const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(startedAt)));
+      const run = this.startClock(runId, request, options.signal, remainingMs);
+      if (durable) {
+        durable.lease.onLost((why) => {
+          sink.fence();
+          publisher.close();
+          run.controller.abort(leaseLostError(runId, why));
+        });
+        durable.lease.onCancelRequested((reason) => this.cancel(runId, reason));
+      }
       try {
-        snapshot = this.initialSnapshot(request, runId, choice, startedAt);
+        snapshot = resumed ?? this.initialSnapshot(request, runId, choice, startedAt);
+        snapshot.planner_id = this.id;
         const provider = this.clients.create(choice);
         const caps = this.capabilities.resolve(choice.kind, choice.model);
         const scope = this.scope(request);
         let specs: ToolSpec[];
         try {
-          specs = await loadRunTools(this.bus, this.subjects, scope, run.controller.signal);
+          specs = await loadRunTools(this.bus, this.subjects, scope, run.controller.signal, this.options.catalogRetryMs);
         } catch (error) {
           if (!run.controller.signal.aborted) throw error;
           specs = [];
@@ -394,6 +502,7 @@ export class Planner {
         }
         const loop = new RunLoop(snapshot, specs, {
           bus: this.bus,
+          ...(this.options.catalogRetryMs === undefined ? {} : { catalogRetryMs: this.options.catalogRetryMs }),
           prefix: this.prefix,
           subjects: this.subjects,
           plannerId: this.id,
@@ -408,16 +517,19 @@ export class Planner {
           searchLimit: this.searchDefaults().limit ?? 10,
           loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...this.defaults.loop_detect },
           nudge: this.defaults.nudge ?? DEFAULT_NUDGE,
-          checkpoint: this.options.checkpoint,
+          checkpoint: this.checkpointHook(durable, publisher, this.options.checkpoint),
+          resultCheckpoint: durable ? this.checkpointHook(durable, publisher, undefined) : undefined,
           scope,
         });
-        snapshot.system = buildSystemPrompt({
-          system: request.system ?? this.defaults.system,
-          toolSearch: snapshot.search.mode === 'client' && loop.toolExposure.hasDeferred,
-          ...(this.searchDefaults().include_stub_listing && snapshot.search.mode === 'client'
-            ? { stubs: loop.toolExposure.stubs() }
-            : {}),
-        });
+        if (resumed === undefined)
+          snapshot.system = buildSystemPrompt({
+            system: request.system ?? this.defaults.system,
+            toolSearch: snapshot.search.mode === 'client' && loop.toolExposure.hasDeferred,
+            ...(this.searchDefaults().include_stub_listing && snapshot.search.mode === 'client'
+              ? { stubs: loop.toolExposure.stubs() }
+              : {}),
+          });
+        else log.info({ phase: snapshot.phase, iteration: snapshot.iteration, seq: sink.lastSeq }, 'run resumed');
         final = await loop.run();
       } catch (error) {
         const e = toErrorPayload(error);
@@ -438,8 +550,24 @@ export class Planner {
       }
       return final;
     } finally {
-      await this.finalize(runId, request, choice, snapshot, sink, startedAt, publisher.flush, log);
+      if (durable?.lease.lost === true) log.info('run handed to another planner: not finalized here');
+      else await this.finalize(runId, request, choice, snapshot, sink, startedAt, publisher.flush, log, durable);
     }
+  }
+
+  /** The loop's checkpoint hook: events flushed first, then the durable checkpoint, then the user's hook. */
+  private checkpointHook(
+    durable: DurableRun | undefined,
+    publisher: EventPublisher,
+    user: CheckpointHook | undefined,
+  ): CheckpointHook | undefined {
+    if (durable === undefined) return user;
+    return async (snap) => {
+      await publisher.flush();
+      durable.lease.assertOwned();
+      await durable.writer.write(snap);
+      if (user) await user(snap);
+    };
   }
 
   private async finalize(
@@ -451,6 +579,7 @@ export class Planner {
     startedAt: string,
     flush: () => Promise<void>,
     log: Logger,
+    durable: DurableRun | undefined,
   ): Promise<void> {
     const last = sink.events[sink.events.length - 1];
     const status = last?.type === 'run.completed' ? last.status : 'failed';
@@ -479,7 +608,13 @@ export class Planner {
           events: sink.events,
         }).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
       );
-    if (this.records) {
+    await Promise.all(chores);
+    if (durable) {
+      await durable.lease
+        .finish({ status, finished_at: endedAt })
+        .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated'));
+      await durable.writer.clear(runId);
+    } else if (this.records) {
       const record: RunRecord = {
         run_id: runId,
         planner_id: this.id,
@@ -487,24 +622,28 @@ export class Planner {
         accepted_at: startedAt,
         finished_at: endedAt,
         status,
+        task: request.task.slice(0, 200),
       };
-      chores.push(
-        this.records
-          .put(runId, encodeJson(record))
-          .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated')),
-      );
+      await this.records
+        .put(runId, encodeJson(record))
+        .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated'));
     }
-    await Promise.all(chores);
     log.debug({ status }, 'run finished');
   }
 
-  private startClock(runId: string, request: RunRequest, external: AbortSignal | undefined): ActiveRun {
+  private startClock(
+    runId: string,
+    request: RunRequest,
+    external: AbortSignal | undefined,
+    remainingMs?: number,
+  ): ActiveRun {
     const run: ActiveRun = { controller: new AbortController(), stop: undefined, cleanup: () => undefined };
     const timeoutMs = this.limits(request).timeout_ms;
+    const waitMs = remainingMs ?? timeoutMs;
     const timer = setTimeout(() => {
       run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
       run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
+    }, waitMs);
     timer.unref?.();
     const onExternal = () => {
       const reason =
@@ -654,16 +793,20 @@ export class Planner {
       durable_name: durable,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
-      ack_wait: 30_000_000_000,
+      ack_wait: this.leaseMs * 1_000_000,
       max_ack_pending: -1,
       filter_subject: this.subjects.runsSubmit,
     };
     try {
       await jsm.consumers.add(names.runs, config);
     } catch (error) {
-      await jsm.consumers.info(names.runs, durable).catch(() => {
+      const info = await jsm.consumers.info(names.runs, durable).catch(() => {
         throw error;
       });
+      if (info.config.ack_wait !== config.ack_wait)
+        await jsm.consumers.update(names.runs, durable, { ack_wait: config.ack_wait }).catch((e: unknown) =>
+          this.logger.warn({ err: (e as Error).message }, 'could not update the intake ack_wait'),
+        );
     }
     return bus.jetstream().consumers.get(names.runs, durable);
   }
@@ -699,7 +842,10 @@ export class Planner {
   private async takeMessage(m: JsMsg): Promise<void> {
     const seq = m.info.streamSequence;
     const fallbackId = `run-seq-${seq}`;
-    const heartbeat = setInterval(() => m.working(), 10_000);
+    const holder = { msg: m };
+    let settle: { kind: 'ack' } | { kind: 'nak'; delayMs: number } | { kind: 'leave' } = { kind: 'ack' };
+    let ownRunId: string | undefined;
+    const heartbeat = setInterval(() => holder.msg.working(), Math.max(250, Math.floor(this.leaseMs / 3)));
     try {
       let raw: unknown;
       let problems: string | undefined;
@@ -732,16 +878,97 @@ export class Planner {
         return;
       }
       const runId = parsed.data.id ?? fallbackId;
-      try {
-        await this.runValidated(parsed.data, runId, {}, { streamSeq: seq });
-      } catch (error) {
-        if (isAgentMeshError(error, ErrorCode.Conflict))
-          this.logger.info({ run_id: runId }, 'duplicate run id: not run again');
-        else this.logger.error({ run_id: runId, err: (error as Error).message }, 'run could not start');
+      const handling = this.intakeRuns.get(runId);
+      if (handling !== undefined) {
+        handling.msg = m;
+        settle = { kind: 'leave' };
+        return;
       }
+      ownRunId = runId;
+      this.intakeRuns.set(runId, holder);
+      if (!this.durable) {
+        try {
+          await this.runValidated(parsed.data, runId, {}, { streamSeq: seq });
+        } catch (error) {
+          if (isAgentMeshError(error, ErrorCode.Conflict))
+            this.logger.info({ run_id: runId }, 'duplicate run id: not run again');
+          else this.logger.error({ run_id: runId, err: (error as Error).message }, 'run could not start');
+        }
+        return;
+      }
+      settle = await this.takeDurable(parsed.data, runId, seq);
     } finally {
       clearInterval(heartbeat);
-      await m.ackAck().catch(() => m.ack());
+      if (ownRunId !== undefined) this.intakeRuns.delete(ownRunId);
+      if (settle.kind === 'ack') await holder.msg.ackAck().catch(() => holder.msg.ack());
+      else if (settle.kind === 'nak') holder.msg.nak(settle.delayMs);
+    }
+  }
+
+  /**
+   * Takes a run from the intake with a lease: runs it, resumes it from its checkpoint when another planner had it, or
+   * leaves it (a finished run is acked, a run another live planner owns is redelivered later).
+   */
+  private async takeDurable(
+    request: RunRequest,
+    runId: string,
+    streamSeq: number,
+  ): Promise<{ kind: 'ack' } | { kind: 'nak'; delayMs: number } | { kind: 'leave' }> {
+    const log = this.logger.child({ run_id: runId });
+    let claim: LeaseClaim;
+    try {
+      claim = await RunLease.acquire(
+        this.records!,
+        { run_id: runId, accepted_at: new Date().toISOString(), stream_seq: streamSeq, task: request.task.slice(0, 200) },
+        this.id,
+        this.leaseMs,
+        log,
+      );
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, 'run record unavailable; the run is redelivered later');
+      return { kind: 'nak', delayMs: 1_000 };
+    }
+    if (claim.kind === 'finished') {
+      log.info({ status: claim.record.status }, 'run already finished: not run again');
+      return { kind: 'ack' };
+    }
+    if (claim.kind === 'held') {
+      log.debug({ owner: claim.record.planner_id, retry_in_ms: claim.retryInMs }, 'run owned by a live planner');
+      return { kind: 'nak', delayMs: claim.retryInMs };
+    }
+    const lease = claim.lease;
+    try {
+      let snapshot: RunSnapshot | undefined;
+      let revision: number | undefined;
+      let lastSeq = 0;
+      let earlier: RunEvent[] = [];
+      if (claim.previous !== undefined) {
+        const last = await lastStoredEvent(this.bus, runId, this.prefix);
+        if (last !== undefined && TERMINAL_EVENT_TYPES.has(last.type)) {
+          const status = last.type === 'run.completed' ? last.status : 'failed';
+          log.info({ status }, 'run had ended before its planner stopped: marked finished, not run again');
+          await lease.finish({ status, finished_at: last.ts });
+          await this.checkpoints!.delete(runId).catch(() => undefined);
+          return { kind: 'ack' };
+        }
+        const stored = await readCheckpoint(this.checkpoints!, runId);
+        snapshot = stored?.checkpoint.snapshot;
+        revision = stored?.revision;
+        lastSeq = Math.max(last?.seq ?? 0, snapshot?.seq ?? 0);
+        if (last !== undefined) earlier = await readRunEvents(this.bus, runId, { prefix: this.prefix });
+        log.info(
+          { previous_owner: claim.previous.planner_id, epoch: lease.epoch, checkpoint: snapshot !== undefined, seq: lastSeq },
+          'taking over a run whose planner stopped',
+        );
+      }
+      const writer = new CheckpointWriter(this.checkpoints!, lease, revision, log);
+      lease.start();
+      await this.runValidated(request, runId, {}, { streamSeq, durable: { lease, writer, snapshot, lastSeq, earlier } });
+      return lease.lost ? { kind: 'leave' } : { kind: 'ack' };
+    } catch (error) {
+      log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');
+      lease.stop();
+      return { kind: 'leave' };
     }
   }
 }

@@ -9,7 +9,8 @@ import {
   invokeTool,
   isToolName,
   matchesAnyToolPattern,
-  requestJson,
+  requestJsonRetrying,
+  type CatalogListReply,
   toErrorPayload,
   toProviderAlias,
   type Bus,
@@ -39,7 +40,7 @@ import {
 } from './meta-tools.js';
 import type { Price, PriceTable } from './prices.js';
 import type { ChatMessage, ChatToolCall, ModelProvider, ModelTurn } from './providers/types.js';
-import type { CheckpointHook, RunSnapshot } from './run-state.js';
+import type { BatchCall, CheckpointHook, RunSnapshot, ToolBatch } from './run-state.js';
 import { Semaphore, abortableDelay, capText } from './util.js';
 
 /** Codes the loop puts on tool results it produced itself. */
@@ -51,6 +52,8 @@ export const DEFAULT_NUDGE =
 
 export interface RunLoopDeps {
   bus: Bus;
+  /** How long catalog and artifact requests ride out a restart before failing (default 30 s). */
+  catalogRetryMs?: number;
   prefix: string;
   subjects: Subjects;
   plannerId: string;
@@ -67,6 +70,8 @@ export interface RunLoopDeps {
   loopThresholds: LoopThresholds;
   nudge: string;
   checkpoint: CheckpointHook | undefined;
+  /** Called after each single tool result inside a batch (durable runs store these too). */
+  resultCheckpoint?: CheckpointHook | undefined;
   /** The catalog scope of this run. */
   scope: { allow?: string[]; deferred?: string[]; always?: string[] };
 }
@@ -378,18 +383,85 @@ export class RunLoop {
     });
   }
 
-  /** Runs the calls of one response: fail-closed checks in order, then execution in parallel, results in order. */
+  /**
+   * Runs the calls of one response: fail-closed checks in order, then execution in parallel, results in order. The
+   * plan and each result are kept in `state.batch` and checkpointed as they come, so a resumed run re-sends only the
+   * calls that have no result yet.
+   */
   private async runTools(
     calls: readonly ChatToolCall[],
   ): Promise<{ budgetHit: boolean; stopAfter?: string }> {
-    const { state, deps, limits } = this;
+    const { state, limits } = this;
     const prepared = this.prepare(calls);
-    const results: (CallResult | Promise<CallResult>)[] = [];
+    const batch = (state.batch ??= this.planBatch(prepared));
     const gate = new Semaphore(limits.tool_concurrency);
-    let budgetHit = false;
+    const pending: Promise<void>[] = [];
+    prepared.forEach((p, i) => {
+      const planned = batch.calls[i];
+      if (planned === undefined || planned.result !== undefined || planned.plan !== 'run') return;
+      const verdict = planned.verdict ?? { action: 'ok', count: 1 };
+      pending.push(
+        (async () => {
+          const release = await gate.acquire();
+          let r: CallResult;
+          try {
+            r = isMetaTool(p.name) ? await this.runMeta(p, p.name) : await this.runRemote(p);
+          } finally {
+            release();
+          }
+          if (verdict.action === 'warn')
+            r = { ...r, content: `${r.content}\n\n${loopHint(p.call.name, verdict.count)}` };
+          else if (verdict.action === 'block')
+            r = { ...r, content: loopRedirect(p.call.name, verdict.count, true), isError: true };
+          planned.result = { content: r.content, is_error: r.isError, succeeded: r.succeeded };
+          if (!this.deps.signal.aborted && this.deps.resultCheckpoint !== undefined) {
+            this.state.seq = this.deps.sink.lastSeq;
+            await this.deps.resultCheckpoint(this.state);
+          }
+        })(),
+      );
+    });
+    await Promise.all(pending);
+    let stopAfter: string | undefined;
+    const stopList = this.request.stop_after_successful_tools ?? [];
+    prepared.forEach((p, i) => {
+      const r = batch.calls[i]?.result ?? {
+        content: 'error (internal): the call has no result',
+        is_error: true,
+        succeeded: false,
+      };
+      state.messages.push({
+        role: 'tool',
+        call_id: p.call.id,
+        name: p.call.name,
+        content: capText(r.content, limits.max_output_bytes),
+        is_error: r.is_error,
+      });
+      if (r.succeeded) {
+        if (!state.succeeded.includes(p.name)) state.succeeded.push(p.name);
+        if (stopAfter === undefined && matchesAnyToolPattern(p.name, stopList)) stopAfter = p.name;
+      }
+    });
+    const budgetHit = batch.budget_hit;
+    state.batch = undefined;
+    return { budgetHit, ...(stopAfter === undefined ? {} : { stopAfter }) };
+  }
+
+  /** Decides each call of a batch once (refusals answered now, loop verdicts, the tool call budget). */
+  private planBatch(prepared: readonly PreparedCall[]): ToolBatch {
+    const { state, deps, limits } = this;
+    const batch: ToolBatch = { calls: [], budget_hit: false };
+    const refused = (p: PreparedCall, error: AgentMeshError): BatchCall => {
+      const r = this.refuse(p, error);
+      return {
+        call_id: p.call.id,
+        plan: 'refused',
+        result: { content: r.content, is_error: r.isError, succeeded: r.succeeded },
+      };
+    };
     for (const p of prepared) {
       if (p.problem) {
-        results.push(this.refuse(p, p.problem));
+        batch.calls.push(refused(p, p.problem));
         continue;
       }
       const verdict = this.loopDetector.observe(p.name, p.args);
@@ -400,8 +472,8 @@ export class RunLoop {
           message: `${p.name} called ${verdict.count} times in a row with identical arguments: not executed`,
           details: { call_id: p.call.id, name: p.name, count: verdict.count, action: 'skip' },
         });
-        results.push(
-          this.refuse(
+        batch.calls.push(
+          refused(
             p,
             new AgentMeshError(LoopErrorCode.LoopDetected, loopRedirect(p.call.name, verdict.count, false), {
               retryable: false,
@@ -411,9 +483,9 @@ export class RunLoop {
         continue;
       }
       if (state.tool_calls >= limits.max_tool_calls) {
-        budgetHit = true;
-        results.push(
-          this.refuse(
+        batch.budget_hit = true;
+        batch.calls.push(
+          refused(
             p,
             new AgentMeshError(
               LoopErrorCode.BudgetExhausted,
@@ -432,40 +504,13 @@ export class RunLoop {
           message: `${p.name} called ${verdict.count} times in a row with identical arguments: result replaced by a redirect`,
           details: { call_id: p.call.id, name: p.name, count: verdict.count, action: 'block' },
         });
-      results.push(
-        (async () => {
-          const release = await gate.acquire();
-          try {
-            const r = isMetaTool(p.name) ? await this.runMeta(p, p.name) : await this.runRemote(p);
-            if (verdict.action === 'warn')
-              return { ...r, content: `${r.content}\n\n${loopHint(p.call.name, verdict.count)}` };
-            if (verdict.action === 'block')
-              return { ...r, content: loopRedirect(p.call.name, verdict.count, true), isError: true };
-            return r;
-          } finally {
-            release();
-          }
-        })(),
-      );
-    }
-    const settled = await Promise.all(results);
-    let stopAfter: string | undefined;
-    const stopList = this.request.stop_after_successful_tools ?? [];
-    settled.forEach((r, i) => {
-      const p = prepared[i]!;
-      state.messages.push({
-        role: 'tool',
+      batch.calls.push({
         call_id: p.call.id,
-        name: p.call.name,
-        content: capText(r.content, limits.max_output_bytes),
-        is_error: r.isError,
+        plan: 'run',
+        verdict: { action: verdict.action === 'run' ? 'ok' : verdict.action, count: verdict.count },
       });
-      if (r.succeeded) {
-        if (!state.succeeded.includes(p.name)) state.succeeded.push(p.name);
-        if (stopAfter === undefined && matchesAnyToolPattern(p.name, stopList)) stopAfter = p.name;
-      }
-    });
-    return { budgetHit, ...(stopAfter === undefined ? {} : { stopAfter }) };
+    }
+    return batch;
   }
 
   /** A call that is never executed: an error result for the model and a tool.failed event from the planner. */
@@ -659,13 +704,13 @@ export class RunLoop {
   }
 
   private catalogOptions() {
-    return { timeoutMs: 10_000, signal: this.deps.signal };
+    return { timeoutMs: 5_000, retryForMs: this.deps.catalogRetryMs ?? CATALOG_RETRY_MS, signal: this.deps.signal };
   }
 
   private async toolSearch(args: z.infer<typeof ToolSearchArgsSchema>): Promise<string> {
     const { deps, state } = this;
     const strategy = (state.search.strategy === 'off' ? 'bm25' : state.search.strategy) as SearchStrategy;
-    const reply = await requestJson(
+    const reply = await requestJsonRetrying(
       deps.bus,
       deps.subjects.catalogSearch,
       {
@@ -700,7 +745,7 @@ export class RunLoop {
 
   private async learn(name: string): Promise<ToolSpec | undefined> {
     try {
-      const reply = await requestJson(
+      const reply = await requestJsonRetrying(
         this.deps.bus,
         this.deps.subjects.catalogGet,
         { ...this.deps.scope, name },
@@ -736,7 +781,7 @@ export class RunLoop {
   }
 
   private async artifactFetch(args: z.infer<typeof ArtifactFetchArgsSchema>): Promise<string> {
-    const reply = await requestJson(
+    const reply = await requestJsonRetrying(
       this.deps.bus,
       this.deps.subjects.artifactFetch,
       {
@@ -776,25 +821,31 @@ function parseMetaArgs<S extends z.ZodType>(schema: S, args: unknown, name: stri
   });
 }
 
+/** How long a run waits for the catalog (or an artifact server) to answer through a restart or failover. */
+const CATALOG_RETRY_MS = 30_000;
+
 /** Loads the run's tools from the catalog (specs within the allow-list, loading resolved for this run). */
 export async function loadRunTools(
   bus: Bus,
   subjects: Subjects,
   scope: { allow?: string[]; deferred?: string[]; always?: string[] },
   signal: AbortSignal,
+  retryForMs: number = CATALOG_RETRY_MS,
 ): Promise<ToolSpec[]> {
   try {
-    const reply = await requestJson(
-      bus,
-      subjects.catalogList,
-      { ...scope, full: true },
-      CatalogListReplySchema,
-      {
-        timeoutMs: 10_000,
-        signal,
-      },
-    );
-    return reply.specs ?? [];
+    const specs: ToolSpec[] = [];
+    for (let offset: number | undefined = 0; offset !== undefined; ) {
+      const reply: CatalogListReply = await requestJsonRetrying(
+        bus,
+        subjects.catalogList,
+        { ...scope, full: true, ...(offset > 0 ? { offset } : {}) },
+        CatalogListReplySchema,
+        { timeoutMs: 5_000, retryForMs, signal },
+      );
+      specs.push(...(reply.specs ?? []));
+      offset = reply.next_offset;
+    }
+    return specs;
   } catch (error) {
     const e = AgentMeshError.from(error);
     if (e.code === ErrorCode.NoResponders || e.code === ErrorCode.Timeout)

@@ -40,8 +40,29 @@ export interface RunSnapshot {
   started_at: string;
   /** Where the loop is: about to call the model, or about to run the tool calls of the last assistant message. */
   phase: 'model' | 'tools' | 'finished';
+  /**
+   * The tool batch in progress (phase `tools`): what was decided for each call of the last assistant message and
+   * the results that came back so far. A resumed run re-sends only the calls without a result, with the same call
+   * ids (and so the same idempotency keys).
+   */
+  batch?: ToolBatch | undefined;
   status?: RunStatus;
   reason?: string;
+}
+
+/** The plan and results of one batch of tool calls, in call order. */
+export interface ToolBatch {
+  calls: BatchCall[];
+  /** A call was refused because max_tool_calls was reached. */
+  budget_hit: boolean;
+}
+
+export interface BatchCall {
+  call_id: string;
+  /** `run`: dispatched (loop verdict attached); `refused`: answered by the planner, never executed. */
+  plan: 'run' | 'refused';
+  verdict?: { action: 'ok' | 'warn' | 'block'; count: number } | undefined;
+  result?: { content: string; is_error: boolean; succeeded: boolean } | undefined;
 }
 
 /** Called with the run's snapshot after every model turn and every batch of tool results. */

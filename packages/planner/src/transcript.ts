@@ -53,15 +53,26 @@ export function runsBucket(prefix: string = DEFAULT_PREFIX): string {
   return `${bucketPrefix(prefix)}_runs`;
 }
 
-/** The KV record of one run id. */
+/** The KV record of one run id: its owner and lease while it runs, how it ended once finished. */
 export interface RunRecord {
   run_id: string;
+  /** The planner that owns (or last owned) the run. */
   planner_id: string;
   state: 'running' | 'finished';
   accepted_at: string;
   finished_at?: string;
   status?: string;
   stream_seq?: number;
+  /** The task, for listings. */
+  task?: string;
+  /** Ownership epoch: 1 for the first planner, raised by every takeover. */
+  epoch?: number;
+  /** Epoch ms until which the owner holds the run without renewing. */
+  lease_until?: number;
+  /** How many times another planner resumed the run. */
+  takeovers?: number;
+  /** Set by `agentmesh runs cancel`; the owner (or the planner that resumes the run) cancels it. */
+  cancel_requested?: string;
 }
 
 export async function openTranscriptStore(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {

@@ -105,3 +105,33 @@ export async function requestJson<S extends z.ZodType>(
 export function publishJson(bus: Bus, subject: string, value: unknown, headers?: BusHeaders): void {
   bus.publish(subject, encodeJson(value), headers === undefined ? {} : { headers });
 }
+
+export interface RetryingRequestOptions extends RequestOptions {
+  /** Keep retrying retryable failures (no responders, timeouts, a reconnecting server) for this long. */
+  retryForMs: number;
+  what?: string;
+}
+
+/**
+ * {@link requestJson} that rides out a restarting server or a replica coming up: retryable failures are retried
+ * with jittered backoff (50 ms doubling to 1 s) until `retryForMs` has passed or the signal aborts.
+ */
+export async function requestJsonRetrying<S extends z.ZodType>(
+  bus: Bus,
+  subject: string,
+  body: unknown,
+  replySchema: S,
+  options: RetryingRequestOptions,
+): Promise<z.output<S>> {
+  const deadline = Date.now() + options.retryForMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await requestJson(bus, subject, body, replySchema, options);
+    } catch (error) {
+      const e = AgentMeshError.from(error);
+      if (!e.retryable || Date.now() >= deadline || options.signal?.aborted) throw e;
+      const backoff = Math.min(1000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(backoff, Math.max(0, deadline - Date.now()))));
+    }
+  }
+}

@@ -138,7 +138,8 @@ export async function invokeTool(
             error,
           );
       } else firstNoResponders = undefined;
-      const delay = Math.min(250, 2 * 2 ** Math.min(transportRetries, 7)) * (0.5 + Math.random());
+      const cap = error.code === ErrorCode.Busy ? 50 : 250;
+      const delay = Math.min(cap, 2 * 2 ** Math.min(transportRetries, 7)) * (0.5 + Math.random());
       transportRetries++;
       await sleep(Math.min(delay, Math.max(0, deadline - Date.now())), signal);
       continue;
