@@ -1,0 +1,289 @@
+// One tool call through a tool worker over NATS, next to a raw @nats-io request/reply carrying the same bytes and
+// the same tool served by Moleculer over its NATS transporter (at 1 and 64 in flight); 8 CPU-bound calls on 1 vs 2
+// worker processes; and an embedded call next to a plain function, LangChain's tool.invoke and OpenAI Agents'
+// invokeFunctionTool on the same tool. Every baseline is measured in the same run.
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { connect } from '@nats-io/transport-node';
+import { z } from 'zod';
+import { MemoryBus, NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
+import { ToolWorker, defineTool, mathCalcTool } from '@agentmesh/tool-worker';
+import { figure, latencyFigures, measure } from './lib.mjs';
+
+export const title = 'Tools: a call through a worker vs raw NATS, Moleculer, CPU scaling, embedded calls';
+
+const WORKER_FIXTURE = fileURLToPath(new URL('../test/fixtures/worker-process.mjs', import.meta.url));
+const args = { lhs: 2, rhs: 3, op: 'add' };
+const calc = ({ lhs, rhs, op }) => ({
+  result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
+});
+
+export async function run({ natsUrl, quick }) {
+  const figures = [];
+  figures.push(...(await overNats(natsUrl, quick)));
+  figures.push(...(await cpuScaling(natsUrl, quick)));
+  figures.push(...(await embedded(quick)));
+  return figures;
+}
+
+export async function overNats(natsUrl, quick) {
+  const prefix = `bench${process.pid}`;
+  const figures = [];
+  const workerBus = await NatsBus.connect(natsUrl);
+  const clientBus = await NatsBus.connect(natsUrl);
+  const worker = new ToolWorker({
+    bus: workerBus,
+    tools: [mathCalcTool()],
+    prefix,
+    logger: silentLogger(),
+    register: false,
+    concurrency: 256,
+  });
+  await worker.start();
+  await workerBus.flush();
+
+  let seq = 0;
+  const invocation = () => ({
+    call_id: `c-${++seq}`,
+    run_id: 'run-bench',
+    tool: 'math.calc',
+    arguments: args,
+  });
+  const sample = await invokeTool(clientBus, invocation(), { prefix });
+  const requestBytes = new TextEncoder().encode(
+    JSON.stringify({
+      ...invocation(),
+      identity: { tenant: 'default' },
+      attempt: 1,
+      idempotency_key: 'run-bench:c-1',
+      progress_subject: '_INBOX.abcdefghijklmnopqrstuv.1',
+    }),
+  );
+  const replyBytes = new TextEncoder().encode(JSON.stringify(sample));
+
+  const raw = await connect({ servers: natsUrl });
+  const rawResponder = await connect({ servers: natsUrl });
+  rawResponder.subscribe(`${prefix}.raw`, { callback: (_e, m) => m.respond(replyBytes) });
+  await rawResponder.flush();
+
+  const { ServiceBroker } = (await import('moleculer')).default;
+  const namespace = `bench${process.pid}`;
+  const molServer = new ServiceBroker({
+    namespace,
+    nodeID: 'mol-server',
+    transporter: natsUrl,
+    logger: false,
+  });
+  molServer.createService({ name: 'math', actions: { calc: (ctx) => calc(ctx.params) } });
+  const molClient = new ServiceBroker({
+    namespace,
+    nodeID: 'mol-client',
+    transporter: natsUrl,
+    logger: false,
+  });
+  await molServer.start();
+  await molClient.start();
+  await molClient.waitForServices(['math'], 10_000);
+
+  const counts = quick
+    ? [
+        [1, 1000],
+        [64, 5000],
+      ]
+    : [
+        [1, 4000],
+        [64, 20000],
+      ];
+  const rounds = quick ? 1 : 2;
+  // Best of `rounds` interleaved rounds: the three contenders see the same machine load.
+  const best = (a, b) => (a === undefined || b.throughput > a.throughput ? b : a);
+  for (const [concurrency, count] of counts) {
+    const at = `@${concurrency} in flight`;
+    let rawR, molR, oursR;
+    for (let r = 0; r < rounds; r++) {
+      rawR = best(
+        rawR,
+        await measure(() => raw.request(`${prefix}.raw`, requestBytes, { timeout: 5000 }), {
+          count,
+          concurrency,
+        }),
+      );
+      molR = best(molR, await measure(() => molClient.call('math.calc', args), { count, concurrency }));
+      oursR = best(
+        oursR,
+        await measure(() => invokeTool(clientBus, invocation(), { prefix }), { count, concurrency }),
+      );
+    }
+    figures.push(...latencyFigures(`raw nc.request ${at}`, rawR));
+    figures.push(...latencyFigures(`moleculer call ${at}`, molR, `raw nc.request ${at}`, rawR));
+    figures.push(...latencyFigures(`agentmesh tool call ${at}`, oursR, `raw nc.request ${at}`, rawR));
+    figures.push(
+      figure(`agentmesh tool call ${at} throughput vs moleculer`, oursR.throughput, 'ops/s', {
+        name: `moleculer call ${at} throughput`,
+        value: molR.throughput,
+      }),
+    );
+  }
+  await molClient.stop();
+  await molServer.stop();
+  await raw.close();
+  await rawResponder.close();
+  await worker.drain();
+  await workerBus.close();
+  await clientBus.close();
+  return figures;
+}
+
+async function spawnWorker(natsUrl, prefix) {
+  const child = spawn(
+    process.execPath,
+    [
+      WORKER_FIXTURE,
+      '--nats',
+      natsUrl,
+      '--prefix',
+      prefix,
+      '--tools',
+      'test',
+      '--threads',
+      '1',
+      '--no-register',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...process.env, LOG_LEVEL: 'error' },
+    },
+  );
+  await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`bench worker exited with ${code}`)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.includes('"ready":true')) resolve();
+    });
+  });
+  return child;
+}
+
+export async function cpuScaling(natsUrl, quick) {
+  const bus = await NatsBus.connect(natsUrl);
+  const work = { rounds: quick ? 60 : 150, bytes: 1024 * 1024 };
+  const batch = async (prefix) => {
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        invokeTool(
+          bus,
+          {
+            call_id: `cpu-${prefix}-${i}-${Math.random()}`,
+            run_id: 'run-cpu',
+            tool: 'test.hash',
+            arguments: { ...work, seed: String(i) },
+          },
+          { prefix, timeoutMs: 120_000 },
+        ).then((o) => {
+          if (o.is_error) throw new Error(o.preview);
+        }),
+      ),
+    );
+    return performance.now() - t0;
+  };
+  const timed = async (workers) => {
+    const prefix = `cpu${process.pid}w${workers}`;
+    const children = await Promise.all(Array.from({ length: workers }, () => spawnWorker(natsUrl, prefix)));
+    try {
+      await batch(prefix);
+      const runs = [];
+      for (let i = 0; i < (quick ? 2 : 3); i++) runs.push(await batch(prefix));
+      return runs.sort((a, b) => a - b)[Math.floor(runs.length / 2)];
+    } finally {
+      for (const c of children) c.kill('SIGTERM');
+    }
+  };
+  const one = await timed(1);
+  const two = await timed(2);
+  await bus.close();
+  const base = figure('8 CPU-bound calls, 1 worker process', one, 'ms');
+  return [
+    base,
+    figure('8 CPU-bound calls, 2 worker processes', two, 'ms', base),
+    figure('speedup of 2 worker processes over 1', one / two, 'x'),
+  ];
+}
+
+export async function embedded(quick) {
+  const count = quick ? 20000 : 100000;
+  const figures = [];
+  const plain = async (a) => calc(a);
+  const ours = mathCalcTool();
+  const bus = new MemoryBus();
+  const worker = new ToolWorker({ bus, tools: [mathCalcTool()], logger: silentLogger(), register: false });
+  await worker.start();
+  let seq = 0;
+
+  const plainR = await measure(() => plain(args), { count });
+  const oursR = await measure(() => ours.invoke(args), { count });
+  const executeR = await measure(
+    () => worker.execute({ call_id: `e-${++seq}`, run_id: 'r', tool: 'math.calc', arguments: args }),
+    { count },
+  );
+  const memR = await measure(
+    () => invokeTool(bus, { call_id: `m-${++seq}`, run_id: 'r', tool: 'math.calc', arguments: args }),
+    { count: count / 4 },
+  );
+  figures.push(figure('plain function call p50', plainR.p50_us, 'us'));
+  const vsPlain = (label, r) =>
+    figure(`${label} p50`, r.p50_us, 'us', { name: 'plain function call p50', value: plainR.p50_us });
+  figures.push(vsPlain('agentmesh tool.invoke (embedded)', oursR));
+  figures.push(vsPlain('agentmesh worker.execute (full pipeline, embedded)', executeR));
+  figures.push(vsPlain('agentmesh invokeTool over MemoryBus', memR));
+
+  const schema = z.object({ lhs: z.number(), rhs: z.number(), op: z.enum(['add', 'sub', 'mul', 'div']) });
+  try {
+    const { tool } = await import('@langchain/core/tools');
+    const lc = tool(async (a) => JSON.stringify(calc(a)), {
+      name: 'math_calc',
+      description: 'Computes lhs op rhs.',
+      schema,
+    });
+    const lcR = await measure(() => lc.invoke(args), { count: count / 4 });
+    figures.push(vsPlain('LangChain tool.invoke', lcR));
+    figures.push(
+      figure('agentmesh tool.invoke p50 vs LangChain', oursR.p50_us, 'us', {
+        name: 'LangChain tool.invoke p50',
+        value: lcR.p50_us,
+      }),
+    );
+  } catch (error) {
+    figures.push({ name: `LangChain tool.invoke not measured: ${error.message}`, value: 0, unit: 'n/a' });
+  }
+  try {
+    const { tool, invokeFunctionTool, RunContext } = await import('@openai/agents-core');
+    const oa = tool({
+      name: 'math_calc',
+      description: 'Computes lhs op rhs.',
+      parameters: schema,
+      execute: async (a) => calc(a),
+    });
+    const runContext = new RunContext({});
+    const input = JSON.stringify(args);
+    const oaR = await measure(() => invokeFunctionTool({ tool: oa, runContext, input }), {
+      count: count / 4,
+    });
+    figures.push(vsPlain('OpenAI Agents invokeFunctionTool', oaR));
+    figures.push(
+      figure('agentmesh tool.invoke p50 vs OpenAI Agents', oursR.p50_us, 'us', {
+        name: 'OpenAI Agents invokeFunctionTool p50',
+        value: oaR.p50_us,
+      }),
+    );
+  } catch (error) {
+    figures.push({
+      name: `OpenAI Agents invokeFunctionTool not measured: ${error.message}`,
+      value: 0,
+      unit: 'n/a',
+    });
+  }
+  await worker.drain();
+  return figures;
+}

@@ -1,0 +1,164 @@
+import { publishJson, type Bus, type Logger, type ToolProgress } from '@agentmesh/protocol';
+
+/**
+ * Cancellation for one call or attempt without an AbortController on the fast path: the AbortSignal is made only
+ * when a handler asks for it, while timeouts and cancels still reject the running handler through {@link race}.
+ */
+export class AbortScope {
+  private controller: AbortController | undefined;
+  private abortReason: unknown;
+  private done = false;
+  private listeners: Set<(reason: unknown) => void> | undefined;
+
+  get aborted(): boolean {
+    return this.done;
+  }
+
+  get reason(): unknown {
+    return this.abortReason;
+  }
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController();
+      if (this.done) this.controller.abort(this.abortReason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.abortReason = reason;
+    this.controller?.abort(reason);
+    const listeners = this.listeners;
+    this.listeners = undefined;
+    if (listeners !== undefined) for (const l of listeners) l(reason);
+  }
+
+  /** Calls `listener` once on abort; returns a function that removes it. */
+  onAbort(listener: (reason: unknown) => void): () => void {
+    if (this.done) {
+      listener(this.abortReason);
+      return () => undefined;
+    }
+    const listeners = (this.listeners ??= new Set());
+    listeners.add(listener);
+    return () => listeners.delete(listener);
+  }
+
+  /** Settles like `promise`, or rejects with the abort reason as soon as the scope is aborted. */
+  race<T>(promise: Promise<T>): Promise<T> {
+    if (this.done) return Promise.reject(this.abortReason as Error);
+    return new Promise<T>((resolve, reject) => {
+      const off = this.onAbort((reason) => reject(reason as Error));
+      promise.then(
+        (value) => {
+          off();
+          resolve(value);
+        },
+        (error: unknown) => {
+          off();
+          reject(error as Error);
+        },
+      );
+    });
+  }
+}
+
+/** Publishes one call's `started` and `progress` notices; its hub sends the heartbeats. */
+export class CallProgress {
+  constructor(
+    private readonly hub: ProgressHub,
+    readonly subject: string,
+    private readonly callId: string,
+    private readonly tool: string,
+  ) {}
+
+  emit(message: string, data?: unknown): void {
+    this.hub.startNow(this);
+    this.send('progress', message, data);
+  }
+
+  send(kind: ToolProgress['kind'], message?: string, data?: unknown): void {
+    this.hub.publish(this.subject, {
+      kind,
+      call_id: this.callId,
+      tool: this.tool,
+      worker_id: this.hub.workerId,
+      ...(message === undefined ? {} : { message }),
+      ...(data === undefined ? {} : { data }),
+    });
+  }
+
+  close(): void {
+    this.hub.close(this);
+  }
+}
+
+/**
+ * The progress notices of a worker. `started` goes out once the event loop turn in which a call began is over, so a
+ * call answered within that turn costs no extra message (its outcome names the worker); one shared ticker sends the
+ * heartbeats of every running call.
+ */
+export class ProgressHub {
+  private readonly pending = new Set<CallProgress>();
+  private readonly active = new Set<CallProgress>();
+  private flush: NodeJS.Immediate | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly bus: Bus,
+    readonly workerId: string,
+    private readonly heartbeatMs: number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Starts tracking a call: `started` follows at the end of this turn, then heartbeats until it is closed. */
+  open(subject: string, callId: string, tool: string): CallProgress {
+    const progress = new CallProgress(this, subject, callId, tool);
+    this.pending.add(progress);
+    this.flush ??= setImmediate(() => this.flushStarted());
+    return progress;
+  }
+
+  /** Sends `started` for this call at once, if it has not gone out yet. */
+  startNow(progress: CallProgress): void {
+    if (!this.pending.delete(progress)) return;
+    this.activate(progress);
+  }
+
+  close(progress: CallProgress): void {
+    if (this.pending.delete(progress)) return;
+    this.active.delete(progress);
+    if (this.active.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  publish(subject: string, progress: ToolProgress): void {
+    try {
+      publishJson(this.bus, subject, progress);
+    } catch (error) {
+      this.logger.debug({ err: (error as Error).message, subject }, 'progress notice not sent');
+    }
+  }
+
+  private flushStarted(): void {
+    this.flush = undefined;
+    for (const progress of this.pending) this.activate(progress);
+    this.pending.clear();
+  }
+
+  private activate(progress: CallProgress): void {
+    progress.send('started');
+    this.active.add(progress);
+    if (this.timer === undefined) {
+      this.timer = setInterval(() => {
+        for (const p of this.active) p.send('heartbeat');
+      }, this.heartbeatMs);
+      this.timer.unref();
+    }
+  }
+}

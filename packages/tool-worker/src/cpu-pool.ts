@@ -1,0 +1,110 @@
+import { availableParallelism } from 'node:os';
+import { Piscina } from 'piscina';
+import { AgentMeshError, ErrorCode, isAbortError } from '@agentmesh/protocol';
+import type { CpuToolContext } from './define-tool.js';
+
+type CpuResult =
+  | { ok: true; value: unknown }
+  | {
+      ok: false;
+      error: {
+        name: string;
+        message: string;
+        code?: string;
+        retryable?: boolean;
+        status?: number;
+        details?: Record<string, unknown>;
+      };
+    };
+
+const KNOWN_CODES: ReadonlySet<string> = new Set(Object.values(ErrorCode));
+
+/** Rebuilds an error thrown on a thread: agentmesh codes become AgentMeshError, others keep code and status. */
+function reviveThreadError(e: Extract<CpuResult, { ok: false }>['error']): Error {
+  if (e.code !== undefined && KNOWN_CODES.has(e.code))
+    return new AgentMeshError(e.code, e.message, {
+      ...(e.retryable === undefined ? {} : { retryable: e.retryable }),
+      ...(e.details === undefined ? {} : { details: e.details }),
+    });
+  const error = new Error(e.message) as Error & { code?: string; status?: number };
+  error.name = e.name;
+  if (e.code !== undefined) error.code = e.code;
+  if (e.status !== undefined) error.status = e.status;
+  return error;
+}
+
+const RUNNER = new URL('../runtime/cpu-runner.mjs', import.meta.url);
+
+export interface CpuPoolOptions {
+  /** Threads for CPU-bound tools (default: available parallelism). */
+  threads?: number;
+  /** CPU calls that may wait for a thread beyond those running (default: the thread count). */
+  queueDepth?: number;
+  idleTimeoutMs?: number;
+}
+
+/**
+ * The piscina pool of one worker. An aborted task that is already running has its thread terminated (and replaced),
+ * so a runaway handler or regex does not keep spinning after its timeout or cancel.
+ */
+export class CpuPool {
+  private readonly pool: Piscina;
+  readonly threads: number;
+  readonly queueDepth: number;
+  private tasks = 0;
+
+  constructor(options: CpuPoolOptions = {}) {
+    this.threads = Math.max(1, options.threads ?? availableParallelism());
+    this.queueDepth = Math.max(0, options.queueDepth ?? this.threads);
+    this.pool = new Piscina({
+      filename: RUNNER.href,
+      minThreads: 1,
+      maxThreads: this.threads,
+      idleTimeout: options.idleTimeoutMs ?? 30_000,
+    });
+  }
+
+  async run(
+    cpu: { module: string; export: string },
+    args: unknown,
+    context: CpuToolContext,
+    signal: AbortSignal,
+  ): Promise<unknown> {
+    let result: CpuResult;
+    this.tasks++;
+    try {
+      result = (await this.pool.run(
+        { module: cpu.module, exportName: cpu.export, args, context },
+        { signal },
+      )) as CpuResult;
+    } catch (error) {
+      if (isAbortError(error) || signal.aborted) throw signal.reason ?? AgentMeshError.from(error);
+      throw new AgentMeshError(ErrorCode.ToolError, `CPU thread failed: ${(error as Error).message}`, {
+        cause: error,
+      });
+    } finally {
+      this.tasks--;
+    }
+    if (result.ok) return result.value;
+    throw reviveThreadError(result.error);
+  }
+
+  /**
+   * Whether every thread is busy and the queue is full: the worker then answers new CPU calls `busy`, so that the
+   * queue group's other replicas take them and CPU work spreads evenly.
+   */
+  get saturated(): boolean {
+    return this.tasks >= this.threads + this.queueDepth;
+  }
+
+  /** Threads alive right now. */
+  get liveThreads(): number {
+    return this.pool.threads.length;
+  }
+
+  async destroy(): Promise<void> {
+    await this.pool.destroy().catch((error: unknown) => {
+      throw new AgentMeshError(ErrorCode.Internal, `piscina pool did not stop: ${(error as Error).message}`);
+    });
+  }
+}

@@ -1,0 +1,496 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  ArtifactFetchReplySchema,
+  CatalogRegisterSchema,
+  MemoryBus,
+  invokeTool,
+  publishJson,
+  requestJson,
+  serve,
+  silentLogger,
+  subjects,
+  type Bus,
+  type ToolProgress,
+} from '@agentmesh/protocol';
+import { defineTool, type Tool } from './define-tool.js';
+import { ToolWorker, type ToolWorkerOptions } from './worker.js';
+import { regexMatchTool } from './packs/builtin/index.js';
+
+const s = subjects();
+const CPU_FIXTURE = new URL('../../../test/fixtures/worker-cpu-task.mjs', import.meta.url);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function sleepTool(
+  name = 'test.sleep',
+  extra: { idempotent?: boolean; timeoutMs?: number; honourSignal?: boolean } = {},
+) {
+  return defineTool({
+    name,
+    description: 'Sleeps for ms milliseconds.',
+    input: z.object({ ms: z.number().int().min(0), tag: z.string().optional() }),
+    output: z.object({ slept: z.number(), tag: z.string().optional() }),
+    idempotent: extra.idempotent ?? false,
+    timeoutMs: extra.timeoutMs ?? 10_000,
+    handler: async ({ ms, tag }, ctx) => {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, ms);
+        if (extra.honourSignal !== false)
+          ctx.signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            reject(ctx.signal.reason as Error);
+          });
+      });
+      return { slept: ms, ...(tag === undefined ? {} : { tag }) };
+    },
+  });
+}
+
+const started: ToolWorker[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((w) => w.drain()));
+});
+
+async function startWorker(
+  tools: Tool<any, any>[],
+  options: Partial<ToolWorkerOptions> = {},
+  bus: Bus = new MemoryBus(),
+) {
+  const worker = new ToolWorker({ bus, tools, logger: silentLogger(), register: false, ...options });
+  await worker.start();
+  started.push(worker);
+  return { bus, worker };
+}
+
+let seq = 0;
+const call = (tool: string, args: unknown, extra: Record<string, unknown> = {}) => ({
+  call_id: `call-${++seq}`,
+  run_id: 'run-1',
+  tool,
+  arguments: args,
+  ...extra,
+});
+
+describe('ToolWorker on the in-process bus', () => {
+  it('answers an outcome with its worker id and reports started, progress and heartbeats', async () => {
+    const chatty = defineTool({
+      name: 'test.chatty',
+      description: 'Emits progress, then waits.',
+      input: z.object({}),
+      handler: async (_args, ctx) => {
+        ctx.emit('halfway', { pct: 50 });
+        await sleep(120);
+        return 'done';
+      },
+    });
+    const { bus, worker } = await startWorker([chatty], { progressHeartbeatMs: 20 });
+    const notices: ToolProgress[] = [];
+    const outcome = await invokeTool(bus, call('test.chatty', {}), { onProgress: (p) => notices.push(p) });
+    expect(outcome).toMatchObject({
+      is_error: false,
+      output: 'done',
+      preview: 'done',
+      worker_id: worker.workerId,
+      attempts: 1,
+    });
+    expect(notices[0]).toMatchObject({ kind: 'started', worker_id: worker.workerId, tool: 'test.chatty' });
+    expect(notices.find((n) => n.kind === 'progress')).toMatchObject({
+      message: 'halfway',
+      data: { pct: 50 },
+    });
+    expect(notices.filter((n) => n.kind === 'heartbeat').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('still reports started (from the outcome) for a call answered within one turn of the worker', async () => {
+    const { bus, worker } = await startWorker([
+      defineTool({
+        name: 'test.fast',
+        description: 'Answers at once.',
+        input: z.object({}),
+        handler: () => 1,
+      }),
+    ]);
+    const notices: ToolProgress[] = [];
+    await invokeTool(bus, call('test.fast', {}), { onProgress: (p) => notices.push(p) });
+    expect(notices).toEqual([
+      { kind: 'started', call_id: `call-${seq}`, tool: 'test.fast', worker_id: worker.workerId },
+    ]);
+  });
+
+  it('fails closed on invalid arguments, naming the field and keeping the call id; the handler never runs', async () => {
+    let ran = 0;
+    const tool = defineTool({
+      name: 'test.count',
+      description: 'Counts runs.',
+      input: z.object({ n: z.number() }),
+      handler: () => ++ran,
+    });
+    const { bus } = await startWorker([tool]);
+    const c = call('test.count', { n: 'seven' });
+    const outcome = await invokeTool(bus, c);
+    expect(outcome).toMatchObject({
+      is_error: true,
+      call_id: c.call_id,
+      error: { code: 'invalid_arguments', retryable: false },
+    });
+    expect(outcome.error?.message).toMatch(/n: must be number/);
+    expect(outcome.error?.details?.['call_id']).toBe(c.call_id);
+    expect(ran).toBe(0);
+  });
+
+  it('answers unknown tools: unknown_tool from the worker, no_responders (fast) for a tool nobody serves', async () => {
+    const { bus, worker } = await startWorker([sleepTool()]);
+    const direct = await worker.execute(call('test.missing', {}));
+    expect(direct).toMatchObject({ is_error: true, error: { code: 'unknown_tool' } });
+    const c = call('test.nobody', {});
+    const error = await invokeTool(bus, c, { noRespondersMs: 100 }).catch((e: unknown) => e);
+    expect(error).toMatchObject({
+      code: 'no_responders',
+      retryable: false,
+      details: { call_id: c.call_id, tool: 'test.nobody' },
+    });
+  });
+
+  it('times a call out per attempt, even when the handler ignores its signal', async () => {
+    const { bus } = await startWorker([sleepTool('test.stuck', { timeoutMs: 60, honourSignal: false })]);
+    const c = call('test.stuck', { ms: 2000 });
+    const outcome = await invokeTool(bus, c);
+    expect(outcome).toMatchObject({
+      is_error: true,
+      call_id: c.call_id,
+      attempts: 1,
+      error: { code: 'timeout' },
+    });
+    expect(outcome.error?.message).toMatch(/timed out after 60 ms/);
+    expect(outcome.elapsed_ms).toBeLessThan(1500);
+  });
+
+  it('retries idempotent tools by policy (max_attempts counts all attempts), never non-idempotent ones', async () => {
+    const failures = new Map<string, number>();
+    const flaky = (name: string, idempotent: boolean, failTimes: number, maxAttempts = 4) =>
+      defineTool({
+        name,
+        description: 'Fails a few times with a transient error.',
+        input: z.object({}),
+        idempotent,
+        retry: { backoff_ms: 1, max_attempts: maxAttempts },
+        handler: (_a, ctx) => {
+          const n = (failures.get(ctx.callId) ?? 0) + 1;
+          failures.set(ctx.callId, n);
+          if (n <= failTimes) throw Object.assign(new Error('connection reset'), { code: 'ECONNRESET' });
+          return { attempt: ctx.attempt };
+        },
+      });
+    const permanent = defineTool({
+      name: 'test.permanent',
+      description: 'Always throws a permanent error.',
+      input: z.object({}),
+      idempotent: true,
+      retry: { backoff_ms: 1 },
+      handler: () => {
+        throw new TypeError('x is not a function');
+      },
+    });
+    const { bus } = await startWorker([
+      flaky('test.flaky', true, 2),
+      flaky('test.flaky_once', false, 1),
+      flaky('test.always', true, 99, 3),
+      permanent,
+    ]);
+    expect(await invokeTool(bus, call('test.flaky', {}))).toMatchObject({
+      is_error: false,
+      attempts: 3,
+      output: { attempt: 3 },
+    });
+    expect(await invokeTool(bus, call('test.flaky_once', {}))).toMatchObject({
+      is_error: true,
+      attempts: 1,
+      error: { code: 'tool_error', retryable: true },
+    });
+    expect(await invokeTool(bus, call('test.always', {}))).toMatchObject({ is_error: true, attempts: 3 });
+    expect(await invokeTool(bus, call('test.permanent', {}))).toMatchObject({
+      is_error: true,
+      attempts: 1,
+      error: { code: 'tool_error', retryable: false },
+    });
+  });
+
+  it("aborts a run's calls on its cancel subject and leaves other runs alone", async () => {
+    const { bus } = await startWorker([sleepTool()]);
+    const doomed = invokeTool(bus, call('test.sleep', { ms: 5000 }, { run_id: 'run-doomed' }));
+    const other = invokeTool(bus, call('test.sleep', { ms: 150 }, { run_id: 'run-other' }));
+    await sleep(50);
+    publishJson(bus, s.runCancel('run-doomed'), { reason: 'user pressed stop' });
+    const outcome = await doomed;
+    expect(outcome).toMatchObject({ is_error: true, error: { code: 'cancelled', retryable: false } });
+    expect(outcome.error?.message).toMatch(/run-doomed: user pressed stop/);
+    expect(await other).toMatchObject({ is_error: false, output: { slept: 150 } });
+  });
+
+  it('does not start a call whose run was cancelled before it arrived', async () => {
+    let ran = false;
+    const tool = defineTool({
+      name: 'test.late',
+      description: 'Records whether it ran.',
+      input: z.object({}),
+      handler: () => (ran = true),
+    });
+    const { bus } = await startWorker([tool]);
+    publishJson(bus, s.runCancel('run-gone'), {});
+    await sleep(10);
+    const outcome = await invokeTool(bus, call('test.late', {}, { run_id: 'run-gone' }));
+    expect(outcome).toMatchObject({ is_error: true, error: { code: 'cancelled' } });
+    expect(ran).toBe(false);
+  });
+
+  it('reports output that cannot be JSON as invalid_output', async () => {
+    const big = defineTool({
+      name: 'test.bigint',
+      description: 'Returns a bigint.',
+      input: z.object({}),
+      handler: () => ({ n: 1n }) as never,
+    });
+    const { bus } = await startWorker([big]);
+    expect(await invokeTool(bus, call('test.bigint', {}))).toMatchObject({
+      is_error: true,
+      error: { code: 'invalid_output', message: expect.stringMatching(/not JSON/) },
+    });
+  });
+
+  it('reports output that breaks its schema as invalid_output with the call id', async () => {
+    const liar = defineTool({
+      name: 'test.liar',
+      description: 'Breaks its output schema.',
+      input: z.object({}),
+      output: z.object({ ok: z.boolean() }),
+      idempotent: true,
+      handler: () => ({ ok: 'yes' }) as never,
+    });
+    const { bus } = await startWorker([liar]);
+    const c = call('test.liar', {});
+    const outcome = await invokeTool(bus, c);
+    expect(outcome).toMatchObject({
+      is_error: true,
+      attempts: 1,
+      error: { code: 'invalid_output', details: { call_id: c.call_id } },
+    });
+    expect(outcome.error?.message).toMatch(/ok: /);
+  });
+
+  it('moves big outputs to tenant-scoped artifacts with a preview, and serves artifact_fetch', async () => {
+    const big = defineTool({
+      name: 'test.big',
+      description: 'Returns n bytes of text.',
+      input: z.object({ n: z.number().int() }),
+      handler: ({ n }) => 'abcdefghij'.repeat(Math.ceil(n / 10)).slice(0, n),
+    });
+    const { bus } = await startWorker([big]);
+    const outcome = await invokeTool(bus, call('test.big', { n: 100_000 }, { identity: { tenant: 'acme' } }));
+    expect(outcome.is_error).toBe(false);
+    expect(outcome.output).toBeUndefined();
+    expect(outcome.artifact).toMatchObject({ size: 100_000, mime: 'text/plain; charset=utf-8' });
+    expect(Buffer.byteLength(outcome.preview)).toBeLessThanOrEqual(4096);
+    expect(outcome.preview).toMatch(/^abcdefghij/);
+    expect(outcome.preview).toContain(`artifact ${outcome.artifact!.ref}`);
+    const ref = outcome.artifact!.ref;
+    const first = await requestJson(
+      bus,
+      s.artifactFetch,
+      { ref, max_bytes: 10, identity: { tenant: 'acme' } },
+      ArtifactFetchReplySchema,
+    );
+    expect(first).toMatchObject({ text: 'abcdefghij', offset: 0, size: 100_000, eof: false });
+    const last = await requestJson(
+      bus,
+      s.artifactFetch,
+      { ref, offset: 99_995, identity: { tenant: 'acme' } },
+      ArtifactFetchReplySchema,
+    );
+    expect(last).toMatchObject({ text: 'fghij', eof: true });
+    await expect(
+      requestJson(bus, s.artifactFetch, { ref, identity: { tenant: 'intruder' } }, ArtifactFetchReplySchema),
+    ).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('caps what reaches the model at max_output_bytes with a visible notice', async () => {
+    const medium = defineTool({
+      name: 'test.medium',
+      description: 'Returns 2000 bytes.',
+      input: z.object({}),
+      handler: () => 'y'.repeat(2000),
+    });
+    const { bus } = await startWorker([medium]);
+    const outcome = await invokeTool(bus, call('test.medium', {}, { max_output_bytes: 512 }));
+    expect(Buffer.byteLength(outcome.preview)).toBeLessThanOrEqual(512);
+    expect(outcome.preview).toMatch(/\[output truncated: \d+ of 2000 bytes shown/);
+    expect(outcome.artifact?.size).toBe(2000);
+  });
+
+  it('replays the first outcome for a repeated idempotency key, and runs concurrent duplicates once', async () => {
+    let runs = 0;
+    const counted = defineTool({
+      name: 'test.counted',
+      description: 'Counts its runs.',
+      input: z.object({}),
+      handler: async () => {
+        await sleep(30);
+        return ++runs;
+      },
+    });
+    const { bus } = await startWorker([counted]);
+    const first = await invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k1' }));
+    const again = await invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k1' }));
+    expect(first.output).toBe(1);
+    expect(again).toMatchObject({ output: 1, replayed: true });
+    const both = await Promise.all([
+      invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k2' })),
+      invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k2' })),
+    ]);
+    expect(both.map((o) => o.output)).toEqual([2, 2]);
+    expect(runs).toBe(2);
+  });
+
+  it('answers busy at once when full, and the client retries until a slot frees', async () => {
+    const { bus, worker } = await startWorker([sleepTool()], { concurrency: 1 });
+    const first = invokeTool(bus, call('test.sleep', { ms: 100 }));
+    await sleep(10);
+    const raw = await bus.request(s.toolInvoke('test.sleep'), JSON.stringify(call('test.sleep', { ms: 1 })));
+    expect(raw.headers?.['am-status']).toBe('error');
+    expect(JSON.parse(raw.text())).toMatchObject({
+      error: { code: 'busy', retryable: true, details: { worker_id: worker.workerId } },
+    });
+    const outcomes = await Promise.all([
+      first,
+      invokeTool(bus, call('test.sleep', { ms: 5 })),
+      invokeTool(bus, call('test.sleep', { ms: 5 })),
+    ]);
+    expect(outcomes.every((o) => !o.is_error)).toBe(true);
+  });
+
+  it('answers busy for CPU calls once its threads and CPU queue are full, and the client gets through', async () => {
+    const hash = defineTool({
+      name: 'test.hash',
+      description: 'Hashes on a thread.',
+      input: z.object({ rounds: z.number(), bytes: z.number(), seed: z.string().optional() }),
+      cpu: { module: CPU_FIXTURE, export: 'hashRounds' },
+    });
+    const { bus } = await startWorker([hash], { threads: 1, cpuQueueDepth: 0 });
+    const first = invokeTool(bus, call('test.hash', { rounds: 200, bytes: 65_536 }));
+    await sleep(30);
+    const raw = await bus.request(
+      s.toolInvoke('test.hash'),
+      JSON.stringify(call('test.hash', { rounds: 1, bytes: 1 })),
+    );
+    expect(JSON.parse(raw.text())).toMatchObject({
+      error: { code: 'busy', message: expect.stringMatching(/CPU threads busy/) },
+    });
+    const rest = await Promise.all(
+      Array.from({ length: 3 }, (_, i) =>
+        invokeTool(bus, call('test.hash', { rounds: 5, bytes: 64, seed: String(i) })),
+      ),
+    );
+    expect([await first, ...rest].every((o) => !o.is_error)).toBe(true);
+  });
+
+  it('stops a runaway CPU handler and a runaway regex on their threads; the pool stays healthy', async () => {
+    const spin = defineTool({
+      name: 'test.spin',
+      description: 'Spins forever on a thread.',
+      input: z.object({}),
+      timeoutMs: 150,
+      retry: { max_attempts: 1 },
+      cpu: { module: CPU_FIXTURE, export: 'spin' },
+    });
+    const hash = defineTool({
+      name: 'test.hash',
+      description: 'Hashes on a thread.',
+      input: z.object({ rounds: z.number(), bytes: z.number(), seed: z.string().optional() }),
+      cpu: { module: CPU_FIXTURE, export: 'hashRounds' },
+    });
+    const { bus, worker } = await startWorker([spin, hash, regexMatchTool()], { threads: 2 });
+    const [spun, regex] = await Promise.all([
+      invokeTool(bus, call('test.spin', {})),
+      invokeTool(
+        bus,
+        call('regex.match', { pattern: '(a+)+$', text: `${'a'.repeat(40)}b` }, { timeout_ms: 200 }),
+      ),
+    ]);
+    expect(spun).toMatchObject({ is_error: true, error: { code: 'timeout' } });
+    expect(regex).toMatchObject({ is_error: true, error: { code: 'timeout' } });
+    const cancelled = invokeTool(bus, call('test.spin', {}, { run_id: 'run-spin', timeout_ms: 5000 }));
+    await sleep(50);
+    publishJson(bus, s.runCancel('run-spin'), {});
+    expect(await cancelled).toMatchObject({ is_error: true, error: { code: 'cancelled' } });
+    const healthy = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        invokeTool(bus, call('test.hash', { rounds: 10, bytes: 64, seed: String(i) })),
+      ),
+    );
+    expect(healthy.every((o) => !o.is_error)).toBe(true);
+    expect(new Set(healthy.map((o) => (o.output as { hex: string }).hex)).size).toBe(6);
+    expect(await invokeTool(bus, call('regex.match', { pattern: 'b+', text: 'abbc' }))).toMatchObject({
+      is_error: false,
+      output: { count: 1, matches: [{ match: 'bb', index: 1 }] },
+    });
+    expect(worker.cpuThreads).toBeLessThanOrEqual(2);
+  });
+
+  it('registers with the catalog once one answers, re-registers when forgotten, deregisters on drain', async () => {
+    const bus = new MemoryBus();
+    const { worker } = await startWorker([sleepTool()], { register: true, heartbeatMs: 50 }, bus);
+    await sleep(150);
+    const registers: unknown[] = [];
+    const deregisters: unknown[] = [];
+    let heartbeats = 0;
+    serve({
+      bus,
+      subject: s.catalogRegister,
+      schema: CatalogRegisterSchema,
+      what: 'register',
+      handler: (body) => {
+        registers.push(body);
+        return { accepted: body.tools.map((t) => t.name), rejected: [], ttl_ms: body.ttl_ms ?? 0 };
+      },
+    });
+    bus.subscribe(s.catalogHeartbeat, (msg) => {
+      heartbeats++;
+      bus.respond(msg, JSON.stringify({ known: heartbeats !== 2 }));
+    });
+    bus.subscribe(s.catalogDeregister, (msg) => {
+      deregisters.push(JSON.parse(msg.text()));
+      bus.respond(msg, JSON.stringify({ ok: true }));
+    });
+    const reply = await worker.whenRegistered();
+    expect(reply.accepted).toEqual(['test.sleep']);
+    expect(registers[0]).toMatchObject({
+      worker_id: worker.workerId,
+      ttl_ms: 150,
+      tools: [{ name: 'test.sleep' }],
+    });
+    await vi_waitFor(() => registers.length >= 2, 3000);
+    await worker.drain();
+    expect(deregisters).toEqual([{ worker_id: worker.workerId }]);
+  });
+
+  it('drain lets calls in flight finish and then stops taking calls', async () => {
+    const { bus, worker } = await startWorker([sleepTool()]);
+    const inFlight = invokeTool(bus, call('test.sleep', { ms: 150 }));
+    await sleep(20);
+    const drained = worker.drain();
+    expect(await inFlight).toMatchObject({ is_error: false, output: { slept: 150 } });
+    await drained;
+    await expect(
+      invokeTool(bus, call('test.sleep', { ms: 1 }), { noRespondersMs: 50 }),
+    ).rejects.toMatchObject({
+      code: 'no_responders',
+    });
+  });
+});
+
+async function vi_waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+}

@@ -1,0 +1,178 @@
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { z } from 'zod';
+import {
+  ArtifactFetchReplySchema,
+  CatalogRegisterSchema,
+  NatsBus,
+  connectBus,
+  invokeTool,
+  publishJson,
+  requestJson,
+  serve,
+  silentLogger,
+  subjects,
+  type Bus,
+} from '@agentmesh/protocol';
+import { ToolWorker, builtinTools, defineTool, type Tool } from '@agentmesh/tool-worker';
+
+const natsUrl = inject('natsUrl');
+const prefix = `wn${process.pid}x${Date.now().toString(36)}`;
+const s = subjects(prefix);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const sleepTool = defineTool({
+  name: 'test.nap',
+  description: 'Sleeps, honouring its signal.',
+  input: z.object({ ms: z.number() }),
+  handler: async ({ ms }, ctx) => {
+    await new Promise<void>((resolve, reject) => {
+      const t = setTimeout(resolve, ms);
+      ctx.signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        reject(ctx.signal.reason as Error);
+      });
+    });
+    return { ms, worker: ctx.workerId };
+  },
+});
+const bigTool = defineTool({
+  name: 'test.big',
+  description: 'Returns n bytes of JSON.',
+  input: z.object({ n: z.number().int() }),
+  output: z.object({ blob: z.string() }),
+  handler: ({ n }) => ({ blob: 'q'.repeat(n) }),
+});
+
+let bus: Bus;
+const workers: ToolWorker[] = [];
+async function startWorker(tools: Tool<any, any>[], concurrency = 64) {
+  const w = new ToolWorker({ bus, tools, prefix, logger: silentLogger(), register: false, concurrency });
+  await w.start();
+  workers.push(w);
+  return w;
+}
+let seq = 0;
+const call = (tool: string, args: unknown, extra: Record<string, unknown> = {}) => ({
+  call_id: `n-${++seq}`,
+  run_id: 'run-n',
+  tool,
+  arguments: args,
+  ...extra,
+});
+
+beforeAll(async () => {
+  bus = await connectBus({ natsUrl });
+  await startWorker([...builtinTools(), sleepTool, bigTool]);
+});
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.drain()));
+  await bus.close();
+});
+
+describe('ToolWorker over NATS', () => {
+  it('serves 100 concurrent builtin calls with distinct inputs over NATS', async () => {
+    const ids = Array.from({ length: 100 }, (_, i) => i);
+    const outcomes = await Promise.all(
+      ids.map((i) =>
+        i % 2 === 0
+          ? invokeTool(bus, call('crypto.sha256', { text: `n${i}` }), { prefix })
+          : invokeTool(bus, call('math.calc', { lhs: i, rhs: i, op: 'mul' }), { prefix }),
+      ),
+    );
+    ids.forEach((i) =>
+      expect(outcomes[i]!.output).toEqual(
+        i % 2 === 0 ? { hex: createHash('sha256').update(`n${i}`).digest('hex') } : { result: i * i },
+      ),
+    );
+  });
+
+  it('refuses a payload above the NATS limit with payload_too_large and the call id', async () => {
+    const c = call('crypto.sha256', { text: 'x'.repeat((bus as NatsBus).maxPayload + 10) });
+    await expect(invokeTool(bus, c, { prefix })).rejects.toMatchObject({
+      code: 'payload_too_large',
+      retryable: false,
+      details: { call_id: c.call_id, tool: 'crypto.sha256' },
+    });
+  });
+
+  it('answers no_responders naming the call for a tool no worker serves', async () => {
+    const c = call('nobody.serves_this', {});
+    await expect(invokeTool(bus, c, { prefix, noRespondersMs: 200 })).rejects.toMatchObject({
+      code: 'no_responders',
+      details: { call_id: c.call_id },
+    });
+  });
+
+  it('keeps big outputs in the JetStream object store, readable by their tenant only', async () => {
+    const outcome = await invokeTool(
+      bus,
+      call('test.big', { n: 300_000 }, { identity: { tenant: 'acme' } }),
+      { prefix },
+    );
+    expect(outcome.artifact).toMatchObject({ mime: 'application/json', size: 300_011 });
+    expect(outcome.output).toBeUndefined();
+    const ref = outcome.artifact!.ref;
+    const slice = await requestJson(
+      bus,
+      s.artifactFetch,
+      { ref, offset: 0, max_bytes: 12, identity: { tenant: 'acme' } },
+      ArtifactFetchReplySchema,
+    );
+    expect(slice).toMatchObject({ text: '{"blob":"qqq', eof: false, size: 300_011 });
+    await expect(
+      requestJson(bus, s.artifactFetch, { ref, identity: { tenant: 'other' } }, ArtifactFetchReplySchema),
+    ).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('cancels the calls of a run on its cancel subject', async () => {
+    const pending = invokeTool(bus, call('test.nap', { ms: 10_000 }, { run_id: 'run-cancel-me' }), {
+      prefix,
+    });
+    await sleep(100);
+    publishJson(bus, s.runCancel('run-cancel-me'), { reason: 'stop' });
+    expect(await pending).toMatchObject({ is_error: true, error: { code: 'cancelled' } });
+  });
+
+  it('sends calls a full replica refuses (busy) to another replica', async () => {
+    const a = await startWorker([defineTool({ ...napSpec('test.solo') })], 1);
+    const b = await startWorker([defineTool({ ...napSpec('test.solo') })], 1);
+    const outcomes = await Promise.all(
+      Array.from({ length: 6 }, () => invokeTool(bus, call('test.solo', { ms: 60 }), { prefix })),
+    );
+    expect(outcomes.every((o) => !o.is_error)).toBe(true);
+    expect(new Set(outcomes.map((o) => o.worker_id))).toEqual(new Set([a.workerId, b.workerId]));
+  });
+
+  it('registers with a catalog over NATS', async () => {
+    const registered: string[] = [];
+    const sub = serve({
+      bus,
+      subject: s.catalogRegister,
+      schema: CatalogRegisterSchema,
+      what: 'register',
+      handler: (body) => {
+        registered.push(body.worker_id);
+        return { accepted: body.tools.map((t) => t.name), rejected: [], ttl_ms: 1000 };
+      },
+    });
+    const w = new ToolWorker({ bus, tools: [sleepTool], prefix, logger: silentLogger() });
+    await w.start();
+    workers.push(w);
+    expect((await w.whenRegistered()).accepted).toEqual(['test.nap']);
+    expect(registered).toContain(w.workerId);
+    sub.unsubscribe();
+  });
+});
+
+function napSpec(name: string) {
+  return {
+    name,
+    description: 'Sleeps.',
+    input: z.object({ ms: z.number() }),
+    handler: async ({ ms }: { ms: number }) => {
+      await sleep(ms);
+      return ms;
+    },
+  };
+}
