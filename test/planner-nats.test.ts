@@ -105,7 +105,7 @@ describe('planner on NATS (JetStream intake)', () => {
     await nc.request(s.runsSubmit, JSON.stringify(request), { timeout: 5000 });
     const jsm = await bus.jetstreamManager();
     for (let i = 0; i < 100; i++) {
-      const info = await jsm.consumers.info(streamNames(prefix).runs, 'planners');
+      const info = await jsm.consumers.info(streamNames(prefix).runs, 'agentmesh-planner');
       if (info.num_pending === 0 && info.num_ack_pending === 0) break;
       await new Promise((r) => setTimeout(r, 20));
     }

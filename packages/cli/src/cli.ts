@@ -10,6 +10,7 @@ import {
   workerSpec,
 } from './commands/actors.js';
 import { runCommand, runSpec } from './commands/run.js';
+import { runsCommand, runsSpec } from './commands/runs.js';
 import { statusCommand, statusSpec } from './commands/status.js';
 import { toolsCommand, toolsSpec } from './commands/tools.js';
 
@@ -26,6 +27,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: workerSpec, handler: workerCommand },
   { spec: toolsSpec, handler: toolsCommand },
   { spec: statusSpec, handler: statusCommand },
+  { spec: runsSpec, handler: runsCommand },
 ];
 
 export function mainUsage(): string {

@@ -131,12 +131,23 @@ export class RunLease {
       const entry = await records.get(base.run_id);
       try {
         if (entry === null) {
-          const record: RunRecord = { ...base, planner_id: plannerId, state: 'running', epoch: 1, lease_until: now + leaseMs };
+          const record: RunRecord = {
+            ...base,
+            planner_id: plannerId,
+            state: 'running',
+            epoch: 1,
+            lease_until: now + leaseMs,
+          };
           const revision = await records.create(base.run_id, encodeJson(record));
-          return { kind: 'acquired', lease: new RunLease(records, record, revision, leaseMs, log, now), previous: undefined };
+          return {
+            kind: 'acquired',
+            lease: new RunLease(records, record, revision, leaseMs, log, now),
+            previous: undefined,
+          };
         }
         const current = parseRecord(entry.value);
-        if (current.state === 'finished') return { kind: 'finished', record: current, revision: entry.revision };
+        if (current.state === 'finished')
+          return { kind: 'finished', record: current, revision: entry.revision };
         const leaseUntil = current.lease_until ?? 0;
         if (leaseUntil > now && current.planner_id !== plannerId)
           return { kind: 'held', record: current, retryInMs: Math.min(leaseMs, leaseUntil - now) + 250 };
@@ -148,7 +159,11 @@ export class RunLease {
           takeovers: (current.takeovers ?? 0) + 1,
         };
         const revision = await records.update(base.run_id, encodeJson(record), entry.revision);
-        return { kind: 'acquired', lease: new RunLease(records, record, revision, leaseMs, log, now), previous: current };
+        return {
+          kind: 'acquired',
+          lease: new RunLease(records, record, revision, leaseMs, log, now),
+          previous: current,
+        };
       } catch (error) {
         if (!isAgentMeshError(error, ErrorCode.Conflict) || attempt >= 8) throw error;
       }
@@ -157,7 +172,13 @@ export class RunLease {
 
   /** Renews the lease every third of its length until {@link RunLease.stop}. */
   start(): void {
-    this.timer = setInterval(() => void this.renew(), Math.max(100, Math.floor(this.leaseMs / 3)));
+    this.timer = setInterval(
+      () => {
+        this.checkExpiry();
+        if (this.lostReason === undefined) void this.renew();
+      },
+      Math.max(100, Math.floor(this.leaseMs / 3)),
+    );
     this.timer.unref?.();
   }
 
@@ -183,7 +204,10 @@ export class RunLease {
   }
 
   private checkExpiry(): void {
-    if (this.lostReason === undefined && Date.now() - this.lastRenewedAt > this.leaseMs - SELF_FENCE_MARGIN_MS)
+    if (
+      this.lostReason === undefined &&
+      Date.now() - this.lastRenewedAt > this.leaseMs - SELF_FENCE_MARGIN_MS
+    )
       this.markLost(`the lease could not be renewed for ${Date.now() - this.lastRenewedAt} ms`);
   }
 
@@ -283,7 +307,9 @@ export class CheckpointWriter {
   /** Resolves once a checkpoint at least as new as `snapshot` now is stored. */
   write(snapshot: Readonly<RunSnapshot>): Promise<void> {
     const version = ++this.version;
-    const next = this.chain.then(() => (this.written >= version ? undefined : this.flush(snapshot, this.version)));
+    const next = this.chain.then(() =>
+      this.written >= version ? undefined : this.flush(snapshot, this.version),
+    );
     this.chain = next.catch(() => undefined);
     return next;
   }
@@ -311,8 +337,13 @@ export class CheckpointWriter {
         if (isAgentMeshError(error, ErrorCode.Conflict)) {
           const entry = await this.store.get(runId).catch(() => undefined);
           if (entry === undefined) continue;
-          const stored = entry === null ? undefined : (JSON.parse(dec.decode(entry.value)) as StoredCheckpoint);
-          if (entry !== null && stored?.epoch === this.lease.epoch && stored.planner_id === this.lease.plannerId) {
+          const stored =
+            entry === null ? undefined : (JSON.parse(dec.decode(entry.value)) as StoredCheckpoint);
+          if (
+            entry !== null &&
+            stored?.epoch === this.lease.epoch &&
+            stored.planner_id === this.lease.plannerId
+          ) {
             this.revision = entry.revision;
             continue;
           }
@@ -320,9 +351,15 @@ export class CheckpointWriter {
             this.revision = undefined;
             continue;
           }
-          throw leaseLostError(runId, `a checkpoint of epoch ${stored?.epoch ?? '?'} was written by ${stored?.planner_id ?? '?'}`);
+          throw leaseLostError(
+            runId,
+            `a checkpoint of epoch ${stored?.epoch ?? '?'} was written by ${stored?.planner_id ?? '?'}`,
+          );
         }
-        this.log.debug({ run_id: runId, attempt, err: (error as Error).message }, 'checkpoint write failed; retrying');
+        this.log.debug(
+          { run_id: runId, attempt, err: (error as Error).message },
+          'checkpoint write failed; retrying',
+        );
         await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** attempt)));
       }
     }
@@ -346,7 +383,11 @@ export async function readCheckpoint(
 }
 
 /** The last event stored in the events stream for a run (NATS), or undefined when there is none. */
-export async function lastStoredEvent(bus: Bus, runId: string, prefix: string = DEFAULT_PREFIX): Promise<RunEvent | undefined> {
+export async function lastStoredEvent(
+  bus: Bus,
+  runId: string,
+  prefix: string = DEFAULT_PREFIX,
+): Promise<RunEvent | undefined> {
   if (!(bus instanceof NatsBus)) return undefined;
   const jsm = await bus.jetstreamManager();
   const stored = await jsm.streams
@@ -373,12 +414,10 @@ export async function readRunEvents(
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const last = await lastStoredEvent(bus, runId, prefix);
   if (last === undefined) return [];
-  const consumer = await bus
-    .jetstream()
-    .consumers.get(streamNames(prefix).events, {
-      filter_subjects: [subjects(prefix).runEvents(runId)],
-      deliver_policy: DeliverPolicy.All,
-    });
+  const consumer = await bus.jetstream().consumers.get(streamNames(prefix).events, {
+    filter_subjects: subjects(prefix).runEvents(runId),
+    deliver_policy: DeliverPolicy.All,
+  });
   const events: RunEvent[] = [];
   const messages = await consumer.consume({ max_messages: 512 });
   const onAbort = () => messages.stop();

@@ -15,6 +15,8 @@ export interface ExposureState {
   surfaced: string[];
   /** Whether a tool result carried an artifact (artifact_fetch is offered from then on). */
   artifacts: boolean;
+  /** What the current turn offered (a run resumed between a model turn and its tool calls checks calls against it). */
+  offered?: string[] | undefined;
 }
 
 export interface ExposureOptions {
@@ -58,6 +60,7 @@ export class ToolExposure {
   constructor(private readonly options: ExposureOptions) {
     this.state = options.state ?? { promoted: [], pending: [], surfaced: [], artifacts: false };
     for (const spec of options.specs) this.addSpec(spec);
+    this.offered = new Set(this.state.offered ?? []);
   }
 
   get mode(): SearchMode {
@@ -153,6 +156,7 @@ export class ToolExposure {
           tools.push({ ...toModelTool(this.specs.get(name)!), defer_loading: true });
     const offered = [...regular, ...meta];
     this.offered = new Set(offered);
+    s.offered = offered;
     return { tools, offered, evicted };
   }
 

@@ -69,3 +69,4 @@ export {
   type LeaseClaim,
 } from './durable.js';
 export type { ToolBatch, BatchCall } from './run-state.js';
+export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';

@@ -122,7 +122,7 @@ export interface PlannerOptions {
   catalogRetryMs?: number;
   /** Store each run's transcript in the transcripts object store (default true). */
   transcripts?: boolean;
-  /** Called with the run snapshot after every model turn and every tool result (checkpointing). */
+  /** Called with the run snapshot after every model turn and tool batch (durable runs also store each tool result). */
   checkpoint?: CheckpointHook;
   /**
    * Durable runs (NATS intake only; on by default there): each run is owned through a lease in its run record and
@@ -435,7 +435,13 @@ export class Planner {
     if (durable === undefined) await this.claim(runId, origin);
     const log = this.logger.child({ run_id: runId });
     const publisher = this.eventPublisher(runId);
-    const sink = new RunEventSink(runId, publisher.publish, options.onEvent, durable?.lastSeq ?? 0, durable?.earlier);
+    const sink = new RunEventSink(
+      runId,
+      publisher.publish,
+      options.onEvent,
+      durable?.lastSeq ?? 0,
+      durable?.earlier,
+    );
     const resumed = durable?.snapshot;
     const startedAt = resumed?.started_at ?? new Date().toISOString();
     let choice: ProviderChoice | undefined;
@@ -487,7 +493,13 @@ export class Planner {
         const scope = this.scope(request);
         let specs: ToolSpec[];
         try {
-          specs = await loadRunTools(this.bus, this.subjects, scope, run.controller.signal, this.options.catalogRetryMs);
+          specs = await loadRunTools(
+            this.bus,
+            this.subjects,
+            scope,
+            run.controller.signal,
+            this.options.catalogRetryMs,
+          );
         } catch (error) {
           if (!run.controller.signal.aborted) throw error;
           specs = [];
@@ -502,7 +514,9 @@ export class Planner {
         }
         const loop = new RunLoop(snapshot, specs, {
           bus: this.bus,
-          ...(this.options.catalogRetryMs === undefined ? {} : { catalogRetryMs: this.options.catalogRetryMs }),
+          ...(this.options.catalogRetryMs === undefined
+            ? {}
+            : { catalogRetryMs: this.options.catalogRetryMs }),
           prefix: this.prefix,
           subjects: this.subjects,
           plannerId: this.id,
@@ -529,7 +543,11 @@ export class Planner {
               ? { stubs: loop.toolExposure.stubs() }
               : {}),
           });
-        else log.info({ phase: snapshot.phase, iteration: snapshot.iteration, seq: sink.lastSeq }, 'run resumed');
+        else
+          log.info(
+            { phase: snapshot.phase, iteration: snapshot.iteration, seq: sink.lastSeq },
+            'run resumed',
+          );
         final = await loop.run();
       } catch (error) {
         const e = toErrorPayload(error);
@@ -551,7 +569,8 @@ export class Planner {
       return final;
     } finally {
       if (durable?.lease.lost === true) log.info('run handed to another planner: not finalized here');
-      else await this.finalize(runId, request, choice, snapshot, sink, startedAt, publisher.flush, log, durable);
+      else
+        await this.finalize(runId, request, choice, snapshot, sink, startedAt, publisher.flush, log, durable);
     }
   }
 
@@ -563,6 +582,7 @@ export class Planner {
   ): CheckpointHook | undefined {
     if (durable === undefined) return user;
     return async (snap) => {
+      durable.lease.assertOwned();
       await publisher.flush();
       durable.lease.assertOwned();
       await durable.writer.write(snap);
@@ -804,9 +824,11 @@ export class Planner {
         throw error;
       });
       if (info.config.ack_wait !== config.ack_wait)
-        await jsm.consumers.update(names.runs, durable, { ack_wait: config.ack_wait }).catch((e: unknown) =>
-          this.logger.warn({ err: (e as Error).message }, 'could not update the intake ack_wait'),
-        );
+        await jsm.consumers
+          .update(names.runs, durable, { ack_wait: config.ack_wait })
+          .catch((e: unknown) =>
+            this.logger.warn({ err: (e as Error).message }, 'could not update the intake ack_wait'),
+          );
     }
     return bus.jetstream().consumers.get(names.runs, durable);
   }
@@ -919,7 +941,12 @@ export class Planner {
     try {
       claim = await RunLease.acquire(
         this.records!,
-        { run_id: runId, accepted_at: new Date().toISOString(), stream_seq: streamSeq, task: request.task.slice(0, 200) },
+        {
+          run_id: runId,
+          accepted_at: new Date().toISOString(),
+          stream_seq: streamSeq,
+          task: request.task.slice(0, 200),
+        },
         this.id,
         this.leaseMs,
         log,
@@ -933,7 +960,10 @@ export class Planner {
       return { kind: 'ack' };
     }
     if (claim.kind === 'held') {
-      log.debug({ owner: claim.record.planner_id, retry_in_ms: claim.retryInMs }, 'run owned by a live planner');
+      log.debug(
+        { owner: claim.record.planner_id, retry_in_ms: claim.retryInMs },
+        'run owned by a live planner',
+      );
       return { kind: 'nak', delayMs: claim.retryInMs };
     }
     const lease = claim.lease;
@@ -955,15 +985,32 @@ export class Planner {
         snapshot = stored?.checkpoint.snapshot;
         revision = stored?.revision;
         lastSeq = Math.max(last?.seq ?? 0, snapshot?.seq ?? 0);
-        if (last !== undefined) earlier = await readRunEvents(this.bus, runId, { prefix: this.prefix });
+        if (last !== undefined)
+          earlier = await readRunEvents(this.bus, runId, { prefix: this.prefix }).catch((error: unknown) => {
+            log.warn(
+              { err: (error as Error).message },
+              'earlier events not read: the transcript starts at the takeover',
+            );
+            return [];
+          });
         log.info(
-          { previous_owner: claim.previous.planner_id, epoch: lease.epoch, checkpoint: snapshot !== undefined, seq: lastSeq },
+          {
+            previous_owner: claim.previous.planner_id,
+            epoch: lease.epoch,
+            checkpoint: snapshot !== undefined,
+            seq: lastSeq,
+          },
           'taking over a run whose planner stopped',
         );
       }
       const writer = new CheckpointWriter(this.checkpoints!, lease, revision, log);
       lease.start();
-      await this.runValidated(request, runId, {}, { streamSeq, durable: { lease, writer, snapshot, lastSeq, earlier } });
+      await this.runValidated(
+        request,
+        runId,
+        {},
+        { streamSeq, durable: { lease, writer, snapshot, lastSeq, earlier } },
+      );
       return lease.lost ? { kind: 'leave' } : { kind: 'ack' };
     } catch (error) {
       log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');

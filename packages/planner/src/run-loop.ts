@@ -44,7 +44,10 @@ import type { BatchCall, CheckpointHook, RunSnapshot, ToolBatch } from './run-st
 import { Semaphore, abortableDelay, capText } from './util.js';
 
 /** Codes the loop puts on tool results it produced itself. */
-export const LoopErrorCode = { LoopDetected: ErrorCode.LoopDetected, BudgetExhausted: ErrorCode.BudgetExhausted } as const;
+export const LoopErrorCode = {
+  LoopDetected: ErrorCode.LoopDetected,
+  BudgetExhausted: ErrorCode.BudgetExhausted,
+} as const;
 
 export const DEFAULT_NUDGE =
   'You have not finished: there is no final answer yet. Continue the task, using your tools where they help, and ' +
@@ -704,7 +707,11 @@ export class RunLoop {
   }
 
   private catalogOptions() {
-    return { timeoutMs: 5_000, retryForMs: this.deps.catalogRetryMs ?? CATALOG_RETRY_MS, signal: this.deps.signal };
+    return {
+      timeoutMs: 5_000,
+      retryForMs: this.deps.catalogRetryMs ?? CATALOG_RETRY_MS,
+      signal: this.deps.signal,
+    };
   }
 
   private async toolSearch(args: z.infer<typeof ToolSearchArgsSchema>): Promise<string> {
@@ -834,7 +841,7 @@ export async function loadRunTools(
 ): Promise<ToolSpec[]> {
   try {
     const specs: ToolSpec[] = [];
-    for (let offset: number | undefined = 0; offset !== undefined; ) {
+    for (let offset: number | undefined = 0; offset !== undefined;) {
       const reply: CatalogListReply = await requestJsonRetrying(
         bus,
         subjects.catalogList,

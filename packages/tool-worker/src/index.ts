@@ -21,7 +21,15 @@ export {
   type ArtifactScope,
 } from './artifacts.js';
 export { capForModel, outputText } from './format.js';
-export { OutcomeCache, type OutcomeCacheOptions } from './outcome-cache.js';
+export {
+  OutcomeCache,
+  SharedOutcomes,
+  OutcomeClaim,
+  toolOutcomesBucket,
+  type OutcomeCacheOptions,
+  type SharedOutcomeOptions,
+  type SharedEntry,
+} from './outcome-cache.js';
 export { CpuPool, type CpuPoolOptions } from './cpu-pool.js';
 export { toJsonSchema } from './schema.js';
 export {

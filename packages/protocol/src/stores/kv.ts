@@ -29,7 +29,10 @@ export interface KvStore {
   delete(key: string): Promise<void>;
   keys(filter?: string): Promise<string[]>;
   /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change. */
-  watch(onEntry: (entry: KvEntry) => void, options?: { key?: string; updatesOnly?: boolean }): Promise<KvWatcher>;
+  watch(
+    onEntry: (entry: KvEntry) => void,
+    options?: { key?: string; updatesOnly?: boolean },
+  ): Promise<KvWatcher>;
 }
 
 export interface KvBucketOptions {
@@ -48,15 +51,15 @@ export async function openKv(bus: Bus, bucket: string, options: KvBucketOptions 
     });
     return new NatsKvStore(kv);
   }
-  return memoryKvFor(bus, bucket);
+  return memoryKvFor(bus, bucket, options.ttlMs);
 }
 
 const memoryBuckets = new WeakMap<Bus, Map<string, MemoryKvStore>>();
-function memoryKvFor(bus: Bus, bucket: string): MemoryKvStore {
+function memoryKvFor(bus: Bus, bucket: string, ttlMs: number | undefined): MemoryKvStore {
   let buckets = memoryBuckets.get(bus);
   if (!buckets) memoryBuckets.set(bus, (buckets = new Map()));
   let store = buckets.get(bucket);
-  if (!store) buckets.set(bucket, (store = new MemoryKvStore()));
+  if (!store) buckets.set(bucket, (store = new MemoryKvStore(ttlMs ? { ttlMs } : {})));
   return store;
 }
 
@@ -117,19 +120,42 @@ class NatsKvStore implements KvStore {
   }
 }
 
-/** An in-process KV with the same semantics (revisions, create/update conflicts, watch). */
+/**
+ * An in-process KV with the same semantics (revisions, create/update conflicts, watch, and entries older than
+ * `ttlMs` dropped like a bucket's max age).
+ */
 export class MemoryKvStore implements KvStore {
   private readonly entries = new Map<string, KvEntry>();
+  private readonly writtenAt = new Map<string, number>();
   private revision = 0;
   private readonly watchers = new Set<{ key: string | undefined; fn: (e: KvEntry) => void }>();
+  private readonly ttlMs: number;
+
+  constructor(options: { ttlMs?: number } = {}) {
+    this.ttlMs = options.ttlMs ?? 0;
+  }
+
+  private expire(now = Date.now()): void {
+    if (this.ttlMs <= 0) return;
+    for (const [key, at] of this.writtenAt) {
+      if (now - at <= this.ttlMs) break;
+      this.writtenAt.delete(key);
+      this.entries.delete(key);
+    }
+  }
 
   async get(key: string): Promise<KvEntry | null> {
+    this.expire();
     return this.entries.get(key) ?? null;
   }
   private write(key: string, value: Uint8Array, operation: KvEntry['operation']): number {
+    this.expire();
     const entry: KvEntry = { key, value, revision: ++this.revision, operation };
-    if (operation === 'PUT') this.entries.set(key, entry);
-    else this.entries.delete(key);
+    this.writtenAt.delete(key);
+    if (operation === 'PUT') {
+      this.entries.set(key, entry);
+      if (this.ttlMs > 0) this.writtenAt.set(key, Date.now());
+    } else this.entries.delete(key);
     for (const w of this.watchers) if (w.key === undefined || matchKey(w.key, key)) w.fn(entry);
     return entry.revision;
   }
@@ -137,10 +163,12 @@ export class MemoryKvStore implements KvStore {
     return this.write(key, value, 'PUT');
   }
   async create(key: string, value: Uint8Array): Promise<number> {
+    this.expire();
     if (this.entries.has(key)) throw conflict(key);
     return this.write(key, value, 'PUT');
   }
   async update(key: string, value: Uint8Array, revision: number): Promise<number> {
+    this.expire();
     if (this.entries.get(key)?.revision !== revision) throw conflict(key);
     return this.write(key, value, 'PUT');
   }
@@ -148,6 +176,7 @@ export class MemoryKvStore implements KvStore {
     if (this.entries.has(key)) this.write(key, new Uint8Array(0), 'DEL');
   }
   async keys(filter?: string): Promise<string[]> {
+    this.expire();
     return [...this.entries.keys()].filter((k) => filter === undefined || matchKey(filter, k));
   }
   async watch(
@@ -155,7 +184,8 @@ export class MemoryKvStore implements KvStore {
     options: { key?: string; updatesOnly?: boolean } = {},
   ): Promise<KvWatcher> {
     if (!options.updatesOnly)
-      for (const e of this.entries.values()) if (options.key === undefined || matchKey(options.key, e.key)) onEntry(e);
+      for (const e of this.entries.values())
+        if (options.key === undefined || matchKey(options.key, e.key)) onEntry(e);
     const w = { key: options.key, fn: onEntry };
     this.watchers.add(w);
     return { stop: () => this.watchers.delete(w) };

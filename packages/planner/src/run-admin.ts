@@ -1,0 +1,83 @@
+import {
+  DEFAULT_PREFIX,
+  ErrorCode,
+  encodeJson,
+  isAgentMeshError,
+  subjects,
+  type Bus,
+  type RunEvent,
+} from '@agentmesh/protocol';
+import { parseRecord, readRunEvents } from './durable.js';
+import {
+  openRunRecords,
+  readRunRecord,
+  readTranscript,
+  type RunRecord,
+  type RunTranscript,
+} from './transcript.js';
+
+/** The run records of the fleet, newest first (at most `limit`, default 50; `state` filters). */
+export async function listRuns(
+  bus: Bus,
+  options: { prefix?: string; limit?: number; state?: RunRecord['state'] } = {},
+): Promise<RunRecord[]> {
+  const kv = await openRunRecords(bus, options.prefix);
+  const records: RunRecord[] = [];
+  for (const key of await kv.keys()) {
+    const entry = await kv.get(key);
+    if (entry === null) continue;
+    const record = parseRecord(entry.value);
+    if (options.state === undefined || record.state === options.state) records.push(record);
+  }
+  records.sort((a, b) => b.accepted_at.localeCompare(a.accepted_at) || a.run_id.localeCompare(b.run_id));
+  return records.slice(0, Math.max(1, options.limit ?? 50));
+}
+
+/** Everything known about one run: its record, its stored events and (once finished) its transcript. */
+export interface RunDetails {
+  record: RunRecord | null;
+  events: RunEvent[];
+  transcript: RunTranscript | null;
+}
+
+export async function showRun(
+  bus: Bus,
+  runId: string,
+  options: { prefix?: string } = {},
+): Promise<RunDetails> {
+  const [record, events, transcript] = await Promise.all([
+    readRunRecord(bus, runId, options),
+    readRunEvents(bus, runId, options),
+    readTranscript(bus, runId, options),
+  ]);
+  return { record, events, transcript };
+}
+
+/**
+ * Cancels a run wherever it runs: publishes on `runs.<id>.cancel` (the owning planner stops it now) and marks its
+ * record, so a planner that takes the run over after a failover cancels it too. Returns the record as it was, or
+ * null for an unknown run id.
+ */
+export async function cancelRun(
+  bus: Bus,
+  runId: string,
+  options: { prefix?: string; reason?: string } = {},
+): Promise<RunRecord | null> {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const reason = options.reason ?? 'cancel requested';
+  const kv = await openRunRecords(bus, prefix);
+  for (let attempt = 1; ; attempt++) {
+    const entry = await kv.get(runId);
+    if (entry === null) return null;
+    const record = parseRecord(entry.value);
+    if (record.state === 'finished') return record;
+    try {
+      await kv.update(runId, encodeJson({ ...record, cancel_requested: reason }), entry.revision);
+      bus.publish(subjects(prefix).runCancel(runId), encodeJson({ reason }));
+      await bus.flush();
+      return record;
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.Conflict) || attempt >= 10) throw error;
+    }
+  }
+}
