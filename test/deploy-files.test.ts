@@ -77,7 +77,13 @@ const NATS_CLIENT_PORT = 4222;
 /** The planners' durable consumer on AGENTMESH_RUNS (the KEDA trigger and the NATS permissions name it). */
 const PLANNER_DURABLE = 'agentmesh-planner';
 /** The planner's own KV bucket and object store (`runsBucket()` / `transcriptsBucket()` of @agentmesh/planner). */
-const PLANNER_BUCKETS = { runs: `${DEFAULT_PREFIX}_runs`, transcripts: `${DEFAULT_PREFIX}_transcripts` };
+const PLANNER_BUCKETS = {
+  runs: `${DEFAULT_PREFIX}_runs`,
+  transcripts: `${DEFAULT_PREFIX}_transcripts`,
+  checkpoints: `${DEFAULT_PREFIX}_checkpoints`,
+};
+/** The workers' idempotency store (`toolOutcomesBucket()` of @agentmesh/tool-worker). */
+const WORKER_OUTCOMES_BUCKET = `${DEFAULT_PREFIX}_tool_outcomes`;
 const ROLE_USERS = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'];
 const passwordVar = (user: string): string => `NATS_${user.toUpperCase()}_PASSWORD`;
 
@@ -215,6 +221,8 @@ describe('deploy/nats/nats.conf', () => {
       `OBJ_${ARTIFACTS_BUCKET}`,
       `KV_${PLANNER_BUCKETS.runs}`,
       `OBJ_${PLANNER_BUCKETS.transcripts}`,
+      `KV_${PLANNER_BUCKETS.checkpoints}`,
+      `KV_${WORKER_OUTCOMES_BUCKET}`,
       '*',
     ]);
     const buckets = new Set([
@@ -222,6 +230,8 @@ describe('deploy/nats/nats.conf', () => {
       ARTIFACTS_BUCKET,
       PLANNER_BUCKETS.runs,
       PLANNER_BUCKETS.transcripts,
+      PLANNER_BUCKETS.checkpoints,
+      WORKER_OUTCOMES_BUCKET,
     ]);
     const subjectsInConf = confStrings.filter(
       (x) => /^[$_a-zA-Z]/.test(x) && !/\s/.test(x) && x.includes('.'),
@@ -257,6 +267,8 @@ describe('deploy/nats/nats.conf', () => {
       ...contractSubjects.filter((x) => !x.endsWith('math.>')),
       `$KV.${CATALOG_BUCKET}.>`,
       `$O.${ARTIFACTS_BUCKET}.>`,
+      `$KV.${PLANNER_BUCKETS.checkpoints}.>`,
+      `$KV.${WORKER_OUTCOMES_BUCKET}.>`,
     ])
       expect(confStrings, needed).toContain(needed);
   });
@@ -265,6 +277,9 @@ describe('deploy/nats/nats.conf', () => {
     const planner = await import('@agentmesh/planner');
     expect(planner.runsBucket()).toBe(PLANNER_BUCKETS.runs);
     expect(planner.transcriptsBucket()).toBe(PLANNER_BUCKETS.transcripts);
+    expect(planner.checkpointsBucket()).toBe(PLANNER_BUCKETS.checkpoints);
+    const worker = await import('@agentmesh/tool-worker');
+    expect(worker.toolOutcomesBucket()).toBe(WORKER_OUTCOMES_BUCKET);
   });
 
   test('the k8s ConfigMap nats-config carries the same text (node deploy/sync-nats-config.mjs)', () => {
