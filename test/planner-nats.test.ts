@@ -1,6 +1,16 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { NatsBus, silentLogger, streamNames, subjects, type RunEvent } from '@agentmesh/protocol';
+import {
+  Header,
+  NatsBus,
+  createEnvelope,
+  encodeJson,
+  envelopeToNatsHeaders,
+  silentLogger,
+  streamNames,
+  subjects,
+  type RunEvent,
+} from '@agentmesh/protocol';
 import { Planner, followRun, readRunRecord, readTranscript, submitRun } from '@agentmesh/planner';
 import { calcTool, sleepTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
@@ -130,5 +140,23 @@ describe('planner on NATS (JetStream intake)', () => {
     const final = await watch;
     expect(final).toMatchObject({ type: 'run.completed', status: 'cancelled' });
     expect(final.type === 'run.completed' && final.reason).toMatch(/enough/);
+  });
+});
+
+describe('envelope on the run intake', () => {
+  it('a run submitted with identity only in its envelope headers is scoped to that tenant', async () => {
+    const headers = envelopeToNatsHeaders(createEnvelope({ tenant: 'acme', user: 'ana' }));
+    expect(headers.get(Header.Tenant)).toBe('acme');
+    await bus
+      .jetstream()
+      .publish(s.runsSubmit, encodeJson({ id: 'env-run-1', task: 'hi', script: [{ text: 'hello' }] }), {
+        headers,
+        msgID: 'env-run-1',
+      });
+    const final = await until('env-run-1 to finish', () => finalOf('env-run-1'));
+    expect(final).toMatchObject({ type: 'run.completed', status: 'done' });
+    expect(eventsOf('env-run-1').find((e) => e.type === 'run.accepted')).toMatchObject({
+      identity: { tenant: 'acme', user: 'ana' },
+    });
   });
 });

@@ -6,7 +6,9 @@ import {
   NatsBus,
   RunEventSchema,
   TERMINAL_EVENT_TYPES,
+  createEnvelope,
   encodeJson,
+  envelopeToNatsHeaders,
   requestJson,
   streamNames,
   subjects,
@@ -38,7 +40,12 @@ export async function submitRun(
   const s = subjects(options.prefix ?? DEFAULT_PREFIX);
   const body = { ...request, id: request.id ?? `run-${randomUUID()}` };
   if (bus instanceof NatsBus) {
-    const ack = await bus.jetstream().publish(s.runsSubmit, encodeJson(body), { msgID: body.id });
+    const ack = await bus.jetstream().publish(s.runsSubmit, encodeJson(body), {
+      msgID: body.id,
+      headers: envelopeToNatsHeaders(
+        createEnvelope(request.identity ? { ...request.identity, tenant: request.identity.tenant ?? 'default' } : undefined),
+      ),
+    });
     return { run_id: body.id, seq: ack.seq, duplicate: ack.duplicate };
   }
   const reply = await requestJson(bus, s.runsSubmit, body, z.object({ run_id: z.string() }), {

@@ -37,6 +37,7 @@ import {
   type RunEventOf,
   type RunLimits,
   type RunRequest,
+  envelopeFromHeaders,
   type RunRequestInput,
   type ServiceHandle,
   type Subjects,
@@ -899,7 +900,8 @@ export class Planner {
         ).catch(() => undefined);
         return;
       }
-      const runId = parsed.data.id ?? fallbackId;
+      const request = withEnvelopeIdentity(parsed.data, m.headers);
+      const runId = request.id ?? fallbackId;
       const handling = this.intakeRuns.get(runId);
       if (handling !== undefined) {
         handling.msg = m;
@@ -910,7 +912,7 @@ export class Planner {
       this.intakeRuns.set(runId, holder);
       if (!this.durable) {
         try {
-          await this.runValidated(parsed.data, runId, {}, { streamSeq: seq });
+          await this.runValidated(request, runId, {}, { streamSeq: seq });
         } catch (error) {
           if (isAgentMeshError(error, ErrorCode.Conflict))
             this.logger.info({ run_id: runId }, 'duplicate run id: not run again');
@@ -918,7 +920,7 @@ export class Planner {
         }
         return;
       }
-      settle = await this.takeDurable(parsed.data, runId, seq);
+      settle = await this.takeDurable(request, runId, seq);
     } finally {
       clearInterval(heartbeat);
       if (ownRunId !== undefined) this.intakeRuns.delete(ownRunId);
@@ -1018,4 +1020,19 @@ export class Planner {
       return { kind: 'leave' };
     }
   }
+}
+
+/**
+ * A run request without `identity` takes the identity of its envelope headers (`am-tenant`, `am-user`,
+ * `am-session`), so clients that put identity in headers are scoped the same way.
+ */
+function withEnvelopeIdentity(
+  request: RunRequest,
+  headers: { keys(): string[]; get(key: string): string } | undefined,
+): RunRequest {
+  if (request.identity !== undefined || headers === undefined) return request;
+  const record: Record<string, string> = {};
+  for (const key of headers.keys()) record[key] = headers.get(key);
+  const identity = envelopeFromHeaders(record)?.identity;
+  return identity === undefined ? request : { ...request, identity };
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import { z } from 'zod';
 import type { Identity } from './schemas.js';
 
@@ -76,4 +77,11 @@ export function envelopeFromHeaders(headers: Record<string, string> | undefined)
     ...(headers[Header.Traceparent] === undefined ? {} : { traceparent: headers[Header.Traceparent] }),
     ...(headers[Header.Tracestate] === undefined ? {} : { tracestate: headers[Header.Tracestate] }),
   };
+}
+
+/** The envelope as NATS message headers, for publishing through the JetStream client. */
+export function envelopeToNatsHeaders(envelope: Envelope): MsgHdrs {
+  const h = natsHeaders();
+  for (const [k, v] of Object.entries(envelopeToHeaders(envelope))) h.set(k, v);
+  return h;
 }
