@@ -35,9 +35,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const confirm =
     options.askBeforeWrites && io
       ? async (request: { tool: string; summary: string }) => {
-          const rl = createInterface({ input: io.stdin, output: process.stderr });
+          const rl = createInterface({ input: io.stdin });
           try {
-            const answer = await rl.question(`${request.tool} wants to ${request.summary}. Allow? [y/N] `);
+            io.stderr.write(`${request.tool} wants to ${request.summary}. Allow? [y/N] `);
+            const answer = await rl.question('');
             return /^y(es)?$/i.test(answer.trim());
           } finally {
             rl.close();
