@@ -54,11 +54,8 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     },
   });
   await catalog.start();
-  const worker = new ToolWorker({
-    bus,
-    logger,
-    tools: selectTools({ select: options.tools, workspace: options.workspace, config, confirm, logger }),
-  });
+  const selected = selectTools({ select: options.tools, workspace: options.workspace, config, confirm, logger });
+  const worker = new ToolWorker({ bus, logger, tools: selected.tools });
   await worker.start();
   const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
   await planner.start();
@@ -70,6 +67,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     stop: async () => {
       await planner.drain();
       await worker.drain();
+      await selected.close();
       await catalog.stop();
       await bus.close();
     },

@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode, matchesAnyToolPattern, type Logger } from '@agentmesh/protocol';
-import { builtinTools, workspaceTools, type ConfirmationRequest, type Tool } from '@agentmesh/tool-worker';
+import { builtinTools, createWorkspacePack, type ConfirmationRequest, type Tool } from '@agentmesh/tool-worker';
 import type { AgentMeshConfig } from './config.js';
 
 export const TOOL_PACKS = ['builtin', 'workspace'] as const;
@@ -13,11 +13,17 @@ export interface ToolSelection {
   logger?: Logger;
 }
 
+export interface SelectedTools {
+  tools: Tool[];
+  /** Stops what the packs keep running (background commands of the workspace pack). */
+  close(): Promise<void>;
+}
+
 /**
  * The tools a worker serves: the builtin pack, the workspace pack when a workspace is given, narrowed by `--tools`
  * entries that are pack names or tool patterns.
  */
-export function selectTools(selection: ToolSelection): Tool[] {
+export function selectTools(selection: ToolSelection): SelectedTools {
   const { config } = selection;
   const root = selection.workspace ?? process.env['AGENTMESH_WORKSPACE'] ?? config.workspace?.root;
   const entries = selection.select ?? config.tools?.packs ?? [];
@@ -33,15 +39,23 @@ export function selectTools(selection: ToolSelection): Tool[] {
       'the workspace pack needs a workspace: pass --workspace DIR (or set AGENTMESH_WORKSPACE or workspace.root)',
     );
   const tools: Tool[] = [];
+  const closers: (() => Promise<void>)[] = [];
   if (packs.has('builtin')) tools.push(...builtinTools());
   if (packs.has('workspace') && root !== undefined) {
     const { root: _configuredRoot, ...workspaceConfig } = config.workspace ?? {};
-    tools.push(...workspaceTools({ ...workspaceConfig, root, ...(selection.confirm ? { confirm: selection.confirm } : {}) }));
+    const pack = createWorkspacePack({ ...workspaceConfig, root, ...(selection.confirm ? { confirm: selection.confirm } : {}) });
+    tools.push(...pack.tools);
+    closers.push(() => pack.close());
   }
   const chosen = patterns.length === 0 ? tools : tools.filter((t) => matchesAnyToolPattern(t.spec.name, patterns));
   if (chosen.length === 0)
     throw new AgentMeshError(ErrorCode.InvalidConfig, `--tools ${entries.join(',')} selects no tool`, {
       details: { available: tools.map((t) => t.spec.name) },
     });
-  return chosen;
+  return {
+    tools: chosen,
+    close: async () => {
+      await Promise.all(closers.map((close) => close()));
+    },
+  };
 }

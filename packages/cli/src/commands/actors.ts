@@ -115,7 +115,7 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
 export function workerCommand(ctx: CommandContext): Promise<number> {
   const threads = intFlag(ctx.args, 'threads');
   const concurrency = intFlag(ctx.args, 'concurrency');
-  const tools = selectTools({
+  const selected = selectTools({
     select: listFlag(ctx.args, 'tools'),
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     config: ctx.config,
@@ -126,10 +126,16 @@ export function workerCommand(ctx: CommandContext): Promise<number> {
       bus,
       logger,
       prefix: ctx.prefix,
-      tools,
+      tools: selected.tools,
       ...(threads === undefined ? {} : { threads }),
       ...(concurrency === undefined ? {} : { concurrency }),
     });
-    return { start: () => worker.start(), stop: () => worker.drain() };
+    return {
+      start: () => worker.start(),
+      stop: async () => {
+        await worker.drain();
+        await selected.close();
+      },
+    };
   });
 }
