@@ -33,7 +33,7 @@ export function buildContext(args: ParsedArgs, io: Io, loggerName: string, quiet
 /** Connects to NATS for an actor or a client command; credentials come from the URL or NATS_USER / NATS_PASSWORD. */
 export async function connectNats(ctx: CommandContext, name: string): Promise<NatsBus> {
   if (ctx.natsUrl === undefined)
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `${name} needs NATS: pass --nats URL or set NATS_URL`);
+    throw new AgentMeshError(ErrorCode.InvalidConfig, `this command needs NATS: pass --nats URL or set NATS_URL (${name})`);
   const user = process.env['NATS_USER'];
   const pass = process.env['NATS_PASSWORD'];
   const token = process.env['NATS_TOKEN'];
