@@ -188,21 +188,24 @@ export async function cpuScaling(natsUrl, quick) {
     );
     return performance.now() - t0;
   };
-  const timed = async (workers) => {
-    const prefix = `cpu${process.pid}w${workers}`;
-    const children = await Promise.all(Array.from({ length: workers }, () => spawnWorker(natsUrl, prefix)));
-    try {
-      await batch(prefix);
-      const runs = [];
-      for (let i = 0; i < (quick ? 2 : 3); i++) runs.push(await batch(prefix));
-      return runs.sort((a, b) => a - b)[Math.floor(runs.length / 2)];
-    } finally {
-      for (const c of children) c.kill('SIGTERM');
+  // Both fleets stay up and their batches alternate, so that both see the same machine load; the best batch of each
+  // counts, since load from other processes only ever slows a batch down (and hurts 2 busy cores more than 1).
+  const fleets = [];
+  const best = [Infinity, Infinity];
+  try {
+    for (const workers of [1, 2]) {
+      const prefix = `cpu${process.pid}w${workers}`;
+      const children = await Promise.all(Array.from({ length: workers }, () => spawnWorker(natsUrl, prefix)));
+      fleets.push({ prefix, children });
     }
-  };
-  const one = await timed(1);
-  const two = await timed(2);
-  await bus.close();
+    for (const fleet of fleets) await batch(fleet.prefix);
+    for (let i = 0; i < (quick ? 2 : 4); i++)
+      for (const [f, fleet] of fleets.entries()) best[f] = Math.min(best[f], await batch(fleet.prefix));
+  } finally {
+    for (const fleet of fleets) for (const c of fleet.children) c.kill('SIGTERM');
+    await bus.close();
+  }
+  const [one, two] = best;
   const base = figure('8 CPU-bound calls, 1 worker process', one, 'ms');
   return [
     base,

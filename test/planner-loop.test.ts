@@ -489,8 +489,8 @@ describe('planner loop (scripted provider, in-process bus)', () => {
     expect(final).toMatchObject({ error: { code: ErrorCode.InvalidConfig } });
   });
 
-  it('a run without a catalog fails with a clear reason', async () => {
-    h = harness([]);
+  it('a run without a catalog fails with a clear reason (after riding out catalogRetryMs)', async () => {
+    h = harness([], { catalogRetryMs: 300 });
     h.mesh.stop();
     const { final } = await h.run({ task: 't', script: [{ text: 'x' }] });
     expect(final).toMatchObject({ status: 'failed' });

@@ -1,4 +1,5 @@
-import type { z } from 'zod';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import { z } from 'zod';
 import { AgentMeshError, ErrorCode } from './errors.js';
 
 const encoder = new TextEncoder();
@@ -6,6 +7,14 @@ const decoder = new TextDecoder();
 
 export function encodeJson(value: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(value));
+}
+
+/**
+ * {@link encodeJson} for bytes that go straight to the wire and are not kept: small payloads are cut from Node's
+ * shared buffer pool instead of getting an ArrayBuffer each.
+ */
+export function encodeJsonTransient(value: unknown): Uint8Array {
+  return Buffer.from(JSON.stringify(value), 'utf8');
 }
 
 export function decodeText(data: Uint8Array): string {
@@ -57,4 +66,53 @@ export function decodeMessage<S extends z.ZodType>(
 ): z.output<S> {
   const value = parseJson(data, what);
   return validate(schema, value, what, code);
+}
+
+let checker: Ajv2020 | undefined;
+
+/**
+ * An ajv check compiled (once, on first use) from the JSON Schema of a zod schema's output side: it passes only values
+ * already in the output form (every default present, no unknown key). Zod refinements are not in the JSON Schema, so
+ * callers check them themselves. A schema JSON Schema cannot express gives a check that always fails.
+ */
+export function outputCheck(schema: z.ZodType): (value: unknown) => boolean {
+  let check: ValidateFunction | ((value: unknown) => boolean) | undefined;
+  return (value) => {
+    if (check === undefined) {
+      try {
+        const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
+          target: 'draft-2020-12',
+          io: 'output',
+          unrepresentable: 'throw',
+        });
+        checker ??= new Ajv2020({
+          strict: false,
+          logger: false,
+          unicode: false,
+          validateFormats: false,
+          validateSchema: false,
+        });
+        check = checker.compile(json);
+      } catch {
+        check = () => false;
+      }
+    }
+    return check(value) === true;
+  };
+}
+
+/**
+ * {@link validate} for hot paths: a JSON-decoded value that passes {@link outputCheck} (and `refine`, for the zod
+ * refinements JSON Schema cannot carry) is returned as it is; anything else goes through zod, which fills defaults,
+ * strips unknown keys or throws naming the offending fields.
+ */
+export function fastValidator<S extends z.ZodType>(
+  schema: S,
+  refine?: (value: z.output<S>) => boolean,
+): (value: unknown, what: string, code?: string) => z.output<S> {
+  const check = outputCheck(schema);
+  return (value, what, code = ErrorCode.InvalidMessage) =>
+    check(value) && (refine === undefined || refine(value as z.output<S>))
+      ? (value as z.output<S>)
+      : validate(schema, value, what, code);
 }

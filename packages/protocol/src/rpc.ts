@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Bus, BusHeaders, BusMessage, RequestOptions, Subscription } from './bus/types.js';
-import { decodeMessage, encodeJson, parseJson, validate } from './codec.js';
+import { decodeMessage, encodeJson, encodeJsonTransient, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode, toErrorPayload, type ErrorPayload } from './errors.js';
 import { Header } from './envelope.js';
 import { ErrorPayloadSchema } from './schemas.js';
@@ -55,7 +55,7 @@ export function serve<S extends z.ZodType, R>(options: ServeOptions<S, R>): Subs
 
 /** Replies with a JSON body; a reply that is too large becomes a `payload_too_large` error reply. */
 export function respondJson(bus: Bus, msg: BusMessage, value: unknown, headers?: BusHeaders): void {
-  const bytes = encodeJson(value ?? null);
+  const bytes = encodeJsonTransient(value ?? null);
   if (bytes.length > bus.maxPayload) {
     respondError(bus, msg, {
       code: ErrorCode.PayloadTooLarge,
@@ -70,7 +70,7 @@ export function respondJson(bus: Bus, msg: BusMessage, value: unknown, headers?:
 export function respondError(bus: Bus, msg: BusMessage, error: ErrorPayload | unknown): void {
   const payload = isErrorPayload(error) ? error : toErrorPayload(error);
   try {
-    bus.respond(msg, encodeJson({ error: payload }), { headers: { [Header.Status]: ERROR_STATUS } });
+    bus.respond(msg, encodeJsonTransient({ error: payload }), { headers: { [Header.Status]: ERROR_STATUS } });
   } catch {
     // the connection is gone or the reply subject is invalid: nothing left to tell
   }

@@ -1,6 +1,7 @@
 import type { Bus, BusMessage, Subscription } from './bus/types.js';
-import { encodeJson, parseJson, validate } from './codec.js';
+import { encodeJsonTransient, fastValidator, outputCheck, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode } from './errors.js';
+import { isToolName } from './names.js';
 import { throwIfErrorReply } from './rpc.js';
 import {
   ToolInvocationSchema,
@@ -48,7 +49,7 @@ export async function invokeTool(
   invocation: ToolInvocationInput,
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
-  const body = validate(ToolInvocationSchema, invocation, 'tool invocation', ErrorCode.InvalidRequest);
+  const body = parseToolInvocation(invocation, 'tool invocation', ErrorCode.InvalidRequest, true);
   body.idempotency_key ??= `${body.run_id}:${body.call_id}`;
   const subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
   const timeoutMs = options.timeoutMs ?? 60_000;
@@ -175,7 +176,7 @@ type SendResult =
   | { kind: 'lost'; workerId: string | undefined; why: string }
   | { kind: 'error'; error: AgentMeshError };
 
-async function sendOnce(
+function sendOnce(
   bus: Bus,
   subject: string,
   invocation: ToolInvocation,
@@ -184,53 +185,85 @@ async function sendOnce(
   signal: AbortSignal | undefined,
   onProgress: ((progress: ToolProgress) => void) | undefined,
 ): Promise<SendResult> {
-  const watch = progressRouter(bus).watch(invocation.call_id, lostAfterMs, onProgress);
-  invocation.progress_subject = watch.subject;
-  try {
-    const request = bus
-      .request(subject, encodeJson(invocation), {
+  const router = progressRouter(bus);
+  return new Promise<SendResult>((resolve, reject) => {
+    const watch = router.watch(invocation.call_id, lostAfterMs, onProgress, resolve);
+    invocation.progress_subject = watch.subject;
+    let request: Promise<BusMessage>;
+    try {
+      request = bus.request(subject, encodeJsonTransient(invocation), {
         timeoutMs: remainingMs,
         ...(signal === undefined ? {} : { signal }),
-      })
-      .then(
-        (reply): SendResult => {
-          try {
-            throwIfErrorReply(reply);
-            const outcome = validate(
-              ToolOutcomeSchema,
-              parseJson(reply.data, 'tool outcome'),
-              `outcome of ${invocation.tool}`,
-            );
-            return { kind: 'outcome', outcome, sawStarted: watch.sawStarted() };
-          } catch (error) {
-            return { kind: 'error', error: AgentMeshError.from(error) };
-          }
-        },
-        (error: unknown): SendResult => ({ kind: 'error', error: AgentMeshError.from(error) }),
-      );
-    return await Promise.race([request, watch.lost]);
-  } finally {
-    watch.close();
+      });
+    } catch (error) {
+      router.unwatch(watch);
+      reject(error as Error);
+      return;
+    }
+    request.then(
+      (reply) => router.settle(watch, replyResult(reply, invocation.tool, watch.workerId !== undefined)),
+      (error: unknown) => router.settle(watch, { kind: 'error', error: AgentMeshError.from(error) }),
+    );
+  });
+}
+
+function replyResult(reply: BusMessage, tool: string, sawStarted: boolean): SendResult {
+  try {
+    throwIfErrorReply(reply);
+    const outcome = checkOutcome(parseJson(reply.data, 'tool outcome'), `outcome of ${tool}`);
+    return { kind: 'outcome', outcome, sawStarted };
+  } catch (error) {
+    return { kind: 'error', error: AgentMeshError.from(error) };
   }
+}
+
+const checkOutcome = fastValidator(ToolOutcomeSchema);
+const invocationCheck = outputCheck(ToolInvocationSchema);
+const checkedToolNames = new Set<string>();
+
+function isCheckedToolName(name: unknown): boolean {
+  if (typeof name !== 'string') return false;
+  if (checkedToolNames.has(name)) return true;
+  if (!isToolName(name)) return false;
+  if (checkedToolNames.size >= 4096) checkedToolNames.clear();
+  checkedToolNames.add(name);
+  return true;
+}
+
+/**
+ * Parses a tool invocation exactly as `ToolInvocationSchema` does, without zod in the common case: a value that only
+ * lacks the defaulted `identity` and `attempt` is completed and checked by a compiled validator; anything else goes
+ * through zod, whose error names the offending field. With `copy` the result is always a new object.
+ */
+export function parseToolInvocation(
+  value: unknown,
+  what: string,
+  code: string = ErrorCode.InvalidMessage,
+  copy = false,
+): ToolInvocation {
+  if (typeof value === 'object' && value !== null && !Object.hasOwn(value, '__proto__')) {
+    let candidate = value as Partial<ToolInvocation>;
+    if (copy || candidate.identity === undefined || candidate.attempt === undefined) {
+      candidate = Object.assign({}, candidate);
+      if (candidate.identity === undefined) candidate.identity = { tenant: 'default' };
+      if (candidate.attempt === undefined) candidate.attempt = 1;
+    }
+    if (invocationCheck(candidate) && isCheckedToolName(candidate.tool)) return candidate as ToolInvocation;
+  }
+  return validate(ToolInvocationSchema, value, what, code);
 }
 
 interface CallWatch {
   /** Where the worker sends this call's progress notices. */
-  subject: string;
-  /** Resolves when the worker went silent for longer than allowed. */
-  lost: Promise<SendResult>;
-  /** Whether the worker's `started` notice arrived. */
-  sawStarted(): boolean;
-  close(): void;
-}
-
-interface WatchEntry {
-  callId: string;
+  readonly subject: string;
+  readonly token: string;
+  readonly callId: string;
+  readonly lostAfterMs: number;
   lastHeard: number;
-  lostAfterMs: number;
+  /** Set by the worker's `started` notice. */
   workerId: string | undefined;
-  onProgress: ((progress: ToolProgress) => void) | undefined;
-  onLost: (result: SendResult) => void;
+  readonly onProgress: ((progress: ToolProgress) => void) | undefined;
+  readonly resolve: (result: SendResult) => void;
 }
 
 const PROGRESS_KINDS: ReadonlySet<unknown> = new Set(['started', 'progress', 'heartbeat']);
@@ -238,11 +271,11 @@ const WATCH_TICK_MS = 100;
 
 /**
  * One wildcard subscription per bus carries the progress notices of every call made through it, and one ticker
- * finds the calls whose worker went silent.
+ * finds the calls whose worker went silent (it stops on a tick that finds no call).
  */
 class ProgressRouter {
   private readonly prefix: string;
-  private readonly entries = new Map<string, WatchEntry>();
+  private readonly entries = new Map<string, CallWatch>();
   private sub: Subscription | undefined;
   private ticker: NodeJS.Timeout | undefined;
   private counter = 0;
@@ -255,36 +288,36 @@ class ProgressRouter {
     callId: string,
     lostAfterMs: number,
     onProgress: ((progress: ToolProgress) => void) | undefined,
+    resolve: (result: SendResult) => void,
   ): CallWatch {
     this.sub ??= this.bus.subscribe(`${this.prefix}.*`, (msg) => this.onMessage(msg));
     const token = (++this.counter).toString(36);
-    let onLost!: (result: SendResult) => void;
-    const lost = new Promise<SendResult>((resolve) => (onLost = resolve));
-    const entry: WatchEntry = {
+    const watch: CallWatch = {
+      subject: `${this.prefix}.${token}`,
+      token,
       callId,
-      lastHeard: Date.now(),
       lostAfterMs,
+      lastHeard: Date.now(),
       workerId: undefined,
       onProgress,
-      onLost,
+      resolve,
     };
-    this.entries.set(token, entry);
+    this.entries.set(token, watch);
     if (this.ticker === undefined) {
       this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
       this.ticker.unref();
     }
-    return {
-      subject: `${this.prefix}.${token}`,
-      lost,
-      sawStarted: () => entry.workerId !== undefined,
-      close: () => {
-        this.entries.delete(token);
-        if (this.entries.size === 0 && this.ticker !== undefined) {
-          clearInterval(this.ticker);
-          this.ticker = undefined;
-        }
-      },
-    };
+    return watch;
+  }
+
+  unwatch(watch: CallWatch): void {
+    this.entries.delete(watch.token);
+  }
+
+  /** Ends the watch and settles its call (the first settlement wins). */
+  settle(watch: CallWatch, result: SendResult): void {
+    this.entries.delete(watch.token);
+    watch.resolve(result);
   }
 
   private onMessage(msg: BusMessage): void {
@@ -306,11 +339,16 @@ class ProgressRouter {
   }
 
   private tick(): void {
+    if (this.entries.size === 0) {
+      clearInterval(this.ticker);
+      this.ticker = undefined;
+      return;
+    }
     const now = Date.now();
     for (const entry of this.entries.values()) {
       const silent = now - entry.lastHeard;
       if (silent <= entry.lostAfterMs) continue;
-      entry.onLost({
+      this.settle(entry, {
         kind: 'lost',
         workerId: entry.workerId,
         why:

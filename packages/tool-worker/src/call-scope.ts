@@ -8,7 +8,7 @@ export class AbortScope {
   private controller: AbortController | undefined;
   private abortReason: unknown;
   private done = false;
-  private listeners: Set<(reason: unknown) => void> | undefined;
+  private listeners: ((reason: unknown) => void)[] | undefined;
 
   get aborted(): boolean {
     return this.done;
@@ -38,13 +38,22 @@ export class AbortScope {
 
   /** Calls `listener` once on abort; returns a function that removes it. */
   onAbort(listener: (reason: unknown) => void): () => void {
-    if (this.done) {
-      listener(this.abortReason);
-      return () => undefined;
-    }
-    const listeners = (this.listeners ??= new Set());
-    listeners.add(listener);
-    return () => listeners.delete(listener);
+    this.addAbortListener(listener);
+    return () => this.removeAbortListener(listener);
+  }
+
+  /** Calls `listener` once on abort (at once when already aborted). */
+  addAbortListener(listener: (reason: unknown) => void): void {
+    if (this.done) listener(this.abortReason);
+    else (this.listeners ??= []).push(listener);
+  }
+
+  removeAbortListener(listener: (reason: unknown) => void): void {
+    const listeners = this.listeners;
+    if (listeners === undefined) return;
+    const at = listeners.lastIndexOf(listener);
+    if (at === listeners.length - 1) listeners.pop();
+    else if (at >= 0) listeners.splice(at, 1);
   }
 
   /** Settles like `promise`, or rejects with the abort reason as soon as the scope is aborted. */

@@ -9,13 +9,12 @@ import {
   CatalogRegisterReplySchema,
   ErrorCode,
   ServiceName,
-  ToolInvocationSchema,
   announceService,
   createLogger,
-  decodeMessage,
   encodeJson,
   openBlobStore,
   parseJson,
+  parseToolInvocation,
   requestJson,
   respondError,
   respondJson,
@@ -23,7 +22,6 @@ import {
   subjects as buildSubjects,
   toErrorPayload,
   toolQueueGroup,
-  validate,
   type BlobStore,
   type Bus,
   type BusMessage,
@@ -43,7 +41,13 @@ import { AbortScope, ProgressHub, type CallProgress } from './call-scope.js';
 import { CpuPool } from './cpu-pool.js';
 import type { Tool, ToolContext } from './define-tool.js';
 import { byteLength, capForModel, outputText } from './format.js';
-import { OutcomeCache, type OutcomeCacheOptions } from './outcome-cache.js';
+import {
+  OutcomeCache,
+  SharedOutcomes,
+  type OutcomeCacheOptions,
+  type SharedEntry,
+  type SharedOutcomeOptions,
+} from './outcome-cache.js';
 import { backoffDelay, classifyFailure } from './policy.js';
 
 export const DEFAULT_WORKER_CONCURRENCY = 64;
@@ -93,6 +97,11 @@ export interface ToolWorkerOptions {
   maxOutputBytes?: number;
   /** Replay cache of outcomes by idempotency key. */
   outcomeCache?: OutcomeCacheOptions;
+  /**
+   * The outcome store shared by all replicas (KV bucket `<prefix>_tool_outcomes`): a non-idempotent call runs at most
+   * once per idempotency key across the fleet within its TTL. `false` keeps only the per-process cache.
+   */
+  sharedOutcomes?: SharedOutcomeOptions | false;
   /** Register with the catalog (default true). */
   register?: boolean;
 }
@@ -118,6 +127,8 @@ export class ToolWorker {
   private readonly previewBytes: number;
   private readonly maxOutputBytes: number;
   private readonly cache: OutcomeCache;
+  private shared: SharedOutcomes | undefined;
+  private readonly sharedOptions: SharedOutcomeOptions | false | undefined;
   private readonly progress: ProgressHub;
   private readonly runCalls = new Map<string, Set<AbortScope>>();
   /** Runs cancelled lately, so that a call crossing its run's cancel on the wire is not started. */
@@ -159,6 +170,7 @@ export class ToolWorker {
     this.previewBytes = Math.max(64, options.previewBytes ?? 4096);
     this.maxOutputBytes = Math.max(256, options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
     this.cache = new OutcomeCache(options.outcomeCache);
+    this.sharedOptions = options.sharedOutcomes;
     this.progress = new ProgressHub(this.bus, this.workerId, this.progressHeartbeatMs, this.logger);
     this.threads = options.threads;
     this.cpuQueueDepth = options.cpuQueueDepth;
@@ -216,6 +228,9 @@ export class ToolWorker {
         { retryable: false, cause: error },
       );
     }
+    const sharedOptions = this.sharedOptions;
+    if (sharedOptions !== false && [...this.tools.values()].some((t) => !t.spec.idempotent))
+      this.shared = await SharedOutcomes.open(this.bus, this.subjects.prefix, sharedOptions ?? {});
     if ([...this.tools.values()].some((t) => t.cpu !== undefined))
       this.pool = new CpuPool({
         ...(this.threads === undefined ? {} : { threads: this.threads }),
@@ -302,7 +317,7 @@ export class ToolWorker {
    */
   async execute(input: ToolInvocationInput | ToolInvocation): Promise<ToolOutcome> {
     return this.executeParsed(
-      validate(ToolInvocationSchema, input, 'tool invocation', ErrorCode.InvalidRequest),
+      parseToolInvocation(input, 'tool invocation', ErrorCode.InvalidRequest, true),
     );
   }
 
@@ -329,42 +344,39 @@ export class ToolWorker {
       return;
     }
     this.inFlightCalls++;
-    return this.handleInvoke(tool, msg);
-  }
-
-  private async handleInvoke(tool: Tool<any, any>, msg: BusMessage): Promise<void> {
-    try {
-      await this.answerInvoke(tool, msg);
-    } finally {
-      this.inFlightCalls--;
-    }
+    return this.answerInvoke(tool, msg);
   }
 
   private async answerInvoke(tool: Tool<any, any>, msg: BusMessage): Promise<void> {
-    let invocation: ToolInvocation;
     try {
-      invocation = decodeMessage(ToolInvocationSchema, msg.data, `invocation of ${tool.name}`);
-    } catch (error) {
-      const payload = toErrorPayload(error);
-      const callId = rawCallId(msg.data);
-      if (callId !== undefined) payload.details = { ...payload.details, call_id: callId };
-      respondError(this.bus, msg, payload);
-      return;
+      let invocation: ToolInvocation;
+      try {
+        const what = `invocation of ${tool.name}`;
+        invocation = parseToolInvocation(parseJson(msg.data, what), what);
+      } catch (error) {
+        const payload = toErrorPayload(error);
+        const callId = rawCallId(msg.data);
+        if (callId !== undefined) payload.details = { ...payload.details, call_id: callId };
+        respondError(this.bus, msg, payload);
+        return;
+      }
+      const outcome =
+        invocation.tool === tool.name
+          ? await this.executeParsed(invocation)
+          : this.errorOutcome(
+              invocation,
+              new AgentMeshError(
+                ErrorCode.UnknownTool,
+                `invocation for tool "${invocation.tool}" arrived on the subject of "${tool.name}"`,
+                { retryable: false },
+              ),
+              0,
+              0,
+            );
+      respondJson(this.bus, msg, outcome);
+    } finally {
+      this.inFlightCalls--;
     }
-    const outcome =
-      invocation.tool === tool.name
-        ? await this.executeParsed(invocation)
-        : this.errorOutcome(
-            invocation,
-            new AgentMeshError(
-              ErrorCode.UnknownTool,
-              `invocation for tool "${invocation.tool}" arrived on the subject of "${tool.name}"`,
-              { retryable: false },
-            ),
-            0,
-            0,
-          );
-    respondJson(this.bus, msg, outcome);
   }
 
   private async executeParsed(invocation: ToolInvocation): Promise<ToolOutcome> {
@@ -387,7 +399,10 @@ export class ToolWorker {
     const key = `${invocation.identity.tenant}\u0000${tool.name}\u0000${invocation.idempotency_key}`;
     const known = this.cache.lookup(key);
     if (known === undefined) {
-      const running = this.runCall(tool, invocation);
+      const running =
+        this.shared !== undefined && !tool.spec.idempotent
+          ? this.runOnce(tool, invocation, this.shared)
+          : this.runCall(tool, invocation);
       this.cache.running(key, running);
       let outcome: ToolOutcome | undefined;
       try {
@@ -400,6 +415,128 @@ export class ToolWorker {
     const progress = this.openProgress(invocation);
     try {
       return { ...(await known), call_id: invocation.call_id, replayed: true };
+    } finally {
+      progress?.close();
+    }
+  }
+
+  /**
+   * Runs a non-idempotent call at most once across every replica: replays a stored outcome, waits for a call another
+   * worker is running, refuses (`worker_lost`, not retryable) a call whose worker stopped without an outcome, and
+   * otherwise claims the key, runs the call and stores its outcome.
+   */
+  private async runOnce(
+    tool: Tool<any, any>,
+    invocation: ToolInvocation,
+    shared: SharedOutcomes,
+  ): Promise<ToolOutcome> {
+    const key = SharedOutcomes.keyOf(invocation.identity.tenant, tool.name, invocation.idempotency_key!);
+    const t0 = performance.now();
+    const waitUntil = Date.now() + (invocation.timeout_ms ?? tool.policy.timeout_ms) + shared.claimStaleMs;
+    let progress: CallProgress | undefined;
+    try {
+      for (;;) {
+        let entry: SharedEntry | undefined;
+        try {
+          entry = await shared.get(key);
+          if (entry === undefined) {
+            const claim = await shared.claim(key, this.workerId);
+            if (claim !== undefined) {
+              const refresher = setInterval(
+                () => void claim.refresh().catch(() => undefined),
+                Math.max(50, Math.floor(shared.claimStaleMs / 3)),
+              );
+              let outcome: ToolOutcome | undefined;
+              try {
+                outcome = await this.runCall(tool, invocation);
+                return outcome;
+              } finally {
+                clearInterval(refresher);
+                const final: SharedEntry =
+                  outcome === undefined || outcome.error?.code === ErrorCode.Cancelled
+                    ? {
+                        state: 'interrupted',
+                        worker_id: this.workerId,
+                        at: Date.now(),
+                        reason: outcome?.error?.message ?? 'the call ended without an outcome',
+                      }
+                    : { state: 'done', outcome, at: Date.now() };
+                await claim
+                  .settle(final)
+                  .catch((error: unknown) =>
+                    this.logger.warn(
+                      {
+                        run_id: invocation.run_id,
+                        call_id: invocation.call_id,
+                        err: (error as Error).message,
+                      },
+                      'outcome not stored: a re-sent call will be refused as "may have run"',
+                    ),
+                  );
+              }
+            }
+            continue;
+          }
+        } catch (error) {
+          return this.errorOutcome(
+            invocation,
+            new AgentMeshError(
+              ErrorCode.Unavailable,
+              `the shared outcome store is unavailable, so call ${invocation.call_id} of the non-idempotent tool ` +
+                `"${tool.name}" was not run: ${(error as Error).message}`,
+              { retryable: true },
+            ),
+            1,
+            performance.now() - t0,
+          );
+        }
+        if (entry.state === 'done') return { ...entry.outcome, call_id: invocation.call_id, replayed: true };
+        if (entry.state === 'claimed' && shared.isLive(entry) && Date.now() < waitUntil) {
+          progress ??= this.openProgress(invocation);
+          await sleep(200, this.lifecycle.signal);
+          if (this.lifecycle.signal.aborted)
+            return this.errorOutcome(
+              invocation,
+              new AgentMeshError(
+                ErrorCode.Closed,
+                `worker ${this.workerId} is draining while call ${invocation.call_id} runs on worker ${entry.worker_id}`,
+                { retryable: false },
+              ),
+              1,
+              performance.now() - t0,
+            );
+          continue;
+        }
+        const what =
+          entry.state === 'interrupted'
+            ? `was interrupted (${entry.reason})`
+            : shared.isLive(entry)
+              ? 'is still running it'
+              : 'stopped without an outcome';
+        this.logger.warn(
+          {
+            run_id: invocation.run_id,
+            call_id: invocation.call_id,
+            tool: tool.name,
+            first_worker: entry.worker_id,
+          },
+          'non-idempotent call re-sent after its worker was lost: not run again',
+        );
+        return this.errorOutcome(
+          invocation,
+          new AgentMeshError(
+            ErrorCode.WorkerLost,
+            `call ${invocation.call_id} of tool "${tool.name}" was already started by worker ${entry.worker_id}, which ` +
+              `${what}; the tool is not idempotent and may have run, so it was not run again`,
+            {
+              retryable: false,
+              details: { first_worker_id: entry.worker_id, idempotency_key: invocation.idempotency_key },
+            },
+          ),
+          1,
+          performance.now() - t0,
+        );
+      }
     } finally {
       progress?.close();
     }
@@ -442,7 +579,8 @@ export class ToolWorker {
             callLogger,
             progress,
           );
-          const outcome = await this.successOutcome(invocation, output, attempts, t0, callLogger);
+          const made = this.successOutcome(invocation, output, attempts, t0, callLogger);
+          const outcome = made instanceof Promise ? await made : made;
           if (this.logger.isLevelEnabled('debug'))
             callLogger().debug({ attempts, elapsed_ms: outcome.elapsed_ms }, 'tool call completed');
           return outcome;
@@ -473,7 +611,7 @@ export class ToolWorker {
     }
   }
 
-  private async runAttempt(
+  private runAttempt(
     tool: Tool<any, any>,
     args: unknown,
     invocation: ToolInvocation,
@@ -483,44 +621,64 @@ export class ToolWorker {
     logger: () => Logger,
     progress: CallProgress | undefined,
   ): Promise<unknown> {
-    if (call.aborted) throw call.reason;
-    const scope = new AbortScope();
-    const timer = setTimeout(
-      () =>
-        scope.abort(
-          new AgentMeshError(
-            ErrorCode.Timeout,
-            `tool "${tool.name}" timed out after ${timeoutMs} ms (attempt ${attempt} of ${tool.policy.max_attempts})`,
-            { details: { timeout_ms: timeoutMs, attempt } },
+    if (call.aborted) return Promise.reject(call.reason as Error);
+    return new Promise<unknown>((resolve, reject) => {
+      const scope = new AbortScope();
+      let settled = false;
+      const end = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        clearTimeout(timer);
+        call.removeAbortListener(link);
+        return true;
+      };
+      const fail = (error: unknown): void => {
+        if (end()) reject(toToolError(error, tool.name));
+      };
+      const succeed = (output: unknown): void => {
+        if (!end()) return;
+        try {
+          resolve(tool.checkOutput(output));
+        } catch (error) {
+          reject(toToolError(error, tool.name));
+        }
+      };
+      const timer = setTimeout(
+        () =>
+          scope.abort(
+            new AgentMeshError(
+              ErrorCode.Timeout,
+              `tool "${tool.name}" timed out after ${timeoutMs} ms (attempt ${attempt} of ${tool.policy.max_attempts})`,
+              { details: { timeout_ms: timeoutMs, attempt } },
+            ),
           ),
-        ),
-      timeoutMs,
-    );
-    const unlink = call.onAbort((reason) => scope.abort(reason));
-    try {
-      let running: Promise<unknown>;
-      if (tool.cpu !== undefined && this.pool !== undefined) {
-        const context = {
-          runId: invocation.run_id,
-          callId: invocation.call_id,
-          identity: invocation.identity,
-          attempt,
-          workerId: this.workerId,
-        };
-        running = this.pool.run(tool.cpu, args, context, scope.signal);
-      } else {
-        running = tool.runHandler(
-          args,
-          this.handlerContext(tool, invocation, attempt, scope, logger, progress),
-        );
+        timeoutMs,
+      );
+      const link = (reason: unknown): void => scope.abort(reason);
+      call.addAbortListener(link);
+      scope.addAbortListener(fail);
+      try {
+        let running: Promise<unknown>;
+        if (tool.cpu !== undefined && this.pool !== undefined) {
+          const context = {
+            runId: invocation.run_id,
+            callId: invocation.call_id,
+            identity: invocation.identity,
+            attempt,
+            workerId: this.workerId,
+          };
+          running = this.pool.run(tool.cpu, args, context, scope.signal);
+        } else {
+          running = tool.runHandler(
+            args,
+            this.handlerContext(tool, invocation, attempt, scope, logger, progress),
+          );
+        }
+        running.then(succeed, fail);
+      } catch (error) {
+        fail(error);
       }
-      return tool.checkOutput(await scope.race(running));
-    } catch (error) {
-      throw toToolError(error, tool.name);
-    } finally {
-      clearTimeout(timer);
-      unlink();
-    }
+    });
   }
 
   private handlerContext(

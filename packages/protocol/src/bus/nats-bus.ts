@@ -20,7 +20,6 @@ import type {
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   EMPTY,
-  InFlight,
   assertPayloadSize,
   bytesToText,
   cancelledError,
@@ -29,6 +28,8 @@ import {
   timeoutError,
   toBytes,
 } from './shared.js';
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function toNatsHeaders(h: BusHeaders | undefined): MsgHdrs | undefined {
   if (h === undefined) return undefined;
@@ -66,7 +67,8 @@ class NatsMessage implements BusMessage {
 }
 
 class NatsBusSubscription implements Subscription {
-  private readonly inFlight = new InFlight();
+  private running = 0;
+  private idle: (() => void)[] = [];
   readonly sub: NatsSubscription;
   constructor(
     nc: NatsConnection,
@@ -84,7 +86,13 @@ class NatsBusSubscription implements Subscription {
         }
         try {
           const result = handler(new NatsMessage(msg));
-          if (result instanceof Promise) this.inFlight.track(result.catch((e: unknown) => onError(e, msg.subject)));
+          if (result instanceof Promise) {
+            this.running++;
+            result.then(this.settled, (e: unknown) => {
+              this.settled();
+              onError(e, msg.subject);
+            });
+          }
         } catch (error) {
           onError(error, msg.subject);
         }
@@ -96,15 +104,22 @@ class NatsBusSubscription implements Subscription {
   }
   async drain(): Promise<void> {
     if (!this.sub.isClosed()) await this.sub.drain().catch(() => undefined);
-    await this.inFlight.settle();
+    if (this.running > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
   }
+  private readonly settled = (): void => {
+    if (--this.running > 0 || this.idle.length === 0) return;
+    const waiting = this.idle;
+    this.idle = [];
+    for (const resolve of waiting) resolve();
+  };
 }
 
 interface PendingRequest {
   subject: string;
   resolve: (msg: BusMessage) => void;
   reject: (error: unknown) => void;
-  timer: NodeJS.Timeout;
+  deadline: number;
+  timeoutMs: number;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
@@ -133,6 +148,9 @@ export class NatsBus implements Bus {
   private readonly pending = new Map<string, PendingRequest>();
   private muxSub: NatsSubscription | undefined;
   private counter = 0;
+  /** One timer for every pending request, armed for the earliest deadline it knows of. */
+  private expiry: NodeJS.Timeout | undefined;
+  private expiryAt = Infinity;
   private readonly statusListeners = new Set<(status: BusStatus) => void>();
   private readonly subs = new Set<NatsBusSubscription>();
   private closed = false;
@@ -255,9 +273,37 @@ export class NatsBus implements Bus {
 
   private settle(token: string, p: PendingRequest): void {
     this.pending.delete(token);
-    clearTimeout(p.timer);
+    if (this.pending.size === 0) this.expiry?.unref();
     if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
   }
+
+  private armExpiry(deadline: number): void {
+    if (this.expiry !== undefined) {
+      if (deadline >= this.expiryAt) {
+        this.expiry.ref();
+        return;
+      }
+      clearTimeout(this.expiry);
+    }
+    this.expiryAt = deadline;
+    this.expiry = setTimeout(this.expire, Math.min(MAX_TIMER_MS, Math.max(1, deadline - Date.now())));
+  }
+
+  private readonly expire = (): void => {
+    this.expiry = undefined;
+    this.expiryAt = Infinity;
+    const now = Date.now();
+    let next = Infinity;
+    for (const [token, p] of this.pending) {
+      if (p.deadline > now) {
+        if (p.deadline < next) next = p.deadline;
+        continue;
+      }
+      this.settle(token, p);
+      p.reject(timeoutError(p.subject, p.timeoutMs));
+    }
+    if (next !== Infinity) this.armExpiry(next);
+  };
 
   request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
     const bytes = toBytes(data);
@@ -276,13 +322,12 @@ export class NatsBus implements Bus {
         subject,
         resolve,
         reject,
+        deadline: Date.now() + timeoutMs,
+        timeoutMs,
         signal,
         onAbort: undefined,
-        timer: setTimeout(() => {
-          this.settle(token, p);
-          reject(timeoutError(subject, timeoutMs));
-        }, timeoutMs),
       };
+      this.armExpiry(p.deadline);
       if (signal) {
         p.onAbort = () => {
           this.settle(token, p);
@@ -334,6 +379,9 @@ export class NatsBus implements Bus {
       this.settle(token, p);
       p.reject(closedError());
     }
+    clearTimeout(this.expiry);
+    this.expiry = undefined;
+    this.expiryAt = Infinity;
   }
 
   onStatus(listener: (status: BusStatus) => void): () => void {
