@@ -1,7 +1,16 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'bench/**/*.mjs', '**/*.mjs', '**/*.cjs', 'vitest.config.ts'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      'bench/**/*.mjs',
+      '**/*.mjs',
+      '**/*.cjs',
+      'vitest.config.ts',
+    ],
+  },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],
@@ -13,13 +22,22 @@ export default tseslint.config(
       '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: false }],
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
-      'no-restricted-syntax': ['error', { selector: 'TSEnumDeclaration', message: 'Use `as const` objects, not enum.' }],
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'TSEnumDeclaration', message: 'Use `as const` objects, not enum.' },
+      ],
       'no-restricted-imports': [
         'error',
         {
           patterns: [
-            { group: ['@agentmesh/*/*'], message: 'Import a package through its public face (src/index.ts).' },
-            { group: ['../../*/src/*', '../../../packages/*/src/*', '**/packages/*/src/**'], message: 'No deep imports across packages.' },
+            {
+              group: ['@agentmesh/*/*'],
+              message: 'Import a package through its public face (src/index.ts).',
+            },
+            {
+              group: ['../../*/src/*', '../../../packages/*/src/*', '**/packages/*/src/**'],
+              message: 'No deep imports across packages.',
+            },
           ],
         },
       ],

@@ -7,7 +7,13 @@ import { figure, latencyFigures, measure } from './lib.mjs';
 export const title = 'Bus: request/reply, 200 B JSON payload';
 
 const payload = new TextEncoder().encode(
-  JSON.stringify({ call_id: 'c-000001', tool: 'math.calc', run_id: 'run-1', arguments: { lhs: 2, rhs: 3, op: 'add' }, pad: 'x'.repeat(90) }),
+  JSON.stringify({
+    call_id: 'c-000001',
+    tool: 'math.calc',
+    run_id: 'run-1',
+    arguments: { lhs: 2, rhs: 3, op: 'add' },
+    pad: 'x'.repeat(90),
+  }),
 );
 
 export async function run({ natsUrl, quick }) {
@@ -35,7 +41,10 @@ export async function run({ natsUrl, quick }) {
     [64, count64],
   ]) {
     const fn = await measure(() => plain(payload), { count, concurrency });
-    const rawR = await measure(() => raw.request('bench.raw', payload, { timeout: 5000 }), { count, concurrency });
+    const rawR = await measure(() => raw.request('bench.raw', payload, { timeout: 5000 }), {
+      count,
+      concurrency,
+    });
     const busR = await measure(() => natsBus.request('bench.bus', payload), { count, concurrency });
     const memR = await measure(() => mem.request('bench.mem', payload), { count, concurrency });
     const at = `@${concurrency} in flight`;

@@ -21,7 +21,13 @@ export async function measure(fn, { count = 2000, concurrency = 1, warmup = Math
   const elapsedMs = performance.now() - started;
   const sorted = Array.from(latencies).sort((a, b) => a - b);
   const pick = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] * 1000;
-  return { p50_us: pick(0.5), p99_us: pick(0.99), throughput: (count / elapsedMs) * 1000, count, concurrency };
+  return {
+    p50_us: pick(0.5),
+    p99_us: pick(0.99),
+    throughput: (count / elapsedMs) * 1000,
+    count,
+    concurrency,
+  };
 }
 
 /** A figure, with its ratio to a baseline figure's value when one is given. */

@@ -49,23 +49,41 @@ describe('bad input on every actor subject (real NATS)', () => {
     for (const b of buses) await b.close();
   });
 
-  async function ask(subject: string, body: string | Uint8Array): Promise<{ error?: { code: string; message: string } }> {
-    const reply = await raw.request(subject, typeof body === 'string' ? enc.encode(body) : body, { timeout: 5000 });
+  async function ask(
+    subject: string,
+    body: string | Uint8Array,
+  ): Promise<{ error?: { code: string; message: string } }> {
+    const reply = await raw.request(subject, typeof body === 'string' ? enc.encode(body) : body, {
+      timeout: 5000,
+    });
     return JSON.parse(dec.decode(reply.data)) as { error?: { code: string; message: string } };
   }
 
-  const requestSubjects = () => [
-    ['tool.invoke.math.calc', s.toolInvoke('math.calc'), { call_id: 'c1', run_id: 'r1', tool: 'math.calc', arguments: {} }],
-    ['artifacts.fetch', s.artifactFetch, { ref: 'x' }],
-  ] as const;
+  const requestSubjects = () =>
+    [
+      [
+        'tool.invoke.math.calc',
+        s.toolInvoke('math.calc'),
+        { call_id: 'c1', run_id: 'r1', tool: 'math.calc', arguments: {} },
+      ],
+      ['artifacts.fetch', s.artifactFetch, { ref: 'x' }],
+    ] as const;
 
   it.each([
     ['malformed JSON', () => '{"call_id": ', /not valid JSON/],
-    ['a wrong type', (valid: Record<string, unknown>) => JSON.stringify({ ...valid, [Object.keys(valid)[0]!]: 42 }), /invalid .*: \w+/],
-    ['a missing field', (valid: Record<string, unknown>) => {
-      const { [Object.keys(valid)[0]!]: _dropped, ...rest } = valid;
-      return JSON.stringify(rest);
-    }, /invalid .*: \w+/],
+    [
+      'a wrong type',
+      (valid: Record<string, unknown>) => JSON.stringify({ ...valid, [Object.keys(valid)[0]!]: 42 }),
+      /invalid .*: \w+/,
+    ],
+    [
+      'a missing field',
+      (valid: Record<string, unknown>) => {
+        const { [Object.keys(valid)[0]!]: _dropped, ...rest } = valid;
+        return JSON.stringify(rest);
+      },
+      /invalid .*: \w+/,
+    ],
   ] as const)('%s gets an error reply that names the problem', async (_what, make, pattern) => {
     for (const [name, subject, valid] of requestSubjects()) {
       const body = make(valid as unknown as Record<string, unknown>);
@@ -83,7 +101,13 @@ describe('bad input on every actor subject (real NATS)', () => {
       expect(over, name).toBeInstanceOf(Error);
       expect((over as Error).message, name).toMatch(/max_payload/);
       const pad = 'x'.repeat(max - 100);
-      const atLimit = await ask(subject, JSON.stringify({ call_id: 'c', run_id: 'r', tool: 'math.calc', ref: 'r', arguments: { pad } }).slice(0, max));
+      const atLimit = await ask(
+        subject,
+        JSON.stringify({ call_id: 'c', run_id: 'r', tool: 'math.calc', ref: 'r', arguments: { pad } }).slice(
+          0,
+          max,
+        ),
+      );
       expect(atLimit.error?.message, name).toMatch(/invalid|not valid JSON|exceeds/);
     }
   });
@@ -96,7 +120,10 @@ describe('bad input on every actor subject (real NATS)', () => {
     expect(JSON.parse(dec.decode(ack.data))).toHaveProperty('seq');
     const final = await planner.execute({
       task: 'add',
-      script: [{ tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } }] }, { text: '5' }],
+      script: [
+        { tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } }] },
+        { text: '5' },
+      ],
     });
     expect(final).toMatchObject({ type: 'run.completed', status: 'done', text: '5', tool_calls: 1 });
   });

@@ -71,13 +71,28 @@ describe('agentmesh run, embedded', () => {
   it('exits 2 naming the key of a bad configuration file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'agentmesh-cli-'));
     writeFileSync(join(dir, 'bad.yaml'), 'limits: { max_iterations: -3 }\n');
-    const r = await runAgentmesh(['run', '--config', join(dir, 'bad.yaml'), '--script', 'examples/add.json', 'x']);
+    const r = await runAgentmesh([
+      'run',
+      '--config',
+      join(dir, 'bad.yaml'),
+      '--script',
+      'examples/add.json',
+      'x',
+    ]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/limits\.max_iterations/);
   });
 
   it('exits 1 when the run does not finish done (iteration budget)', async () => {
-    const r = await runAgentmesh(['run', '--script', 'examples/add.json', '--max-iterations', '1', '--json', 'add']);
+    const r = await runAgentmesh([
+      'run',
+      '--script',
+      'examples/add.json',
+      '--max-iterations',
+      '1',
+      '--json',
+      'add',
+    ]);
     expect(r.code).toBe(1);
     const final = parseEvents(r.stdout).at(-1);
     expect(final).toMatchObject({ type: 'run.completed', status: 'budget_exhausted' });
@@ -101,7 +116,15 @@ describe('agentmesh run --nats, with catalog, planner and worker as separate pro
   });
 
   it('runs the same task over NATS and follows its events to run.completed', async () => {
-    const r = await runAgentmesh(['run', '--nats', nats.url, '--script', 'examples/add.json', '--json', 'add 2 and 3']);
+    const r = await runAgentmesh([
+      'run',
+      '--nats',
+      nats.url,
+      '--script',
+      'examples/add.json',
+      '--json',
+      'add 2 and 3',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     const events = parseEvents(r.stdout);
     expectAddRun(events);

@@ -50,7 +50,10 @@ async function submit(client: NatsConnection, request: { id: string }): Promise<
   h.set('Nats-Msg-Id', request.id);
   for (let attempt = 1; ; attempt++) {
     try {
-      const ack = await client.request('agentmesh.runs.submit', enc.encode(JSON.stringify(request)), { timeout: 3000, headers: h });
+      const ack = await client.request('agentmesh.runs.submit', enc.encode(JSON.stringify(request)), {
+        timeout: 3000,
+        headers: h,
+      });
       const body = JSON.parse(dec.decode(ack.data)) as { stream?: string; error?: unknown };
       if (body.stream === 'AGENTMESH_RUNS') return;
       throw new Error(`unexpected ack ${JSON.stringify(body)}`);
@@ -90,7 +93,7 @@ async function pollFinals(client: NatsConnection, runs: Map<string, RunTrack>): 
 
 async function readToolEvents(client: NatsConnection, runId: string): Promise<Record<string, unknown>[]> {
   const out: Record<string, unknown>[] = [];
-  for (let seq = 1; seq < 100_000; ) {
+  for (let seq = 1; seq < 100_000;) {
     const reply = await client.request(
       '$JS.API.STREAM.MSG.GET.AGENTMESH_EVENTS',
       enc.encode(JSON.stringify({ seq, next_by_subj: `agentmesh.runs.${runId}.events` })),
@@ -98,7 +101,10 @@ async function readToolEvents(client: NatsConnection, runId: string): Promise<Re
     );
     const body = JSON.parse(dec.decode(reply.data)) as { message?: { data: string; seq: number } };
     if (!body.message) break;
-    const e = JSON.parse(Buffer.from(body.message.data, 'base64').toString('utf8')) as Record<string, unknown>;
+    const e = JSON.parse(Buffer.from(body.message.data, 'base64').toString('utf8')) as Record<
+      string,
+      unknown
+    >;
     if (String(e['type']).startsWith('tool.')) out.push(e);
     seq = body.message.seq + 1;
   }
@@ -142,7 +148,10 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     const done = new Promise<void>((resolve) => {
       void (async () => {
         for await (const m of sub) {
-          const e = JSON.parse(dec.decode(m.data)) as Record<string, unknown> & { type: string; run_id: string };
+          const e = JSON.parse(dec.decode(m.data)) as Record<string, unknown> & {
+            type: string;
+            run_id: string;
+          };
           const track = runs.get(e.run_id);
           if (!track) continue;
           if (e.type.startsWith('tool.')) track.toolEvents.push(e);
@@ -167,7 +176,20 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     const poll = setInterval(() => void pollFinals(client, runs), 1000);
     await Promise.race([
       done,
-      new Promise((_, reject) => setTimeout(() => reject(new Error(`runs unfinished: ${[...runs.values()].filter((r) => !r.final).map((r) => r.id).join(', ')}`)), 150_000)),
+      new Promise((_, reject) =>
+        setTimeout(
+          () =>
+            reject(
+              new Error(
+                `runs unfinished: ${[...runs.values()]
+                  .filter((r) => !r.final)
+                  .map((r) => r.id)
+                  .join(', ')}`,
+              ),
+            ),
+          150_000,
+        ),
+      ),
     ]);
     clearInterval(poll);
     const elapsedS = (Date.now() - started) / 1000;
@@ -176,7 +198,9 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     for (const [i, track] of [...runs.values()].entries()) {
       expect(track.final, track.id).toMatchObject({ type: 'run.completed' });
       const final = track.final as { status: string; text: string };
-      const products = track.toolEvents.filter((e) => e['type'] === 'tool.completed' && e['name'] === 'math.calc');
+      const products = track.toolEvents.filter(
+        (e) => e['type'] === 'tool.completed' && e['name'] === 'math.calc',
+      );
       // done, or a clear error for a non-idempotent call that may have run (none here: builtins are idempotent)
       expect(final.status, JSON.stringify(track.final)).toBe('done');
       expect(final.text).toBe(`done ${i}`);
@@ -204,8 +228,12 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     const finals = new Map<string, { at: number; event: Record<string, unknown> }>();
     const sub = client.subscribe('agentmesh.runs.*.events', {
       callback: (_e, m) => {
-        const e = JSON.parse(dec.decode(m.data)) as Record<string, unknown> & { type: string; run_id: string };
-        if (e.type === 'run.completed' || e.type === 'run.failed') finals.set(e.run_id, { at: Date.now(), event: e });
+        const e = JSON.parse(dec.decode(m.data)) as Record<string, unknown> & {
+          type: string;
+          run_id: string;
+        };
+        if (e.type === 'run.completed' || e.type === 'run.failed')
+          finals.set(e.run_id, { at: Date.now(), event: e });
       },
     });
     await client.flush();
@@ -223,7 +251,11 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     sub.unsubscribe();
     expect(finals.size).toBe(RUNS);
     for (const [id, f] of finals) {
-      expect(f.event, id).toMatchObject({ type: 'run.completed', status: 'done', text: `done ${id.split('-').at(-1)}` });
+      expect(f.event, id).toMatchObject({
+        type: 'run.completed',
+        status: 'done',
+        text: `done ${id.split('-').at(-1)}`,
+      });
     }
     const durations = [...finals].map(([id, f]) => f.at - submitted.get(id)!).sort((a, b) => a - b);
     recordFigures('burst', {

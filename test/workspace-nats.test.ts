@@ -42,9 +42,17 @@ beforeAll(async () => {
   writeFileSync(join(root, 'src', 'a.ts'), 'export const answer = 42;\n');
   execFileSync('git', ['init', '-q'], { cwd: root, stdio: 'ignore' });
   execFileSync('git', ['add', '.'], { cwd: root, stdio: 'ignore' });
-  execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'over nats'], { cwd: root, stdio: 'ignore' });
+  execFileSync(
+    'git',
+    ['-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'over nats'],
+    { cwd: root, stdio: 'ignore' },
+  );
   bus = await connectBus({ natsUrl });
-  pack = createWorkspacePack({ root, allow_argv_prefixes: [['echo'], ['node', '-e']], max_running_commands: 64 });
+  pack = createWorkspacePack({
+    root,
+    allow_argv_prefixes: [['echo'], ['node', '-e']],
+    max_running_commands: 64,
+  });
   worker = new ToolWorker({ bus, tools: pack.tools, prefix, logger: silentLogger(), register: false });
   await worker.start();
 });
@@ -58,23 +66,42 @@ afterAll(async () => {
 
 describe('the workspace pack through a ToolWorker over NATS', () => {
   it('serves every tool of the pack', async () => {
-    expect(ok(await call('fs.write_file', { path: 'notes/n.txt', content: 'hello over nats', create_dirs: true }))).toMatchObject({ created: true });
-    expect(ok(await call('fs.read_file', { path: 'notes/n.txt' }))).toMatchObject({ content: 'hello over nats' });
-    expect(ok(await call('fs.list_files', { path: 'notes' })).entries).toEqual([{ path: 'notes/n.txt', type: 'file', size: 15 }]);
+    expect(
+      ok(await call('fs.write_file', { path: 'notes/n.txt', content: 'hello over nats', create_dirs: true })),
+    ).toMatchObject({ created: true });
+    expect(ok(await call('fs.read_file', { path: 'notes/n.txt' }))).toMatchObject({
+      content: 'hello over nats',
+    });
+    expect(ok(await call('fs.list_files', { path: 'notes' })).entries).toEqual([
+      { path: 'notes/n.txt', type: 'file', size: 15 },
+    ]);
     expect(ok(await call('fs.search_files', { query: 'answer' })).matches).toEqual([
       { path: 'src/a.ts', line: 1, column: 14, text: 'export const answer = 42;' },
     ]);
-    const run = ok(await call('shell.run_command', { argv: ['node', '-e', 'console.log("ran"); setTimeout(() => console.log("done"), 300)'], background_after_ms: 50 }));
+    const run = ok(
+      await call('shell.run_command', {
+        argv: ['node', '-e', 'console.log("ran"); setTimeout(() => console.log("done"), 300)'],
+        background_after_ms: 50,
+      }),
+    );
     expect(run.status).toBe('running');
     let text = '';
     let page = { eof: false, next_offset: 0 } as { eof: boolean; next_offset: number; data?: string };
     for (let i = 0; i < 50 && !page.eof; i++) {
-      page = ok(await call('shell.read_command_output', { handle: run.handle, offset: page.next_offset, wait_ms: 5000 }));
+      page = ok(
+        await call('shell.read_command_output', {
+          handle: run.handle,
+          offset: page.next_offset,
+          wait_ms: 5000,
+        }),
+      );
       text += page.data;
     }
     expect(page).toMatchObject({ eof: true, exit_code: 0 });
     expect(text).toBe('ran\ndone\n');
-    expect(ok(await call('git.inspect', { subcommand: 'log', args: ['--format=%s'] })).stdout).toBe('over nats\n');
+    expect(ok(await call('git.inspect', { subcommand: 'log', args: ['--format=%s'] })).stdout).toBe(
+      'over nats\n',
+    );
   });
 
   it('returns boundary refusals as error outcomes and never touches the canary', async () => {
@@ -96,13 +123,22 @@ describe('the workspace pack through a ToolWorker over NATS', () => {
 
   it('keeps command handles to their tenant across the bus', async () => {
     const run = ok(await call('shell.run_command', { argv: ['echo', 'tenant-a'] }, 'tenant-a'));
-    expect(ok(await call('shell.read_command_output', { handle: run.handle }, 'tenant-a'))).toMatchObject({ data: 'tenant-a\n' });
-    expect(await call('shell.read_command_output', { handle: run.handle }, 'tenant-b')).toMatchObject({ is_error: true, error: { code: 'not_found' } });
+    expect(ok(await call('shell.read_command_output', { handle: run.handle }, 'tenant-a'))).toMatchObject({
+      data: 'tenant-a\n',
+    });
+    expect(await call('shell.read_command_output', { handle: run.handle }, 'tenant-b')).toMatchObject({
+      is_error: true,
+      error: { code: 'not_found' },
+    });
   });
 
   it('serves 100 concurrent calls across the pack with no cross-talk', async () => {
     const ids = Array.from({ length: 100 }, (_, i) => i);
-    await Promise.all(ids.map((i) => call('fs.write_file', { path: `many/m${i}.txt`, content: `m-${i}`, create_dirs: true })).map(async (p) => ok(await p)));
+    await Promise.all(
+      ids
+        .map((i) => call('fs.write_file', { path: `many/m${i}.txt`, content: `m-${i}`, create_dirs: true }))
+        .map(async (p) => ok(await p)),
+    );
     const outcomes = await Promise.all(
       ids.map((i) => {
         switch (i % 4) {

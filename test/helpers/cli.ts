@@ -7,7 +7,14 @@ export const CLI = join(REPO_ROOT, 'packages', 'cli', 'dist', 'main.js');
 /** The environment of a child process with no provider keys and quiet logs, plus `extra`. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn' };
-  for (const k of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OPENAI_BASE_URL', 'ANTHROPIC_BASE_URL', 'NATS_URL', 'AGENTMESH_CONFIG'])
+  for (const k of [
+    'OPENAI_API_KEY',
+    'ANTHROPIC_API_KEY',
+    'OPENAI_BASE_URL',
+    'ANTHROPIC_BASE_URL',
+    'NATS_URL',
+    'AGENTMESH_CONFIG',
+  ])
     delete env[k];
   return { ...env, ...extra };
 }
@@ -19,7 +26,10 @@ export interface CliResult {
 }
 
 /** Runs the built `agentmesh` CLI to completion. */
-export function runAgentmesh(args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runAgentmesh(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       cwd: options.cwd ?? REPO_ROOT,
@@ -49,9 +59,17 @@ export interface ActorProcess {
 }
 
 /** Starts a long-running `agentmesh <actor>` process; resolves once its log says it is ready. */
-export function startActor(args: string[], env: NodeJS.ProcessEnv, readyPattern = /ready/): Promise<ActorProcess> {
+export function startActor(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  readyPattern = /ready/,
+): Promise<ActorProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, env: { ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: REPO_ROOT,
+      env: { ...env, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let logs = '';
     const onData = (d: Buffer) => {
       logs += d.toString();
@@ -62,10 +80,14 @@ export function startActor(args: string[], env: NodeJS.ProcessEnv, readyPattern 
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    const timer = setTimeout(() => reject(new Error(`agentmesh ${args.join(' ')} not ready:\n${logs}`)), 20_000);
+    const timer = setTimeout(
+      () => reject(new Error(`agentmesh ${args.join(' ')} not ready:\n${logs}`)),
+      20_000,
+    );
     child.on('exit', (code) => {
       clearTimeout(timer);
-      if (!readyPattern.test(logs)) reject(new Error(`agentmesh ${args.join(' ')} exited with ${code}:\n${logs}`));
+      if (!readyPattern.test(logs))
+        reject(new Error(`agentmesh ${args.join(' ')} exited with ${code}:\n${logs}`));
     });
     const handle: ActorProcess = {
       child,

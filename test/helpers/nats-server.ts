@@ -10,7 +10,12 @@ export const NATS_INSTALL_HINT =
 
 /** Finds the nats-server binary: NATS_SERVER_BIN, PATH, or Debian's /usr/sbin. */
 export function findNatsServerBinary(): string | undefined {
-  const candidates = [process.env['NATS_SERVER_BIN'], 'nats-server', '/usr/sbin/nats-server', '/usr/local/bin/nats-server'];
+  const candidates = [
+    process.env['NATS_SERVER_BIN'],
+    'nats-server',
+    '/usr/sbin/nats-server',
+    '/usr/local/bin/nats-server',
+  ];
   for (const c of candidates) {
     if (!c) continue;
     const r = spawnSync(c, ['--version'], { encoding: 'utf8' });
@@ -35,7 +40,8 @@ export async function freePort(): Promise<number> {
 async function waitForPort(port: number, timeoutMs: number, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited with code ${child.exitCode} before listening`);
+    if (child.exitCode !== null)
+      throw new Error(`nats-server exited with code ${child.exitCode} before listening`);
     const ok = await new Promise<boolean>((resolve) => {
       const s = tcpConnect(port, '127.0.0.1');
       s.once('connect', () => {
@@ -45,7 +51,8 @@ async function waitForPort(port: number, timeoutMs: number, child: ChildProcess)
       s.once('error', () => resolve(false));
     });
     if (ok) return;
-    if (Date.now() > deadline) throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`nats-server did not listen on ${port} within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -19,7 +19,11 @@ export interface CommandSpec {
 export const CONNECTION_FLAGS: Record<string, FlagSpec> = {
   nats: { type: 'string', description: 'NATS URL (comma-separated for a cluster)', env: 'NATS_URL' },
   prefix: { type: 'string', description: 'subject prefix (default agentmesh)', env: 'AGENTMESH_PREFIX' },
-  config: { type: 'string', description: 'configuration file (default ./agentmesh.yaml)', env: 'AGENTMESH_CONFIG' },
+  config: {
+    type: 'string',
+    description: 'configuration file (default ./agentmesh.yaml)',
+    env: 'AGENTMESH_CONFIG',
+  },
 };
 
 /** Flags of the long-running actor commands. */
@@ -39,7 +43,9 @@ export interface ParsedArgs {
 
 /** Parses argv against a command's flags; an unknown flag or a missing value is a usage error naming it. */
 export function parseCommandArgs(spec: CommandSpec, argv: string[]): ParsedArgs {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = { help: { type: 'boolean', short: 'h' } };
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
   for (const [name, flag] of Object.entries(spec.flags))
     options[name] = { type: flag.type, ...(flag.short ? { short: flag.short } : {}) };
   try {
@@ -79,9 +85,13 @@ export function intFlag(args: ParsedArgs, name: string, env?: string): number | 
   if (v === undefined) return undefined;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0)
-    throw new AgentMeshError(ErrorCode.InvalidRequest, `--${name} must be a non-negative integer, got "${v}"`, {
-      details: { usage: true },
-    });
+    throw new AgentMeshError(
+      ErrorCode.InvalidRequest,
+      `--${name} must be a non-negative integer, got "${v}"`,
+      {
+        details: { usage: true },
+      },
+    );
   return n;
 }
 

@@ -39,6 +39,8 @@ limits: { max_iterations: 12, max_tool_calls: 64, max_output_bytes: 65536 }
   });
 
   it('says which file it cannot read', () => {
-    expect(() => loadConfig('/nonexistent/agentmesh.yaml')).toThrow(/cannot read configuration file \/nonexistent/);
+    expect(() => loadConfig('/nonexistent/agentmesh.yaml')).toThrow(
+      /cannot read configuration file \/nonexistent/,
+    );
   });
 });

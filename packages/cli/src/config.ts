@@ -69,7 +69,10 @@ export const ConfigSchema = z
     prices: z.record(z.string(), PriceSchema).optional(),
     nats: z.object({ url: z.string().optional(), prefix: z.string().optional() }).strict().optional(),
     catalog: z
-      .object({ worker_ttl_ms: z.number().int().min(500).optional(), search_strategy: SearchStrategySchema.optional() })
+      .object({
+        worker_ttl_ms: z.number().int().min(500).optional(),
+        search_strategy: SearchStrategySchema.optional(),
+      })
       .strict()
       .optional(),
   })
@@ -92,16 +95,25 @@ export function loadConfig(path: string | undefined): AgentMeshConfig {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `cannot read configuration file ${path}: ${(error as Error).message}`);
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `cannot read configuration file ${path}: ${(error as Error).message}`,
+    );
   }
   let raw: unknown;
   try {
     raw = parseYaml(text) ?? {};
   } catch (error) {
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `configuration file ${path} is not valid YAML: ${(error as Error).message}`);
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `configuration file ${path} is not valid YAML: ${(error as Error).message}`,
+    );
   }
   const result = ConfigSchema.safeParse(raw);
   if (!result.success)
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `invalid configuration in ${path}: ${describeZodError(result.error)}`);
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `invalid configuration in ${path}: ${describeZodError(result.error)}`,
+    );
   return result.data;
 }

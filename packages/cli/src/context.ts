@@ -1,4 +1,11 @@
-import { AgentMeshError, ErrorCode, NatsBus, createLogger, DEFAULT_PREFIX, type Logger } from '@agentmesh/protocol';
+import {
+  AgentMeshError,
+  ErrorCode,
+  NatsBus,
+  createLogger,
+  DEFAULT_PREFIX,
+  type Logger,
+} from '@agentmesh/protocol';
 import { stringFlag, type ParsedArgs } from './args.js';
 import { configPath, loadConfig, type AgentMeshConfig } from './config.js';
 
@@ -33,7 +40,10 @@ export function buildContext(args: ParsedArgs, io: Io, loggerName: string, quiet
 /** Connects to NATS for an actor or a client command; credentials come from the URL or NATS_USER / NATS_PASSWORD. */
 export async function connectNats(ctx: CommandContext, name: string): Promise<NatsBus> {
   if (ctx.natsUrl === undefined)
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `this command needs NATS: pass --nats URL or set NATS_URL (${name})`);
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `this command needs NATS: pass --nats URL or set NATS_URL (${name})`,
+    );
   const user = process.env['NATS_USER'];
   const pass = process.env['NATS_PASSWORD'];
   const token = process.env['NATS_TOKEN'];

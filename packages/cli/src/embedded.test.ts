@@ -17,7 +17,11 @@ function terminal(answer: string) {
 }
 
 const writeScript = [
-  { tool_calls: [{ name: 'fs.write_file', arguments: { path: 'notes.txt', content: 'hello', mode: 'create' } }] },
+  {
+    tool_calls: [
+      { name: 'fs.write_file', arguments: { path: 'notes.txt', content: 'hello', mode: 'create' } },
+    ],
+  },
   { text: 'done' },
 ];
 
@@ -28,12 +32,23 @@ describe('embedded mesh asks before tools that write when run interactively', ()
   ])('answer %s: the write %s', async (answer, written) => {
     const root = mkdtempSync(join(tmpdir(), 'agentmesh-confirm-'));
     const { io, prompts } = terminal(answer);
-    const mesh = await startEmbedded({ config: {}, logger: silentLogger(), workspace: root, io, askBeforeWrites: true });
+    const mesh = await startEmbedded({
+      config: {},
+      logger: silentLogger(),
+      workspace: root,
+      io,
+      askBeforeWrites: true,
+    });
     try {
       const events: RunEvent[] = [];
-      const final = await mesh.planner.execute({ task: 'write', script: writeScript }, { onEvent: (e) => events.push(e) });
+      const final = await mesh.planner.execute(
+        { task: 'write', script: writeScript },
+        { onEvent: (e) => events.push(e) },
+      );
       expect(final).toMatchObject({ type: 'run.completed', status: 'done' });
-      expect(prompts.join('')).toMatch(/fs\.write_file wants to write 5 bytes to notes\.txt .*Allow\? \[y\/N\]/);
+      expect(prompts.join('')).toMatch(
+        /fs\.write_file wants to write 5 bytes to notes\.txt .*Allow\? \[y\/N\]/,
+      );
       expect(existsSync(join(root, 'notes.txt'))).toBe(written);
       if (written) expect(readFileSync(join(root, 'notes.txt'), 'utf8')).toBe('hello');
       const toolEvent = events.find((e) => e.type === 'tool.completed' || e.type === 'tool.failed');

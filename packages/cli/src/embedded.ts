@@ -54,7 +54,13 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     },
   });
   await catalog.start();
-  const selected = selectTools({ select: options.tools, workspace: options.workspace, config, confirm, logger });
+  const selected = selectTools({
+    select: options.tools,
+    workspace: options.workspace,
+    config,
+    confirm,
+    logger,
+  });
   const worker = new ToolWorker({ bus, logger, tools: selected.tools });
   await worker.start();
   const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });

@@ -15,7 +15,9 @@ export async function startHealthServer(port: number): Promise<HealthServer> {
     if (req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (req.url === '/readyz') {
-      res.writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' }).end(ready ? 'ready\n' : 'not ready\n');
+      res
+        .writeHead(ready ? 200 : 503, { 'content-type': 'text/plain' })
+        .end(ready ? 'ready\n' : 'not ready\n');
     } else {
       res.writeHead(404).end();
     }

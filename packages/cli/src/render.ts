@@ -13,7 +13,11 @@ function inline(value: unknown): string {
 }
 
 function ms(value: number): string {
-  return value < 10 ? `${value.toFixed(1)} ms` : value < 10_000 ? `${Math.round(value)} ms` : `${(value / 1000).toFixed(1)} s`;
+  return value < 10
+    ? `${value.toFixed(1)} ms`
+    : value < 10_000
+      ? `${Math.round(value)} ms`
+      : `${(value / 1000).toFixed(1)} s`;
 }
 
 /** Live, human-readable progress of a run: turns, tool calls, results, the final answer. */
@@ -30,22 +34,31 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
   return (event: RunEvent): void => {
     switch (event.type) {
       case 'run.accepted':
-        out.write(`${bold('▶ run')} ${event.run_id} ${dim(`(${[event.provider, event.model].filter(Boolean).join(' ') || 'default provider'})`)}\n`);
+        out.write(
+          `${bold('▶ run')} ${event.run_id} ${dim(`(${[event.provider, event.model].filter(Boolean).join(' ') || 'default provider'})`)}\n`,
+        );
         out.write(`  task: ${inline(event.task)}\n`);
         break;
       case 'run.started':
         if (event.resumed) out.write(dim(`  resumed on planner ${event.planner_id}\n`));
         break;
       case 'llm.request':
-        out.write(`${cyan(`● turn ${event.iteration}`)} ${dim(`asking the model with ${event.tools.length} tools`)}\n`);
+        out.write(
+          `${cyan(`● turn ${event.iteration}`)} ${dim(`asking the model with ${event.tools.length} tools`)}\n`,
+        );
         break;
       case 'llm.response':
-        if (event.text.trim() !== '' && event.tool_calls.length > 0) out.write(`  ${dim('model:')} ${inline(event.text)}\n`);
+        if (event.text.trim() !== '' && event.tool_calls.length > 0)
+          out.write(`  ${dim('model:')} ${inline(event.text)}\n`);
         if (event.tool_calls.length > 0)
-          out.write(`  ${dim(`model calls ${event.tool_calls.length} tool${event.tool_calls.length === 1 ? '' : 's'}`)}\n`);
+          out.write(
+            `  ${dim(`model calls ${event.tool_calls.length} tool${event.tool_calls.length === 1 ? '' : 's'}`)}\n`,
+          );
         break;
       case 'tool.search':
-        out.write(`  ${cyan('⌕')} tool_search ${JSON.stringify(event.query)} → ${event.results.join(', ') || 'no match'}\n`);
+        out.write(
+          `  ${cyan('⌕')} tool_search ${JSON.stringify(event.query)} → ${event.results.join(', ') || 'no match'}\n`,
+        );
         break;
       case 'tool.started':
         out.write(`  ${cyan('⚙')} ${event.name} ${dim(`[${event.call_id}] on ${event.worker_id}`)}\n`);
@@ -59,7 +72,9 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         );
         break;
       case 'tool.failed':
-        out.write(`  ${red('✗')} ${event.name} ${dim(ms(event.elapsed_ms))} ${red(event.error.code)}: ${inline(event.error.message)}\n`);
+        out.write(
+          `  ${red('✗')} ${event.name} ${dim(ms(event.elapsed_ms))} ${red(event.error.code)}: ${inline(event.error.message)}\n`,
+        );
         break;
       case 'run.notice':
         out.write(`  ${paint('33', '!')} ${event.message}\n`);

@@ -1,5 +1,10 @@
 import { AgentMeshError, ErrorCode, matchesAnyToolPattern, type Logger } from '@agentmesh/protocol';
-import { builtinTools, createWorkspacePack, type ConfirmationRequest, type Tool } from '@agentmesh/tool-worker';
+import {
+  builtinTools,
+  createWorkspacePack,
+  type ConfirmationRequest,
+  type Tool,
+} from '@agentmesh/tool-worker';
 import type { AgentMeshConfig } from './config.js';
 
 export const TOOL_PACKS = ['builtin', 'workspace'] as const;
@@ -43,11 +48,16 @@ export function selectTools(selection: ToolSelection): SelectedTools {
   if (packs.has('builtin')) tools.push(...builtinTools());
   if (packs.has('workspace') && root !== undefined) {
     const { root: _configuredRoot, ...workspaceConfig } = config.workspace ?? {};
-    const pack = createWorkspacePack({ ...workspaceConfig, root, ...(selection.confirm ? { confirm: selection.confirm } : {}) });
+    const pack = createWorkspacePack({
+      ...workspaceConfig,
+      root,
+      ...(selection.confirm ? { confirm: selection.confirm } : {}),
+    });
     tools.push(...pack.tools);
     closers.push(() => pack.close());
   }
-  const chosen = patterns.length === 0 ? tools : tools.filter((t) => matchesAnyToolPattern(t.spec.name, patterns));
+  const chosen =
+    patterns.length === 0 ? tools : tools.filter((t) => matchesAnyToolPattern(t.spec.name, patterns));
   if (chosen.length === 0)
     throw new AgentMeshError(ErrorCode.InvalidConfig, `--tools ${entries.join(',')} selects no tool`, {
       details: { available: tools.map((t) => t.spec.name) },

@@ -43,7 +43,11 @@ export async function submitRun(
     const ack = await bus.jetstream().publish(s.runsSubmit, encodeJson(body), {
       msgID: body.id,
       headers: envelopeToNatsHeaders(
-        createEnvelope(request.identity ? { ...request.identity, tenant: request.identity.tenant ?? 'default' } : undefined),
+        createEnvelope(
+          request.identity
+            ? { ...request.identity, tenant: request.identity.tenant ?? 'default' }
+            : undefined,
+        ),
       ),
     });
     return { run_id: body.id, seq: ack.seq, duplicate: ack.duplicate };

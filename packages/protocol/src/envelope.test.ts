@@ -2,7 +2,13 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { MemoryBus } from './bus/memory-bus.js';
 import { NatsBus } from './bus/nats-bus.js';
 import type { Bus } from './bus/types.js';
-import { createEnvelope, envelopeFromHeaders, envelopeToHeaders, EnvelopeSchema, PROTOCOL_VERSION } from './envelope.js';
+import {
+  createEnvelope,
+  envelopeFromHeaders,
+  envelopeToHeaders,
+  EnvelopeSchema,
+  PROTOCOL_VERSION,
+} from './envelope.js';
 
 const buses: Bus[] = [];
 afterAll(async () => {

@@ -13,7 +13,9 @@ export const EnvelopeSchema = z.object({
   v: z.number().int().min(1),
   id: z.string(),
   ts: z.string(),
-  identity: z.object({ tenant: z.string(), user: z.string().optional(), session: z.string().optional() }).optional(),
+  identity: z
+    .object({ tenant: z.string(), user: z.string().optional(), session: z.string().optional() })
+    .optional(),
   traceparent: z.string().optional(),
   tracestate: z.string().optional(),
 });
@@ -31,7 +33,10 @@ export const Header = {
   Tracestate: 'tracestate',
 } as const;
 
-export function createEnvelope(identity?: Identity, trace?: { traceparent?: string; tracestate?: string }): Envelope {
+export function createEnvelope(
+  identity?: Identity,
+  trace?: { traceparent?: string; tracestate?: string },
+): Envelope {
   return {
     v: PROTOCOL_VERSION,
     id: randomUUID(),

@@ -23,7 +23,11 @@ describe('AgentMeshError', () => {
   });
 
   it('wraps foreign errors and aborts', () => {
-    expect(toErrorPayload(new TypeError('bad'))).toMatchObject({ code: 'internal', message: 'bad', retryable: false });
+    expect(toErrorPayload(new TypeError('bad'))).toMatchObject({
+      code: 'internal',
+      message: 'bad',
+      retryable: false,
+    });
     const abort = new DOMException('stop', 'AbortError');
     expect(AgentMeshError.from(abort).code).toBe('cancelled');
   });
@@ -64,9 +68,15 @@ describe.each([
 
   it('comes back as the same class with the same fields', async () => {
     const { bus, subject } = await setup();
-    const error = await requestJson(bus, subject, { n: -1, label: 'x' }, z.unknown()).catch((e: unknown) => e);
+    const error = await requestJson(bus, subject, { n: -1, label: 'x' }, z.unknown()).catch(
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(AgentMeshError);
-    expect(error).toMatchObject({ code: 'invalid_arguments', message: 'n must not be negative', retryable: false });
+    expect(error).toMatchObject({
+      code: 'invalid_arguments',
+      message: 'n must not be negative',
+      retryable: false,
+    });
     expect((error as AgentMeshError).details).toEqual({ n: -1 });
     expect((error as AgentMeshError).cause).toMatchObject({ code: 'conflict', message: 'inner' });
     expect(await requestJson(bus, subject, { n: 4, label: 'x' }, z.object({ doubled: z.number() }))).toEqual({
@@ -79,15 +89,21 @@ describe.each([
     ['a wrong type', JSON.stringify({ n: 'one', label: 'x' }), /invalid test request: n: /],
     ['a missing field', JSON.stringify({ n: 1 }), /label/],
     ['an unknown field', JSON.stringify({ n: 1, label: 'x', extra: true }), /extra/],
-    ['an oversized payload', JSON.stringify({ n: 1, label: 'x'.repeat(5000) }), /exceeds the limit of 1024 bytes/],
+    [
+      'an oversized payload',
+      JSON.stringify({ n: 1, label: 'x'.repeat(5000) }),
+      /exceeds the limit of 1024 bytes/,
+    ],
   ])('answers %s with a clear error naming the problem, and keeps serving', async (_what, raw, pattern) => {
     const { bus, subject } = await setup();
     const reply = await bus.request(subject, raw);
     expect(reply.headers?.['am-status']).toBe('error');
     const body = JSON.parse(reply.text()) as { error: { code: string; message: string } };
     expect(body.error.message).toMatch(pattern);
-    expect(await requestJson(bus, subject, { n: 1, label: 'ok' }, z.object({ doubled: z.number() }))).toEqual({
-      doubled: 2,
-    });
+    expect(await requestJson(bus, subject, { n: 1, label: 'ok' }, z.object({ doubled: z.number() }))).toEqual(
+      {
+        doubled: 2,
+      },
+    );
   });
 });

@@ -89,7 +89,8 @@ export class AgentMeshError extends Error {
   /** Wraps anything thrown into an AgentMeshError, keeping an existing one as is. */
   static from(error: unknown, code: string = ErrorCode.Internal): AgentMeshError {
     if (error instanceof AgentMeshError) return error;
-    if (isAbortError(error)) return new AgentMeshError(ErrorCode.Cancelled, 'operation was cancelled', { cause: error });
+    if (isAbortError(error))
+      return new AgentMeshError(ErrorCode.Cancelled, 'operation was cancelled', { cause: error });
     const message = error instanceof Error ? error.message : String(error);
     return new AgentMeshError(code, message, { cause: error });
   }
@@ -107,7 +108,11 @@ export function toErrorPayload(error: unknown, depth = 0): ErrorPayload {
     payload.cause =
       cause instanceof AgentMeshError
         ? toErrorPayload(cause, depth + 1)
-        : { code: ErrorCode.Internal, message: cause instanceof Error ? cause.message : String(cause), retryable: false };
+        : {
+            code: ErrorCode.Internal,
+            message: cause instanceof Error ? cause.message : String(cause),
+            retryable: false,
+          };
   }
   return payload;
 }

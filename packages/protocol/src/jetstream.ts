@@ -20,7 +20,11 @@ export interface RunStreamOptions {
 }
 
 /** Creates or updates the run intake (work queue) and run events (limits, replayable) streams. */
-export async function ensureRunStreams(bus: NatsBus, prefix: string = DEFAULT_PREFIX, options: RunStreamOptions = {}) {
+export async function ensureRunStreams(
+  bus: NatsBus,
+  prefix: string = DEFAULT_PREFIX,
+  options: RunStreamOptions = {},
+) {
   const jsm = await bus.jetstreamManager();
   const s = subjects(prefix);
   const names = streamNames(prefix);
@@ -84,7 +88,11 @@ export interface DiscoveredService {
 }
 
 /** Lists the actors answering `$SRV.PING` (optionally one service name) within `timeoutMs`. */
-export async function discoverServices(bus: NatsBus, name?: string, timeoutMs = 1000): Promise<DiscoveredService[]> {
+export async function discoverServices(
+  bus: NatsBus,
+  name?: string,
+  timeoutMs = 1000,
+): Promise<DiscoveredService[]> {
   const client = new Svcm(bus.nc).client({ strategy: 'timer', maxWait: timeoutMs });
   const out: DiscoveredService[] = [];
   for await (const s of await client.ping(name))

@@ -9,7 +9,11 @@ import { PUBLIC_SCHEMAS } from './schemas.js';
 export function generateJsonSchemas(): Record<string, Record<string, unknown>> {
   const out: Record<string, Record<string, unknown>> = {};
   for (const [name, schema] of Object.entries(PUBLIC_SCHEMAS)) {
-    const json = z.toJSONSchema(schema as z.ZodType, { io: 'input', unrepresentable: 'any', target: 'draft-2020-12' });
+    const json = z.toJSONSchema(schema as z.ZodType, {
+      io: 'input',
+      unrepresentable: 'any',
+      target: 'draft-2020-12',
+    });
     out[name] = { $id: `https://agentmesh.dev/schemas/${name}.json`, title: name, ...json };
   }
   return out;

@@ -10,7 +10,8 @@ export const PROVIDER_NAME_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
 export function toolNameProblem(name: unknown): string | undefined {
   if (typeof name !== 'string') return 'a tool name must be a string';
   if (name.length === 0) return 'a tool name must not be empty';
-  if (name.length > TOOL_NAME_MAX_LENGTH) return `tool name "${name}" is longer than ${TOOL_NAME_MAX_LENGTH} characters`;
+  if (name.length > TOOL_NAME_MAX_LENGTH)
+    return `tool name "${name}" is longer than ${TOOL_NAME_MAX_LENGTH} characters`;
   if (name.includes('__')) return `tool name "${name}" contains "__", which is reserved for provider aliases`;
   if (!TOOL_NAME_PATTERN.test(name))
     return `tool name "${name}" must be lowercase dotted segments like "fs.read_file" (${TOOL_NAME_PATTERN.source})`;
@@ -26,7 +27,8 @@ export function isToolName(name: unknown): name is string {
 /** Throws an `invalid_tool_name` error when `name` is not canonical. */
 export function assertToolName(name: unknown): asserts name is string {
   const problem = toolNameProblem(name);
-  if (problem !== undefined) throw new AgentMeshError(ErrorCode.InvalidToolName, problem, { details: { name } });
+  if (problem !== undefined)
+    throw new AgentMeshError(ErrorCode.InvalidToolName, problem, { details: { name } });
 }
 
 /** `fs.read_file` -> `fs__read_file`: the name a provider sees. */
@@ -61,7 +63,9 @@ function globToRegExp(glob: string): RegExp {
   if (re === undefined) {
     const source = glob
       .split(/(\*\*|\*)/)
-      .map((part) => (part === '**' ? '.*' : part === '*' ? '[^.]*' : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')))
+      .map((part) =>
+        part === '**' ? '.*' : part === '*' ? '[^.]*' : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
+      )
       .join('');
     re = new RegExp(`^${source}$`);
     if (globCache.size > 1024) globCache.clear();

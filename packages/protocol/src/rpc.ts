@@ -99,7 +99,11 @@ export async function requestJson<S extends z.ZodType>(
 ): Promise<z.output<S>> {
   const msg = await bus.request(subject, encodeJson(body), options);
   throwIfErrorReply(msg);
-  return validate(replySchema, parseJson(msg.data, options.what ?? `reply from ${subject}`), `reply from ${subject}`);
+  return validate(
+    replySchema,
+    parseJson(msg.data, options.what ?? `reply from ${subject}`),
+    `reply from ${subject}`,
+  );
 }
 
 export function publishJson(bus: Bus, subject: string, value: unknown, headers?: BusHeaders): void {
@@ -131,7 +135,9 @@ export async function requestJsonRetrying<S extends z.ZodType>(
       const e = AgentMeshError.from(error);
       if (!e.retryable || Date.now() >= deadline || options.signal?.aborted) throw e;
       const backoff = Math.min(1000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(backoff, Math.max(0, deadline - Date.now()))));
+      await new Promise((resolve) =>
+        setTimeout(resolve, Math.min(backoff, Math.max(0, deadline - Date.now()))),
+      );
     }
   }
 }

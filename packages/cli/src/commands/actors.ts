@@ -15,31 +15,50 @@ export const catalogSpec: CommandSpec = {
   summary: 'Runs the catalog actor against NATS: tool registration, liveness, exposure and search.',
   flags: {
     ...ACTOR_FLAGS,
-    'worker-ttl-ms': { type: 'string', description: 'forget a worker after this long without a heartbeat (default 10000)' },
+    'worker-ttl-ms': {
+      type: 'string',
+      description: 'forget a worker after this long without a heartbeat (default 10000)',
+    },
   },
 };
 
 export const plannerSpec: CommandSpec = {
   name: 'planner',
   usage: 'agentmesh planner [flags]',
-  summary: 'Runs a planner actor against NATS: takes runs from the AGENTMESH_RUNS stream and runs the agent loop.',
+  summary:
+    'Runs a planner actor against NATS: takes runs from the AGENTMESH_RUNS stream and runs the agent loop.',
   flags: {
     ...ACTOR_FLAGS,
     'max-runs': { type: 'string', description: 'runs handled at once by this planner (default 256)' },
-    'base-url': { type: 'string', description: 'base URL of an OpenAI-compatible server', env: 'OPENAI_BASE_URL' },
+    'base-url': {
+      type: 'string',
+      description: 'base URL of an OpenAI-compatible server',
+      env: 'OPENAI_BASE_URL',
+    },
   },
 };
 
 export const workerSpec: CommandSpec = {
   name: 'worker',
   usage: 'agentmesh worker [flags]',
-  summary: 'Runs a tool-worker actor against NATS: serves its tools in queue groups shared with other replicas.',
+  summary:
+    'Runs a tool-worker actor against NATS: serves its tools in queue groups shared with other replicas.',
   flags: {
     ...ACTOR_FLAGS,
-    tools: { type: 'string', description: 'packs (builtin, workspace) and/or tool names, namespaces or globs' },
-    workspace: { type: 'string', description: 'workspace folder for the workspace pack', env: 'AGENTMESH_WORKSPACE' },
+    tools: {
+      type: 'string',
+      description: 'packs (builtin, workspace) and/or tool names, namespaces or globs',
+    },
+    workspace: {
+      type: 'string',
+      description: 'workspace folder for the workspace pack',
+      env: 'AGENTMESH_WORKSPACE',
+    },
     threads: { type: 'string', description: 'piscina threads for CPU-bound tools (default: cores)' },
-    concurrency: { type: 'string', description: 'calls in flight at most before answering busy (default 64)' },
+    concurrency: {
+      type: 'string',
+      description: 'calls in flight at most before answering busy (default 64)',
+    },
   },
 };
 
@@ -49,7 +68,11 @@ interface Actor {
 }
 
 /** Runs one actor until SIGTERM/SIGINT: drains in-flight work, then exits 0. */
-async function serveActor(ctx: CommandContext, name: string, build: (bus: Bus, logger: Logger) => Actor): Promise<number> {
+async function serveActor(
+  ctx: CommandContext,
+  name: string,
+  build: (bus: Bus, logger: Logger) => Actor,
+): Promise<number> {
   const logger = ctx.logger.child({ actor: name });
   const healthPort = intFlag(ctx.args, 'health-port', 'AGENTMESH_HEALTH_PORT');
   let health: HealthServer | undefined;

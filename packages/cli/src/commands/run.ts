@@ -30,12 +30,22 @@ export const runSpec: CommandSpec = {
     config: ACTOR_FLAGS['config']!,
     provider: { type: 'string', description: 'openai | anthropic | openai-compatible | scripted' },
     model: { type: 'string', description: 'model name' },
-    'base-url': { type: 'string', description: 'base URL of an OpenAI-compatible server (Ollama, vLLM, OpenRouter)' },
+    'base-url': {
+      type: 'string',
+      description: 'base URL of an OpenAI-compatible server (Ollama, vLLM, OpenRouter)',
+    },
     tools: { type: 'string', description: 'allow-list of tool names or namespaces, comma-separated' },
-    workspace: { type: 'string', description: 'workspace folder: enables the workspace tool pack', env: 'AGENTMESH_WORKSPACE' },
+    workspace: {
+      type: 'string',
+      description: 'workspace folder: enables the workspace tool pack',
+      env: 'AGENTMESH_WORKSPACE',
+    },
     'max-iterations': { type: 'string', description: 'model turns at most (default 12)' },
     'tool-search': { type: 'string', description: 'off | bm25 | regex | hybrid' },
-    script: { type: 'string', description: 'scripted provider: a JSON file of model turns (no API key needed)' },
+    script: {
+      type: 'string',
+      description: 'scripted provider: a JSON file of model turns (no API key needed)',
+    },
     deferred: { type: 'string', description: 'names or globs made deferred for this run, comma-separated' },
     system: { type: 'string', description: 'system prompt' },
     id: { type: 'string', description: 'run id (default: generated)' },
@@ -54,7 +64,10 @@ function readScript(path: string) {
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `cannot read script ${path}: ${(error as Error).message}`);
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `cannot read script ${path}: ${(error as Error).message}`,
+    );
   }
   const parsed = validate(ScriptFileSchema, raw, `script ${path}`, ErrorCode.InvalidConfig);
   return Array.isArray(parsed) ? parsed : parsed.turns;
@@ -65,23 +78,38 @@ export function buildRunRequest(ctx: CommandContext): RunRequestInput {
   const { args, config } = ctx;
   const task = args.positionals.join(' ').trim();
   if (task === '')
-    throw new AgentMeshError(ErrorCode.InvalidRequest, 'run needs a task: agentmesh run "TASK"', { details: { usage: true } });
+    throw new AgentMeshError(ErrorCode.InvalidRequest, 'run needs a task: agentmesh run "TASK"', {
+      details: { usage: true },
+    });
   const scriptPath = stringFlag(args, 'script');
   const baseUrl = stringFlag(args, 'base-url') ?? config.provider?.base_url;
-  let provider = stringFlag(args, 'provider') ?? (scriptPath ? 'scripted' : undefined) ?? config.provider?.name;
+  let provider =
+    stringFlag(args, 'provider') ?? (scriptPath ? 'scripted' : undefined) ?? config.provider?.name;
   if (provider === undefined && baseUrl !== undefined) provider = 'openai-compatible';
   const maxIterations = intFlag(args, 'max-iterations');
-  const limits = { ...config.limits, ...(maxIterations === undefined ? {} : { max_iterations: maxIterations }) };
+  const limits = {
+    ...config.limits,
+    ...(maxIterations === undefined ? {} : { max_iterations: maxIterations }),
+  };
   const deferred = [...(config.tools?.deferred ?? []), ...(listFlag(args, 'deferred') ?? [])];
   const request: RunRequestInput = {
     id: stringFlag(args, 'id') ?? `run-${randomUUID().slice(0, 8)}`,
     task,
-    ...(stringFlag(args, 'system') ?? config.provider?.system ? { system: stringFlag(args, 'system') ?? config.provider?.system } : {}),
+    ...((stringFlag(args, 'system') ?? config.provider?.system)
+      ? { system: stringFlag(args, 'system') ?? config.provider?.system }
+      : {}),
     ...(provider ? { provider: provider as RunRequestInput['provider'] } : {}),
-    ...(stringFlag(args, 'model') ?? config.provider?.model ? { model: stringFlag(args, 'model') ?? config.provider?.model } : {}),
-    ...(listFlag(args, 'tools') ?? config.tools?.allow ? { tools: listFlag(args, 'tools') ?? config.tools?.allow } : {}),
-    ...(stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy
-      ? { tool_search: (stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy) as RunRequestInput['tool_search'] }
+    ...((stringFlag(args, 'model') ?? config.provider?.model)
+      ? { model: stringFlag(args, 'model') ?? config.provider?.model }
+      : {}),
+    ...((listFlag(args, 'tools') ?? config.tools?.allow)
+      ? { tools: listFlag(args, 'tools') ?? config.tools?.allow }
+      : {}),
+    ...((stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy)
+      ? {
+          tool_search: (stringFlag(args, 'tool-search') ??
+            config.tools?.search?.strategy) as RunRequestInput['tool_search'],
+        }
       : {}),
     ...(deferred.length > 0 ? { deferred } : {}),
     ...(config.tools?.always ? { always: config.tools.always } : {}),
@@ -98,7 +126,10 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
   const render = json
     ? (e: RunEvent) => ctx.io.stdout.write(`${JSON.stringify(e)}\n`)
     : createHumanRenderer(ctx.io.stdout, { color: Boolean(ctx.io.stdout.isTTY) && !process.env['NO_COLOR'] });
-  const final = ctx.natsUrl === undefined ? await runEmbedded(ctx, request, render) : await runOverNats(ctx, request, render);
+  const final =
+    ctx.natsUrl === undefined
+      ? await runEmbedded(ctx, request, render)
+      : await runOverNats(ctx, request, render);
   return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
 }
 
@@ -109,7 +140,8 @@ async function runEmbedded(
 ): Promise<RunEvent> {
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   checkProviderConfig(plannerOptions(ctx.config, baseUrl).providers, request);
-  const interactive = Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY) && ctx.args.values['yes'] !== true;
+  const interactive =
+    Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY) && ctx.args.values['yes'] !== true;
   const mesh = await startEmbedded({
     config: ctx.config,
     logger: ctx.logger,

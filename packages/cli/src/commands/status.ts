@@ -24,16 +24,32 @@ export async function statusCommand(ctx: CommandContext): Promise<number> {
     const streams: Record<string, unknown> = {};
     for (const stream of [names.runs, names.events]) {
       const info = await jsm.streams.info(stream).catch(() => undefined);
-      streams[stream] = info ? { messages: info.state.messages, bytes: info.state.bytes, consumers: info.state.consumer_count } : 'missing';
+      streams[stream] = info
+        ? { messages: info.state.messages, bytes: info.state.bytes, consumers: info.state.consumer_count }
+        : 'missing';
     }
     const consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[] = [];
     if (streams[names.runs] !== 'missing')
       for await (const c of jsm.consumers.list(names.runs))
-        consumers.push({ name: c.name, pending: c.num_pending, ack_pending: c.num_ack_pending, redelivered: c.num_redelivered });
-    const tools = await requestJson(bus, subjects(ctx.prefix).catalogList, {}, CatalogListReplySchema, { timeoutMs: 2000 })
+        consumers.push({
+          name: c.name,
+          pending: c.num_pending,
+          ack_pending: c.num_ack_pending,
+          redelivered: c.num_redelivered,
+        });
+    const tools = await requestJson(bus, subjects(ctx.prefix).catalogList, {}, CatalogListReplySchema, {
+      timeoutMs: 2000,
+    })
       .then((r) => r.tools.length)
       .catch((e: unknown) => `unavailable (${(e as Error).message})`);
-    const report = { nats: ctx.natsUrl, prefix: ctx.prefix, services, streams, run_consumers: consumers, tools };
+    const report = {
+      nats: ctx.natsUrl,
+      prefix: ctx.prefix,
+      services,
+      streams,
+      run_consumers: consumers,
+      tools,
+    };
     if (ctx.args.values['json'] === true) ctx.io.stdout.write(`${JSON.stringify(report)}\n`);
     else {
       const o = ctx.io.stdout;
@@ -43,8 +59,12 @@ export async function statusCommand(ctx: CommandContext): Promise<number> {
       o.write(`actors: ${[...byName].map(([n, c]) => `${n} x${c}`).join(', ') || 'none'}\n`);
       for (const s of services) o.write(`  ${s.name} ${s.id} v${s.version}\n`);
       o.write(`tools: ${tools}\n`);
-      for (const [stream, info] of Object.entries(streams)) o.write(`stream ${stream}: ${JSON.stringify(info)}\n`);
-      for (const c of consumers) o.write(`  consumer ${c.name}: pending ${c.pending}, in progress ${c.ack_pending}, redelivered ${c.redelivered}\n`);
+      for (const [stream, info] of Object.entries(streams))
+        o.write(`stream ${stream}: ${JSON.stringify(info)}\n`);
+      for (const c of consumers)
+        o.write(
+          `  consumer ${c.name}: pending ${c.pending}, in progress ${c.ack_pending}, redelivered ${c.redelivered}\n`,
+        );
     }
     return 0;
   } finally {

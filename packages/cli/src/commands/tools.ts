@@ -13,14 +13,18 @@ export const toolsSpec: CommandSpec = {
   name: 'tools',
   usage: 'agentmesh tools list [--namespace NS] | agentmesh tools search "QUERY" [flags]',
   summary:
-    'Lists or searches the tools the catalog knows. With --nats it asks the fleet\'s catalog; without, the tools this machine would serve embedded.',
+    "Lists or searches the tools the catalog knows. With --nats it asks the fleet's catalog; without, the tools this machine would serve embedded.",
   flags: {
     ...CONNECTION_FLAGS,
     namespace: { type: 'string', description: 'list: only this namespace' },
     loading: { type: 'string', description: 'list: always | deferred' },
     strategy: { type: 'string', description: 'search: bm25 | regex | hybrid (default bm25)' },
     limit: { type: 'string', description: 'search: results at most (default 10, max 50)' },
-    workspace: { type: 'string', description: 'embedded: include the workspace pack', env: 'AGENTMESH_WORKSPACE' },
+    workspace: {
+      type: 'string',
+      description: 'embedded: include the workspace pack',
+      env: 'AGENTMESH_WORKSPACE',
+    },
     json: { type: 'boolean', description: 'print JSON' },
   },
 };

@@ -116,7 +116,10 @@ export function resolveProvider(request: ProviderRequest, settings: ProviderSett
       const baseUrl = compatibleBase ?? openaiBase;
       if (!baseUrl) throw missing('a base URL (--base-url, the run\'s "base_url", or OPENAI_BASE_URL)');
       // a base URL chosen by the run (not by whoever configured this planner) never receives the planner's keys
-      const configuredBase = request.base_url === undefined || request.base_url === settings.baseUrl || request.base_url === openaiBase;
+      const configuredBase =
+        request.base_url === undefined ||
+        request.base_url === settings.baseUrl ||
+        request.base_url === openaiBase;
       const apiKey = configuredBase ? (settings.compatibleApiKey ?? (openaiKey || undefined)) : undefined;
       return { kind, model, apiKey, baseUrl };
     }

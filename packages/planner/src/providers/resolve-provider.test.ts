@@ -4,8 +4,11 @@ import { resolveProvider } from './index.js';
 describe('resolveProvider', () => {
   const env = { OPENAI_API_KEY: 'sk-planner-secret' };
 
-  it('never sends the planner\'s OpenAI key to a base URL chosen by the run', () => {
-    const choice = resolveProvider({ provider: 'openai-compatible', base_url: 'http://attacker.example/v1' }, { env });
+  it("never sends the planner's OpenAI key to a base URL chosen by the run", () => {
+    const choice = resolveProvider(
+      { provider: 'openai-compatible', base_url: 'http://attacker.example/v1' },
+      { env },
+    );
     expect(choice).toMatchObject({ kind: 'openai-compatible', baseUrl: 'http://attacker.example/v1' });
     expect((choice as { apiKey?: string }).apiKey).toBeUndefined();
   });

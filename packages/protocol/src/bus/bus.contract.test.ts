@@ -80,7 +80,9 @@ function busContract(name: string, makeBus: () => Promise<Bus>) {
       });
       await other.flush();
       const replies = await Promise.all(
-        Array.from({ length: 64 }, (_, i) => bus.request(subject, String(i), { headers: { 'x-id': String(i) } })),
+        Array.from({ length: 64 }, (_, i) =>
+          bus.request(subject, String(i), { headers: { 'x-id': String(i) } }),
+        ),
       );
       replies.forEach((r: BusMessage, i) => {
         expect(r.text()).toBe(`re:${i}`);
@@ -117,7 +119,9 @@ function busContract(name: string, makeBus: () => Promise<Bus>) {
       const error = await pending.catch((e: unknown) => e);
       expect((error as AgentMeshError).code).toBe(ErrorCode.Cancelled);
       expect((error as AgentMeshError).message).toContain('user stop');
-      const already = await bus.request(subject, 'x', { signal: AbortSignal.abort() }).catch((e: unknown) => e);
+      const already = await bus
+        .request(subject, 'x', { signal: AbortSignal.abort() })
+        .catch((e: unknown) => e);
       expect((already as AgentMeshError).code).toBe(ErrorCode.Cancelled);
       sub.unsubscribe();
     });
@@ -203,7 +207,9 @@ describe('MemoryBus specifics', () => {
 
 describe('NatsBus specifics', () => {
   it('says clearly when NATS is unreachable', async () => {
-    const error = await NatsBus.connect('nats://127.0.0.1:1', { connectTimeoutMs: 500 }).catch((e: unknown) => e);
+    const error = await NatsBus.connect('nats://127.0.0.1:1', { connectTimeoutMs: 500 }).catch(
+      (e: unknown) => e,
+    );
     expect((error as AgentMeshError).code).toBe(ErrorCode.Unavailable);
     expect((error as AgentMeshError).message).toMatch(/cannot connect to NATS at nats:\/\/127\.0\.0\.1:1/);
   });

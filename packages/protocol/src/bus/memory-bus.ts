@@ -55,7 +55,8 @@ class MemorySubscription implements Subscription {
     if (this.closed) return;
     try {
       const result = this.handler(msg);
-      if (result instanceof Promise) this.inFlight.track(result.catch((e: unknown) => this.onError(e, msg.subject)));
+      if (result instanceof Promise)
+        this.inFlight.track(result.catch((e: unknown) => this.onError(e, msg.subject)));
     } catch (error) {
       this.onError(error, msg.subject);
     }
@@ -106,7 +107,12 @@ export class MemoryBus implements Bus {
     if (!isValidSubject(subject, false)) throw invalidSubjectError(subject);
     const bytes = toBytes(data);
     assertPayloadSize(subject, bytes.length, this.maxPayload);
-    const msg = new MemoryMessage(subject, bytes, options.headers ? { ...options.headers } : undefined, options.reply);
+    const msg = new MemoryMessage(
+      subject,
+      bytes,
+      options.headers ? { ...options.headers } : undefined,
+      options.reply,
+    );
     const waiter = this.replyWaiters.get(subject);
     if (waiter !== undefined) queueMicrotask(() => waiter(msg));
     else this.route(msg);

@@ -338,7 +338,10 @@ export class NatsBus implements Bus {
       this.pending.set(token, p);
       try {
         const h = toNatsHeaders(options.headers);
-        this.nc.publish(subject, bytes, { reply: `${this.inboxPrefix}.${token}`, ...(h ? { headers: h } : {}) });
+        this.nc.publish(subject, bytes, {
+          reply: `${this.inboxPrefix}.${token}`,
+          ...(h ? { headers: h } : {}),
+        });
       } catch (error) {
         this.settle(token, p);
         reject(AgentMeshError.from(error, ErrorCode.Unavailable));

@@ -38,10 +38,14 @@ export function noRespondersError(subject: string): AgentMeshError {
 
 export function cancelledError(subject: string, reason?: unknown): AgentMeshError {
   const why = reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : undefined;
-  return new AgentMeshError(ErrorCode.Cancelled, `request to ${subject} was cancelled${why ? `: ${why}` : ''}`, {
-    retryable: false,
-    details: { subject },
-  });
+  return new AgentMeshError(
+    ErrorCode.Cancelled,
+    `request to ${subject} was cancelled${why ? `: ${why}` : ''}`,
+    {
+      retryable: false,
+      details: { subject },
+    },
+  );
 }
 
 export function closedError(): AgentMeshError {
@@ -66,7 +70,8 @@ export function isValidSubject(subject: string, allowWildcards: boolean): boolea
   if (subject.length === 0 || /\s/.test(subject)) return false;
   const tokens = subject.split('.');
   return tokens.every(
-    (t, i) => t.length > 0 && (allowWildcards || (t !== '*' && t !== '>')) && (t !== '>' || i === tokens.length - 1),
+    (t, i) =>
+      t.length > 0 && (allowWildcards || (t !== '*' && t !== '>')) && (t !== '>' || i === tokens.length - 1),
   );
 }
 

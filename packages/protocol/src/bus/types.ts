@@ -40,7 +40,10 @@ export interface RequestOptions {
 export type MessageHandler = (msg: BusMessage) => void | Promise<void>;
 
 /** Connection state changes an actor may want to log or act on. */
-export type BusStatus = { type: 'disconnect' | 'reconnect' | 'reconnecting' | 'error' | 'close'; detail?: string };
+export type BusStatus = {
+  type: 'disconnect' | 'reconnect' | 'reconnecting' | 'error' | 'close';
+  detail?: string;
+};
 
 /**
  * The message bus every actor talks over: NATS in production ({@link NatsBus}), in-process for embedded runs and

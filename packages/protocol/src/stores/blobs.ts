@@ -12,7 +12,11 @@ export interface BlobInfo {
 
 /** Large binary objects (artifacts): a JetStream object store on NATS, memory in process. */
 export interface BlobStore {
-  put(name: string, data: Uint8Array, info: { mime: string; meta?: Record<string, string> }): Promise<BlobInfo>;
+  put(
+    name: string,
+    data: Uint8Array,
+    info: { mime: string; meta?: Record<string, string> },
+  ): Promise<BlobInfo>;
   info(name: string): Promise<BlobInfo | null>;
   get(name: string): Promise<{ info: BlobInfo; data: Uint8Array } | null>;
   delete(name: string): Promise<void>;
@@ -22,7 +26,11 @@ export interface BlobBucketOptions {
   ttlMs?: number;
 }
 
-export async function openBlobStore(bus: Bus, bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {
+export async function openBlobStore(
+  bus: Bus,
+  bucket: string,
+  options: BlobBucketOptions = {},
+): Promise<BlobStore> {
   if (bus instanceof NatsBus) {
     const objm = new Objm(bus.nc);
     const os = await objm.create(bucket, options.ttlMs ? { ttl: options.ttlMs * 1_000_000 } : {});
@@ -38,7 +46,11 @@ const memoryStores = new WeakMap<Bus, Map<string, MemoryBlobStore>>();
 
 class NatsBlobStore implements BlobStore {
   constructor(private readonly os: ObjectStore) {}
-  async put(name: string, data: Uint8Array, info: { mime: string; meta?: Record<string, string> }): Promise<BlobInfo> {
+  async put(
+    name: string,
+    data: Uint8Array,
+    info: { mime: string; meta?: Record<string, string> },
+  ): Promise<BlobInfo> {
     const headers = { 'content-type': info.mime, ...info.meta };
     await this.os.putBlob({ name, description: info.mime, metadata: headers }, data);
     return { name, size: data.length, mime: info.mime, meta: info.meta ?? {} };
@@ -62,7 +74,11 @@ class NatsBlobStore implements BlobStore {
 
 export class MemoryBlobStore implements BlobStore {
   private readonly blobs = new Map<string, { info: BlobInfo; data: Uint8Array }>();
-  async put(name: string, data: Uint8Array, info: { mime: string; meta?: Record<string, string> }): Promise<BlobInfo> {
+  async put(
+    name: string,
+    data: Uint8Array,
+    info: { mime: string; meta?: Record<string, string> },
+  ): Promise<BlobInfo> {
     const i: BlobInfo = { name, size: data.length, mime: info.mime, meta: info.meta ?? {} };
     this.blobs.set(name, { info: i, data });
     return i;

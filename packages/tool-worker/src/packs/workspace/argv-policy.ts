@@ -134,7 +134,10 @@ export function checkArgv(config: ResolvedWorkspaceConfig, argv: readonly string
     for (const arg of argv.slice(1, end === -1 ? undefined : end)) {
       const long = arg.split('=')[0] as string;
       const isShortCluster = /^-[A-Za-z0-9]+$/.test(arg);
-      if (following.long.includes(long) || (isShortCluster && [...following.short].some((c) => arg.includes(c)))) {
+      if (
+        following.long.includes(long) ||
+        (isShortCluster && [...following.short].some((c) => arg.includes(c)))
+      ) {
         throw denied(
           BoundaryRule.LinkFollowingOption,
           `option ${quote(arg)} makes ${program} follow symbolic links, which could lead outside the workspace; leave it out`,
@@ -204,7 +207,11 @@ export async function checkArgumentPaths(
       );
       if (!exists) continue;
       try {
-        await resolver.resolve(segments.join('/'), { access: 'read', argument: 'argument', mustExist: false });
+        await resolver.resolve(segments.join('/'), {
+          access: 'read',
+          argument: 'argument',
+          mustExist: false,
+        });
       } catch (error) {
         if ((error as { code?: string }).code === 'permission_denied') throw error;
       }

@@ -60,6 +60,8 @@ export function scrubbedEnvironment(
 function safePath(path: string, workspaceRoot: string): string {
   const kept = path
     .split(':')
-    .filter((dir) => dir !== '' && isAbsolute(dir) && dir !== workspaceRoot && !dir.startsWith(workspaceRoot + sep));
+    .filter(
+      (dir) => dir !== '' && isAbsolute(dir) && dir !== workspaceRoot && !dir.startsWith(workspaceRoot + sep),
+    );
   return kept.length > 0 ? kept.join(':') : FALLBACK_PATH;
 }

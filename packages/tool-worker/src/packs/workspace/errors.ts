@@ -33,13 +33,27 @@ export const BoundaryRule = {
 export type BoundaryRule = (typeof BoundaryRule)[keyof typeof BoundaryRule];
 
 /** A refusal by the workspace boundary: `permission_denied` with the rule that fired. */
-export function denied(rule: BoundaryRule, message: string, details: Record<string, unknown> = {}): AgentMeshError {
-  return new AgentMeshError(ErrorCode.PermissionDenied, message, { retryable: false, details: { rule, ...details } });
+export function denied(
+  rule: BoundaryRule,
+  message: string,
+  details: Record<string, unknown> = {},
+): AgentMeshError {
+  return new AgentMeshError(ErrorCode.PermissionDenied, message, {
+    retryable: false,
+    details: { rule, ...details },
+  });
 }
 
 /** An argument the boundary cannot even interpret (NUL bytes, encodings, absurd lengths): `invalid_arguments`. */
-export function malformed(rule: BoundaryRule, message: string, details: Record<string, unknown> = {}): AgentMeshError {
-  return new AgentMeshError(ErrorCode.InvalidArguments, message, { retryable: false, details: { rule, ...details } });
+export function malformed(
+  rule: BoundaryRule,
+  message: string,
+  details: Record<string, unknown> = {},
+): AgentMeshError {
+  return new AgentMeshError(ErrorCode.InvalidArguments, message, {
+    retryable: false,
+    details: { rule, ...details },
+  });
 }
 
 export function notFound(message: string, details: Record<string, unknown> = {}): AgentMeshError {

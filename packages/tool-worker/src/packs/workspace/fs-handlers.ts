@@ -2,7 +2,13 @@ import { z } from 'zod';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import { invalid, quote } from './errors.js';
 import { compileGlob, type GlobMatcher } from './glob.js';
-import { confirmOrRefuse, cutNotice, throwIfAborted, type WorkspaceCallContext, type WorkspaceRuntime } from './runtime.js';
+import {
+  confirmOrRefuse,
+  cutNotice,
+  throwIfAborted,
+  type WorkspaceCallContext,
+  type WorkspaceRuntime,
+} from './runtime.js';
 import { entrySize, walkWorkspace, type EntryType } from './walk.js';
 
 const PathArg = z.string().min(1).max(4096);
@@ -11,7 +17,12 @@ export const ReadFileInput = z
   .object({
     path: PathArg.describe('File path relative to the workspace root, e.g. "src/index.ts"'),
     offset: z.number().int().min(0).default(0).describe('Byte offset to start reading at'),
-    max_bytes: z.number().int().min(1).optional().describe('Most bytes to return (capped by the workspace limit)'),
+    max_bytes: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe('Most bytes to return (capped by the workspace limit)'),
     encoding: z.enum(['utf8', 'base64']).default('utf8'),
   })
   .strict();
@@ -30,7 +41,11 @@ export const ReadFileOutput = z.object({
 export type ReadFileArgs = z.output<typeof ReadFileInput>;
 export type ReadFileResult = z.output<typeof ReadFileOutput>;
 
-export async function readFile(runtime: WorkspaceRuntime, args: ReadFileArgs, ctx: WorkspaceCallContext): Promise<ReadFileResult> {
+export async function readFile(
+  runtime: WorkspaceRuntime,
+  args: ReadFileArgs,
+  ctx: WorkspaceCallContext,
+): Promise<ReadFileResult> {
   throwIfAborted(ctx.signal);
   const limit = Math.min(args.max_bytes ?? runtime.config.maxReadBytes, runtime.config.maxReadBytes);
   const opened = await runtime.resolver.openFileForRead(args.path);
@@ -60,11 +75,17 @@ export async function readFile(runtime: WorkspaceRuntime, args: ReadFileArgs, ct
     };
     if (truncated) {
       result.next_offset = end;
-      result.notice = cutNotice('file truncated', filled, size, `call fs.read_file with offset ${end} for more`);
+      result.notice = cutNotice(
+        'file truncated',
+        filled,
+        size,
+        `call fs.read_file with offset ${end} for more`,
+      );
     }
     if (binary) {
       result.binary = true;
-      result.notice = 'the file looks binary (it holds NUL bytes); read it with encoding "base64" if you need its bytes';
+      result.notice =
+        'the file looks binary (it holds NUL bytes); read it with encoding "base64" if you need its bytes';
     }
     return result;
   } finally {
@@ -93,7 +114,11 @@ export const WriteFileOutput = z.object({
 export type WriteFileArgs = z.output<typeof WriteFileInput>;
 export type WriteFileResult = z.output<typeof WriteFileOutput>;
 
-export async function writeFile(runtime: WorkspaceRuntime, args: WriteFileArgs, ctx: WorkspaceCallContext): Promise<WriteFileResult> {
+export async function writeFile(
+  runtime: WorkspaceRuntime,
+  args: WriteFileArgs,
+  ctx: WorkspaceCallContext,
+): Promise<WriteFileResult> {
   throwIfAborted(ctx.signal);
   const data = Buffer.from(args.content, args.encoding);
   if (data.length > runtime.config.maxWriteBytes) {
@@ -104,12 +129,21 @@ export async function writeFile(runtime: WorkspaceRuntime, args: WriteFileArgs, 
     );
   }
   const checked = await runtime.resolver.resolve(args.path, { access: 'write', mustExist: false });
-  await confirmOrRefuse(runtime, ctx, 'fs.write_file', `write ${data.length} bytes to ${checked.relative} (${args.mode})`, {
-    path: args.path,
+  await confirmOrRefuse(
+    runtime,
+    ctx,
+    'fs.write_file',
+    `write ${data.length} bytes to ${checked.relative} (${args.mode})`,
+    {
+      path: args.path,
+      mode: args.mode,
+      bytes: data.length,
+    },
+  );
+  const opened = await runtime.resolver.openFileForWrite(args.path, {
     mode: args.mode,
-    bytes: data.length,
+    createDirs: args.create_dirs,
   });
-  const opened = await runtime.resolver.openFileForWrite(args.path, { mode: args.mode, createDirs: args.create_dirs });
   try {
     throwIfAborted(ctx.signal);
     if (args.mode === 'overwrite') await opened.handle.truncate(0);
@@ -120,7 +154,12 @@ export async function writeFile(runtime: WorkspaceRuntime, args: WriteFileArgs, 
       written += bytesWritten;
     }
     const after = await opened.handle.stat();
-    return { path: opened.resolved.relative, bytes_written: written, size: after.size, created: opened.created };
+    return {
+      path: opened.resolved.relative,
+      bytes_written: written,
+      size: after.size,
+      created: opened.created,
+    };
   } finally {
     await opened.handle.close();
   }
@@ -130,7 +169,13 @@ export const ListFilesInput = z
   .object({
     path: PathArg.default('.').describe('Folder relative to the workspace root ("." is the root)'),
     recursive: z.boolean().default(false),
-    max_depth: z.number().int().min(1).max(32).optional().describe('How deep to go when recursive (default 8)'),
+    max_depth: z
+      .number()
+      .int()
+      .min(1)
+      .max(32)
+      .optional()
+      .describe('How deep to go when recursive (default 8)'),
     max_entries: z.number().int().min(1).max(5000).default(500),
   })
   .strict();
@@ -149,7 +194,11 @@ export const ListFilesOutput = z.object({
 export type ListFilesArgs = z.output<typeof ListFilesInput>;
 export type ListFilesResult = z.output<typeof ListFilesOutput>;
 
-export async function listFiles(runtime: WorkspaceRuntime, args: ListFilesArgs, ctx: WorkspaceCallContext): Promise<ListFilesResult> {
+export async function listFiles(
+  runtime: WorkspaceRuntime,
+  args: ListFilesArgs,
+  ctx: WorkspaceCallContext,
+): Promise<ListFilesResult> {
   throwIfAborted(ctx.signal);
   const { handle, resolved } = await runtime.resolver.openDirectory(args.path);
   const entries: { path: string; type: EntryType; size?: number }[] = [];
@@ -166,7 +215,10 @@ export async function listFiles(runtime: WorkspaceRuntime, args: ListFilesArgs, 
             truncated = true;
             return false;
           }
-          const item: { path: string; type: EntryType; size?: number } = { path: entry.path, type: entry.type };
+          const item: { path: string; type: EntryType; size?: number } = {
+            path: entry.path,
+            type: entry.type,
+          };
           if (entry.type === 'file') {
             const size = await entrySize(runtime, entry);
             if (size !== undefined) item.size = size;
@@ -179,7 +231,8 @@ export async function listFiles(runtime: WorkspaceRuntime, args: ListFilesArgs, 
     truncated ||= summary.stopped;
     const result: ListFilesResult = { path: resolved.relative, entries, truncated, hidden: summary.hidden };
     const notes: string[] = [];
-    if (truncated) notes.push(`listing stopped at ${entries.length} entries; list a subfolder or raise max_entries`);
+    if (truncated)
+      notes.push(`listing stopped at ${entries.length} entries; list a subfolder or raise max_entries`);
     if (summary.hidden > 0) notes.push(`${summary.hidden} protected or sensitive entries are not shown`);
     if (notes.length > 0) result.notice = notes.join('; ');
     return result;
@@ -194,7 +247,11 @@ export const SearchFilesInput = z
     regex: z.boolean().default(false),
     case_sensitive: z.boolean().default(false),
     path: PathArg.default('.').describe('Folder to search, relative to the workspace root'),
-    include: z.array(z.string().min(1).max(512)).max(32).optional().describe('Globs a file must match, e.g. ["**/*.ts"]'),
+    include: z
+      .array(z.string().min(1).max(512))
+      .max(32)
+      .optional()
+      .describe('Globs a file must match, e.g. ["**/*.ts"]'),
     exclude: z.array(z.string().min(1).max(512)).max(32).optional().describe('Globs of files to skip'),
     max_matches: z.number().int().min(1).max(1000).default(100),
   })
@@ -236,7 +293,9 @@ function compileMatcher(args: SearchFilesArgs): (line: string) => number {
   try {
     re = new RegExp(args.query, args.case_sensitive ? 'u' : 'iu');
   } catch (error) {
-    throw invalid(`regex ${quote(args.query)} does not compile: ${(error as Error).message}`, { query: args.query });
+    throw invalid(`regex ${quote(args.query)} does not compile: ${(error as Error).message}`, {
+      query: args.query,
+    });
   }
   return (line) => line.search(re);
 }
@@ -281,7 +340,12 @@ export async function searchFiles(
           if (entry.type !== 'file') return true;
           if (include.length > 0 && !include.some((g) => g.matches(entry.path))) return true;
           if (exclude.some((g) => g.matches(entry.path))) return true;
-          const file = await runtime.resolver.openEntry(entry.parent, entry.parentAbsolute, entry.name, 'file');
+          const file = await runtime.resolver.openEntry(
+            entry.parent,
+            entry.parentAbsolute,
+            entry.name,
+            'file',
+          );
           if (file === undefined) return true;
           let text: string;
           try {
@@ -314,7 +378,12 @@ export async function searchFiles(
               truncated = true;
               return false;
             }
-            matches.push({ path: entry.path, line: i + 1, column: column + 1, text: line.slice(0, MAX_MATCH_TEXT) });
+            matches.push({
+              path: entry.path,
+              line: i + 1,
+              column: column + 1,
+              text: line.slice(0, MAX_MATCH_TEXT),
+            });
           }
           return true;
         },
@@ -322,7 +391,8 @@ export async function searchFiles(
     );
     truncated ||= summary.stopped;
     const result: SearchFilesResult = { matches, files_scanned: filesScanned, skipped, truncated };
-    if (truncated) result.notice = `search stopped at ${matches.length} matches; narrow the query, path or include globs`;
+    if (truncated)
+      result.notice = `search stopped at ${matches.length} matches; narrow the query, path or include globs`;
     return result;
   } finally {
     await handle.close();

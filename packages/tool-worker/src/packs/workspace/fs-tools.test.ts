@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+  existsSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,13 +42,27 @@ describe('the workspace pack', () => {
   it('exposes the seven contract tools with the right safety metadata', () => {
     const tools = workspaceTools({ root });
     expect(tools.map((t) => t.name).sort()).toEqual(
-      ['fs.list_files', 'fs.read_file', 'fs.search_files', 'fs.write_file', 'git.inspect', 'shell.read_command_output', 'shell.run_command'].sort(),
+      [
+        'fs.list_files',
+        'fs.read_file',
+        'fs.search_files',
+        'fs.write_file',
+        'git.inspect',
+        'shell.read_command_output',
+        'shell.run_command',
+      ].sort(),
     );
     const safety = Object.fromEntries(tools.map((t) => [t.name, t.spec.safety]));
     for (const name of ['fs.write_file', 'shell.run_command']) {
       expect(safety[name]).toMatchObject({ mutating: true, read_only: false, needs_confirmation: false });
     }
-    for (const name of ['fs.read_file', 'fs.list_files', 'fs.search_files', 'shell.read_command_output', 'git.inspect']) {
+    for (const name of [
+      'fs.read_file',
+      'fs.list_files',
+      'fs.search_files',
+      'shell.read_command_output',
+      'git.inspect',
+    ]) {
       expect(safety[name]).toMatchObject({ read_only: true, mutating: false });
     }
     const confirmed = workspaceTools({ root, confirm: async () => true });
@@ -51,7 +73,9 @@ describe('the workspace pack', () => {
   it('refuses bad configuration naming the key', () => {
     expect(() => workspaceTools({ root: join(root, 'missing') })).toThrow(/workspace\.root/);
     expect(() => workspaceTools({ root, protected: ['../up'] })).toThrow(/workspace\.protected/);
-    expect(() => workspaceTools({ root, allow_argv_prefixes: [[]] })).toThrow(/workspace\.allow_argv_prefixes/);
+    expect(() => workspaceTools({ root, allow_argv_prefixes: [[]] })).toThrow(
+      /workspace\.allow_argv_prefixes/,
+    );
     expect(() => workspaceTools({ root, shell_timeout_ms: 0 })).toThrow(/workspace\.shell_timeout_ms/);
     expect(() => workspaceTools({ root: '/' })).toThrow(/file-system root/);
   });
@@ -59,11 +83,24 @@ describe('the workspace pack', () => {
 
 describe('fs.read_file', () => {
   it('reads a file and pages a large one with a visible notice', async () => {
-    expect(await invoke('fs.read_file', { path: 'src/a.ts' })).toMatchObject({ path: 'src/a.ts', content: expect.stringContaining('alpha'), truncated: false });
+    expect(await invoke('fs.read_file', { path: 'src/a.ts' })).toMatchObject({
+      path: 'src/a.ts',
+      content: expect.stringContaining('alpha'),
+      truncated: false,
+    });
     const first = await invoke('fs.read_file', { path: 'big.txt' });
-    expect(first).toMatchObject({ bytes_read: 100_000, truncated: true, next_offset: 100_000, size: 200_000 });
+    expect(first).toMatchObject({
+      bytes_read: 100_000,
+      truncated: true,
+      next_offset: 100_000,
+      size: 200_000,
+    });
     expect(first.notice).toMatch(/offset 100000/);
-    const second = await invoke('fs.read_file', { path: 'big.txt', offset: first.next_offset, max_bytes: 150_000 });
+    const second = await invoke('fs.read_file', {
+      path: 'big.txt',
+      offset: first.next_offset,
+      max_bytes: 150_000,
+    });
     expect(second).toMatchObject({ bytes_read: 100_000, truncated: false, offset: 100_000 });
   });
 
@@ -75,31 +112,46 @@ describe('fs.read_file', () => {
 
   it('answers not_found and a folder hint', async () => {
     await expect(invoke('fs.read_file', { path: 'nope.txt' })).rejects.toMatchObject({ code: 'not_found' });
-    await expect(invoke('fs.read_file', { path: 'src' })).rejects.toMatchObject({ code: 'invalid_arguments', message: expect.stringMatching(/fs\.list_files/) });
+    await expect(invoke('fs.read_file', { path: 'src' })).rejects.toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringMatching(/fs\.list_files/),
+    });
   });
 });
 
 describe('fs.write_file', () => {
   it('overwrites, appends, creates folders and refuses to clobber in create mode', async () => {
-    expect(await invoke('fs.write_file', { path: 'out/new.txt', content: 'one', create_dirs: true })).toMatchObject({ created: true, bytes_written: 3, path: 'out/new.txt' });
+    expect(
+      await invoke('fs.write_file', { path: 'out/new.txt', content: 'one', create_dirs: true }),
+    ).toMatchObject({ created: true, bytes_written: 3, path: 'out/new.txt' });
     await invoke('fs.write_file', { path: 'out/new.txt', content: '-two', mode: 'append' });
     expect(readFileSync(join(root, 'out/new.txt'), 'utf8')).toBe('one-two');
     await invoke('fs.write_file', { path: 'out/new.txt', content: 'z' });
     expect(readFileSync(join(root, 'out/new.txt'), 'utf8')).toBe('z');
-    await expect(invoke('fs.write_file', { path: 'out/new.txt', content: 'q', mode: 'create' })).rejects.toMatchObject({ code: 'conflict' });
-    await expect(invoke('fs.write_file', { path: 'nodir/x.txt', content: 'q' })).rejects.toMatchObject({ code: 'not_found', message: expect.stringMatching(/create_dirs/) });
+    await expect(
+      invoke('fs.write_file', { path: 'out/new.txt', content: 'q', mode: 'create' }),
+    ).rejects.toMatchObject({ code: 'conflict' });
+    await expect(invoke('fs.write_file', { path: 'nodir/x.txt', content: 'q' })).rejects.toMatchObject({
+      code: 'not_found',
+      message: expect.stringMatching(/create_dirs/),
+    });
   });
 
   it('caps the size of a write', async () => {
     const small = createWorkspacePack({ root, max_write_bytes: 10 });
-    await expect(invoke('fs.write_file', { path: 'cap.txt', content: 'x'.repeat(11) }, small)).rejects.toMatchObject({ code: 'payload_too_large' });
+    await expect(
+      invoke('fs.write_file', { path: 'cap.txt', content: 'x'.repeat(11) }, small),
+    ).rejects.toMatchObject({ code: 'payload_too_large' });
     expect(existsSync(join(root, 'cap.txt'))).toBe(false);
   });
 
   it('asks the confirmation hook and does nothing when the answer is no', async () => {
     const asked: string[] = [];
     const no = createWorkspacePack({ root, confirm: async (r) => (asked.push(r.summary), false) });
-    await expect(invoke('fs.write_file', { path: 'declined.txt', content: 'x' }, no)).rejects.toMatchObject({ code: 'permission_denied', details: { rule: 'declined' } });
+    await expect(invoke('fs.write_file', { path: 'declined.txt', content: 'x' }, no)).rejects.toMatchObject({
+      code: 'permission_denied',
+      details: { rule: 'declined' },
+    });
     expect(asked).toEqual(['write 1 bytes to declined.txt (overwrite)']);
     expect(existsSync(join(root, 'declined.txt'))).toBe(false);
     const yes = createWorkspacePack({ root, confirm: async () => true });
@@ -120,11 +172,22 @@ describe('fs.list_files and fs.search_files', () => {
 
   it('searches text, regex, case and globs, and skips binary files', async () => {
     const text = await invoke('fs.search_files', { query: 'alpha' });
-    expect(text.matches.map((m: { path: string; line: number }) => `${m.path}:${m.line}`)).toEqual(['src/a.ts:1', 'src/a.ts:3', 'src/c.md:1', 'src/deep/b.ts:1']);
+    expect(text.matches.map((m: { path: string; line: number }) => `${m.path}:${m.line}`)).toEqual([
+      'src/a.ts:1',
+      'src/a.ts:3',
+      'src/c.md:1',
+      'src/deep/b.ts:1',
+    ]);
     expect(text.skipped.binary).toBe(1);
     const cased = await invoke('fs.search_files', { query: 'Alpha', case_sensitive: true });
-    expect(cased.matches).toEqual([{ path: 'src/deep/b.ts', line: 1, column: 17, text: 'export function Alpha() {}' }]);
-    const re = await invoke('fs.search_files', { query: '^const \\w+ = 2', regex: true, include: ['**/*.ts'] });
+    expect(cased.matches).toEqual([
+      { path: 'src/deep/b.ts', line: 1, column: 17, text: 'export function Alpha() {}' },
+    ]);
+    const re = await invoke('fs.search_files', {
+      query: '^const \\w+ = 2',
+      regex: true,
+      include: ['**/*.ts'],
+    });
     expect(re.matches).toHaveLength(1);
     const md = await invoke('fs.search_files', { query: 'alpha', include: ['*.md'] });
     expect(md.matches.map((m: { path: string }) => m.path)).toEqual(['src/c.md']);
@@ -136,8 +199,13 @@ describe('fs.list_files and fs.search_files', () => {
   });
 
   it('refuses regexes that do not compile or nest quantifiers', async () => {
-    await expect(invoke('fs.search_files', { query: '(a', regex: true })).rejects.toMatchObject({ code: 'invalid_arguments' });
-    await expect(invoke('fs.search_files', { query: '(a+)+$', regex: true })).rejects.toMatchObject({ code: 'invalid_arguments', message: expect.stringMatching(/nests quantifiers/) });
+    await expect(invoke('fs.search_files', { query: '(a', regex: true })).rejects.toMatchObject({
+      code: 'invalid_arguments',
+    });
+    await expect(invoke('fs.search_files', { query: '(a+)+$', regex: true })).rejects.toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringMatching(/nests quantifiers/),
+    });
   });
 });
 

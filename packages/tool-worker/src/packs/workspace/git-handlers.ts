@@ -13,29 +13,152 @@ export type GitReadSubcommand = (typeof GIT_READ_SUBCOMMANDS)[number];
 
 /** Long options each subcommand accepts (`--name` or `--name=value`). Anything else is refused. */
 const LONG_OPTIONS: Readonly<Record<GitReadSubcommand, readonly string[]>> = {
-  status: ['short', 'branch', 'porcelain', 'long', 'untracked-files', 'ignored', 'ignore-submodules', 'ahead-behind', 'renames', 'no-renames', 'column', 'no-column', 'show-stash'],
+  status: [
+    'short',
+    'branch',
+    'porcelain',
+    'long',
+    'untracked-files',
+    'ignored',
+    'ignore-submodules',
+    'ahead-behind',
+    'renames',
+    'no-renames',
+    'column',
+    'no-column',
+    'show-stash',
+  ],
   log: [],
   diff: ['cached', 'staged', 'merge-base'],
   show: [],
-  blame: ['porcelain', 'line-porcelain', 'incremental', 'show-stats', 'show-name', 'show-number', 'show-email', 'root', 'reverse', 'first-parent', 'date', 'abbrev', 'score-debug', 'minimal'],
+  blame: [
+    'porcelain',
+    'line-porcelain',
+    'incremental',
+    'show-stats',
+    'show-name',
+    'show-number',
+    'show-email',
+    'root',
+    'reverse',
+    'first-parent',
+    'date',
+    'abbrev',
+    'score-debug',
+    'minimal',
+  ],
 };
 const LOG_LIKE = [
-  'oneline', 'format', 'pretty', 'abbrev-commit', 'no-abbrev-commit', 'max-count', 'skip', 'since', 'after', 'until', 'before',
-  'author', 'committer', 'grep', 'all-match', 'invert-grep', 'regexp-ignore-case', 'all', 'branches', 'tags', 'remotes',
-  'graph', 'decorate', 'no-decorate', 'reverse', 'first-parent', 'no-merges', 'merges', 'follow', 'date', 'relative-date',
-  'name-only', 'name-status', 'stat', 'shortstat', 'numstat', 'summary', 'patch', 'no-patch', 'unified', 'raw', 'topo-order',
-  'date-order', 'author-date-order', 'left-right', 'cherry-pick', 'full-history', 'simplify-merges', 'ancestry-path', 'boundary',
-  'diff-filter', 'find-renames', 'find-copies', 'word-diff', 'ignore-all-space', 'ignore-space-change', 'ignore-blank-lines',
-  'minimal', 'patience', 'histogram', 'check', 'full-index', 'binary', 'abbrev', 'dirstat', 'compact-summary', 'color-words',
-  'no-color', 'show-signature', 'notes', 'no-notes', 'encoding', 'expand-tabs', 'no-expand-tabs', 'root', 'pickaxe-all',
-  'pickaxe-regex', 'function-context', 'inter-hunk-context', 'relative', 'no-relative', 'ignore-submodules', 'src-prefix',
-  'dst-prefix', 'no-prefix', 'quiet', 'exit-code',
+  'oneline',
+  'format',
+  'pretty',
+  'abbrev-commit',
+  'no-abbrev-commit',
+  'max-count',
+  'skip',
+  'since',
+  'after',
+  'until',
+  'before',
+  'author',
+  'committer',
+  'grep',
+  'all-match',
+  'invert-grep',
+  'regexp-ignore-case',
+  'all',
+  'branches',
+  'tags',
+  'remotes',
+  'graph',
+  'decorate',
+  'no-decorate',
+  'reverse',
+  'first-parent',
+  'no-merges',
+  'merges',
+  'follow',
+  'date',
+  'relative-date',
+  'name-only',
+  'name-status',
+  'stat',
+  'shortstat',
+  'numstat',
+  'summary',
+  'patch',
+  'no-patch',
+  'unified',
+  'raw',
+  'topo-order',
+  'date-order',
+  'author-date-order',
+  'left-right',
+  'cherry-pick',
+  'full-history',
+  'simplify-merges',
+  'ancestry-path',
+  'boundary',
+  'diff-filter',
+  'find-renames',
+  'find-copies',
+  'word-diff',
+  'ignore-all-space',
+  'ignore-space-change',
+  'ignore-blank-lines',
+  'minimal',
+  'patience',
+  'histogram',
+  'check',
+  'full-index',
+  'binary',
+  'abbrev',
+  'dirstat',
+  'compact-summary',
+  'color-words',
+  'no-color',
+  'show-signature',
+  'notes',
+  'no-notes',
+  'encoding',
+  'expand-tabs',
+  'no-expand-tabs',
+  'root',
+  'pickaxe-all',
+  'pickaxe-regex',
+  'function-context',
+  'inter-hunk-context',
+  'relative',
+  'no-relative',
+  'ignore-submodules',
+  'src-prefix',
+  'dst-prefix',
+  'no-prefix',
+  'quiet',
+  'exit-code',
 ];
 /** One-letter options: those that take a glued value (`-n5`, `-U3`, `-L1,5`) and boolean ones that may cluster (`-pw`). */
 const SHORT_WITH_VALUE = new Set(['n', 'U', 'S', 'G', 'L', 'M', 'C', 'B', 'l']);
 const SHORT_FLAGS = new Set(['p', 's', 'b', 'u', 'w', 'z', 't', 'e', 'c', 'f', 'h', 'q', 'R', 'W', 'a', 'r']);
 /** Options that read or write files, run programs or change what git looks at: never allowed. */
-const FORBIDDEN = ['output', 'ext-diff', 'textconv', 'orderfile', 'no-index', 'git-dir', 'work-tree', 'exec', 'contents', 'ignore-revs-file', 'open-files-in-pager', 'config', 'upload-pack', 'namespace', 'output-directory', 'paginate'];
+const FORBIDDEN = [
+  'output',
+  'ext-diff',
+  'textconv',
+  'orderfile',
+  'no-index',
+  'git-dir',
+  'work-tree',
+  'exec',
+  'contents',
+  'ignore-revs-file',
+  'open-files-in-pager',
+  'config',
+  'upload-pack',
+  'namespace',
+  'output-directory',
+  'paginate',
+];
 
 /** Exclude pathspecs so history and diffs never show protected folders or files with sensitive names. */
 function hiddenPathspecs(runtime: WorkspaceRuntime): string[] {
@@ -64,7 +187,9 @@ function checkGitArgs(subcommand: GitReadSubcommand, args: readonly string[]): s
   const positional: string[] = [];
   for (const arg of args) {
     if (arg.includes('\u0000') || arg.includes('\n')) {
-      throw denied(BoundaryRule.GitOption, `git argument ${quote(arg)} holds a NUL or newline`, { argument: arg });
+      throw denied(BoundaryRule.GitOption, `git argument ${quote(arg)} holds a NUL or newline`, {
+        argument: arg,
+      });
     }
     if (arg === '--') {
       throw denied(BoundaryRule.GitOption, 'do not pass "--"; give file paths in "paths"', { argument: arg });
@@ -72,7 +197,10 @@ function checkGitArgs(subcommand: GitReadSubcommand, args: readonly string[]): s
     if (arg.startsWith('--')) {
       const name = arg.slice(2).split('=')[0] as string;
       const bare = name.startsWith('no-') && long.has(name.slice(3)) ? name.slice(3) : name;
-      if (FORBIDDEN.some((f) => name === f || name.startsWith(`${f}-`)) || !(long.has(name) || long.has(bare))) {
+      if (
+        FORBIDDEN.some((f) => name === f || name.startsWith(`${f}-`)) ||
+        !(long.has(name) || long.has(bare))
+      ) {
         throw denied(
           BoundaryRule.GitOption,
           `git ${subcommand} option ${quote(arg)} is not allowed in git.inspect (options that write files, run programs or leave the repository are refused)`,
@@ -89,7 +217,11 @@ function checkGitArgs(subcommand: GitReadSubcommand, args: readonly string[]): s
         (SHORT_WITH_VALUE.has(first) && (subcommand !== 'status' || first === 'u')) ||
         (body.length > 0 && [...body].every((c) => SHORT_FLAGS.has(c)));
       if (!ok) {
-        throw denied(BoundaryRule.GitOption, `git ${subcommand} option ${quote(arg)} is not allowed in git.inspect`, { argument: arg });
+        throw denied(
+          BoundaryRule.GitOption,
+          `git ${subcommand} option ${quote(arg)} is not allowed in git.inspect`,
+          { argument: arg },
+        );
       }
       continue;
     }
@@ -113,7 +245,11 @@ export const GitInspectInput = z
       .max(64)
       .default([])
       .describe('Options and revisions, e.g. ["--oneline", "-n", "5"] or ["HEAD~1", "HEAD"]'),
-    paths: z.array(z.string().min(1).max(4096)).max(64).default([]).describe('Files or folders to limit to, relative to the workspace root'),
+    paths: z
+      .array(z.string().min(1).max(4096))
+      .max(64)
+      .default([])
+      .describe('Files or folders to limit to, relative to the workspace root'),
   })
   .strict();
 export const GitInspectOutput = z.object({
@@ -127,7 +263,11 @@ export const GitInspectOutput = z.object({
 export type GitInspectArgs = z.output<typeof GitInspectInput>;
 export type GitInspectResult = z.output<typeof GitInspectOutput>;
 
-export async function gitInspect(runtime: WorkspaceRuntime, args: GitInspectArgs, ctx: WorkspaceCallContext): Promise<GitInspectResult> {
+export async function gitInspect(
+  runtime: WorkspaceRuntime,
+  args: GitInspectArgs,
+  ctx: WorkspaceCallContext,
+): Promise<GitInspectResult> {
   throwIfAborted(ctx.signal);
   const subcommand = args.subcommand as string;
   if (!(GIT_READ_SUBCOMMANDS as readonly string[]).includes(subcommand)) {
@@ -142,27 +282,39 @@ export async function gitInspect(runtime: WorkspaceRuntime, args: GitInspectArgs
   for (const revision of positional) {
     const colon = revision.lastIndexOf(':');
     if (colon === -1) continue;
-    const objectPath = revision.slice(colon + 1).split('/').filter((s) => s !== '' && s !== '.');
+    const objectPath = revision
+      .slice(colon + 1)
+      .split('/')
+      .filter((s) => s !== '' && s !== '.');
     assertAccess(runtime.config, objectPath, 'read', revision);
   }
   const paths: string[] = [];
   for (const path of args.paths) {
-    const resolved = await runtime.resolver.resolve(path, { access: 'read', argument: 'paths', mustExist: false });
+    const resolved = await runtime.resolver.resolve(path, {
+      access: 'read',
+      argument: 'paths',
+      mustExist: false,
+    });
     paths.push(resolved.relative);
   }
   const pathspec =
-    subcommand === 'blame'
-      ? paths
-      : [...(paths.length > 0 ? paths : ['.']), ...hiddenPathspecs(runtime)];
+    subcommand === 'blame' ? paths : [...(paths.length > 0 ? paths : ['.']), ...hiddenPathspecs(runtime)];
   const gitArgs = [
     '--no-pager',
-    '-c', 'core.fsmonitor=false',
-    '-c', 'core.hooksPath=/dev/null',
-    '-c', 'core.pager=cat',
-    '-c', 'color.ui=false',
-    '-c', 'core.quotePath=false',
-    '-c', 'diff.external=',
-    '-c', 'protocol.allow=never',
+    '-c',
+    'core.fsmonitor=false',
+    '-c',
+    'core.hooksPath=/dev/null',
+    '-c',
+    'core.pager=cat',
+    '-c',
+    'color.ui=false',
+    '-c',
+    'core.quotePath=false',
+    '-c',
+    'diff.external=',
+    '-c',
+    'protocol.allow=never',
     subcommand,
     ...(['diff', 'log', 'show'].includes(subcommand) ? ['--no-ext-diff', '--no-textconv'] : []),
     ...args.args,
@@ -181,14 +333,22 @@ export async function gitInspect(runtime: WorkspaceRuntime, args: GitInspectArgs
     { GIT_NO_LAZY_FETCH: '1' },
   );
   if (handle.status === 'failed_to_start') {
-    throw new AgentMeshError(ErrorCode.Unavailable, `git did not start: ${handle.startError ?? 'unknown error'}`, { retryable: false });
+    throw new AgentMeshError(
+      ErrorCode.Unavailable,
+      `git did not start: ${handle.startError ?? 'unknown error'}`,
+      { retryable: false },
+    );
   }
   await awaitCommand(handle, ctx);
   const result = commandResult(handle, runtime.config.maxReadBytes, 'head');
   if (handle.exitCode !== 0 && /not a git repository/i.test(result.stderr)) {
-    throw new AgentMeshError(ErrorCode.NotFound, 'the workspace root is not a git repository (git.inspect never looks above the workspace)', {
-      retryable: false,
-    });
+    throw new AgentMeshError(
+      ErrorCode.NotFound,
+      'the workspace root is not a git repository (git.inspect never looks above the workspace)',
+      {
+        retryable: false,
+      },
+    );
   }
   const out: GitInspectResult = {
     subcommand: args.subcommand,

@@ -11,7 +11,9 @@ const MAX_GLOB_LENGTH = 512;
 
 export function compileGlob(pattern: string, options: { caseInsensitive?: boolean } = {}): GlobMatcher {
   if (pattern.length === 0 || pattern.length > MAX_GLOB_LENGTH) {
-    throw new Error(`glob ${JSON.stringify(pattern.slice(0, 40))} must be 1 to ${MAX_GLOB_LENGTH} characters`);
+    throw new Error(
+      `glob ${JSON.stringify(pattern.slice(0, 40))} must be 1 to ${MAX_GLOB_LENGTH} characters`,
+    );
   }
   const basenameOnly = !pattern.includes('/');
   const source = globToRegexSource(pattern.replace(/^\.\//, ''));

@@ -162,7 +162,10 @@ function folderSegments(key: string, folder: string): string[] {
     .split('/')
     .filter((s) => s !== '' && s !== '.');
   if (segments.length === 0 || segments.includes('..') || isAbsolute(folder)) {
-    throw configError(key, `${JSON.stringify(folder)} must be a folder relative to the workspace root, without ".."`);
+    throw configError(
+      key,
+      `${JSON.stringify(folder)} must be a folder relative to the workspace root, without ".."`,
+    );
   }
   return segments.map((s) => s.toLowerCase());
 }
@@ -178,16 +181,22 @@ export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorks
     if (!statSync(rootReal).isDirectory()) throw configError('root', `${options.root} is not a folder`);
   } catch (error) {
     if (error instanceof AgentMeshError) throw error;
-    throw configError('root', `${options.root} does not exist or cannot be opened (${(error as Error).message})`);
+    throw configError(
+      'root',
+      `${options.root} does not exist or cannot be opened (${(error as Error).message})`,
+    );
   }
   if (rootReal === '/') throw configError('root', 'the file-system root cannot be a workspace');
 
-  const protectedAll = [...DEFAULT_PROTECTED, ...(options.protected ?? [])].map((f) => folderSegments('protected', f));
+  const protectedAll = [...DEFAULT_PROTECTED, ...(options.protected ?? [])].map((f) =>
+    folderSegments('protected', f),
+  );
   const protectedWrites = [...DEFAULT_PROTECTED_WRITES, ...(options.protected_writes ?? [])].map((f) =>
     folderSegments('protected_writes', f),
   );
   const denylist = [...DEFAULT_DENYLIST, ...(options.denylist ?? [])].map((pattern) => {
-    if (pattern.includes('/')) throw configError('denylist', `${JSON.stringify(pattern)} must be a file-name glob without "/"`);
+    if (pattern.includes('/'))
+      throw configError('denylist', `${JSON.stringify(pattern)} must be a file-name glob without "/"`);
     try {
       return compileGlob(pattern, { caseInsensitive: true });
     } catch (error) {
@@ -196,12 +205,17 @@ export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorks
   });
   const prefixes = options.allow_argv_prefixes ?? DEFAULT_ALLOW_ARGV_PREFIXES;
   for (const prefix of prefixes) {
-    if (!Array.isArray(prefix) || prefix.length === 0 || prefix.some((p) => typeof p !== 'string' || p.length === 0)) {
+    if (
+      !Array.isArray(prefix) ||
+      prefix.length === 0 ||
+      prefix.some((p) => typeof p !== 'string' || p.length === 0)
+    ) {
       throw configError('allow_argv_prefixes', 'each entry must be a non-empty list of non-empty strings');
     }
   }
   for (const name of options.env_allow ?? []) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw configError('env_allow', `${JSON.stringify(name)} is not a variable name`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+      throw configError('env_allow', `${JSON.stringify(name)} is not a variable name`);
   }
   if (options.confirm !== undefined && typeof options.confirm !== 'function') {
     throw configError('confirm', 'must be a function returning Promise<boolean>');
@@ -219,10 +233,20 @@ export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorks
     maxReadBytes: positiveInt('max_read_bytes', options.max_read_bytes, 65_536, 16 * 1024 * 1024),
     maxWriteBytes: positiveInt('max_write_bytes', options.max_write_bytes, 1024 * 1024, 64 * 1024 * 1024),
     maxOutputBytes: positiveInt('max_output_bytes', options.max_output_bytes, 16_384, 1024 * 1024),
-    maxCommandBufferBytes: positiveInt('max_command_buffer_bytes', options.max_command_buffer_bytes, 4 * 1024 * 1024, 64 * 1024 * 1024),
+    maxCommandBufferBytes: positiveInt(
+      'max_command_buffer_bytes',
+      options.max_command_buffer_bytes,
+      4 * 1024 * 1024,
+      64 * 1024 * 1024,
+    ),
     maxRunningCommands: positiveInt('max_running_commands', options.max_running_commands, 8, 256),
     maxKeptHandles: positiveInt('max_kept_handles', options.max_kept_handles, 64, 4096),
-    maxSearchFileBytes: positiveInt('max_search_file_bytes', options.max_search_file_bytes, 1024 * 1024, 64 * 1024 * 1024),
+    maxSearchFileBytes: positiveInt(
+      'max_search_file_bytes',
+      options.max_search_file_bytes,
+      1024 * 1024,
+      64 * 1024 * 1024,
+    ),
     maxVisitedEntries: positiveInt('max_visited_entries', options.max_visited_entries, 20_000, 1_000_000),
     confirm: options.confirm,
   };

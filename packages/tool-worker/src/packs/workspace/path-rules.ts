@@ -9,7 +9,8 @@ export const MAX_SEGMENT_BYTES = 255;
 
 const CONTROL = /[\u0001-\u001f\u007f]/;
 const INVISIBLE = /[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
-const LOOKALIKE_SEPARATORS = /[\u2024\u2025\u2026\u3002\ufe52\uff0e\uff61\u2215\u2044\u2571\u29f8\u29f5\u29f9\ufe68\uff0f\uff3c\u0338]/;
+const LOOKALIKE_SEPARATORS =
+  /[\u2024\u2025\u2026\u3002\ufe52\uff0e\uff61\u2215\u2044\u2571\u29f8\u29f5\u29f9\ufe68\uff0f\uff3c\u0338]/;
 const URL_LIKE = /^[a-z][a-z0-9+.-]*:(\/\/|\/)/i;
 const ENCODED = /%(2e|2f|5c|00|25|c0|c1|e0%80)/i;
 const SEPARATOR_OR_DOT = /[./\\]/g;
@@ -26,17 +27,27 @@ function countSeparatorsAndDots(value: string): number {
 export function parseWorkspacePath(input: unknown, argument = 'path'): string[] {
   if (typeof input !== 'string') throw invalid(`${argument} must be a string relative to the workspace root`);
   if (input.length === 0) {
-    throw malformed(BoundaryRule.EmptyPath, `${argument} is empty; use "." for the workspace root`, { path: input });
+    throw malformed(BoundaryRule.EmptyPath, `${argument} is empty; use "." for the workspace root`, {
+      path: input,
+    });
   }
   const details = { path: input.length > 200 ? `${input.slice(0, 200)}…` : input };
   if (input.includes('\u0000')) {
-    throw malformed(BoundaryRule.NulByte, `${argument} ${quote(input)} contains a NUL byte, which no file name may hold`, details);
+    throw malformed(
+      BoundaryRule.NulByte,
+      `${argument} ${quote(input)} contains a NUL byte, which no file name may hold`,
+      details,
+    );
   }
   if (Buffer.byteLength(input) > MAX_PATH_BYTES) {
     throw malformed(BoundaryRule.PathTooLong, `${argument} is longer than ${MAX_PATH_BYTES} bytes`, details);
   }
   if (CONTROL.test(input)) {
-    throw malformed(BoundaryRule.ControlCharacter, `${argument} ${quote(input)} contains a control character`, details);
+    throw malformed(
+      BoundaryRule.ControlCharacter,
+      `${argument} ${quote(input)} contains a control character`,
+      details,
+    );
   }
   if (INVISIBLE.test(input)) {
     throw malformed(
@@ -45,7 +56,10 @@ export function parseWorkspacePath(input: unknown, argument = 'path'): string[] 
       details,
     );
   }
-  if (LOOKALIKE_SEPARATORS.test(input) || countSeparatorsAndDots(input.normalize('NFKC')) !== countSeparatorsAndDots(input)) {
+  if (
+    LOOKALIKE_SEPARATORS.test(input) ||
+    countSeparatorsAndDots(input.normalize('NFKC')) !== countSeparatorsAndDots(input)
+  ) {
     throw malformed(
       BoundaryRule.LookalikeCharacter,
       `${argument} ${quote(input)} contains a Unicode look-alike of "." or "/"; use plain ASCII dots and slashes`,
@@ -60,7 +74,11 @@ export function parseWorkspacePath(input: unknown, argument = 'path'): string[] 
     );
   }
   if (URL_LIKE.test(input)) {
-    throw malformed(BoundaryRule.UrlPath, `${argument} ${quote(input)} is a URL; give a path relative to the workspace root`, details);
+    throw malformed(
+      BoundaryRule.UrlPath,
+      `${argument} ${quote(input)} is a URL; give a path relative to the workspace root`,
+      details,
+    );
   }
   if (ENCODED.test(input)) {
     throw malformed(
@@ -70,10 +88,18 @@ export function parseWorkspacePath(input: unknown, argument = 'path'): string[] 
     );
   }
   if (input.includes('\\')) {
-    throw malformed(BoundaryRule.Backslash, `${argument} ${quote(input)} contains "\\"; separate folders with "/"`, details);
+    throw malformed(
+      BoundaryRule.Backslash,
+      `${argument} ${quote(input)} contains "\\"; separate folders with "/"`,
+      details,
+    );
   }
   if (input === '~' || input.startsWith('~/')) {
-    throw denied(BoundaryRule.HomePath, `${argument} ${quote(input)} refers to a home folder; tools only see the workspace`, details);
+    throw denied(
+      BoundaryRule.HomePath,
+      `${argument} ${quote(input)} refers to a home folder; tools only see the workspace`,
+      details,
+    );
   }
   const segments = input.split('/').filter((s) => s !== '' && s !== '.');
   if (segments.includes('..')) {
@@ -85,7 +111,11 @@ export function parseWorkspacePath(input: unknown, argument = 'path'): string[] 
   }
   for (const segment of segments) {
     if (Buffer.byteLength(segment) > MAX_SEGMENT_BYTES) {
-      throw malformed(BoundaryRule.PathTooLong, `${argument} has a name longer than ${MAX_SEGMENT_BYTES} bytes`, details);
+      throw malformed(
+        BoundaryRule.PathTooLong,
+        `${argument} has a name longer than ${MAX_SEGMENT_BYTES} bytes`,
+        details,
+      );
     }
   }
   return segments;
@@ -106,7 +136,8 @@ export function accessProblem(
   access: PathAccess,
 ): { rule: BoundaryRule; folder?: string; name?: string; writesOnly?: boolean } | undefined {
   for (const folder of config.protectedAll) {
-    if (startsWithFolder(segments, folder)) return { rule: BoundaryRule.ProtectedFolder, folder: folder.join('/') };
+    if (startsWithFolder(segments, folder))
+      return { rule: BoundaryRule.ProtectedFolder, folder: folder.join('/') };
   }
   const lower = segments.map((s) => s.toLowerCase());
   const anyDepth = lower.find((s) => DEFAULT_PROTECTED_NAMES.has(s));
@@ -118,10 +149,12 @@ export function accessProblem(
       }
     }
     const writeAnyDepth = lower.find((s) => DEFAULT_PROTECTED_WRITE_NAMES.has(s));
-    if (writeAnyDepth !== undefined) return { rule: BoundaryRule.ProtectedFolder, folder: writeAnyDepth, writesOnly: true };
+    if (writeAnyDepth !== undefined)
+      return { rule: BoundaryRule.ProtectedFolder, folder: writeAnyDepth, writesOnly: true };
   }
   for (const segment of segments) {
-    if (config.denylist.some((glob) => glob.matches(segment))) return { rule: BoundaryRule.SensitiveName, name: segment };
+    if (config.denylist.some((glob) => glob.matches(segment)))
+      return { rule: BoundaryRule.SensitiveName, name: segment };
   }
   return undefined;
 }

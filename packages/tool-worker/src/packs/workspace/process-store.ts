@@ -135,7 +135,9 @@ export class CommandHandle {
       child.once('error', (error: NodeJS.ErrnoException) => {
         if (child.pid === undefined) {
           this.startError =
-            error.code === 'ENOENT' ? `program ${JSON.stringify(options.file)} was not found on PATH` : error.message;
+            error.code === 'ENOENT'
+              ? `program ${JSON.stringify(options.file)} was not found on PATH`
+              : error.message;
           this.finish('failed_to_start');
           resolve();
         }
@@ -217,9 +219,7 @@ export class CommandStore {
     for (const handle of this.handles.values()) handle.killNow();
   };
 
-  constructor(
-    private readonly limits: { maxRunning: number; maxKept: number; bufferBytes: number },
-  ) {}
+  constructor(private readonly limits: { maxRunning: number; maxKept: number; bufferBytes: number }) {}
 
   /** Starts a command; `busy` when too many already run in this pack. */
   async start(options: StartCommandOptions): Promise<CommandHandle> {

@@ -96,7 +96,11 @@ export class WorkspaceResolver {
     } catch (error) {
       const code = errnoCode(error);
       if (code === 'ELOOP') {
-        throw denied(BoundaryRule.SymbolicLink, `${argument} ${quote(shown)} goes through a symbolic-link loop`, { path: shown });
+        throw denied(
+          BoundaryRule.SymbolicLink,
+          `${argument} ${quote(shown)} goes through a symbolic-link loop`,
+          { path: shown },
+        );
       }
       if (code !== 'ENOENT' && code !== 'ENOTDIR') throw this.fsError(error, shown);
       real = await this.realPathOfMissing(segments, shown, argument);
@@ -115,11 +119,22 @@ export class WorkspaceResolver {
     if (kind === 'missing' && options.mustExist !== false) {
       throw notFound(`${argument} ${quote(shown)} does not exist in the workspace`, { path: shown });
     }
-    return { input: shown, relative: rel === '' ? '.' : rel, segments: realSegments, real, kind, access: options.access };
+    return {
+      input: shown,
+      relative: rel === '' ? '.' : rel,
+      segments: realSegments,
+      real,
+      kind,
+      access: options.access,
+    };
   }
 
   /** The real path a missing path would have: its deepest existing ancestor resolved, the rest appended. */
-  private async realPathOfMissing(segments: readonly string[], shown: string, argument: string): Promise<string> {
+  private async realPathOfMissing(
+    segments: readonly string[],
+    shown: string,
+    argument: string,
+  ): Promise<string> {
     for (let keep = segments.length - 1; keep >= 0; keep--) {
       const ancestor = join(this.root, ...segments.slice(0, keep));
       let ancestorReal: string;
@@ -129,7 +144,11 @@ export class WorkspaceResolver {
         const code = errnoCode(error);
         if (code === 'ENOENT' || code === 'ENOTDIR') continue;
         if (code === 'ELOOP') {
-          throw denied(BoundaryRule.SymbolicLink, `${argument} ${quote(shown)} goes through a symbolic-link loop`, { path: shown });
+          throw denied(
+            BoundaryRule.SymbolicLink,
+            `${argument} ${quote(shown)} goes through a symbolic-link loop`,
+            { path: shown },
+          );
         }
         throw this.fsError(error, shown);
       }
@@ -149,9 +168,12 @@ export class WorkspaceResolver {
   async openFileForRead(input: unknown, argument = 'path'): Promise<OpenedFile> {
     const resolved = await this.resolve(input, { access: 'read', argument });
     if (resolved.kind === 'directory') {
-      throw invalid(`${argument} ${quote(resolved.input)} is a folder; use fs.list_files to see what it holds`, {
-        path: resolved.input,
-      });
+      throw invalid(
+        `${argument} ${quote(resolved.input)} is a folder; use fs.list_files to see what it holds`,
+        {
+          path: resolved.input,
+        },
+      );
     }
     await this.hooks.beforeOpen?.(resolved);
     const handle = await this.openBeneath(resolved, O_RDONLY | O_NONBLOCK);
@@ -175,7 +197,9 @@ export class WorkspaceResolver {
     const argument = options.argument ?? 'path';
     const resolved = await this.resolve(input, { access: 'write', argument, mustExist: false });
     if (resolved.segments.length === 0 || resolved.kind === 'directory') {
-      throw invalid(`${argument} ${quote(resolved.input)} is a folder; give a file path`, { path: resolved.input });
+      throw invalid(`${argument} ${quote(resolved.input)} is a folder; give a file path`, {
+        path: resolved.input,
+      });
     }
     if (resolved.kind === 'missing' && options.createDirs !== true) {
       const parent = await this.resolve(
@@ -190,9 +214,13 @@ export class WorkspaceResolver {
       }
     }
     if (options.mode === 'create' && resolved.kind !== 'missing') {
-      throw new AgentMeshError(ErrorCode.Conflict, `${argument} ${quote(resolved.input)} already exists (mode "create")`, {
-        details: { path: resolved.input },
-      });
+      throw new AgentMeshError(
+        ErrorCode.Conflict,
+        `${argument} ${quote(resolved.input)} already exists (mode "create")`,
+        {
+          details: { path: resolved.input },
+        },
+      );
     }
     await this.hooks.beforeOpen?.(resolved);
     let flags = O_WRONLY | O_CREAT | O_NONBLOCK;
@@ -209,10 +237,16 @@ export class WorkspaceResolver {
   }
 
   /** Opens an existing folder (for listing, searching, or as a command's cwd). */
-  async openDirectory(input: unknown, argument = 'path'): Promise<{ handle: FileHandle; resolved: ResolvedPath }> {
+  async openDirectory(
+    input: unknown,
+    argument = 'path',
+  ): Promise<{ handle: FileHandle; resolved: ResolvedPath }> {
     const resolved = await this.resolve(input, { access: 'read', argument });
     if (resolved.kind !== 'directory') {
-      throw invalid(`${argument} ${quote(resolved.input)} is not a folder`, { path: resolved.input, rule: BoundaryRule.NotDirectory });
+      throw invalid(`${argument} ${quote(resolved.input)} is not a folder`, {
+        path: resolved.input,
+        rule: BoundaryRule.NotDirectory,
+      });
     }
     await this.hooks.beforeOpen?.(resolved);
     const handle = await this.openBeneath(resolved, O_RDONLY | O_DIRECTORY);
@@ -223,8 +257,14 @@ export class WorkspaceResolver {
    * Opens `name` inside an already opened folder without following a link there: the walkers of list and search
    * use it. Returns undefined for entries that are links, vanished, or the wrong kind.
    */
-  async openEntry(dir: FileHandle, dirPath: string, name: string, kind: 'file' | 'directory'): Promise<FileHandle | undefined> {
-    const flags = kind === 'directory' ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW : O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
+  async openEntry(
+    dir: FileHandle,
+    dirPath: string,
+    name: string,
+    kind: 'file' | 'directory',
+  ): Promise<FileHandle | undefined> {
+    const flags =
+      kind === 'directory' ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW : O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
     try {
       return await open(this.childPath(dir, dirPath, name), flags);
     } catch {
@@ -252,7 +292,13 @@ export class WorkspaceResolver {
     let dirPath = this.root;
     try {
       for (const name of wantsDirectory ? segments : segments.slice(0, -1)) {
-        const next: FileHandle = await this.openFolderStep(dir, dirPath, name, resolved, options.createDirs === true);
+        const next: FileHandle = await this.openFolderStep(
+          dir,
+          dirPath,
+          name,
+          resolved,
+          options.createDirs === true,
+        );
         await dir.close();
         dir = next;
         dirPath = join(dirPath, name);
@@ -326,15 +372,24 @@ export class WorkspaceResolver {
       );
     }
     if (code === 'ENOENT') {
-      return notFound(`${quote(resolved.input)}: "${name}" does not exist (it may have been removed)`, { path: resolved.input });
+      return notFound(`${quote(resolved.input)}: "${name}" does not exist (it may have been removed)`, {
+        path: resolved.input,
+      });
     }
     if (code === 'ENOTDIR') {
-      return invalid(`${quote(resolved.input)}: "${name}" is not a folder`, { path: resolved.input, rule: BoundaryRule.NotDirectory });
+      return invalid(`${quote(resolved.input)}: "${name}" is not a folder`, {
+        path: resolved.input,
+        rule: BoundaryRule.NotDirectory,
+      });
     }
     if (code === 'EEXIST') {
-      return new AgentMeshError(ErrorCode.Conflict, `${quote(resolved.input)} already exists (mode "create")`, {
-        details: { path: resolved.input },
-      });
+      return new AgentMeshError(
+        ErrorCode.Conflict,
+        `${quote(resolved.input)} already exists (mode "create")`,
+        {
+          details: { path: resolved.input },
+        },
+      );
     }
     return this.fsError(error, resolved.input);
   }
@@ -363,9 +418,13 @@ export class WorkspaceResolver {
   private async checkOpenedFile(handle: FileHandle, resolved: ResolvedPath): Promise<Stats> {
     const fileStat = await handle.stat();
     if (!fileStat.isFile()) {
-      throw denied(BoundaryRule.NotRegularFile, `${quote(resolved.input)} is not a regular file (device, pipe or socket)`, {
-        path: resolved.input,
-      });
+      throw denied(
+        BoundaryRule.NotRegularFile,
+        `${quote(resolved.input)} is not a regular file (device, pipe or socket)`,
+        {
+          path: resolved.input,
+        },
+      );
     }
     if (fileStat.nlink > 1) {
       throw denied(
@@ -380,13 +439,24 @@ export class WorkspaceResolver {
   fsError(error: unknown, shown: string): AgentMeshError {
     const code = errnoCode(error);
     if (code === 'EACCES' || code === 'EPERM') {
-      return new AgentMeshError(ErrorCode.PermissionDenied, `${quote(shown)}: the operating system denied access`, {
-        details: { path: shown, errno: code },
-        cause: error,
-      });
+      return new AgentMeshError(
+        ErrorCode.PermissionDenied,
+        `${quote(shown)}: the operating system denied access`,
+        {
+          details: { path: shown, errno: code },
+          cause: error,
+        },
+      );
     }
-    if (code === 'ENOENT') return notFound(`${quote(shown)} does not exist in the workspace`, { path: shown });
-    if (code === 'ENOSPC' || code === 'EMFILE' || code === 'ENFILE' || code === 'EBUSY' || code === 'EAGAIN') {
+    if (code === 'ENOENT')
+      return notFound(`${quote(shown)} does not exist in the workspace`, { path: shown });
+    if (
+      code === 'ENOSPC' ||
+      code === 'EMFILE' ||
+      code === 'ENFILE' ||
+      code === 'EBUSY' ||
+      code === 'EAGAIN'
+    ) {
       return new AgentMeshError(ErrorCode.Unavailable, `${quote(shown)}: ${code}, try again later`, {
         retryable: true,
         details: { path: shown, errno: code },
@@ -404,7 +474,11 @@ function kindOf(s: Stats): PathKind {
 }
 
 /** True when the descriptor's real location breaks an access rule (used after open, so it must not throw). */
-function assertAccessSafe(config: ResolvedWorkspaceConfig, segments: string[], resolved: ResolvedPath): boolean {
+function assertAccessSafe(
+  config: ResolvedWorkspaceConfig,
+  segments: string[],
+  resolved: ResolvedPath,
+): boolean {
   try {
     assertAccess(config, segments, resolved.access, resolved.input);
     return false;

@@ -1,6 +1,11 @@
 import { AgentMeshError, ErrorCode, type Identity } from '@agentmesh/protocol';
 import { BoundaryRule, denied } from './errors.js';
-import { resolveWorkspaceConfig, type ConfirmationRequest, type ResolvedWorkspaceConfig, type WorkspaceOptions } from './options.js';
+import {
+  resolveWorkspaceConfig,
+  type ConfirmationRequest,
+  type ResolvedWorkspaceConfig,
+  type WorkspaceOptions,
+} from './options.js';
 import { CommandStore } from './process-store.js';
 import { WorkspaceResolver, type ResolverHooks } from './resolver.js';
 
@@ -20,7 +25,10 @@ export interface WorkspaceRuntime {
   commands: CommandStore;
 }
 
-export function createWorkspaceRuntime(options: WorkspaceOptions, hooks: ResolverHooks = {}): WorkspaceRuntime {
+export function createWorkspaceRuntime(
+  options: WorkspaceOptions,
+  hooks: ResolverHooks = {},
+): WorkspaceRuntime {
   const config = resolveWorkspaceConfig(options);
   return {
     config,
@@ -38,7 +46,8 @@ export function tenantOf(ctx: WorkspaceCallContext): string {
 }
 
 export function throwIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw new AgentMeshError(ErrorCode.Cancelled, 'the tool call was cancelled', { retryable: false });
+  if (signal.aborted)
+    throw new AgentMeshError(ErrorCode.Cancelled, 'the tool call was cancelled', { retryable: false });
 }
 
 /** Asks the embedding program's confirmation hook, when there is one; a refusal is `permission_denied`. */
@@ -64,15 +73,23 @@ export async function confirmOrRefuse(
   try {
     approved = (await confirm(request)) === true;
   } catch (error) {
-    throw new AgentMeshError(ErrorCode.PermissionDenied, `${tool} needed confirmation and the confirmation failed: ${(error as Error).message}`, {
-      retryable: false,
-      details: { rule: BoundaryRule.Declined },
-      cause: error,
-    });
+    throw new AgentMeshError(
+      ErrorCode.PermissionDenied,
+      `${tool} needed confirmation and the confirmation failed: ${(error as Error).message}`,
+      {
+        retryable: false,
+        details: { rule: BoundaryRule.Declined },
+        cause: error,
+      },
+    );
   }
   throwIfAborted(ctx.signal);
   if (!approved) {
-    throw denied(BoundaryRule.Declined, `the user declined: ${summary}. Do not retry the same action; ask or try something else`, { tool });
+    throw denied(
+      BoundaryRule.Declined,
+      `the user declined: ${summary}. Do not retry the same action; ask or try something else`,
+      { tool },
+    );
   }
 }
 

@@ -20,16 +20,30 @@ export const RunCommandInput = z
       .min(1)
       .max(256)
       .optional()
-      .describe('The program and its arguments, one word per element, e.g. ["git", "status"]. No shell runs.'),
-    command: z.string().min(1).max(8192).optional().describe('A shell command line; only when the workspace allows a shell'),
+      .describe(
+        'The program and its arguments, one word per element, e.g. ["git", "status"]. No shell runs.',
+      ),
+    command: z
+      .string()
+      .min(1)
+      .max(8192)
+      .optional()
+      .describe('A shell command line; only when the workspace allows a shell'),
     cwd: z.string().min(1).max(4096).default('.').describe('Working folder relative to the workspace root'),
-    timeout_ms: z.number().int().min(1).optional().describe('Kill the command after this long (capped by the workspace)'),
+    timeout_ms: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe('Kill the command after this long (capped by the workspace)'),
     background_after_ms: z
       .number()
       .int()
       .min(0)
       .optional()
-      .describe('Return a running handle with the output so far after this long; page it with shell.read_command_output'),
+      .describe(
+        'Return a running handle with the output so far after this long; page it with shell.read_command_output',
+      ),
   })
   .strict();
 const CommandStatusSchema = z.enum(['running', 'exited', 'timed_out', 'killed', 'failed_to_start']);
@@ -72,12 +86,18 @@ function streamPart(
 }
 
 /** A command's state and output for the model: each stream capped at `maxBytes` (its tail by default). */
-export function commandResult(handle: CommandHandle, maxBytes: number, part: 'head' | 'tail' = 'tail'): RunCommandResult {
+export function commandResult(
+  handle: CommandHandle,
+  maxBytes: number,
+  part: 'head' | 'tail' = 'tail',
+): RunCommandResult {
   const out = streamPart(handle, 'stdout', maxBytes, part);
   const err = streamPart(handle, 'stderr', maxBytes, part);
   const notices = [out.notice, err.notice].filter((n): n is string => n !== undefined);
   if (handle.status === 'running') {
-    notices.push(`still running; read more with shell.read_command_output {"handle": "${handle.id}", "wait_ms": 5000}`);
+    notices.push(
+      `still running; read more with shell.read_command_output {"handle": "${handle.id}", "wait_ms": 5000}`,
+    );
   } else if (handle.status === 'timed_out') {
     notices.push('the command hit its time limit and was killed');
   } else if (handle.status === 'failed_to_start' && handle.startError !== undefined) {
@@ -125,7 +145,11 @@ export async function startCommand(
 }
 
 /** Waits for a command to end, for `backgroundAfterMs`, or for the call to be cancelled (which kills it). */
-export async function awaitCommand(handle: CommandHandle, ctx: WorkspaceCallContext, backgroundAfterMs?: number): Promise<void> {
+export async function awaitCommand(
+  handle: CommandHandle,
+  ctx: WorkspaceCallContext,
+  backgroundAfterMs?: number,
+): Promise<void> {
   if (handle.status !== 'running') return;
   let timer: NodeJS.Timeout | undefined;
   let onAbort: (() => void) | undefined;
@@ -137,13 +161,19 @@ export async function awaitCommand(handle: CommandHandle, ctx: WorkspaceCallCont
   const background =
     backgroundAfterMs === undefined
       ? new Promise<never>(() => undefined)
-      : new Promise<'background'>((resolve) => (timer = setTimeout(() => resolve('background'), backgroundAfterMs)));
+      : new Promise<'background'>(
+          (resolve) => (timer = setTimeout(() => resolve('background'), backgroundAfterMs)),
+        );
   try {
     const outcome = await Promise.race([handle.done.then(() => 'done' as const), aborted, background]);
     if (outcome === 'aborted') {
       handle.kill('killed');
       await handle.done;
-      throw new AgentMeshError(ErrorCode.Cancelled, 'the tool call was cancelled and the command was killed', { retryable: false });
+      throw new AgentMeshError(
+        ErrorCode.Cancelled,
+        'the tool call was cancelled and the command was killed',
+        { retryable: false },
+      );
     }
   } finally {
     if (timer !== undefined) clearTimeout(timer);
@@ -151,11 +181,17 @@ export async function awaitCommand(handle: CommandHandle, ctx: WorkspaceCallCont
   }
 }
 
-export async function runCommand(runtime: WorkspaceRuntime, args: RunCommandArgs, ctx: WorkspaceCallContext): Promise<RunCommandResult> {
+export async function runCommand(
+  runtime: WorkspaceRuntime,
+  args: RunCommandArgs,
+  ctx: WorkspaceCallContext,
+): Promise<RunCommandResult> {
   throwIfAborted(ctx.signal);
   const { config, resolver } = runtime;
   if ((args.argv === undefined) === (args.command === undefined)) {
-    throw new AgentMeshError(ErrorCode.InvalidArguments, 'give exactly one of argv (preferred) or command', { retryable: false });
+    throw new AgentMeshError(ErrorCode.InvalidArguments, 'give exactly one of argv (preferred) or command', {
+      retryable: false,
+    });
   }
   let file: string;
   let rest: string[];
@@ -180,17 +216,27 @@ export async function runCommand(runtime: WorkspaceRuntime, args: RunCommandArgs
     display = argv;
   }
   const timeoutMs = Math.min(args.timeout_ms ?? config.shellTimeoutMs, config.shellTimeoutMs);
-  await confirmOrRefuse(runtime, ctx, 'shell.run_command', `run ${JSON.stringify(display).slice(0, 400)} in ${args.cwd}`, {
-    argv: args.argv,
-    command: args.command,
-    cwd: args.cwd,
-  });
+  await confirmOrRefuse(
+    runtime,
+    ctx,
+    'shell.run_command',
+    `run ${JSON.stringify(display).slice(0, 400)} in ${args.cwd}`,
+    {
+      argv: args.argv,
+      command: args.command,
+      cwd: args.cwd,
+    },
+  );
   const handle = await startCommand(runtime, ctx, { file, args: rest, display, cwd: args.cwd, timeoutMs });
   if (handle.status === 'failed_to_start') {
-    throw new AgentMeshError(ErrorCode.NotFound, `${JSON.stringify(display).slice(0, 200)} did not start: ${handle.startError ?? 'unknown error'}`, {
-      retryable: false,
-      details: { handle: handle.id },
-    });
+    throw new AgentMeshError(
+      ErrorCode.NotFound,
+      `${JSON.stringify(display).slice(0, 200)} did not start: ${handle.startError ?? 'unknown error'}`,
+      {
+        retryable: false,
+        details: { handle: handle.id },
+      },
+    );
   }
   await awaitCommand(handle, ctx, args.background_after_ms);
   return commandResult(handle, config.maxOutputBytes);
@@ -203,7 +249,13 @@ export const ReadCommandOutputInput = z
     offset: z.number().int().min(0).default(0).describe('Byte offset in the stream to read from'),
     max_bytes: z.number().int().min(1).optional(),
     tail: z.boolean().default(false).describe('Read the last max_bytes instead of from offset'),
-    wait_ms: z.number().int().min(0).max(30_000).default(0).describe('Wait up to this long for new output or the end'),
+    wait_ms: z
+      .number()
+      .int()
+      .min(0)
+      .max(30_000)
+      .default(0)
+      .describe('Wait up to this long for new output or the end'),
   })
   .strict();
 export const ReadCommandOutputOutput = z.object({
@@ -251,7 +303,10 @@ export async function readCommandOutput(
     eof: handle.status !== 'running' && next >= buffer.total,
   };
   const notices: string[] = [];
-  if (start > from) notices.push(`bytes before offset ${start} were discarded (only the last ${runtime.config.maxCommandBufferBytes} bytes are kept)`);
+  if (start > from)
+    notices.push(
+      `bytes before offset ${start} were discarded (only the last ${runtime.config.maxCommandBufferBytes} bytes are kept)`,
+    );
   if (next < buffer.total) notices.push(`more output follows; read from offset ${next}`);
   if (notices.length > 0) result.notice = notices.join('; ');
   return result;

@@ -55,7 +55,12 @@ export async function walkWorkspace(
 ): Promise<WalkSummary> {
   const { resolver, config } = runtime;
   const summary: WalkSummary = { visited: 0, hidden: 0, stopped: false };
-  const walkFolder = async (dir: FileHandle, segments: readonly string[], absolute: string, depth: number): Promise<void> => {
+  const walkFolder = async (
+    dir: FileHandle,
+    segments: readonly string[],
+    absolute: string,
+    depth: number,
+  ): Promise<void> => {
     throwIfAborted(options.signal);
     let entries: Dirent[];
     try {
@@ -89,7 +94,11 @@ export async function walkWorkspace(
         summary.stopped = true;
         return;
       }
-      if (type === 'directory' && depth < options.maxDepth && options.skipFolders?.has(dirent.name) !== true) {
+      if (
+        type === 'directory' &&
+        depth < options.maxDepth &&
+        options.skipFolders?.has(dirent.name) !== true
+      ) {
         const child = await resolver.openEntry(dir, absolute, dirent.name, 'directory');
         if (child === undefined) continue;
         try {
@@ -107,7 +116,9 @@ export async function walkWorkspace(
 /** Size of an entry without following a link. */
 export async function entrySize(runtime: WorkspaceRuntime, entry: WalkEntry): Promise<number | undefined> {
   try {
-    const s = await lstat(`${runtime.resolver.descriptorPath(entry.parent, entry.parentAbsolute)}/${entry.name}`);
+    const s = await lstat(
+      `${runtime.resolver.descriptorPath(entry.parent, entry.parentAbsolute)}/${entry.name}`,
+    );
     return s.size;
   } catch {
     return undefined;
