@@ -259,7 +259,9 @@ describe('deploy/nats/nats.conf', () => {
       } else if (subject.startsWith('$KV.') || subject.startsWith('$O.')) {
         expect(buckets.has(subject.split('.')[1]!), subject).toBe(true);
       } else {
-        expect(['_INBOX.>', '$SRV.>'], subject).toContain(subject);
+        // reply spaces: the standard one for plain clients, `_INBOX_<role>` for each agentmesh role
+        if (subject.startsWith('_INBOX')) expect(subject).toMatch(/^_INBOX(_(catalog|planner|worker|worker_math|client|ops))?\.>$/);
+        else expect(['$SRV.>'], subject).toContain(subject);
       }
     }
     // Everything the actors must reach is granted to someone.

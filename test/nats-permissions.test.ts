@@ -14,6 +14,7 @@ import {
   CATALOG_BUCKET,
   EVENTS_STREAM,
   NatsBus,
+  inboxPrefixFor,
   RUNS_STREAM,
   ServiceName,
   announceService,
@@ -67,7 +68,9 @@ function watchViolations(nc: NatsConnection): PermissionViolationError[] {
 }
 
 async function as(role: Role): Promise<RoleConnection> {
-  const nc = await connect({ servers: server.url, user: role, pass: passwords[role], name: `test-${role}` });
+  // agentmesh roles reply on their own inbox space (NatsBus does the same); the client role is a plain client
+  const inboxPrefix = role === 'client' ? '_INBOX' : inboxPrefixFor(server.url, { user: role });
+  const nc = await connect({ servers: server.url, user: role, pass: passwords[role], name: `test-${role}`, inboxPrefix });
   opened.push({ close: () => nc.close() });
   return { nc, violations: watchViolations(nc) };
 }
@@ -334,6 +337,9 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     await expectSubscribeRefused(worker, S.allRunEvents);
     await expectSubscribeRefused(worker, S.toolProgress('*'));
     await expectSubscribeRefused(worker, S.catalogSearch);
+    // no role reads replies meant for another: not the planner's inbox space, nor a plain client's
+    await expectSubscribeRefused(worker, '_INBOX_planner.>');
+    await expectSubscribeRefused(worker, '_INBOX.>');
   });
 
   test('a worker scoped to math.* answers math tools and cannot answer another tool', async () => {
@@ -477,7 +483,7 @@ describe('the real actors under their users (deploy/nats/nats.conf)', () => {
       expect(events.find((e) => e.type === 'tool.completed')?.worker_id).toBeTruthy();
 
       // The durable consumer the deploy files (KEDA trigger, permissions) name is the one the planner uses.
-      const ops = await connect({ servers: own.url, user: 'ops', pass: passwords.ops });
+      const ops = await connect({ servers: own.url, user: 'ops', pass: passwords.ops, inboxPrefix: '_INBOX_ops' });
       const names: string[] = [];
       for await (const c of (await jetstreamManager(ops)).consumers.list(RUNS_STREAM)) names.push(c.name);
       await ops.close();

@@ -9,7 +9,7 @@ export * from './logger.js';
 export * from './jetstream.js';
 export type * from './bus/types.js';
 export { MemoryBus, type MemoryBusOptions } from './bus/memory-bus.js';
-export { NatsBus, type NatsBusOptions } from './bus/nats-bus.js';
+export { NatsBus, inboxPrefixFor, type NatsBusOptions } from './bus/nats-bus.js';
 export { subjectMatches } from './bus/shared.js';
 export * from './stores/kv.js';
 export * from './stores/blobs.js';

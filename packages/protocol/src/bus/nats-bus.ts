@@ -135,6 +135,31 @@ export interface NatsBusOptions {
   logger?: Logger;
   /** Give up connecting after this long (default 5000 ms). */
   connectTimeoutMs?: number;
+  /**
+   * Prefix of every reply subject this connection creates (its request replies, JetStream consumers, KV watches).
+   * Default: `_INBOX_<user>` when the connection authenticates as a user (in the options or the URL), `_INBOX`
+   * otherwise; so server permissions can give each role its own inbox space and no role reads another's replies.
+   */
+  inboxPrefix?: string;
+}
+
+/** The reply-subject prefix of a connection: explicit, else `_INBOX_<user>` for an authenticated user, else `_INBOX`. */
+export function inboxPrefixFor(servers: string | string[], options: NatsBusOptions = {}): string {
+  if (options.inboxPrefix !== undefined) return options.inboxPrefix;
+  let user = options.user;
+  if (user === undefined) {
+    for (const server of Array.isArray(servers) ? servers : [servers]) {
+      try {
+        const url = new URL(server.includes('://') ? server : `nats://${server}`);
+        if (url.username !== '') user = decodeURIComponent(url.username);
+      } catch {
+        // not a URL: no user in it
+      }
+      if (user !== undefined) break;
+    }
+  }
+  const safe = user?.replace(/[^A-Za-z0-9_-]/g, '_');
+  return safe === undefined || safe === '' ? '_INBOX' : `_INBOX_${safe}`;
 }
 
 /**
@@ -160,14 +185,17 @@ export class NatsBus implements Bus {
   private constructor(
     readonly nc: NatsConnection,
     private readonly logger: Logger | undefined,
+    /** The connection's reply-subject prefix (see {@link inboxPrefixFor}). */
+    readonly replyPrefix: string,
   ) {
-    this.inboxPrefix = `_INBOX.${nuid.next()}`;
+    this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
     void this.watchStatus();
   }
 
   /** Connects to NATS; with `requireJetStream` (default) fails with `jetstream_unavailable` when JetStream is off. */
   static async connect(servers: string | string[], options: NatsBusOptions = {}): Promise<NatsBus> {
     let nc: NatsConnection;
+    const replyPrefix = inboxPrefixFor(servers, options);
     try {
       nc = await connect({
         servers,
@@ -178,6 +206,7 @@ export class NatsBus implements Bus {
         pingInterval: 10_000,
         ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
         ...(options.token === undefined ? {} : { token: options.token }),
+        inboxPrefix: replyPrefix,
       });
     } catch (error) {
       throw new AgentMeshError(
@@ -186,7 +215,7 @@ export class NatsBus implements Bus {
         { cause: error, details: { servers } },
       );
     }
-    const bus = new NatsBus(nc, options.logger);
+    const bus = new NatsBus(nc, options.logger, replyPrefix);
     if (options.requireJetStream ?? true) {
       try {
         await bus.jetstreamManager();
@@ -393,6 +422,6 @@ export class NatsBus implements Bus {
   }
 
   createInbox(): string {
-    return `_INBOX.${nuid.next()}`;
+    return `${this.replyPrefix}.${nuid.next()}`;
   }
 }
