@@ -53,10 +53,9 @@ export async function overNats(natsUrl, quick) {
   });
   const sample = await invokeTool(clientBus, invocation(), { prefix });
   const requestBytes = new TextEncoder().encode(
+    // what invokeTool sends: the default identity and the first attempt are left for the worker to fill in
     JSON.stringify({
       ...invocation(),
-      identity: { tenant: 'default' },
-      attempt: 1,
       idempotency_key: 'run-bench:c-1',
       progress_subject: '_INBOX.abcdefghijklmnopqrstuv.1',
     }),

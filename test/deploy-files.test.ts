@@ -260,7 +260,8 @@ describe('deploy/nats/nats.conf', () => {
         expect(buckets.has(subject.split('.')[1]!), subject).toBe(true);
       } else {
         // reply spaces: the standard one for plain clients, `_INBOX_<role>` for each agentmesh role
-        if (subject.startsWith('_INBOX')) expect(subject).toMatch(/^_INBOX(_(catalog|planner|worker|worker_math|client|ops))?\.>$/);
+        if (subject.startsWith('_INBOX'))
+          expect(subject).toMatch(/^_INBOX(_(catalog|planner|worker|worker_math|client|ops))?\.>$/);
         else expect(['$SRV.>'], subject).toContain(subject);
       }
     }

@@ -70,7 +70,13 @@ function watchViolations(nc: NatsConnection): PermissionViolationError[] {
 async function as(role: Role): Promise<RoleConnection> {
   // agentmesh roles reply on their own inbox space (NatsBus does the same); the client role is a plain client
   const inboxPrefix = role === 'client' ? '_INBOX' : inboxPrefixFor(server.url, { user: role });
-  const nc = await connect({ servers: server.url, user: role, pass: passwords[role], name: `test-${role}`, inboxPrefix });
+  const nc = await connect({
+    servers: server.url,
+    user: role,
+    pass: passwords[role],
+    name: `test-${role}`,
+    inboxPrefix,
+  });
   opened.push({ close: () => nc.close() });
   return { nc, violations: watchViolations(nc) };
 }
@@ -483,7 +489,12 @@ describe('the real actors under their users (deploy/nats/nats.conf)', () => {
       expect(events.find((e) => e.type === 'tool.completed')?.worker_id).toBeTruthy();
 
       // The durable consumer the deploy files (KEDA trigger, permissions) name is the one the planner uses.
-      const ops = await connect({ servers: own.url, user: 'ops', pass: passwords.ops, inboxPrefix: '_INBOX_ops' });
+      const ops = await connect({
+        servers: own.url,
+        user: 'ops',
+        pass: passwords.ops,
+        inboxPrefix: '_INBOX_ops',
+      });
       const names: string[] = [];
       for await (const c of (await jetstreamManager(ops)).consumers.list(RUNS_STREAM)) names.push(c.name);
       await ops.close();

@@ -176,3 +176,85 @@ function napSpec(name: string) {
     },
   };
 }
+
+describe('a non-idempotent call whose worker goes silent mid-call', () => {
+  const runs = new Map<string, number>();
+  const onceTool = (name: string) =>
+    defineTool({
+      name,
+      description: 'Counts its executions, then sleeps (not idempotent).',
+      input: z.object({ ms: z.number() }),
+      idempotent: false,
+      handler: async ({ ms }, ctx) => {
+        runs.set(ctx.callId, (runs.get(ctx.callId) ?? 0) + 1);
+        await sleep(ms);
+        return { ms };
+      },
+    });
+  const own: { worker: ToolWorker; bus: NatsBus }[] = [];
+  async function ownWorker(tool: Tool<any, any>, sharedOutcomes: false | { claimStaleMs: number }) {
+    const wbus = await NatsBus.connect(natsUrl);
+    const worker = new ToolWorker({
+      bus: wbus,
+      tools: [tool],
+      prefix,
+      logger: silentLogger(),
+      register: false,
+      sharedOutcomes,
+    });
+    await worker.start();
+    await wbus.flush();
+    own.push({ worker, bus: wbus });
+    return worker;
+  }
+  /** Calls `tool` and cuts the connection of the worker that announces `started` for it (as a kill -9 would). */
+  async function callAndCut(tool: string) {
+    const started: { worker_id: string; dedup?: string }[] = [];
+    const result = await invokeTool(bus, call(tool, { ms: 2500 }), {
+      prefix,
+      lostAfterMs: 400,
+      timeoutMs: 15_000,
+      onProgress: (p) => {
+        if (p.kind !== 'started') return;
+        started.push(p);
+        if (started.length === 1) void own.find((o) => o.worker.workerId === p.worker_id)?.bus.close();
+      },
+    }).then(
+      (outcome) => ({ outcome, error: undefined }),
+      (error: unknown) => ({ outcome: undefined, error }),
+    );
+    return { ...result, started };
+  }
+  afterAll(async () => {
+    for (const o of own) await o.bus.close();
+  });
+
+  it('without a shared outcome store: fails at once with a non-retryable worker_lost, never sent again', async () => {
+    await ownWorker(onceTool('test.once_local'), false);
+    const { outcome, error, started } = await callAndCut('test.once_local');
+    expect(outcome).toBeUndefined();
+    expect(started).toHaveLength(1);
+    expect(started[0]!.dedup).toBeUndefined();
+    expect(error).toMatchObject({ code: 'worker_lost', retryable: false });
+    expect((error as Error).message).toMatch(/may have run, so the call was not sent again/);
+    expect([...runs.values()]).toEqual([1]);
+  });
+
+  it('with the shared store: re-sent, and the replica that gets it refuses it as "may have run"; it ran once', async () => {
+    runs.clear();
+    await ownWorker(onceTool('test.once_shared'), { claimStaleMs: 600 });
+    await ownWorker(onceTool('test.once_shared'), { claimStaleMs: 600 });
+    const { outcome, error, started } = await callAndCut('test.once_shared');
+    expect(error).toBeUndefined();
+    expect(started[0]).toMatchObject({ dedup: 'shared' });
+    const first = started[0]!.worker_id;
+    expect(outcome).toMatchObject({
+      is_error: true,
+      dedup: 'shared',
+      error: { code: 'worker_lost', retryable: false, details: { first_worker_id: first } },
+    });
+    expect(outcome!.worker_id).not.toBe(first);
+    expect(outcome!.error!.message).toMatch(/may have run/);
+    expect([...runs.values()]).toEqual([1]);
+  });
+});

@@ -27,9 +27,13 @@ export function parseJson(data: Uint8Array | string, what = 'message'): unknown 
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw new AgentMeshError(ErrorCode.InvalidMessage, `${what} is not valid JSON: ${(error as Error).message}`, {
-      details: { bytes: text.length },
-    });
+    throw new AgentMeshError(
+      ErrorCode.InvalidMessage,
+      `${what} is not valid JSON: ${(error as Error).message}`,
+      {
+        details: { bytes: text.length },
+      },
+    );
   }
 }
 

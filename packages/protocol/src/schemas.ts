@@ -48,7 +48,12 @@ export const RunLimitsSchema = z
     max_iterations: z.number().int().min(1).max(10_000).default(12),
     max_tool_calls: z.number().int().min(0).max(100_000).default(64),
     timeout_ms: z.number().int().min(1).max(86_400_000).default(300_000),
-    max_output_bytes: z.number().int().min(256).max(16 * 1024 * 1024).default(65_536),
+    max_output_bytes: z
+      .number()
+      .int()
+      .min(256)
+      .max(16 * 1024 * 1024)
+      .default(65_536),
     max_nudges: z.number().int().min(0).max(100).default(2),
     tool_concurrency: z.number().int().min(1).max(256).default(16),
     max_tokens: z.number().int().min(1).optional(),
@@ -108,7 +113,14 @@ export const RunRequestSchema = z
 export type RunRequest = z.infer<typeof RunRequestSchema>;
 export type RunRequestInput = z.input<typeof RunRequestSchema>;
 
-export const RunStatusSchema = z.enum(['done', 'stuck', 'budget_exhausted', 'failed', 'cancelled', 'timeout']);
+export const RunStatusSchema = z.enum([
+  'done',
+  'stuck',
+  'budget_exhausted',
+  'failed',
+  'cancelled',
+  'timeout',
+]);
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 
 export const UsageSchema = z.object({
@@ -152,8 +164,18 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     model: z.string().optional(),
     identity: IdentitySchema.optional(),
   }),
-  z.object({ type: z.literal('run.started'), ...eventBase, planner_id: z.string(), resumed: z.boolean().optional() }),
-  z.object({ type: z.literal('llm.request'), ...eventBase, iteration: z.number().int(), tools: z.array(z.string()) }),
+  z.object({
+    type: z.literal('run.started'),
+    ...eventBase,
+    planner_id: z.string(),
+    resumed: z.boolean().optional(),
+  }),
+  z.object({
+    type: z.literal('llm.request'),
+    ...eventBase,
+    iteration: z.number().int(),
+    tools: z.array(z.string()),
+  }),
   z.object({
     type: z.literal('llm.response'),
     ...eventBase,
@@ -316,6 +338,11 @@ export const ToolOutcomeSchema = z.object({
   elapsed_ms: z.number(),
   attempts: z.number().int().min(1),
   replayed: z.boolean().optional(),
+  /**
+   * `shared`: the worker ran (or refused) this non-idempotent call under a claim on its idempotency key in a store all
+   * replicas share, so the same call re-sent to any replica is answered from that store instead of running again.
+   */
+  dedup: z.literal('shared').optional(),
 });
 export type ToolOutcome = z.infer<typeof ToolOutcomeSchema>;
 
@@ -327,6 +354,8 @@ export const ToolProgressSchema = z.object({
   worker_id: z.string(),
   message: z.string().optional(),
   data: z.unknown().optional(),
+  /** On `started`: the call is deduplicated by its idempotency key across replicas (see `ToolOutcome.dedup`). */
+  dedup: z.literal('shared').optional(),
 });
 export type ToolProgress = z.infer<typeof ToolProgressSchema>;
 

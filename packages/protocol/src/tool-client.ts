@@ -24,8 +24,10 @@ export interface InvokeToolOptions {
    */
   onProgress?: (progress: ToolProgress) => void;
   /**
-   * Whether the call may be re-sent to another replica after a worker was lost while it may have run it
-   * (same idempotency key). Non-idempotent calls fail with a non-retryable `worker_lost` instead.
+   * Whether the call may be re-sent to another replica after a worker was lost while it may have run it (same
+   * idempotency key). A non-idempotent call is re-sent only when its workers keep outcomes in a store shared by all
+   * replicas (they say so with `dedup: 'shared'`): the replica that gets it answers the stored outcome, waits for the
+   * first run, or refuses it as `worker_lost`. Otherwise it fails with a non-retryable `worker_lost`.
    */
   idempotent?: boolean;
   /** A worker that has sent nothing (no `started`, no heartbeat) for this long is taken as lost (default 3000 ms). */
@@ -42,7 +44,8 @@ export interface InvokeToolOptions {
  * (invalid arguments, handler errors, timeouts inside the worker) come back as outcomes with `is_error`.
  * Transport failures throw an {@link AgentMeshError} that names the call id: `busy` and `no_responders` (the call
  * never ran) are retried with short jittered backoff until the deadline; a worker that goes silent after `started`
- * is `worker_lost`, and the call is re-sent to another replica only when `idempotent`.
+ * is lost, and the call is re-sent to another replica when `idempotent` or when its workers deduplicate it through
+ * their shared outcome store; otherwise it fails with `worker_lost`.
  */
 export async function invokeTool(
   bus: Bus,
@@ -57,6 +60,7 @@ export async function invokeTool(
   const lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
   const noRespondersMs = options.noRespondersMs ?? 2000;
   const signal = options.signal;
+  const idempotent = options.idempotent === true;
   const userProgress = options.onProgress;
   const onProgress =
     userProgress === undefined
@@ -68,38 +72,46 @@ export async function invokeTool(
             // a failing progress listener must not break the call
           }
         };
-  const fail = (
-    code: string,
-    message: string,
-    retryable: boolean,
-    extra: Record<string, unknown> = {},
-    cause?: unknown,
-  ) =>
-    new AgentMeshError(code, message, {
-      retryable,
-      details: { call_id: body.call_id, tool: body.tool, ...extra },
-      ...(cause === undefined ? {} : { cause }),
-    });
+  const router = progressRouter(bus);
   let transportRetries = 0;
+  let storeRetries = 0;
   let firstNoResponders: number | undefined;
   let resends = 0;
-  const lostWorkers: string[] = [];
+  let lostWorkers: string[] | undefined;
+  let lostNonIdempotent: Extract<SendResult, { kind: 'lost' }> | undefined;
   for (let attempt = body.attempt; ;) {
-    if (signal?.aborted)
-      throw fail(ErrorCode.Cancelled, `call ${body.call_id} of tool "${body.tool}" was cancelled`, false);
+    if (signal?.aborted) throw callError(body, ErrorCode.Cancelled, 'was cancelled', false);
     const remaining = deadline - Date.now();
     if (remaining <= 0)
-      throw fail(
-        ErrorCode.Timeout,
-        `call ${body.call_id} of tool "${body.tool}" got no outcome within ${timeoutMs} ms`,
-        false,
-        {
-          timeout_ms: timeoutMs,
-        },
-      );
+      throw callError(body, ErrorCode.Timeout, `got no outcome within ${timeoutMs} ms`, false, {
+        timeout_ms: timeoutMs,
+      });
     body.attempt = attempt;
-    const result = await sendOnce(bus, subject, body, remaining, lostAfterMs, signal, onProgress);
+    const result = await sendOnce(
+      bus,
+      router,
+      subject,
+      body,
+      idempotent,
+      remaining,
+      lostAfterMs,
+      signal,
+      onProgress,
+    );
     if (result.kind === 'outcome') {
+      const refused = result.outcome.error;
+      if (
+        lostNonIdempotent !== undefined &&
+        refused?.code === ErrorCode.Unavailable &&
+        refused.retryable &&
+        result.outcome.dedup === 'shared'
+      ) {
+        // the shared store is not back yet (a restarting server): the replica did not run the call, ask again
+        await sleep(Math.min(1000, 100 * 2 ** Math.min(storeRetries++, 4)) * (0.5 + Math.random()), signal);
+        if (deadline - Date.now() <= 0)
+          throw workerLost(body, lostNonIdempotent, attempt, 'and its outcome store could not tell in time');
+        continue;
+      }
       if (!result.sawStarted)
         onProgress?.({
           kind: 'started',
@@ -111,15 +123,12 @@ export async function invokeTool(
     }
     if (result.kind === 'lost') {
       const who = result.workerId === undefined ? 'the worker' : `worker ${result.workerId}`;
-      lostWorkers.push(who);
-      if (options.idempotent !== true)
-        throw fail(
-          ErrorCode.WorkerLost,
-          `${who} was lost during call ${body.call_id} of tool "${body.tool}" (${result.why}); the tool is not idempotent ` +
-            'and may have run, so the call was not sent again',
-          false,
-          { worker_id: result.workerId, attempt },
-        );
+      (lostWorkers ??= []).push(who);
+      if (!idempotent) {
+        if (!(result.dedup || (result.workerId === undefined && router.sharedDedup(subject))))
+          throw workerLost(body, result, attempt, 'so the call was not sent again');
+        lostNonIdempotent ??= result;
+      }
       resends++;
       attempt++;
       continue;
@@ -128,16 +137,17 @@ export async function invokeTool(
     if (error.code === ErrorCode.Busy || error.code === ErrorCode.NoResponders) {
       if (error.code === ErrorCode.NoResponders) {
         firstNoResponders ??= Date.now();
-        if (Date.now() - firstNoResponders >= Math.min(noRespondersMs, timeoutMs))
-          throw fail(
+        if (Date.now() - firstNoResponders >= Math.min(noRespondersMs, timeoutMs)) {
+          if (lostNonIdempotent !== undefined)
+            throw workerLost(body, lostNonIdempotent, attempt, 'and no replica was left to take it again');
+          throw new AgentMeshError(
             ErrorCode.NoResponders,
-            lostWorkers.length === 0
+            lostWorkers === undefined
               ? `no worker serves tool "${body.tool}" (call ${body.call_id}): the tool is unknown or none of its workers is running`
               : `no worker is left to take call ${body.call_id} of tool "${body.tool}" after ${lostWorkers.join(', ')} was lost`,
-            false,
-            { resends },
-            error,
+            { retryable: false, details: { call_id: body.call_id, tool: body.tool, resends }, cause: error },
           );
+        }
       } else firstNoResponders = undefined;
       const cap = error.code === ErrorCode.Busy ? 50 : 250;
       const delay = Math.min(cap, 2 * 2 ** Math.min(transportRetries, 7)) * (0.5 + Math.random());
@@ -146,24 +156,20 @@ export async function invokeTool(
       continue;
     }
     if (error.code === ErrorCode.Cancelled && signal?.aborted)
-      throw fail(
-        ErrorCode.Cancelled,
-        `call ${body.call_id} of tool "${body.tool}" was cancelled`,
-        false,
-        {},
-        error,
-      );
+      throw callError(body, ErrorCode.Cancelled, 'was cancelled', false, {}, error);
     if (error.code === ErrorCode.Timeout)
-      throw fail(
+      throw callError(
+        body,
         ErrorCode.Timeout,
-        `call ${body.call_id} of tool "${body.tool}" got no outcome within ${timeoutMs} ms`,
+        `got no outcome within ${timeoutMs} ms`,
         false,
         { timeout_ms: timeoutMs },
         error,
       );
-    throw fail(
+    throw callError(
+      body,
       error.code,
-      `call ${body.call_id} of tool "${body.tool}" failed: ${error.message}`,
+      `failed: ${error.message}`,
       error.retryable,
       error.details ?? {},
       error,
@@ -171,47 +177,109 @@ export async function invokeTool(
   }
 }
 
+function callError(
+  body: ToolInvocation,
+  code: string,
+  what: string,
+  retryable: boolean,
+  extra: Record<string, unknown> = {},
+  cause?: unknown,
+): AgentMeshError {
+  return new AgentMeshError(code, `call ${body.call_id} of tool "${body.tool}" ${what}`, {
+    retryable,
+    details: { call_id: body.call_id, tool: body.tool, ...extra },
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+function workerLost(
+  body: ToolInvocation,
+  lost: Extract<SendResult, { kind: 'lost' }>,
+  attempt: number,
+  then: string,
+): AgentMeshError {
+  const who = lost.workerId === undefined ? 'the worker' : `worker ${lost.workerId}`;
+  return new AgentMeshError(
+    ErrorCode.WorkerLost,
+    `${who} was lost during call ${body.call_id} of tool "${body.tool}" (${lost.why}); the tool is not idempotent ` +
+      `and may have run, ${then}`,
+    {
+      retryable: false,
+      details: { call_id: body.call_id, tool: body.tool, worker_id: lost.workerId, attempt },
+    },
+  );
+}
+
 type SendResult =
   | { kind: 'outcome'; outcome: ToolOutcome; sawStarted: boolean }
-  | { kind: 'lost'; workerId: string | undefined; why: string }
+  | { kind: 'lost'; workerId: string | undefined; why: string; dedup: boolean }
   | { kind: 'error'; error: AgentMeshError };
+
+/** The invocation as sent: the defaults a worker fills in itself (default identity, first attempt) are left out. */
+function wireInvocation(invocation: ToolInvocation, progressSubject: string): Record<string, unknown> {
+  const wire: Record<string, unknown> = {
+    call_id: invocation.call_id,
+    run_id: invocation.run_id,
+    tool: invocation.tool,
+    arguments: invocation.arguments,
+    idempotency_key: invocation.idempotency_key,
+    progress_subject: progressSubject,
+  };
+  const identity = invocation.identity;
+  if (identity.tenant !== 'default' || identity.user !== undefined || identity.session !== undefined)
+    wire['identity'] = identity;
+  if (invocation.attempt !== 1) wire['attempt'] = invocation.attempt;
+  if (invocation.timeout_ms !== undefined) wire['timeout_ms'] = invocation.timeout_ms;
+  if (invocation.max_output_bytes !== undefined) wire['max_output_bytes'] = invocation.max_output_bytes;
+  return wire;
+}
 
 function sendOnce(
   bus: Bus,
+  router: ProgressRouter,
   subject: string,
   invocation: ToolInvocation,
+  idempotent: boolean,
   remainingMs: number,
   lostAfterMs: number,
   signal: AbortSignal | undefined,
   onProgress: ((progress: ToolProgress) => void) | undefined,
 ): Promise<SendResult> {
-  const router = progressRouter(bus);
   return new Promise<SendResult>((resolve, reject) => {
-    const watch = router.watch(invocation.call_id, lostAfterMs, onProgress, resolve);
+    const watch = router.watch(
+      invocation.call_id,
+      invocation.tool,
+      subject,
+      !idempotent,
+      lostAfterMs,
+      onProgress,
+      resolve,
+    );
     invocation.progress_subject = watch.subject;
     let request: Promise<BusMessage>;
     try {
-      request = bus.request(subject, encodeJsonTransient(invocation), {
-        timeoutMs: remainingMs,
-        ...(signal === undefined ? {} : { signal }),
-      });
+      request = bus.request(
+        subject,
+        encodeJsonTransient(wireInvocation(invocation, watch.subject)),
+        signal === undefined ? { timeoutMs: remainingMs } : { timeoutMs: remainingMs, signal },
+      );
     } catch (error) {
       router.unwatch(watch);
       reject(error as Error);
       return;
     }
     request.then(
-      (reply) => router.settle(watch, replyResult(reply, invocation.tool, watch.workerId !== undefined)),
+      (reply) => router.settle(watch, replyResult(reply, watch)),
       (error: unknown) => router.settle(watch, { kind: 'error', error: AgentMeshError.from(error) }),
     );
   });
 }
 
-function replyResult(reply: BusMessage, tool: string, sawStarted: boolean): SendResult {
+function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
   try {
     throwIfErrorReply(reply);
-    const outcome = checkOutcome(parseJson(reply.data, 'tool outcome'), `outcome of ${tool}`);
-    return { kind: 'outcome', outcome, sawStarted };
+    const outcome = checkOutcome(parseJson(reply.data, 'tool outcome'), `outcome of ${watch.tool}`);
+    return { kind: 'outcome', outcome, sawStarted: watch.workerId !== undefined };
   } catch (error) {
     return { kind: 'error', error: AgentMeshError.from(error) };
   }
@@ -258,6 +326,12 @@ interface CallWatch {
   readonly subject: string;
   readonly token: string;
   readonly callId: string;
+  /** The subject the call was sent on, and whether its tool is not idempotent. */
+  readonly toolSubject: string;
+  readonly tool: string;
+  readonly nonIdempotent: boolean;
+  /** Set when the worker's `started` says the call runs under a claim in the shared outcome store. */
+  dedup: boolean;
   readonly lostAfterMs: number;
   lastHeard: number;
   /** Set by the worker's `started` notice. */
@@ -276,6 +350,7 @@ const WATCH_TICK_MS = 100;
 class ProgressRouter {
   private readonly prefix: string;
   private readonly entries = new Map<string, CallWatch>();
+  private readonly dedupBySubject = new Map<string, boolean>();
   private sub: Subscription | undefined;
   private ticker: NodeJS.Timeout | undefined;
   private counter = 0;
@@ -286,6 +361,9 @@ class ProgressRouter {
 
   watch(
     callId: string,
+    tool: string,
+    toolSubject: string,
+    nonIdempotent: boolean,
     lostAfterMs: number,
     onProgress: ((progress: ToolProgress) => void) | undefined,
     resolve: (result: SendResult) => void,
@@ -296,6 +374,10 @@ class ProgressRouter {
       subject: `${this.prefix}.${token}`,
       token,
       callId,
+      toolSubject,
+      tool,
+      nonIdempotent,
+      dedup: false,
       lostAfterMs,
       lastHeard: Date.now(),
       workerId: undefined,
@@ -317,7 +399,24 @@ class ProgressRouter {
   /** Ends the watch and settles its call (the first settlement wins). */
   settle(watch: CallWatch, result: SendResult): void {
     this.entries.delete(watch.token);
+    if (result.kind === 'outcome' && watch.nonIdempotent)
+      this.learn(watch.toolSubject, result.outcome.dedup === 'shared');
     watch.resolve(result);
+  }
+
+  /**
+   * Whether the workers of a non-idempotent tool were last seen deduplicating through a shared outcome store. One
+   * notice or outcome without it (an older or differently configured replica) turns it off for good on this bus.
+   */
+  sharedDedup(toolSubject: string): boolean {
+    return this.dedupBySubject.get(toolSubject) === true;
+  }
+
+  private learn(toolSubject: string, shared: boolean): void {
+    const known = this.dedupBySubject.get(toolSubject);
+    if (known === shared || known === false) return;
+    if (this.dedupBySubject.size >= 4096) this.dedupBySubject.clear();
+    this.dedupBySubject.set(toolSubject, shared);
   }
 
   private onMessage(msg: BusMessage): void {
@@ -334,7 +433,11 @@ class ProgressRouter {
     )
       return;
     entry.lastHeard = Date.now();
-    if (p.kind === 'started') entry.workerId = p.worker_id;
+    if (p.kind === 'started') {
+      entry.workerId = p.worker_id;
+      entry.dedup = p.dedup === 'shared';
+      if (entry.nonIdempotent) this.learn(entry.toolSubject, entry.dedup);
+    }
     entry.onProgress?.(p as ToolProgress);
   }
 
@@ -351,6 +454,7 @@ class ProgressRouter {
       this.settle(entry, {
         kind: 'lost',
         workerId: entry.workerId,
+        dedup: entry.dedup,
         why:
           entry.workerId === undefined
             ? `no worker acknowledged it within ${entry.lostAfterMs} ms`

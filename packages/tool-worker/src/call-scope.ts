@@ -82,6 +82,7 @@ export class CallProgress {
     readonly subject: string,
     private readonly callId: string,
     private readonly tool: string,
+    private readonly sharedDedup: boolean,
   ) {}
 
   emit(message: string, data?: unknown): void {
@@ -97,6 +98,7 @@ export class CallProgress {
       worker_id: this.hub.workerId,
       ...(message === undefined ? {} : { message }),
       ...(data === undefined ? {} : { data }),
+      ...(kind === 'started' && this.sharedDedup ? { dedup: 'shared' as const } : {}),
     });
   }
 
@@ -123,9 +125,12 @@ export class ProgressHub {
     private readonly logger: Logger,
   ) {}
 
-  /** Starts tracking a call: `started` follows at the end of this turn, then heartbeats until it is closed. */
-  open(subject: string, callId: string, tool: string): CallProgress {
-    const progress = new CallProgress(this, subject, callId, tool);
+  /**
+   * Starts tracking a call: `started` follows at the end of this turn, then heartbeats until it is closed.
+   * `sharedDedup` marks `started` with `dedup: 'shared'` (the call runs under a claim in the shared outcome store).
+   */
+  open(subject: string, callId: string, tool: string, sharedDedup = false): CallProgress {
+    const progress = new CallProgress(this, subject, callId, tool, sharedDedup);
     this.pending.add(progress);
     this.flush ??= setImmediate(() => this.flushStarted());
     return progress;

@@ -22,7 +22,7 @@ import {
 import type { ValidateFunction } from 'ajv/dist/2020.js';
 import { TenantArtifacts, type ArtifactStore } from './artifacts.js';
 import { resolvePolicy } from './policy.js';
-import { checkValue, compileJsonSchema, toJsonSchema } from './schema.js';
+import { checkValue, compileJsonSchema, identityCheck, toJsonSchema } from './schema.js';
 
 /**
  * What a handler gets besides its arguments. None of it appears in a schema: the model never sees or sets it.
@@ -91,7 +91,10 @@ export interface Tool<Args = unknown, Out = unknown> {
   readonly policy: RetryPolicy;
   /** Set for CPU-bound tools: the module (as a file URL) and export run on a piscina thread. */
   readonly cpu: { module: string; export: string } | undefined;
-  /** Validates arguments (JSON Schema compiled once, then zod); throws `invalid_arguments` naming the fields. */
+  /**
+   * Validates arguments (compiled checks; zod only for values not already in its output form); throws
+   * `invalid_arguments` naming the fields.
+   */
   parseArguments(args: unknown): Args;
   /** Validates a handler result against the output schema; throws `invalid_output`. */
   checkOutput(output: unknown): Out;
@@ -170,6 +173,9 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
       : { module: cpuModuleUrl(definition.cpu.module), export: definition.cpu.export ?? 'default' };
   const handler = definition.handler;
   const outputZod = definition.output;
+  const inputPasses = identityCheck(definition.input);
+  const outputPasses = outputZod === undefined ? undefined : identityCheck(outputZod);
+  const argumentsWhat = `arguments for ${name}`;
 
   const parseArguments = (args: unknown): z.output<I> =>
     checkValue(
@@ -177,11 +183,12 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
       checkInput,
       definition.input as z.ZodType<z.output<I>>,
       ErrorCode.InvalidArguments,
-      `arguments for ${name}`,
+      argumentsWhat,
+      inputPasses,
     );
 
   const checkOutput = (output: unknown): z.output<O> => {
-    if (outputZod === undefined) return output as z.output<O>;
+    if (outputZod === undefined || outputPasses?.(output) === true) return output as z.output<O>;
     const parsed = outputZod.safeParse(output);
     if (parsed.success) return parsed.data;
     throw new AgentMeshError(

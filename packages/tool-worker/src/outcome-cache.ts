@@ -17,54 +17,82 @@ export interface OutcomeCacheOptions {
   maxAgeMs?: number;
 }
 
+/** One idempotency key in an {@link OutcomeCache}: running until its outcome is recorded. */
+export interface CacheEntry {
+  readonly key: string;
+  outcome: ToolOutcome | undefined;
+  /** When the outcome was recorded (ms since epoch); 0 while the call runs. */
+  at: number;
+  waiters: ((outcome: ToolOutcome | undefined) => void)[] | undefined;
+}
+
 /**
  * Outcomes by idempotency key, bounded in size and age, plus the calls still running under a key, so that a call
- * re-sent to the same worker answers the first outcome instead of running twice.
+ * re-sent to the same worker answers the first outcome instead of running twice. One map entry per key serves both;
+ * past `maxEntries` the oldest outcomes are dropped an eighth at a time.
  */
 export class OutcomeCache {
-  private readonly done = new Map<string, { outcome: ToolOutcome; at: number }>();
-  private readonly runningCalls = new Map<string, Promise<ToolOutcome>>();
+  private readonly entries = new Map<string, CacheEntry>();
   private readonly maxEntries: number;
   private readonly maxAgeMs: number;
+  private done = 0;
 
   constructor(options: OutcomeCacheOptions = {}) {
     this.maxEntries = Math.max(1, options.maxEntries ?? 2048);
     this.maxAgeMs = Math.max(1, options.maxAgeMs ?? 600_000);
   }
 
-  /** A finished outcome or a running call for this key, if any. */
-  lookup(key: string): ToolOutcome | Promise<ToolOutcome> | undefined {
-    const entry = this.done.get(key);
-    if (entry !== undefined) {
-      if (Date.now() - entry.at <= this.maxAgeMs) return entry.outcome;
-      this.done.delete(key);
+  /** The entry of a key: a recorded outcome (not expired) or a call still running; undefined when unknown. */
+  find(key: string): CacheEntry | undefined {
+    const entry = this.entries.get(key);
+    if (entry === undefined || entry.at === 0 || Date.now() - entry.at <= this.maxAgeMs) return entry;
+    this.entries.delete(key);
+    this.done--;
+    return undefined;
+  }
+
+  /** Marks a call as running under `key` (after {@link find} found nothing), so duplicates wait for it. */
+  begin(key: string): CacheEntry {
+    const entry: CacheEntry = { key, outcome: undefined, at: 0, waiters: undefined };
+    this.entries.set(key, entry);
+    return entry;
+  }
+
+  /** The outcome of a running entry, once it is recorded (undefined when the call ended without one). */
+  wait(entry: CacheEntry): Promise<ToolOutcome | undefined> {
+    if (entry.at !== 0) return Promise.resolve(entry.outcome);
+    return new Promise((resolve) => (entry.waiters ??= []).push(resolve));
+  }
+
+  /** Records the outcome of a running entry; cancelled calls and calls without an outcome are not replayed. */
+  finish(entry: CacheEntry, outcome: ToolOutcome | undefined): void {
+    if (entry.at !== 0) return;
+    const waiters = entry.waiters;
+    entry.waiters = undefined;
+    if (outcome === undefined || outcome.error?.code === ErrorCode.Cancelled) {
+      if (this.entries.get(entry.key) === entry) this.entries.delete(entry.key);
+      entry.at = -1;
+    } else {
+      entry.outcome = outcome;
+      entry.at = Date.now();
+      if (++this.done > this.maxEntries) this.evict();
     }
-    return this.runningCalls.get(key);
+    if (waiters !== undefined) for (const w of waiters) w(outcome);
   }
 
-  /** Marks a call as running under `key`, so duplicates wait for it instead of running again. */
-  running(key: string, outcome: Promise<ToolOutcome>): void {
-    this.runningCalls.set(key, outcome);
-  }
-
-  /** Records the outcome of the call running under `key` (cancelled outcomes are not replayed). */
-  settle(key: string, outcome: ToolOutcome | undefined): void {
-    this.runningCalls.delete(key);
-    if (outcome !== undefined && outcome.error?.code !== 'cancelled') this.remember(key, outcome);
-  }
-
-  private remember(key: string, outcome: ToolOutcome): void {
-    this.done.delete(key);
-    this.done.set(key, { outcome, at: Date.now() });
-    while (this.done.size > this.maxEntries) {
-      const oldest = this.done.keys().next();
-      if (oldest.done === true) break;
-      this.done.delete(oldest.value);
+  private evict(): void {
+    const target = this.maxEntries - Math.max(1, this.maxEntries >> 3);
+    for (const [key, entry] of this.entries) {
+      if (this.done <= target) break;
+      if (entry.at === 0) continue;
+      this.entries.delete(key);
+      this.done--;
     }
   }
 
+  /** Outcomes kept. */
   get size(): number {
-    return this.done.size;
+    return this.done;
   }
 }
 

@@ -67,7 +67,8 @@ function describeAjvErrors(errors: ErrorObject[] | null | undefined): string {
 }
 
 /**
- * Checks a value with the compiled JSON Schema (fail closed), then parses it with zod for defaults, transforms and
+ * Checks a value: one that passes `pass` (a check that only accepts values already in zod's output form) is returned
+ * as it is; anything else goes through the compiled JSON Schema (fail closed), then zod for defaults, transforms and
  * refinements JSON Schema cannot carry. Either failure throws `code` naming the offending fields.
  */
 export function checkValue<T>(
@@ -76,7 +77,9 @@ export function checkValue<T>(
   schema: z.ZodType<T>,
   code: string,
   what: string,
+  pass?: (value: unknown) => boolean,
 ): T {
+  if (pass?.(value) === true) return value as T;
   if (!check(value))
     throw new AgentMeshError(code, `invalid ${what}: ${describeAjvErrors(check.errors)}`, {
       retryable: false,
@@ -95,4 +98,108 @@ export function checkValue<T>(
       },
     });
   return parsed.data;
+}
+
+let exact: Ajv2020 | undefined;
+
+/**
+ * A compiled check that passes exactly the values zod would return unchanged: it exists only when every part of the
+ * schema is one JSON Schema renders faithfully (no refinement, transform, string format other than a flagless
+ * regex, readonly, lazy, union of objects...). Values it rejects still go through zod. Undefined when there is none.
+ */
+export function identityCheck(schema: z.ZodType): ((value: unknown) => boolean) | undefined {
+  if (!isExact(schema, new Set())) return undefined;
+  try {
+    const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
+      target: 'draft-2020-12',
+      io: 'output',
+      unrepresentable: 'throw',
+    });
+    exact ??= new Ajv2020({
+      strict: false,
+      strictNumbers: true,
+      unicode: false,
+      unicodeRegExp: false,
+      logger: false,
+      validateFormats: false,
+      validateSchema: false,
+    });
+    const check = exact.compile(json);
+    return (value) => check(value) === true;
+  } catch {
+    return undefined;
+  }
+}
+
+interface ZodNode {
+  _zod: { def: Record<string, unknown> & { type: string; checks?: { _zod: { def: ZodCheckDef } }[] } };
+}
+interface ZodCheckDef {
+  check: string;
+  format?: string;
+  pattern?: RegExp;
+}
+
+const EXACT_CHECKS: ReadonlySet<string> = new Set([
+  'less_than',
+  'greater_than',
+  'multiple_of',
+  'max_length',
+  'min_length',
+  'length_equals',
+]);
+const EXACT_NUMBER_FORMATS: ReadonlySet<string> = new Set(['safeint', 'int32', 'uint32']);
+const LEAVES: ReadonlySet<string> = new Set([
+  'string',
+  'number',
+  'boolean',
+  'null',
+  'literal',
+  'enum',
+  'unknown',
+  'any',
+]);
+
+function isExact(schema: unknown, seen: Set<unknown>, inUnion = false): boolean {
+  const node = schema as ZodNode;
+  const def = node?._zod?.def;
+  if (def === undefined || seen.has(schema)) return false;
+  seen.add(schema);
+  for (const c of def.checks ?? []) {
+    const cd = c._zod.def;
+    if (EXACT_CHECKS.has(cd.check)) continue;
+    if (cd.check === 'number_format' && EXACT_NUMBER_FORMATS.has(cd.format ?? '')) continue;
+    if (cd.check === 'string_format' && cd.format === 'regex' && cd.pattern?.flags === '') continue;
+    return false;
+  }
+  const child = (s: unknown, union = inUnion) => isExact(s, seen, union);
+  switch (def.type) {
+    case 'object': {
+      if (inUnion) return false;
+      const shape = def['shape'] as Record<string, unknown>;
+      const catchall = def['catchall'] as ZodNode | undefined;
+      if (catchall !== undefined && catchall._zod.def.type !== 'never' && !child(catchall)) return false;
+      return Object.values(shape).every((s) => child(s));
+    }
+    case 'array':
+      return !inUnion && child(def['element']);
+    case 'record': {
+      const key = def['keyType'] as ZodNode;
+      return (
+        !inUnion &&
+        key._zod.def.type === 'string' &&
+        (key._zod.def.checks ?? []).length === 0 &&
+        child(def['valueType'])
+      );
+    }
+    case 'union':
+      return (def['options'] as unknown[]).every((s) => child(s, true));
+    case 'optional':
+    case 'nullable':
+      return child(def['innerType']);
+    case 'default':
+      return !inUnion && child(def['innerType']);
+    default:
+      return LEAVES.has(def.type);
+  }
 }

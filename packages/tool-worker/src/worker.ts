@@ -39,11 +39,13 @@ import {
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts, type ArtifactStore } from './artifacts.js';
 import { AbortScope, ProgressHub, type CallProgress } from './call-scope.js';
 import { CpuPool } from './cpu-pool.js';
+import { Deadlines, type Deadline } from './deadlines.js';
 import type { Tool, ToolContext } from './define-tool.js';
 import { byteLength, capForModel, outputText } from './format.js';
 import {
   OutcomeCache,
   SharedOutcomes,
+  type CacheEntry,
   type OutcomeCacheOptions,
   type SharedEntry,
   type SharedOutcomeOptions,
@@ -130,6 +132,7 @@ export class ToolWorker {
   private shared: SharedOutcomes | undefined;
   private readonly sharedOptions: SharedOutcomeOptions | false | undefined;
   private readonly progress: ProgressHub;
+  private readonly deadlines = new Deadlines();
   private readonly runCalls = new Map<string, Set<AbortScope>>();
   /** Runs cancelled lately, so that a call crossing its run's cancel on the wire is not started. */
   private readonly cancelledRuns = new Map<string, { reason: string | undefined; at: number }>();
@@ -316,9 +319,7 @@ export class ToolWorker {
    * each `tool.invoke` message gets; embedded callers may use it directly.
    */
   async execute(input: ToolInvocationInput | ToolInvocation): Promise<ToolOutcome> {
-    return this.executeParsed(
-      parseToolInvocation(input, 'tool invocation', ErrorCode.InvalidRequest, true),
-    );
+    return this.executeParsed(parseToolInvocation(input, 'tool invocation', ErrorCode.InvalidRequest, true));
   }
 
   private requireBlobs(): BlobStore {
@@ -379,7 +380,7 @@ export class ToolWorker {
     }
   }
 
-  private async executeParsed(invocation: ToolInvocation): Promise<ToolOutcome> {
+  private executeParsed(invocation: ToolInvocation): ToolOutcome | Promise<ToolOutcome> {
     const tool = this.tools.get(invocation.tool);
     if (tool === undefined)
       return this.errorOutcome(
@@ -395,26 +396,42 @@ export class ToolWorker {
         0,
         0,
       );
-    if (invocation.idempotency_key === undefined) return this.runCall(tool, invocation);
-    const key = `${invocation.identity.tenant}\u0000${tool.name}\u0000${invocation.idempotency_key}`;
-    const known = this.cache.lookup(key);
+    const idempotencyKey = invocation.idempotency_key;
+    if (idempotencyKey === undefined) return this.runCall(tool, invocation, undefined);
+    const tenant = invocation.identity.tenant;
+    const key =
+      tenant === 'default'
+        ? `${tool.name}\u0000${idempotencyKey}`
+        : `${tool.name}\u0001${tenant.length}:${tenant}\u0000${idempotencyKey}`;
+    const known = this.cache.find(key);
     if (known === undefined) {
-      const running =
-        this.shared !== undefined && !tool.spec.idempotent
-          ? this.runOnce(tool, invocation, this.shared)
-          : this.runCall(tool, invocation);
-      this.cache.running(key, running);
-      let outcome: ToolOutcome | undefined;
-      try {
-        outcome = await running;
-        return outcome;
-      } finally {
-        this.cache.settle(key, outcome);
-      }
+      const entry = this.cache.begin(key);
+      if (this.shared === undefined || tool.spec.idempotent) return this.runCall(tool, invocation, entry);
+      return this.runOnce(tool, invocation, this.shared).then(
+        (done) => {
+          const outcome: ToolOutcome = { ...done, dedup: 'shared' };
+          this.cache.finish(entry, outcome);
+          return outcome;
+        },
+        (error: unknown) => {
+          this.cache.finish(entry, undefined);
+          throw error;
+        },
+      );
     }
+    if (known.outcome !== undefined) return this.replay(invocation, known.outcome);
+    return this.replayWhenDone(invocation, known);
+  }
+
+  private replay(invocation: ToolInvocation, outcome: ToolOutcome): ToolOutcome {
+    return { ...outcome, call_id: invocation.call_id, replayed: true };
+  }
+
+  private async replayWhenDone(invocation: ToolInvocation, entry: CacheEntry): Promise<ToolOutcome> {
     const progress = this.openProgress(invocation);
     try {
-      return { ...(await known), call_id: invocation.call_id, replayed: true };
+      const outcome = await this.cache.wait(entry);
+      return outcome === undefined ? await this.executeParsed(invocation) : this.replay(invocation, outcome);
     } finally {
       progress?.close();
     }
@@ -448,7 +465,7 @@ export class ToolWorker {
               );
               let outcome: ToolOutcome | undefined;
               try {
-                outcome = await this.runCall(tool, invocation);
+                outcome = await this.runCall(tool, invocation, undefined, true);
                 return outcome;
               } finally {
                 clearInterval(refresher);
@@ -461,18 +478,16 @@ export class ToolWorker {
                         reason: outcome?.error?.message ?? 'the call ended without an outcome',
                       }
                     : { state: 'done', outcome, at: Date.now() };
-                await claim
-                  .settle(final)
-                  .catch((error: unknown) =>
-                    this.logger.warn(
-                      {
-                        run_id: invocation.run_id,
-                        call_id: invocation.call_id,
-                        err: (error as Error).message,
-                      },
-                      'outcome not stored: a re-sent call will be refused as "may have run"',
-                    ),
-                  );
+                await claim.settle(final).catch((error: unknown) =>
+                  this.logger.warn(
+                    {
+                      run_id: invocation.run_id,
+                      call_id: invocation.call_id,
+                      err: (error as Error).message,
+                    },
+                    'outcome not stored: a re-sent call will be refused as "may have run"',
+                  ),
+                );
               }
             }
             continue;
@@ -482,8 +497,8 @@ export class ToolWorker {
             invocation,
             new AgentMeshError(
               ErrorCode.Unavailable,
-              `the shared outcome store is unavailable, so call ${invocation.call_id} of the non-idempotent tool ` +
-                `"${tool.name}" was not run: ${(error as Error).message}`,
+              `the shared outcome store is unavailable, so worker ${this.workerId} did not run call ` +
+                `${invocation.call_id} of the non-idempotent tool "${tool.name}": ${(error as Error).message}`,
               { retryable: true },
             ),
             1,
@@ -492,7 +507,7 @@ export class ToolWorker {
         }
         if (entry.state === 'done') return { ...entry.outcome, call_id: invocation.call_id, replayed: true };
         if (entry.state === 'claimed' && shared.isLive(entry) && Date.now() < waitUntil) {
-          progress ??= this.openProgress(invocation);
+          progress ??= this.openProgress(invocation, true);
           await sleep(200, this.lifecycle.signal);
           if (this.lifecycle.signal.aborted)
             return this.errorOutcome(
@@ -542,14 +557,19 @@ export class ToolWorker {
     }
   }
 
-  private openProgress(invocation: ToolInvocation): CallProgress | undefined {
+  private openProgress(invocation: ToolInvocation, sharedDedup = false): CallProgress | undefined {
     if (invocation.progress_subject === undefined) return undefined;
-    return this.progress.open(invocation.progress_subject, invocation.call_id, invocation.tool);
+    return this.progress.open(invocation.progress_subject, invocation.call_id, invocation.tool, sharedDedup);
   }
 
-  private async runCall(tool: Tool<any, any>, invocation: ToolInvocation): Promise<ToolOutcome> {
+  private async runCall(
+    tool: Tool<any, any>,
+    invocation: ToolInvocation,
+    entry: CacheEntry | undefined,
+    sharedDedup = false,
+  ): Promise<ToolOutcome> {
     const t0 = performance.now();
-    const progress = this.openProgress(invocation);
+    const progress = this.openProgress(invocation, sharedDedup);
     const call = new AbortScope();
     this.trackRunCall(invocation.run_id, call);
     const cancelled = this.cancelledRuns.get(invocation.run_id);
@@ -562,6 +582,7 @@ export class ToolWorker {
         tool: tool.name,
       }));
     let attempts = 0;
+    let outcome: ToolOutcome | undefined;
     try {
       const args: unknown = tool.parseArguments(invocation.arguments);
       const policy = tool.policy;
@@ -580,7 +601,7 @@ export class ToolWorker {
             progress,
           );
           const made = this.successOutcome(invocation, output, attempts, t0, callLogger);
-          const outcome = made instanceof Promise ? await made : made;
+          outcome = made instanceof Promise ? await made : made;
           if (this.logger.isLevelEnabled('debug'))
             callLogger().debug({ attempts, elapsed_ms: outcome.elapsed_ms }, 'tool call completed');
           return outcome;
@@ -602,12 +623,13 @@ export class ToolWorker {
         }
       }
     } catch (error) {
-      const outcome = this.errorOutcome(invocation, error, Math.max(1, attempts), performance.now() - t0);
+      outcome = this.errorOutcome(invocation, error, Math.max(1, attempts), performance.now() - t0);
       callLogger().info({ code: outcome.error?.code, attempts: outcome.attempts }, 'tool call failed');
       return outcome;
     } finally {
       progress?.close();
       this.untrackRunCall(invocation.run_id, call);
+      if (entry !== undefined) this.cache.finish(entry, outcome);
     }
   }
 
@@ -622,63 +644,29 @@ export class ToolWorker {
     progress: CallProgress | undefined,
   ): Promise<unknown> {
     if (call.aborted) return Promise.reject(call.reason as Error);
-    return new Promise<unknown>((resolve, reject) => {
-      const scope = new AbortScope();
-      let settled = false;
-      const end = (): boolean => {
-        if (settled) return false;
-        settled = true;
-        clearTimeout(timer);
-        call.removeAbortListener(link);
-        return true;
-      };
-      const fail = (error: unknown): void => {
-        if (end()) reject(toToolError(error, tool.name));
-      };
-      const succeed = (output: unknown): void => {
-        if (!end()) return;
-        try {
-          resolve(tool.checkOutput(output));
-        } catch (error) {
-          reject(toToolError(error, tool.name));
-        }
-      };
-      const timer = setTimeout(
-        () =>
-          scope.abort(
-            new AgentMeshError(
-              ErrorCode.Timeout,
-              `tool "${tool.name}" timed out after ${timeoutMs} ms (attempt ${attempt} of ${tool.policy.max_attempts})`,
-              { details: { timeout_ms: timeoutMs, attempt } },
-            ),
-          ),
-        timeoutMs,
-      );
-      const link = (reason: unknown): void => scope.abort(reason);
-      call.addAbortListener(link);
-      scope.addAbortListener(fail);
-      try {
-        let running: Promise<unknown>;
-        if (tool.cpu !== undefined && this.pool !== undefined) {
-          const context = {
-            runId: invocation.run_id,
-            callId: invocation.call_id,
-            identity: invocation.identity,
-            attempt,
-            workerId: this.workerId,
-          };
-          running = this.pool.run(tool.cpu, args, context, scope.signal);
-        } else {
-          running = tool.runHandler(
-            args,
-            this.handlerContext(tool, invocation, attempt, scope, logger, progress),
-          );
-        }
-        running.then(succeed, fail);
-      } catch (error) {
-        fail(error);
+    const run = new Attempt(tool, call, this.deadlines, timeoutMs, attempt);
+    try {
+      let running: Promise<unknown>;
+      if (tool.cpu !== undefined && this.pool !== undefined) {
+        const context = {
+          runId: invocation.run_id,
+          callId: invocation.call_id,
+          identity: invocation.identity,
+          attempt,
+          workerId: this.workerId,
+        };
+        running = this.pool.run(tool.cpu, args, context, run.scope.signal);
+      } else {
+        running = tool.runHandler(
+          args,
+          this.handlerContext(tool, invocation, attempt, run.scope, logger, progress),
+        );
       }
-    });
+      running.then(run.succeed, run.fail);
+    } catch (error) {
+      run.fail(error);
+    }
+    return run.promise;
   }
 
   private handlerContext(
@@ -886,6 +874,72 @@ export class ToolWorker {
       this.logger.debug({ err: (error as Error).message }, 'catalog heartbeat got no answer');
     }
   }
+}
+
+/**
+ * One attempt of a call: settles with the checked output, or rejects on the handler's failure, the attempt's
+ * timeout (one shared timer for all attempts) or the call's abort, whichever comes first.
+ */
+class Attempt implements Deadline {
+  readonly scope = new AbortScope();
+  readonly promise: Promise<unknown>;
+  readonly at: number;
+  private settled = false;
+  private resolve!: (output: unknown) => void;
+  private reject!: (error: unknown) => void;
+
+  constructor(
+    private readonly tool: Tool<any, any>,
+    private readonly call: AbortScope,
+    private readonly deadlines: Deadlines,
+    private readonly timeoutMs: number,
+    private readonly attempt: number,
+  ) {
+    this.promise = new Promise<unknown>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.at = performance.now() + timeoutMs;
+    deadlines.add(this);
+    call.addAbortListener(this.abort);
+  }
+
+  expire(): void {
+    const { tool, timeoutMs, attempt } = this;
+    this.abort(
+      new AgentMeshError(
+        ErrorCode.Timeout,
+        `tool "${tool.name}" timed out after ${timeoutMs} ms (attempt ${attempt} of ${tool.policy.max_attempts})`,
+        { details: { timeout_ms: timeoutMs, attempt } },
+      ),
+    );
+  }
+
+  private readonly abort = (reason: unknown): void => {
+    this.scope.abort(reason);
+    this.fail(reason);
+  };
+
+  private end(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.deadlines.delete(this);
+    this.call.removeAbortListener(this.abort);
+    return true;
+  }
+
+  readonly fail = (error: unknown): void => {
+    if (this.end()) this.reject(toToolError(error, this.tool.name));
+  };
+
+  readonly succeed = (output: unknown): void => {
+    if (!this.end()) return;
+    try {
+      this.resolve(this.tool.checkOutput(output));
+    } catch (error) {
+      this.reject(toToolError(error, this.tool.name));
+    }
+  };
 }
 
 /** The {@link ToolContext} of one attempt; the signal, logger and artifact store are made on first use. */
