@@ -1,18 +1,15 @@
-import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
 import {
   AgentMeshError,
   ErrorCode,
   RunRequestSchema,
-  ScriptedTurnSchema,
   publishJson,
   subjects,
   validate,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { checkProviderConfig, followRun, submitRun } from '@agentmesh/planner';
+import { checkProviderConfig, followRun, readScriptFile, submitRun } from '@agentmesh/planner';
 import { plannerOptions } from '../planner-options.js';
 import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -53,25 +50,6 @@ export const runSpec: CommandSpec = {
     yes: { type: 'boolean', short: 'y', description: 'do not ask before tools that write' },
   },
 };
-
-const ScriptFileSchema = z.union([
-  z.object({ turns: z.array(ScriptedTurnSchema).min(1) }).strict(),
-  z.array(ScriptedTurnSchema).min(1),
-]);
-
-function readScript(path: string) {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
-  } catch (error) {
-    throw new AgentMeshError(
-      ErrorCode.InvalidConfig,
-      `cannot read script ${path}: ${(error as Error).message}`,
-    );
-  }
-  const parsed = validate(ScriptFileSchema, raw, `script ${path}`, ErrorCode.InvalidConfig);
-  return Array.isArray(parsed) ? parsed : parsed.turns;
-}
 
 /** Builds the RunRequest from flags and configuration. */
 export function buildRunRequest(ctx: CommandContext): RunRequestInput {
@@ -114,7 +92,7 @@ export function buildRunRequest(ctx: CommandContext): RunRequestInput {
     ...(deferred.length > 0 ? { deferred } : {}),
     ...(config.tools?.always ? { always: config.tools.always } : {}),
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
-    ...(scriptPath ? { script: readScript(scriptPath) } : {}),
+    ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;
