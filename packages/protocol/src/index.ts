@@ -17,3 +17,4 @@ export { connectBus, type ConnectBusOptions } from './connect.js';
 export * from './tool-client.js';
 export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
+export { sleep } from './timing.js';

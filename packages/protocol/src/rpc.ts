@@ -5,6 +5,7 @@ import { decodeMessage, encodeJson, encodeJsonTransient, parseJson, validate } f
 import { AgentMeshError, ErrorCode, toErrorPayload, type ErrorPayload } from './errors.js';
 import { Header } from './envelope.js';
 import { ErrorPayloadSchema } from './schemas.js';
+import { sleep } from './timing.js';
 
 /** Header value marking a reply whose body is `{ "error": ErrorPayload }`. */
 export const ERROR_STATUS = 'error';
@@ -135,9 +136,7 @@ export async function requestJsonRetrying<S extends z.ZodType>(
       const e = AgentMeshError.from(error);
       if (!e.retryable || Date.now() >= deadline || options.signal?.aborted) throw e;
       const backoff = Math.min(1000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.min(backoff, Math.max(0, deadline - Date.now()))),
-      );
+      await sleep(Math.min(backoff, Math.max(0, deadline - Date.now())), options.signal);
     }
   }
 }

@@ -12,6 +12,7 @@ import {
   type ToolProgress,
 } from './schemas.js';
 import { DEFAULT_PREFIX } from './subjects.js';
+import { sleep } from './timing.js';
 
 export interface InvokeToolOptions {
   prefix?: string;
@@ -478,16 +479,4 @@ function safeJson(data: Uint8Array): unknown {
   } catch {
     return undefined;
   }
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }

@@ -35,6 +35,7 @@ import {
   type ToolInvocationInput,
   type ToolOutcome,
   type ToolSpec,
+  sleep,
 } from '@agentmesh/protocol';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts, type ArtifactStore } from './artifacts.js';
 import { AbortScope, ProgressHub, type CallProgress } from './call-scope.js';
@@ -1009,19 +1010,6 @@ function toToolError(error: unknown, tool: string): AgentMeshError {
     retryable: failure === 'transient' || failure === '5xx',
     cause: error,
     ...(status === undefined ? {} : { details: { status } }),
-  });
-}
-
-/** Waits `ms`; resolves early when `signal` aborts. */
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
   });
 }
 
