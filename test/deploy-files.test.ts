@@ -212,7 +212,6 @@ describe('deploy/nats/nats.conf', () => {
       S.catalogSearch,
       `${S.prefix}.catalog.>`,
       S.artifactFetch,
-      S.runsAdmin('>'),
     ];
     const streams = new Set([
       RUNS_STREAM,

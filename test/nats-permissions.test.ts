@@ -212,8 +212,9 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     worker.bus.subscribe(
       S.toolInvoke('math.calc'),
       (m) => {
-        const { run_id } = JSON.parse(m.text()) as { run_id: string };
-        worker.bus.publish(S.toolProgress(run_id), JSON.stringify({ pct: 50 }));
+        // as the real worker does: progress notices go to the progress subject the caller named (its own inbox)
+        const { progress_subject } = JSON.parse(m.text()) as { progress_subject: string };
+        worker.bus.publish(progress_subject, JSON.stringify({ kind: 'started' }));
         worker.bus.respond(m, JSON.stringify({ ok: true, value: 5 }));
       },
       { queue: toolQueueGroup('math.calc') },
@@ -243,7 +244,9 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
 
     // planner: takes the run from the durable consumer, calls the tool, sees progress, publishes events.
     const progress: string[] = [];
-    planner.bus.subscribe(S.toolProgress('*'), (m) => void progress.push(m.subject));
+    const progressSubject = planner.bus.createInbox();
+    expect(progressSubject.startsWith('_INBOX_planner.')).toBe(true);
+    planner.bus.subscribe(progressSubject, (m) => void progress.push(m.subject));
     planner.bus.subscribe(S.allRunCancels, () => undefined);
     await planner.bus.flush();
     const consumer = await planner.bus.jetstream().consumers.get(RUNS_STREAM, PLANNER_CONSUMER);
@@ -252,10 +255,10 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     intake?.working();
     const call = await planner.bus.request(
       S.toolInvoke('math.calc'),
-      JSON.stringify({ run_id: runId, call_id: 'c1' }),
+      JSON.stringify({ run_id: runId, call_id: 'c1', progress_subject: progressSubject }),
     );
     expect(JSON.parse(call.text())).toEqual({ ok: true, value: 5 });
-    await waitFor(() => progress.includes(S.toolProgress(runId)), 'tool progress');
+    await waitFor(() => progress.includes(progressSubject), 'tool progress');
     const fetched = await planner.bus.request(S.artifactFetch, JSON.stringify({ ref: 't1/heavy' }));
     expect(JSON.parse(fetched.text())).toEqual({ size: heavy.length });
     for (const subject of [S.catalogSearch, S.catalogGet, S.catalogList]) {
@@ -346,6 +349,9 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     // no role reads replies meant for another: not the planner's inbox space, nor a plain client's
     await expectSubscribeRefused(worker, '_INBOX_planner.>');
     await expectSubscribeRefused(worker, '_INBOX.>');
+    // it may send progress notices to a planner's inbox, and nowhere else outside its lanes
+    await expectPublishRefused(worker, '_INBOX_catalog.x.y');
+    await expectPublishRefused(worker, '_INBOX_client.x.y');
   });
 
   test('a worker scoped to math.* answers math tools and cannot answer another tool', async () => {
@@ -377,7 +383,6 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     await expectPublishRefused(client, S.artifactFetch);
     await expectPublishRefused(client, S.runEvents('r1'));
     await expectPublishRefused(client, S.toolProgress('r1'));
-    await expectPublishRefused(client, S.runsAdmin('list'));
     await expectPublishRefused(client, '$SRV.PING');
     await expectPublishRefused(client, `$KV.${CATALOG_BUCKET}.tools.x`);
     await expectPublishRefused(client, `$O.${ARTIFACTS_BUCKET}.M.x`);

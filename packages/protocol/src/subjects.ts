@@ -37,7 +37,6 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     catalogGet: `${prefix}.catalog.get`,
     catalogSearch: `${prefix}.catalog.search`,
     artifactFetch: `${prefix}.artifacts.fetch`,
-    runsAdmin: (verb: string) => `${prefix}.admin.runs.${verb}`,
   };
 }
 export type Subjects = ReturnType<typeof subjects>;
