@@ -58,7 +58,7 @@ export class CpuPool {
     this.queueDepth = Math.max(0, options.queueDepth ?? this.threads);
     this.pool = new Piscina({
       filename: RUNNER.href,
-      minThreads: 1,
+      minThreads: 0,
       maxThreads: this.threads,
       idleTimeout: options.idleTimeoutMs ?? 30_000,
     });
