@@ -151,6 +151,24 @@ describe('agentmesh run --nats, with catalog, planner and worker as separate pro
 });
 
 describe('actor commands', () => {
+  it('serve /healthz and /readyz on --health-port, and exit 0 on SIGTERM', async () => {
+    const nats = await startNatsServer();
+    const { freePort } = await import('./helpers/nats-server.js');
+    const port = await freePort();
+    const worker = await startActor(['worker', '--nats', nats.url, '--health-port', String(port)], cleanEnv());
+    try {
+      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+      expect(health.status).toBe(200);
+      const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+      expect(ready.status).toBe(200);
+      expect(await ready.text()).toMatch(/ready/);
+      expect((await fetch(`http://127.0.0.1:${port}/nope`)).status).toBe(404);
+    } finally {
+      expect(await worker.stop()).toBe(0);
+      await nats.dispose();
+    }
+  });
+
   it('exit 2 with a clear message when NATS is unreachable', async () => {
     const r = await runAgentmesh(['worker', '--nats', 'nats://127.0.0.1:1']);
     expect(r.code).toBe(2);
