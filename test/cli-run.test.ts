@@ -155,7 +155,10 @@ describe('actor commands', () => {
     const nats = await startNatsServer();
     const { freePort } = await import('./helpers/nats-server.js');
     const port = await freePort();
-    const worker = await startActor(['worker', '--nats', nats.url, '--health-port', String(port)], cleanEnv());
+    const worker = await startActor(
+      ['worker', '--nats', nats.url, '--health-port', String(port)],
+      cleanEnv(),
+    );
     try {
       const health = await fetch(`http://127.0.0.1:${port}/healthz`);
       expect(health.status).toBe(200);
