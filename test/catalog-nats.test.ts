@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { Catalog } from '@agentmesh/catalog';
@@ -10,7 +9,6 @@ import {
   CatalogRegisterReplySchema,
   CatalogSearchReplySchema,
   NatsBus,
-  ToolSpecSchema,
   connectBus,
   requestJson,
   silentLogger,
@@ -18,11 +16,10 @@ import {
   type Bus,
   type ToolSpec,
 } from '@agentmesh/protocol';
+import { loadCatalogFixture } from './fixtures/catalog/load.js';
 
 const natsUrl = inject('natsUrl');
-const tools: ToolSpec[] = (
-  JSON.parse(readFileSync(new URL('./fixtures/catalog/tools.json', import.meta.url), 'utf8')) as unknown[]
-).map((t) => ToolSpecSchema.parse(t));
+const tools: ToolSpec[] = loadCatalogFixture();
 const byName = (name: string) => tools.find((t) => t.name === name)!;
 
 const cleanup: (() => Promise<void> | void)[] = [];

@@ -1,11 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createToolIndex } from '@agentmesh/catalog';
-import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
+import type { ToolSpec } from '@agentmesh/protocol';
+import { loadCatalogFixture } from './fixtures/catalog/load.js';
 
-const tools: ToolSpec[] = (
-  JSON.parse(readFileSync(new URL('./fixtures/catalog/tools.json', import.meta.url), 'utf8')) as unknown[]
-).map((t) => ToolSpecSchema.parse(t));
+const tools: ToolSpec[] = loadCatalogFixture();
 const queries = JSON.parse(
   readFileSync(new URL('./fixtures/catalog/queries.json', import.meta.url), 'utf8'),
 ) as {

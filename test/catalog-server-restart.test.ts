@@ -3,21 +3,16 @@ import { Catalog } from '@agentmesh/catalog';
 import {
   CatalogRegisterReplySchema,
   CatalogSearchReplySchema,
-  ToolSpecSchema,
   connectBus,
   requestJson,
   silentLogger,
   subjects,
   type Bus,
 } from '@agentmesh/protocol';
-import { readFileSync } from 'node:fs';
 import { startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
+import { loadCatalogFixture } from './fixtures/catalog/load.js';
 
-const tools = (
-  JSON.parse(readFileSync(new URL('./fixtures/catalog/tools.json', import.meta.url), 'utf8')) as unknown[]
-)
-  .slice(0, 50)
-  .map((t) => ToolSpecSchema.parse(t));
+const tools = loadCatalogFixture().slice(0, 50);
 
 let server: NatsServerHandle;
 let catalogBus: Bus;
