@@ -80,13 +80,25 @@ let checker: Ajv2020 | undefined;
  * callers check them themselves. A schema JSON Schema cannot express gives a check that always fails.
  */
 export function outputCheck(schema: z.ZodType): (value: unknown) => boolean {
+  return jsonSchemaCheck(schema, 'output');
+}
+
+/**
+ * {@link outputCheck} for the input side of a zod schema: fields with a default may be absent. A value that passes is
+ * one zod would accept (refinements aside), though zod would still fill in its defaults.
+ */
+export function inputCheck(schema: z.ZodType): (value: unknown) => boolean {
+  return jsonSchemaCheck(schema, 'input');
+}
+
+function jsonSchemaCheck(schema: z.ZodType, io: 'input' | 'output'): (value: unknown) => boolean {
   let check: ValidateFunction | ((value: unknown) => boolean) | undefined;
   return (value) => {
     if (check === undefined) {
       try {
         const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
           target: 'draft-2020-12',
-          io: 'output',
+          io,
           unrepresentable: 'throw',
         });
         checker ??= new Ajv2020({

@@ -65,7 +65,7 @@ export function respondJson(bus: Bus, msg: BusMessage, value: unknown, headers?:
     });
     return;
   }
-  bus.respond(msg, bytes, headers === undefined ? {} : { headers });
+  bus.respond(msg, bytes, headers === undefined ? undefined : { headers });
 }
 
 export function respondError(bus: Bus, msg: BusMessage, error: ErrorPayload | unknown): void {

@@ -1,5 +1,5 @@
 import type { Bus, BusMessage, Subscription } from './bus/types.js';
-import { encodeJsonTransient, fastValidator, outputCheck, parseJson, validate } from './codec.js';
+import { encodeJsonTransient, fastValidator, inputCheck, outputCheck, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode } from './errors.js';
 import { isToolName } from './names.js';
 import { throwIfErrorReply } from './rpc.js';
@@ -53,11 +53,12 @@ export async function invokeTool(
   invocation: ToolInvocationInput,
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
-  const body = parseToolInvocation(invocation, 'tool invocation', ErrorCode.InvalidRequest, true);
-  body.idempotency_key ??= `${body.run_id}:${body.call_id}`;
+  const body = checkInvocationInput(invocation);
+  const idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
   const subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
   const timeoutMs = options.timeoutMs ?? 60_000;
-  const deadline = Date.now() + timeoutMs;
+  const started = Date.now();
+  const deadline = started + timeoutMs;
   const lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
   const noRespondersMs = options.noRespondersMs ?? 2000;
   const signal = options.signal;
@@ -80,25 +81,25 @@ export async function invokeTool(
   let resends = 0;
   let lostWorkers: string[] | undefined;
   let lostNonIdempotent: Extract<SendResult, { kind: 'lost' }> | undefined;
-  for (let attempt = body.attempt; ;) {
+  for (let attempt = body.attempt ?? 1, now = started; ; now = Date.now()) {
     if (signal?.aborted) throw callError(body, ErrorCode.Cancelled, 'was cancelled', false);
-    const remaining = deadline - Date.now();
+    const remaining = deadline - now;
     if (remaining <= 0)
       throw callError(body, ErrorCode.Timeout, `got no outcome within ${timeoutMs} ms`, false, {
         timeout_ms: timeoutMs,
       });
-    body.attempt = attempt;
-    const result = await sendOnce(
-      bus,
-      router,
+    const result = await sendOnce(bus, router, {
       subject,
-      body,
+      invocation: body,
+      attempt,
+      idempotencyKey,
       idempotent,
-      remaining,
+      remainingMs: remaining,
       lostAfterMs,
+      now,
       signal,
       onProgress,
-    );
+    });
     if (result.kind === 'outcome') {
       const refused = result.outcome.error;
       if (
@@ -178,8 +179,11 @@ export async function invokeTool(
   }
 }
 
+/** What errors name of a call. */
+type CallNames = Pick<ToolInvocation, 'call_id' | 'tool'>;
+
 function callError(
-  body: ToolInvocation,
+  body: CallNames,
   code: string,
   what: string,
   retryable: boolean,
@@ -194,7 +198,7 @@ function callError(
 }
 
 function workerLost(
-  body: ToolInvocation,
+  body: CallNames,
   lost: Extract<SendResult, { kind: 'lost' }>,
   attempt: number,
   then: string,
@@ -216,53 +220,54 @@ type SendResult =
   | { kind: 'lost'; workerId: string | undefined; why: string; dedup: boolean }
   | { kind: 'error'; error: AgentMeshError };
 
+/** One send of a call: what goes on the wire and how long to wait for it. */
+interface Send {
+  subject: string;
+  invocation: ToolInvocationInput;
+  attempt: number;
+  idempotencyKey: string;
+  idempotent: boolean;
+  remainingMs: number;
+  lostAfterMs: number;
+  /** Date.now() when the send starts. */
+  now: number;
+  signal: AbortSignal | undefined;
+  onProgress: ((progress: ToolProgress) => void) | undefined;
+}
+
 /** The invocation as sent: the defaults a worker fills in itself (default identity, first attempt) are left out. */
-function wireInvocation(invocation: ToolInvocation, progressSubject: string): Record<string, unknown> {
+function wireInvocation(send: Send, progressSubject: string): Record<string, unknown> {
+  const invocation = send.invocation;
   const wire: Record<string, unknown> = {
     call_id: invocation.call_id,
     run_id: invocation.run_id,
     tool: invocation.tool,
     arguments: invocation.arguments,
-    idempotency_key: invocation.idempotency_key,
+    idempotency_key: send.idempotencyKey,
     progress_subject: progressSubject,
   };
   const identity = invocation.identity;
-  if (identity.tenant !== 'default' || identity.user !== undefined || identity.session !== undefined)
+  if (
+    identity !== undefined &&
+    (identity.tenant !== 'default' || identity.user !== undefined || identity.session !== undefined)
+  )
     wire['identity'] = identity;
-  if (invocation.attempt !== 1) wire['attempt'] = invocation.attempt;
+  if (send.attempt !== 1) wire['attempt'] = send.attempt;
   if (invocation.timeout_ms !== undefined) wire['timeout_ms'] = invocation.timeout_ms;
   if (invocation.max_output_bytes !== undefined) wire['max_output_bytes'] = invocation.max_output_bytes;
   return wire;
 }
 
-function sendOnce(
-  bus: Bus,
-  router: ProgressRouter,
-  subject: string,
-  invocation: ToolInvocation,
-  idempotent: boolean,
-  remainingMs: number,
-  lostAfterMs: number,
-  signal: AbortSignal | undefined,
-  onProgress: ((progress: ToolProgress) => void) | undefined,
-): Promise<SendResult> {
+function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendResult> {
   return new Promise<SendResult>((resolve, reject) => {
-    const watch = router.watch(
-      invocation.call_id,
-      invocation.tool,
-      subject,
-      !idempotent,
-      lostAfterMs,
-      onProgress,
-      resolve,
-    );
-    invocation.progress_subject = watch.subject;
+    const watch = router.watch(send, resolve);
+    const signal = send.signal;
     let request: Promise<BusMessage>;
     try {
       request = bus.request(
-        subject,
-        encodeJsonTransient(wireInvocation(invocation, watch.subject)),
-        signal === undefined ? { timeoutMs: remainingMs } : { timeoutMs: remainingMs, signal },
+        send.subject,
+        encodeJsonTransient(wireInvocation(send, watch.subject)),
+        signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
       );
     } catch (error) {
       router.unwatch(watch);
@@ -288,6 +293,7 @@ function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
 
 const checkOutcome = fastValidator(ToolOutcomeSchema);
 const invocationCheck = outputCheck(ToolInvocationSchema);
+const invocationInputCheck = inputCheck(ToolInvocationSchema);
 const checkedToolNames = new Set<string>();
 
 function isCheckedToolName(name: unknown): boolean {
@@ -302,7 +308,8 @@ function isCheckedToolName(name: unknown): boolean {
 /**
  * Parses a tool invocation exactly as `ToolInvocationSchema` does, without zod in the common case: a value that only
  * lacks the defaulted `identity` and `attempt` is completed and checked by a compiled validator; anything else goes
- * through zod, whose error names the offending field. With `copy` the result is always a new object.
+ * through zod, whose error names the offending field. With `copy` the result is a new object; without it (a value
+ * the caller owns, like one just decoded) the defaults are filled in place.
  */
 export function parseToolInvocation(
   value: unknown,
@@ -311,15 +318,28 @@ export function parseToolInvocation(
   copy = false,
 ): ToolInvocation {
   if (typeof value === 'object' && value !== null && !Object.hasOwn(value, '__proto__')) {
-    let candidate = value as Partial<ToolInvocation>;
-    if (copy || candidate.identity === undefined || candidate.attempt === undefined) {
-      candidate = Object.assign({}, candidate);
-      if (candidate.identity === undefined) candidate.identity = { tenant: 'default' };
-      if (candidate.attempt === undefined) candidate.attempt = 1;
-    }
+    const candidate = (copy ? Object.assign({}, value) : value) as Partial<ToolInvocation>;
+    if (candidate.identity === undefined) candidate.identity = { tenant: 'default' };
+    if (candidate.attempt === undefined) candidate.attempt = 1;
     if (invocationCheck(candidate) && isCheckedToolName(candidate.tool)) return candidate as ToolInvocation;
   }
   return validate(ToolInvocationSchema, value, what, code);
+}
+
+/**
+ * A caller's invocation, checked as `ToolInvocationSchema` parses it but not copied: a valid value is returned as it
+ * is (its defaults still absent); anything else goes through zod, whose error names the offending field.
+ */
+function checkInvocationInput(value: ToolInvocationInput): ToolInvocationInput {
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    !Object.hasOwn(value, '__proto__') &&
+    invocationInputCheck(value) &&
+    isCheckedToolName(value.tool)
+  )
+    return value;
+  return validate(ToolInvocationSchema, value, 'tool invocation', ErrorCode.InvalidRequest);
 }
 
 interface CallWatch {
@@ -360,29 +380,21 @@ class ProgressRouter {
     this.prefix = bus.createInbox();
   }
 
-  watch(
-    callId: string,
-    tool: string,
-    toolSubject: string,
-    nonIdempotent: boolean,
-    lostAfterMs: number,
-    onProgress: ((progress: ToolProgress) => void) | undefined,
-    resolve: (result: SendResult) => void,
-  ): CallWatch {
+  watch(send: Send, resolve: (result: SendResult) => void): CallWatch {
     this.sub ??= this.bus.subscribe(`${this.prefix}.*`, (msg) => this.onMessage(msg));
     const token = (++this.counter).toString(36);
     const watch: CallWatch = {
       subject: `${this.prefix}.${token}`,
       token,
-      callId,
-      toolSubject,
-      tool,
-      nonIdempotent,
+      callId: send.invocation.call_id,
+      toolSubject: send.subject,
+      tool: send.invocation.tool,
+      nonIdempotent: !send.idempotent,
       dedup: false,
-      lostAfterMs,
-      lastHeard: Date.now(),
+      lostAfterMs: send.lostAfterMs,
+      lastHeard: send.now,
       workerId: undefined,
-      onProgress,
+      onProgress: send.onProgress,
       resolve,
     };
     this.entries.set(token, watch);

@@ -8,6 +8,8 @@ export class AbortScope {
   private controller: AbortController | undefined;
   private abortReason: unknown;
   private done = false;
+  /** The first listener has a field of its own: most scopes never get a second. */
+  private listener: ((reason: unknown) => void) | undefined;
   private listeners: ((reason: unknown) => void)[] | undefined;
 
   get aborted(): boolean {
@@ -31,8 +33,11 @@ export class AbortScope {
     this.done = true;
     this.abortReason = reason;
     this.controller?.abort(reason);
+    const first = this.listener;
     const listeners = this.listeners;
+    this.listener = undefined;
     this.listeners = undefined;
+    first?.(reason);
     if (listeners !== undefined) for (const l of listeners) l(reason);
   }
 
@@ -45,10 +50,15 @@ export class AbortScope {
   /** Calls `listener` once on abort (at once when already aborted). */
   addAbortListener(listener: (reason: unknown) => void): void {
     if (this.done) listener(this.abortReason);
+    else if (this.listener === undefined) this.listener = listener;
     else (this.listeners ??= []).push(listener);
   }
 
   removeAbortListener(listener: (reason: unknown) => void): void {
+    if (this.listener === listener) {
+      this.listener = undefined;
+      return;
+    }
     const listeners = this.listeners;
     if (listeners === undefined) return;
     const at = listeners.lastIndexOf(listener);
@@ -77,6 +87,9 @@ export class AbortScope {
 
 /** Publishes one call's `started` and `progress` notices; its hub sends the heartbeats. */
 export class CallProgress {
+  /** `pending` until `started` goes out, then `active` until closed. */
+  state: 'pending' | 'active' | 'closed' = 'pending';
+
   constructor(
     private readonly hub: ProgressHub,
     readonly subject: string,
@@ -113,7 +126,7 @@ export class CallProgress {
  * heartbeats of every running call.
  */
 export class ProgressHub {
-  private readonly pending = new Set<CallProgress>();
+  private pending: CallProgress[] = [];
   private readonly active = new Set<CallProgress>();
   private flush: NodeJS.Immediate | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -131,19 +144,20 @@ export class ProgressHub {
    */
   open(subject: string, callId: string, tool: string, sharedDedup = false): CallProgress {
     const progress = new CallProgress(this, subject, callId, tool, sharedDedup);
-    this.pending.add(progress);
+    this.pending.push(progress);
     this.flush ??= setImmediate(() => this.flushStarted());
     return progress;
   }
 
   /** Sends `started` for this call at once, if it has not gone out yet. */
   startNow(progress: CallProgress): void {
-    if (!this.pending.delete(progress)) return;
-    this.activate(progress);
+    if (progress.state === 'pending') this.activate(progress);
   }
 
   close(progress: CallProgress): void {
-    if (this.pending.delete(progress)) return;
+    const was = progress.state;
+    progress.state = 'closed';
+    if (was !== 'active') return;
     this.active.delete(progress);
     if (this.active.size === 0 && this.timer !== undefined) {
       clearInterval(this.timer);
@@ -161,11 +175,13 @@ export class ProgressHub {
 
   private flushStarted(): void {
     this.flush = undefined;
-    for (const progress of this.pending) this.activate(progress);
-    this.pending.clear();
+    const pending = this.pending;
+    this.pending = [];
+    for (const progress of pending) if (progress.state === 'pending') this.activate(progress);
   }
 
   private activate(progress: CallProgress): void {
+    progress.state = 'active';
     progress.send('started');
     this.active.add(progress);
     if (this.timer === undefined) {

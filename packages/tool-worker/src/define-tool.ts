@@ -198,8 +198,18 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
     );
   };
 
-  const runHandler = async (args: z.output<I>, ctx: ToolContext): Promise<unknown> => {
-    if (handler !== undefined) return handler(args, ctx);
+  // Not async: a handler's own promise is handed on as it is, without the extra turns of adopting it.
+  const runHandler = (args: z.output<I>, ctx: ToolContext): Promise<unknown> => {
+    if (handler === undefined) return runInline(args, ctx);
+    try {
+      const result = handler(args, ctx);
+      return result instanceof Promise ? result : Promise.resolve(result);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+  };
+
+  const runInline = async (args: z.output<I>, ctx: ToolContext): Promise<unknown> => {
     if (cpu === undefined) throw new AgentMeshError(ErrorCode.Internal, `${what} has no handler`);
     const mod = (await import(cpu.module)) as Record<string, unknown>;
     const fn = mod[cpu.export];

@@ -29,7 +29,9 @@ export interface CacheEntry {
 /**
  * Outcomes by idempotency key, bounded in size and age, plus the calls still running under a key, so that a call
  * re-sent to the same worker answers the first outcome instead of running twice. One map entry per key serves both;
- * past `maxEntries` the oldest outcomes are dropped an eighth at a time.
+ * past `maxEntries` the oldest outcomes are dropped an eighth at a time. The worker uses it for non-idempotent tools
+ * only: an idempotent call is safe to run again, and every kept outcome outlives the young generation, which costs
+ * the garbage collector more than the map costs anything else.
  */
 export class OutcomeCache {
   private readonly entries = new Map<string, CacheEntry>();

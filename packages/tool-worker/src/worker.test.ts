@@ -15,7 +15,7 @@ import {
 } from '@agentmesh/protocol';
 import { defineTool, type Tool } from './define-tool.js';
 import { ToolWorker, type ToolWorkerOptions } from './worker.js';
-import { regexMatchTool } from './packs/builtin/index.js';
+import { mathCalcTool, regexMatchTool } from './packs/builtin/index.js';
 
 const s = subjects();
 const CPU_FIXTURE = new URL('../../../test/fixtures/worker-cpu-task.mjs', import.meta.url);
@@ -348,6 +348,36 @@ describe('ToolWorker on the in-process bus', () => {
     ]);
     expect(both.map((o) => o.output)).toEqual([2, 2]);
     expect(runs).toBe(2);
+  });
+
+  it('runs an idempotent tool again for a repeated idempotency key: only non-idempotent outcomes are kept', async () => {
+    let runs = 0;
+    const counted = defineTool({
+      name: 'test.counted_idempotent',
+      description: 'Counts its runs.',
+      input: z.object({}),
+      idempotent: true,
+      handler: () => ++runs,
+    });
+    const { bus } = await startWorker([counted]);
+    const first = await invokeTool(bus, call('test.counted_idempotent', {}, { idempotency_key: 'k1' }));
+    const again = await invokeTool(bus, call('test.counted_idempotent', {}, { idempotency_key: 'k1' }));
+    expect([first.output, again.output]).toEqual([1, 2]);
+    expect(again.replayed).toBeUndefined();
+  });
+
+  it("checks an invocation without copying it and leaves the caller's object as it was", async () => {
+    const { bus } = await startWorker([mathCalcTool()]);
+    const invocation = call('math.calc', { lhs: 2, rhs: 3, op: 'add' });
+    const before = structuredClone(invocation);
+    const outcome = await invokeTool(bus, invocation);
+    expect(outcome).toMatchObject({ is_error: false, output: { result: 5 } });
+    expect(invocation).toEqual(before);
+    for (const bad of [{ identity: null }, { attempt: 0 }, { surprise: 1 }, { tool: 'Not A Name' }])
+      await expect(invokeTool(bus, { ...call('math.calc', {}), ...bad } as never)).rejects.toMatchObject({
+        code: 'invalid_request',
+        message: expect.stringMatching(/invalid tool invocation/),
+      });
   });
 
   it('answers busy at once when full, and the client retries until a slot frees', async () => {

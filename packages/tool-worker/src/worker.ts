@@ -98,7 +98,7 @@ export interface ToolWorkerOptions {
   previewBytes?: number;
   /** Cap of what reaches a model when the invocation does not set `max_output_bytes` (default 64 KiB). */
   maxOutputBytes?: number;
-  /** Replay cache of outcomes by idempotency key. */
+  /** Replay cache of the outcomes of non-idempotent tools by idempotency key (idempotent tools simply run). */
   outcomeCache?: OutcomeCacheOptions;
   /**
    * The outcome store shared by all replicas (KV bucket `<prefix>_tool_outcomes`): a non-idempotent call runs at most
@@ -134,7 +134,8 @@ export class ToolWorker {
   private readonly sharedOptions: SharedOutcomeOptions | false | undefined;
   private readonly progress: ProgressHub;
   private readonly deadlines = new Deadlines();
-  private readonly runCalls = new Map<string, Set<AbortScope>>();
+  /** The calls running now; a run's cancel finds its own among them (they are at most `concurrency`). */
+  private readonly runningCalls = new Set<RunCallScope>();
   /** Runs cancelled lately, so that a call crossing its run's cancel on the wire is not started. */
   private readonly cancelledRuns = new Map<string, { reason: string | undefined; at: number }>();
   private readonly lifecycle = new AbortController();
@@ -398,7 +399,8 @@ export class ToolWorker {
         0,
       );
     const idempotencyKey = invocation.idempotency_key;
-    if (idempotencyKey === undefined) return this.runCall(tool, invocation, undefined);
+    if (idempotencyKey === undefined || tool.spec.idempotent)
+      return this.runCall(tool, invocation, undefined);
     const tenant = invocation.identity.tenant;
     const key =
       tenant === 'default'
@@ -407,7 +409,7 @@ export class ToolWorker {
     const known = this.cache.find(key);
     if (known === undefined) {
       const entry = this.cache.begin(key);
-      if (this.shared === undefined || tool.spec.idempotent) return this.runCall(tool, invocation, entry);
+      if (this.shared === undefined) return this.runCall(tool, invocation, entry);
       return this.runOnce(tool, invocation, this.shared).then(
         (done) => {
           const outcome: ToolOutcome = { ...done, dedup: 'shared' };
@@ -571,9 +573,9 @@ export class ToolWorker {
   ): Promise<ToolOutcome> {
     const t0 = performance.now();
     const progress = this.openProgress(invocation, sharedDedup);
-    const call = new AbortScope();
-    this.trackRunCall(invocation.run_id, call);
-    const cancelled = this.cancelledRuns.get(invocation.run_id);
+    const call = new RunCallScope(invocation.run_id);
+    this.runningCalls.add(call);
+    const cancelled = this.cancelledRuns.size === 0 ? undefined : this.cancelledRuns.get(invocation.run_id);
     if (cancelled !== undefined) call.abort(cancelledError(invocation.run_id, cancelled.reason));
     let logger: Logger | undefined;
     const callLogger = () =>
@@ -629,7 +631,7 @@ export class ToolWorker {
       return outcome;
     } finally {
       progress?.close();
-      this.untrackRunCall(invocation.run_id, call);
+      this.runningCalls.delete(call);
       if (entry !== undefined) this.cache.finish(entry, outcome);
     }
   }
@@ -782,19 +784,6 @@ export class ToolWorker {
     };
   }
 
-  private trackRunCall(runId: string, controller: AbortScope): void {
-    let set = this.runCalls.get(runId);
-    if (set === undefined) this.runCalls.set(runId, (set = new Set()));
-    set.add(controller);
-  }
-
-  private untrackRunCall(runId: string, controller: AbortScope): void {
-    const set = this.runCalls.get(runId);
-    if (set === undefined) return;
-    set.delete(controller);
-    if (set.size === 0) this.runCalls.delete(runId);
-  }
-
   private onCancel(msg: BusMessage): void {
     const head = `${this.subjects.prefix}.runs.`;
     if (!msg.subject.startsWith(head) || !msg.subject.endsWith('.cancel')) return;
@@ -814,9 +803,9 @@ export class ToolWorker {
         break;
       this.cancelledRuns.delete(id);
     }
-    const calls = this.runCalls.get(runId);
-    if (calls === undefined) return;
-    this.logger.info({ run_id: runId, calls: calls.size, reason }, 'cancelling the calls of a run');
+    const calls = [...this.runningCalls].filter((call) => call.runId === runId);
+    if (calls.length === 0) return;
+    this.logger.info({ run_id: runId, calls: calls.length, reason }, 'cancelling the calls of a run');
     for (const call of calls) call.abort(cancelledError(runId, reason));
   }
 
@@ -874,6 +863,13 @@ export class ToolWorker {
     } catch (error) {
       this.logger.debug({ err: (error as Error).message }, 'catalog heartbeat got no answer');
     }
+  }
+}
+
+/** The scope of one call, which its run's cancel aborts. */
+class RunCallScope extends AbortScope {
+  constructor(readonly runId: string) {
+    super();
   }
 }
 
