@@ -1,5 +1,7 @@
 // Shared measuring helpers for `npm run bench`. Each bench module exports `name` and
 // `async run(ctx)` that returns figures: { name, value, unit, baseline?, ratio? }.
+import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
 /** Runs `fn` `count` times with `concurrency` calls in flight; returns latency percentiles (us) and throughput (/s). */
@@ -59,4 +61,23 @@ export function latencyFigures(label, result, baselineLabel, baselineResult) {
 
 export function round(v) {
   return Math.abs(v) >= 100 ? Math.round(v) : Math.round(v * 100) / 100;
+}
+
+/**
+ * The cores a bench gives the nats-server it starts and the processes that measure: on a machine with two cores or
+ * more, the server gets core 0 (which also takes most interrupts and housekeeping) and the measuring processes the
+ * others, so that the kernel's placement of the two (sometimes on one core while the other idles) does not decide a
+ * result. Undefined on one core.
+ */
+export function benchCores() {
+  const n = availableParallelism();
+  if (n < 2) return undefined;
+  return { nats: '0', bench: n === 2 ? '1' : `1-${n - 1}` };
+}
+
+/** Pins every thread of a process to `cores` with taskset; false (and no pinning) when taskset is not installed. */
+export function pinToCores(pid, cores) {
+  if (cores === undefined) return false;
+  const result = spawnSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' });
+  return result.status === 0;
 }

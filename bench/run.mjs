@@ -6,6 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
+import { benchCores, pinToCores } from './lib.mjs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,6 +33,8 @@ async function startNats() {
   const port = await freePort();
   const store = mkdtempSync(join(tmpdir(), 'agentmesh-bench-'));
   const child = spawn(bin, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], { stdio: 'ignore' });
+  const cores = benchCores();
+  const pinned = cores !== undefined && pinToCores(child.pid, cores.nats);
   for (let i = 0; i < 200; i++) {
     const ok = await new Promise((r) => {
       const c = connect(port, '127.0.0.1');
@@ -43,6 +46,7 @@ async function startNats() {
   }
   return {
     url: `nats://127.0.0.1:${port}`,
+    cores: pinned ? cores : undefined,
     stop: () => {
       child.kill('SIGTERM');
       rmSync(store, { recursive: true, force: true });
@@ -59,7 +63,8 @@ const server = process.env.NATS_URL ? { url: process.env.NATS_URL, stop() {} } :
 const all = [];
 if (!json) {
   console.log(`agentmesh bench: node ${process.version}, ${cpus().length} cores, ${cpus()[0]?.model ?? ''}`);
-  console.log(`NATS ${server.url}${quick ? ' (quick)' : ''}\n`);
+  const pinning = server.cores ? `, nats-server pinned to core ${server.cores.nats}` : '';
+  console.log(`NATS ${server.url}${quick ? ' (quick)' : ''}${pinning}\n`);
 }
 let failed = false;
 try {
@@ -68,7 +73,7 @@ try {
     const name = file.replace(/\.bench\.mjs$/, '');
     let figures;
     try {
-      figures = await mod.run({ natsUrl: server.url, quick });
+      figures = await mod.run({ natsUrl: server.url, quick, cores: server.cores });
     } catch (error) {
       failed = true;
       console.error(`bench ${name} failed: ${error?.stack ?? error}`);

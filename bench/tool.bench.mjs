@@ -1,91 +1,70 @@
 // One tool call through a tool worker over NATS, next to a raw @nats-io request/reply carrying the same bytes and
-// the same tool served by Moleculer over its NATS transporter (at 1 and 64 in flight); 8 CPU-bound calls on 1 vs 2
+// the same tool served by Moleculer over its NATS transporter (at 1 and 64 in flight, each contender in a process
+// of its own with its caller and server); 8 CPU-bound calls on 1 vs 2
 // worker processes; and an embedded call next to a plain function, LangChain's tool.invoke and OpenAI Agents'
 // invokeFunctionTool on the same tool. Every baseline is measured in the same run.
-import { spawn } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { connect } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { MemoryBus, NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
 import { ToolWorker, defineTool, mathCalcTool } from '@agentmesh/tool-worker';
-import { figure, latencyFigures, measure } from './lib.mjs';
+import { figure, latencyFigures, measure, pinToCores } from './lib.mjs';
 
 export const title = 'Tools: a call through a worker vs raw NATS, Moleculer, CPU scaling, embedded calls';
 
 const WORKER_FIXTURE = fileURLToPath(new URL('../test/fixtures/worker-process.mjs', import.meta.url));
+const CONTENDER = fileURLToPath(new URL('./tool-call-contender.mjs', import.meta.url));
 const args = { lhs: 2, rhs: 3, op: 'add' };
 const calc = ({ lhs, rhs, op }) => ({
   result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
 });
 
-export async function run({ natsUrl, quick }) {
+export async function run({ natsUrl, quick, cores }) {
   const figures = [];
-  figures.push(...(await overNats(natsUrl, quick)));
+  figures.push(...(await overNats(natsUrl, quick, cores)));
   figures.push(...(await cpuScaling(natsUrl, quick)));
   figures.push(...(await embedded(quick)));
   return figures;
 }
 
-export async function overNats(natsUrl, quick) {
+/** A contender of the tool-call bench in its own process (see tool-call-contender.mjs). */
+async function startContender(kind, natsUrl, prefix, sample, cores) {
+  const child = fork(CONTENDER, [kind, natsUrl, prefix], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  pinToCores(child.pid, cores?.bench);
+  const waiters = [];
+  child.on('message', (msg) => waiters.shift()?.(msg));
+  child.once('exit', (code) => {
+    for (const w of waiters.splice(0)) w({ error: `the ${kind} contender exited with ${code}` });
+  });
+  const next = () => new Promise((resolve) => waiters.push(resolve));
+  const ask = async (msg) => {
+    const answer = next();
+    child.send(msg);
+    const reply = await answer;
+    if (reply.error) throw new Error(`${kind}: ${reply.error}`);
+    return reply;
+  };
+  await next();
+  const ready = await ask({ start: { sample } });
+  return {
+    sample: ready.sample,
+    measure: async (options) => (await ask({ measure: options })).result,
+    stop: async () => {
+      const gone = new Promise((resolve) => child.once('exit', resolve));
+      child.send({ stop: true });
+      await gone;
+    },
+  };
+}
+
+export async function overNats(natsUrl, quick, cores) {
   const prefix = `bench${process.pid}`;
   const figures = [];
-  const workerBus = await NatsBus.connect(natsUrl);
-  const clientBus = await NatsBus.connect(natsUrl);
-  const worker = new ToolWorker({
-    bus: workerBus,
-    tools: [mathCalcTool()],
-    prefix,
-    logger: silentLogger(),
-    register: false,
-    concurrency: 256,
-  });
-  await worker.start();
-  await workerBus.flush();
-
-  let seq = 0;
-  const invocation = () => ({
-    call_id: `c-${++seq}`,
-    run_id: 'run-bench',
-    tool: 'math.calc',
-    arguments: args,
-  });
-  const sample = await invokeTool(clientBus, invocation(), { prefix });
-  const requestBytes = new TextEncoder().encode(
-    // what invokeTool sends: the default identity and the first attempt are left for the worker to fill in
-    JSON.stringify({
-      ...invocation(),
-      idempotency_key: 'run-bench:c-1',
-      progress_subject: '_INBOX.abcdefghijklmnopqrstuv.1',
-    }),
-  );
-  const replyBytes = new TextEncoder().encode(JSON.stringify(sample));
-
-  const raw = await connect({ servers: natsUrl });
-  const rawResponder = await connect({ servers: natsUrl });
-  rawResponder.subscribe(`${prefix}.raw`, { callback: (_e, m) => m.respond(replyBytes) });
-  await rawResponder.flush();
-
-  const { ServiceBroker } = (await import('moleculer')).default;
-  const namespace = `bench${process.pid}`;
-  const molServer = new ServiceBroker({
-    namespace,
-    nodeID: 'mol-server',
-    transporter: natsUrl,
-    logger: false,
-  });
-  molServer.createService({ name: 'math', actions: { calc: (ctx) => calc(ctx.params) } });
-  const molClient = new ServiceBroker({
-    namespace,
-    nodeID: 'mol-client',
-    transporter: natsUrl,
-    logger: false,
-  });
-  await molServer.start();
-  await molClient.start();
-  await molClient.waitForServices(['math'], 10_000);
-
+  const ours = await startContender('agentmesh', natsUrl, prefix, undefined, cores);
+  const raw = await startContender('raw', natsUrl, prefix, ours.sample, cores);
+  const mol = await startContender('moleculer', natsUrl, prefix, undefined, cores);
   const counts = quick
     ? [
         [1, 1000],
@@ -95,43 +74,37 @@ export async function overNats(natsUrl, quick) {
         [1, 4000],
         [64, 20000],
       ];
-  const rounds = quick ? 1 : 2;
-  // Best of `rounds` interleaved rounds: the three contenders see the same machine load.
+  const rounds = quick ? 2 : 3;
+  // Best of `rounds` rounds in turn, each starting with the next contender, so all see the same machine load.
   const best = (a, b) => (a === undefined || b.throughput > a.throughput ? b : a);
-  for (const [concurrency, count] of counts) {
-    const at = `@${concurrency} in flight`;
-    let rawR, molR, oursR;
-    for (let r = 0; r < rounds; r++) {
-      rawR = best(
-        rawR,
-        await measure(() => raw.request(`${prefix}.raw`, requestBytes, { timeout: 5000 }), {
-          count,
-          concurrency,
+  try {
+    for (const [concurrency, count] of counts) {
+      const at = `@${concurrency} in flight`;
+      const results = new Map();
+      const order = [raw, mol, ours];
+      for (let r = 0; r < rounds; r++) {
+        for (let i = 0; i < order.length; i++) {
+          const contender = order[(r + i) % order.length];
+          results.set(
+            contender,
+            best(results.get(contender), await contender.measure({ count, concurrency })),
+          );
+        }
+      }
+      const [rawR, molR, oursR] = order.map((c) => results.get(c));
+      figures.push(...latencyFigures(`raw nc.request ${at}`, rawR));
+      figures.push(...latencyFigures(`moleculer call ${at}`, molR, `raw nc.request ${at}`, rawR));
+      figures.push(...latencyFigures(`agentmesh tool call ${at}`, oursR, `raw nc.request ${at}`, rawR));
+      figures.push(
+        figure(`agentmesh tool call ${at} throughput vs moleculer`, oursR.throughput, 'ops/s', {
+          name: `moleculer call ${at} throughput`,
+          value: molR.throughput,
         }),
       );
-      molR = best(molR, await measure(() => molClient.call('math.calc', args), { count, concurrency }));
-      oursR = best(
-        oursR,
-        await measure(() => invokeTool(clientBus, invocation(), { prefix }), { count, concurrency }),
-      );
     }
-    figures.push(...latencyFigures(`raw nc.request ${at}`, rawR));
-    figures.push(...latencyFigures(`moleculer call ${at}`, molR, `raw nc.request ${at}`, rawR));
-    figures.push(...latencyFigures(`agentmesh tool call ${at}`, oursR, `raw nc.request ${at}`, rawR));
-    figures.push(
-      figure(`agentmesh tool call ${at} throughput vs moleculer`, oursR.throughput, 'ops/s', {
-        name: `moleculer call ${at} throughput`,
-        value: molR.throughput,
-      }),
-    );
+  } finally {
+    await Promise.all([ours, raw, mol].map((c) => c.stop()));
   }
-  await molClient.stop();
-  await molServer.stop();
-  await raw.close();
-  await rawResponder.close();
-  await worker.drain();
-  await workerBus.close();
-  await clientBus.close();
   return figures;
 }
 

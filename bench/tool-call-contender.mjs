@@ -1,0 +1,105 @@
+// One contender of the tool-call bench in a process of its own: it serves math.calc and calls it one way (`raw`
+// @nats-io request/reply, `moleculer` over its NATS transporter, or `agentmesh` through a tool worker), caller and
+// server in this one process, and measures when the parent asks. A process per contender keeps the JIT and garbage
+// collector state one of them leaves behind from slowing down the next (the raw baseline and agentmesh share
+// nats-core's code, Moleculer brings its own client).
+// argv: KIND NATS_URL PREFIX; IPC in: {measure: {count, concurrency}} | {stop: true}; IPC out: {ready, sample?} |
+// {result}.
+import { connect } from '@nats-io/transport-node';
+import { NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
+import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
+import { measure } from './lib.mjs';
+
+const [kind, natsUrl, prefix] = process.argv.slice(2);
+const args = { lhs: 2, rhs: 3, op: 'add' };
+const calc = ({ lhs, rhs, op }) => ({
+  result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
+});
+
+let seq = 0;
+const invocation = () => ({ call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args });
+
+async function agentmesh() {
+  const workerBus = await NatsBus.connect(natsUrl);
+  const clientBus = await NatsBus.connect(natsUrl);
+  const worker = new ToolWorker({
+    bus: workerBus,
+    tools: [mathCalcTool()],
+    prefix,
+    logger: silentLogger(),
+    register: false,
+    concurrency: 256,
+  });
+  await worker.start();
+  await workerBus.flush();
+  const outcome = await invokeTool(clientBus, invocation(), { prefix });
+  // what invokeTool sends: the default identity and the first attempt are left for the worker to fill in
+  const request = JSON.stringify({
+    ...invocation(),
+    idempotency_key: 'run-bench:c-1',
+    progress_subject: '_INBOX.abcdefghijklmnopqrstuv.1',
+  });
+  return {
+    call: () => invokeTool(clientBus, invocation(), { prefix }),
+    sample: { request, reply: JSON.stringify(outcome) },
+    stop: async () => {
+      await worker.drain();
+      await workerBus.close();
+      await clientBus.close();
+    },
+  };
+}
+
+async function raw(sample) {
+  const requestBytes = new TextEncoder().encode(sample.request);
+  const replyBytes = new TextEncoder().encode(sample.reply);
+  const client = await connect({ servers: natsUrl });
+  const responder = await connect({ servers: natsUrl });
+  responder.subscribe(`${prefix}.raw`, { callback: (_e, m) => m.respond(replyBytes) });
+  await responder.flush();
+  return {
+    call: () => client.request(`${prefix}.raw`, requestBytes, { timeout: 5000 }),
+    stop: async () => {
+      await client.close();
+      await responder.close();
+    },
+  };
+}
+
+async function moleculer() {
+  const { ServiceBroker } = (await import('moleculer')).default;
+  const broker = (nodeID) =>
+    new ServiceBroker({ namespace: prefix, nodeID, transporter: natsUrl, logger: false });
+  const server = broker('mol-server');
+  server.createService({ name: 'math', actions: { calc: (ctx) => calc(ctx.params) } });
+  const client = broker('mol-client');
+  await server.start();
+  await client.start();
+  await client.waitForServices(['math'], 10_000);
+  return {
+    call: () => client.call('math.calc', args),
+    stop: async () => {
+      await client.stop();
+      await server.stop();
+    },
+  };
+}
+
+const contenders = { agentmesh, raw, moleculer };
+let contender;
+process.on('message', (msg) => {
+  void (async () => {
+    if (msg.start) {
+      contender = await contenders[kind](msg.start.sample);
+      process.send({ ready: true, ...(contender.sample ? { sample: contender.sample } : {}) });
+    } else if (msg.measure) {
+      process.send({ result: await measure(contender.call, msg.measure) });
+    } else if (msg.stop) {
+      await contender?.stop();
+      process.disconnect();
+    }
+  })().catch((error) => {
+    process.send({ error: String(error?.stack ?? error) });
+  });
+});
+process.send({ up: true });
