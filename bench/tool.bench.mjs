@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { z } from 'zod';
 import { MemoryBus, NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
-import { ToolWorker, defineTool, mathCalcTool } from '@agentmesh/tool-worker';
+import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
 import { figure, latencyFigures, measure, pinToCores } from './lib.mjs';
 
 export const title = 'Tools: a call through a worker vs raw NATS, Moleculer, CPU scaling, embedded calls';
