@@ -18,3 +18,4 @@ export * from './tool-client.js';
 export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';
+export { SlotTable } from './slot-table.js';

@@ -11,6 +11,7 @@ import {
   type ToolOutcome,
   type ToolProgress,
 } from './schemas.js';
+import { SlotTable } from './slot-table.js';
 import { DEFAULT_PREFIX } from './subjects.js';
 import { sleep } from './timing.js';
 
@@ -344,8 +345,8 @@ function checkInvocationInput(value: ToolInvocationInput): ToolInvocationInput {
 
 interface CallWatch {
   /** Where the worker sends this call's progress notices. */
-  readonly subject: string;
-  readonly token: string;
+  subject: string;
+  handle: number;
   readonly callId: string;
   /** The subject the call was sent on, and whether its tool is not idempotent. */
   readonly toolSubject: string;
@@ -370,11 +371,10 @@ const WATCH_TICK_MS = 100;
  */
 class ProgressRouter {
   private readonly prefix: string;
-  private readonly entries = new Map<string, CallWatch>();
+  private readonly entries = new SlotTable<CallWatch>();
   private readonly dedupBySubject = new Map<string, boolean>();
   private sub: Subscription | undefined;
   private ticker: NodeJS.Timeout | undefined;
-  private counter = 0;
 
   constructor(private readonly bus: Bus) {
     this.prefix = bus.createInbox();
@@ -382,10 +382,9 @@ class ProgressRouter {
 
   watch(send: Send, resolve: (result: SendResult) => void): CallWatch {
     this.sub ??= this.bus.subscribe(`${this.prefix}.*`, (msg) => this.onMessage(msg));
-    const token = (++this.counter).toString(36);
     const watch: CallWatch = {
-      subject: `${this.prefix}.${token}`,
-      token,
+      subject: '',
+      handle: Number.NaN,
       callId: send.invocation.call_id,
       toolSubject: send.subject,
       tool: send.invocation.tool,
@@ -397,7 +396,9 @@ class ProgressRouter {
       onProgress: send.onProgress,
       resolve,
     };
-    this.entries.set(token, watch);
+    const handle = this.entries.add(watch);
+    watch.handle = handle;
+    watch.subject = `${this.prefix}.${handle.toString(36)}`;
     if (this.ticker === undefined) {
       this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
       this.ticker.unref();
@@ -406,12 +407,12 @@ class ProgressRouter {
   }
 
   unwatch(watch: CallWatch): void {
-    this.entries.delete(watch.token);
+    this.entries.delete(watch.handle);
   }
 
   /** Ends the watch and settles its call (the first settlement wins). */
   settle(watch: CallWatch, result: SendResult): void {
-    this.entries.delete(watch.token);
+    this.entries.delete(watch.handle);
     if (result.kind === 'outcome' && watch.nonIdempotent)
       this.learn(watch.toolSubject, result.outcome.dedup === 'shared');
     watch.resolve(result);
@@ -433,7 +434,7 @@ class ProgressRouter {
   }
 
   private onMessage(msg: BusMessage): void {
-    const entry = this.entries.get(msg.subject.slice(this.prefix.length + 1));
+    const entry = this.entries.get(parseInt(msg.subject.slice(this.prefix.length + 1), 36));
     if (entry === undefined) return;
     const p = safeJson(msg.data) as Partial<ToolProgress> | undefined;
     if (
@@ -461,9 +462,9 @@ class ProgressRouter {
       return;
     }
     const now = Date.now();
-    for (const entry of this.entries.values()) {
+    this.entries.forEach((entry) => {
       const silent = now - entry.lastHeard;
-      if (silent <= entry.lostAfterMs) continue;
+      if (silent <= entry.lostAfterMs) return;
       this.settle(entry, {
         kind: 'lost',
         workerId: entry.workerId,
@@ -473,7 +474,7 @@ class ProgressRouter {
             ? `no worker acknowledged it within ${entry.lostAfterMs} ms`
             : `no heartbeat for ${silent} ms`,
       });
-    }
+    });
   }
 }
 

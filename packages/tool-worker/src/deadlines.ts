@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { SlotTable } from '@agentmesh/protocol';
 
 /** Something that must happen at `at` (a `performance.now()` time) unless it is removed first. */
 export interface Deadline {
@@ -9,25 +10,24 @@ export interface Deadline {
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * Many deadlines on one timer, armed for the earliest one it knows of: adding and removing a deadline costs a set
+ * Many deadlines on one timer, armed for the earliest one it knows of: adding and removing a deadline costs a table
  * operation instead of a timer. The timer keeps the process alive only while deadlines are pending.
  */
 export class Deadlines {
-  private readonly entries = new Set<Deadline>();
+  private readonly entries = new SlotTable<Deadline>();
   private timer: NodeJS.Timeout | undefined;
   private armedAt = Infinity;
 
-  add(deadline: Deadline): void {
-    this.entries.add(deadline);
-    if (this.timer !== undefined && deadline.at >= this.armedAt) {
-      this.timer.ref();
-      return;
-    }
-    this.arm(deadline.at);
+  /** Adds a deadline; the handle it returns removes it. */
+  add(deadline: Deadline): number {
+    const handle = this.entries.add(deadline);
+    if (this.timer !== undefined && deadline.at >= this.armedAt) this.timer.ref();
+    else this.arm(deadline.at);
+    return handle;
   }
 
-  delete(deadline: Deadline): void {
-    this.entries.delete(deadline);
+  delete(handle: number): void {
+    this.entries.delete(handle);
     if (this.entries.size === 0) this.timer?.unref();
   }
 
@@ -46,11 +46,12 @@ export class Deadlines {
     const now = performance.now();
     let next = Infinity;
     const due: Deadline[] = [];
-    for (const d of this.entries) {
-      if (d.at <= now) due.push(d);
-      else if (d.at < next) next = d.at;
-    }
-    for (const d of due) this.entries.delete(d);
+    this.entries.forEach((d, handle) => {
+      if (d.at <= now) {
+        due.push(d);
+        this.entries.delete(handle);
+      } else if (d.at < next) next = d.at;
+    });
     if (next !== Infinity) this.arm(next);
     for (const d of due) d.expire();
   };

@@ -19,6 +19,7 @@ import {
   respondError,
   respondJson,
   serve,
+  SlotTable,
   subjects as buildSubjects,
   toErrorPayload,
   toolQueueGroup,
@@ -135,7 +136,7 @@ export class ToolWorker {
   private readonly progress: ProgressHub;
   private readonly deadlines = new Deadlines();
   /** The calls running now; a run's cancel finds its own among them (they are at most `concurrency`). */
-  private readonly runningCalls = new Set<RunCallScope>();
+  private readonly runningCalls = new SlotTable<RunCallScope>();
   /** Runs cancelled lately, so that a call crossing its run's cancel on the wire is not started. */
   private readonly cancelledRuns = new Map<string, { reason: string | undefined; at: number }>();
   private readonly lifecycle = new AbortController();
@@ -574,7 +575,7 @@ export class ToolWorker {
     const t0 = performance.now();
     const progress = this.openProgress(invocation, sharedDedup);
     const call = new RunCallScope(invocation.run_id);
-    this.runningCalls.add(call);
+    const running = this.runningCalls.add(call);
     const cancelled = this.cancelledRuns.size === 0 ? undefined : this.cancelledRuns.get(invocation.run_id);
     if (cancelled !== undefined) call.abort(cancelledError(invocation.run_id, cancelled.reason));
     let logger: Logger | undefined;
@@ -631,7 +632,7 @@ export class ToolWorker {
       return outcome;
     } finally {
       progress?.close();
-      this.runningCalls.delete(call);
+      this.runningCalls.delete(running);
       if (entry !== undefined) this.cache.finish(entry, outcome);
     }
   }
@@ -803,7 +804,10 @@ export class ToolWorker {
         break;
       this.cancelledRuns.delete(id);
     }
-    const calls = [...this.runningCalls].filter((call) => call.runId === runId);
+    const calls: RunCallScope[] = [];
+    this.runningCalls.forEach((call) => {
+      if (call.runId === runId) calls.push(call);
+    });
     if (calls.length === 0) return;
     this.logger.info({ run_id: runId, calls: calls.length, reason }, 'cancelling the calls of a run');
     for (const call of calls) call.abort(cancelledError(runId, reason));
@@ -881,6 +885,7 @@ class Attempt implements Deadline {
   readonly scope = new AbortScope();
   readonly promise: Promise<unknown>;
   readonly at: number;
+  private readonly deadline: number;
   private settled = false;
   private resolve!: (output: unknown) => void;
   private reject!: (error: unknown) => void;
@@ -897,7 +902,7 @@ class Attempt implements Deadline {
       this.reject = reject;
     });
     this.at = performance.now() + timeoutMs;
-    deadlines.add(this);
+    this.deadline = deadlines.add(this);
     call.addAbortListener(this.abort);
   }
 
@@ -920,7 +925,7 @@ class Attempt implements Deadline {
   private end(): boolean {
     if (this.settled) return false;
     this.settled = true;
-    this.deadlines.delete(this);
+    this.deadlines.delete(this.deadline);
     this.call.removeAbortListener(this.abort);
     return true;
   }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { SlotTable } from '../slot-table.js';
 import type {
   Bus,
   BusHeaders,
@@ -78,6 +79,11 @@ export interface MemoryBusOptions {
   logger?: Logger;
 }
 
+interface ReplyWaiter {
+  inbox: string;
+  deliver(msg: BusMessage): void;
+}
+
 /**
  * An in-process bus with NATS semantics: subject wildcards, queue groups that share load (round robin), request
  * timeouts, `no_responders`, payload limits. Delivery is asynchronous, like a network, and ordered per publisher.
@@ -95,7 +101,8 @@ export class MemoryBus implements Bus {
   private readonly inboxPrefix = `_INBOX.${randomUUID().replaceAll('-', '')}`;
   private inboxCounter = 0;
   /** Replies to in-flight requests, delivered straight to their waiter (the request fast path). */
-  private readonly replyWaiters = new Map<string, (msg: BusMessage) => void>();
+  private readonly replyWaiters = new SlotTable<ReplyWaiter>();
+  private readonly replyPrefix = `${this.inboxPrefix}.r.`;
 
   constructor(options: MemoryBusOptions = {}) {
     this.maxPayload = options.maxPayload ?? DEFAULT_MAX_PAYLOAD;
@@ -113,9 +120,15 @@ export class MemoryBus implements Bus {
       options.headers ? { ...options.headers } : undefined,
       options.reply,
     );
-    const waiter = this.replyWaiters.get(subject);
-    if (waiter !== undefined) queueMicrotask(() => waiter(msg));
+    const waiter = this.replyWaiter(subject);
+    if (waiter !== undefined) queueMicrotask(() => waiter.deliver(msg));
     else this.route(msg);
+  }
+
+  private replyWaiter(subject: string): ReplyWaiter | undefined {
+    if (!subject.startsWith(this.replyPrefix)) return undefined;
+    const waiter = this.replyWaiters.get(parseInt(subject.slice(this.replyPrefix.length), 36));
+    return waiter?.inbox === subject ? waiter : undefined;
   }
 
   /** Routes a message; returns how many subscriptions it reached. */
@@ -181,21 +194,25 @@ export class MemoryBus implements Bus {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
     const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    const inbox = this.createInbox();
     return new Promise<BusMessage>((resolve, reject) => {
       const finish = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        this.replyWaiters.delete(inbox);
+        this.replyWaiters.delete(handle);
       };
       const onAbort = () => {
         finish();
         reject(cancelledError(subject, signal?.reason));
       };
-      this.replyWaiters.set(inbox, (reply) => {
-        finish();
-        resolve(reply);
-      });
+      const waiter: ReplyWaiter = {
+        inbox: '',
+        deliver: (reply) => {
+          finish();
+          resolve(reply);
+        },
+      };
+      const handle = this.replyWaiters.add(waiter);
+      const inbox = (waiter.inbox = `${this.replyPrefix}${handle.toString(36)}`);
       const timer = setTimeout(() => {
         finish();
         reject(timeoutError(subject, timeoutMs));

@@ -11,6 +11,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
 import { AgentMeshError, ErrorCode } from '../errors.js';
+import { SlotTable } from '../slot-table.js';
 import type {
   Bus,
   BusHeaders,
@@ -186,9 +187,8 @@ export function inboxPrefixFor(servers: string | string[], options: NatsBusOptio
 export class NatsBus implements Bus {
   readonly kind = 'nats' as const;
   private readonly inboxPrefix: string;
-  private readonly pending = new Map<string, PendingRequest>();
+  private readonly pending = new SlotTable<PendingRequest>();
   private muxSub: NatsSubscription | undefined;
-  private counter = 0;
   /** One timer for every pending request, armed for the earliest deadline it knows of. */
   private expiry: NodeJS.Timeout | undefined;
   private expiryAt = Infinity;
@@ -307,18 +307,18 @@ export class NatsBus implements Bus {
     this.muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
       callback: (_err, msg) => {
         if (msg === undefined) return;
-        const token = msg.subject.slice(this.inboxPrefix.length + 1);
-        const p = this.pending.get(token);
+        const handle = parseInt(msg.subject.slice(this.inboxPrefix.length + 1), 36);
+        const p = this.pending.get(handle);
         if (p === undefined) return;
-        this.settle(token, p);
+        this.settle(handle, p);
         if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
         else p.resolve(new NatsMessage(msg));
       },
     });
   }
 
-  private settle(token: string, p: PendingRequest): void {
-    this.pending.delete(token);
+  private settle(handle: number, p: PendingRequest): void {
+    this.pending.delete(handle);
     if (this.pending.size === 0) this.expiry?.unref();
     if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
   }
@@ -340,14 +340,14 @@ export class NatsBus implements Bus {
     this.expiryAt = Infinity;
     const now = Date.now();
     let next = Infinity;
-    for (const [token, p] of this.pending) {
+    this.pending.forEach((p, handle) => {
       if (p.deadline > now) {
         if (p.deadline < next) next = p.deadline;
-        continue;
+        return;
       }
-      this.settle(token, p);
+      this.settle(handle, p);
       p.reject(timeoutError(p.subject, p.timeoutMs));
-    }
+    });
     if (next !== Infinity) this.armExpiry(next);
   };
 
@@ -361,7 +361,6 @@ export class NatsBus implements Bus {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
     this.ensureMux();
-    const token = (++this.counter).toString(36);
     const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     return new Promise<BusMessage>((resolve, reject) => {
       const p: PendingRequest = {
@@ -374,22 +373,22 @@ export class NatsBus implements Bus {
         onAbort: undefined,
       };
       this.armExpiry(p.deadline);
+      const handle = this.pending.add(p);
       if (signal) {
         p.onAbort = () => {
-          this.settle(token, p);
+          this.settle(handle, p);
           reject(cancelledError(subject, signal.reason));
         };
         signal.addEventListener('abort', p.onAbort, { once: true });
       }
-      this.pending.set(token, p);
       try {
         const h = toNatsHeaders(options.headers);
         this.nc.publish(subject, bytes, {
-          reply: `${this.inboxPrefix}.${token}`,
+          reply: `${this.inboxPrefix}.${handle.toString(36)}`,
           ...(h ? { headers: h } : {}),
         });
       } catch (error) {
-        this.settle(token, p);
+        this.settle(handle, p);
         reject(AgentMeshError.from(error, ErrorCode.Unavailable));
       }
     });
@@ -425,10 +424,10 @@ export class NatsBus implements Bus {
   }
 
   private failPending(): void {
-    for (const [token, p] of this.pending) {
-      this.settle(token, p);
+    this.pending.forEach((p, handle) => {
+      this.settle(handle, p);
       p.reject(closedError());
-    }
+    });
     clearTimeout(this.expiry);
     this.expiry = undefined;
     this.expiryAt = Infinity;
