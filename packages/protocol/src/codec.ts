@@ -9,14 +9,6 @@ export function encodeJson(value: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(value));
 }
 
-/**
- * {@link encodeJson} for bytes that go straight to the wire and are not kept: small payloads are cut from Node's
- * shared buffer pool instead of getting an ArrayBuffer each.
- */
-export function encodeJsonTransient(value: unknown): Uint8Array {
-  return Buffer.from(JSON.stringify(value), 'utf8');
-}
-
 export function decodeText(data: Uint8Array): string {
   return decoder.decode(data);
 }

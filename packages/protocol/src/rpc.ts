@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { z } from 'zod';
 import type { Bus, BusHeaders, BusMessage, RequestOptions, Subscription } from './bus/types.js';
-import { decodeMessage, encodeJson, encodeJsonTransient, parseJson, validate } from './codec.js';
+import { decodeMessage, encodeJson, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode, toErrorPayload, type ErrorPayload } from './errors.js';
 import { Header } from './envelope.js';
 import { ErrorPayloadSchema } from './schemas.js';
@@ -41,7 +41,7 @@ export function serve<S extends z.ZodType, R>(options: ServeOptions<S, R>): Subs
           `${what} of ${msg.data.length} bytes exceeds the limit of ${maxBytes} bytes`,
           { retryable: false, details: { size: msg.data.length, max_bytes: maxBytes } },
         );
-      const body = decodeMessage(schema, msg.data, what);
+      const body = decodeMessage(schema, msg.text(), what);
       const result = await options.handler(body, msg);
       if (options.reply !== false && msg.reply !== undefined) respondJson(bus, msg, result);
     } catch (error) {
@@ -56,22 +56,23 @@ export function serve<S extends z.ZodType, R>(options: ServeOptions<S, R>): Subs
 
 /** Replies with a JSON body; a reply that is too large becomes a `payload_too_large` error reply. */
 export function respondJson(bus: Bus, msg: BusMessage, value: unknown, headers?: BusHeaders): void {
-  const bytes = encodeJsonTransient(value ?? null);
-  if (bytes.length > bus.maxPayload) {
+  const text = JSON.stringify(value ?? null);
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > bus.maxPayload) {
     respondError(bus, msg, {
       code: ErrorCode.PayloadTooLarge,
-      message: `reply of ${bytes.length} bytes exceeds the bus limit of ${bus.maxPayload} bytes`,
+      message: `reply of ${size} bytes exceeds the bus limit of ${bus.maxPayload} bytes`,
       retryable: false,
     });
     return;
   }
-  bus.respond(msg, bytes, headers === undefined ? undefined : { headers });
+  bus.respond(msg, text, headers === undefined ? undefined : { headers });
 }
 
 export function respondError(bus: Bus, msg: BusMessage, error: ErrorPayload | unknown): void {
   const payload = isErrorPayload(error) ? error : toErrorPayload(error);
   try {
-    bus.respond(msg, encodeJsonTransient({ error: payload }), { headers: { [Header.Status]: ERROR_STATUS } });
+    bus.respond(msg, JSON.stringify({ error: payload }), { headers: { [Header.Status]: ERROR_STATUS } });
   } catch {
     // the connection is gone or the reply subject is invalid: nothing left to tell
   }
@@ -84,7 +85,7 @@ function isErrorPayload(value: unknown): value is ErrorPayload {
 /** If a reply carries an agentmesh error, revives and throws it. */
 export function throwIfErrorReply(msg: BusMessage): void {
   if (msg.headers?.[Header.Status] !== ERROR_STATUS) return;
-  const body = parseJson(msg.data, 'error reply') as { error?: unknown };
+  const body = parseJson(msg.text(), 'error reply') as { error?: unknown };
   const parsed = ErrorPayloadSchema.safeParse(body.error);
   if (!parsed.success) throw new AgentMeshError(ErrorCode.Internal, 'malformed error reply');
   throw AgentMeshError.fromPayload(parsed.data as ErrorPayload);
@@ -102,7 +103,7 @@ export async function requestJson<S extends z.ZodType>(
   throwIfErrorReply(msg);
   return validate(
     replySchema,
-    parseJson(msg.data, options.what ?? `reply from ${subject}`),
+    parseJson(msg.text(), options.what ?? `reply from ${subject}`),
     `reply from ${subject}`,
   );
 }

@@ -1,5 +1,5 @@
 import type { Bus, BusMessage, Subscription } from './bus/types.js';
-import { encodeJsonTransient, fastValidator, inputCheck, outputCheck, parseJson, validate } from './codec.js';
+import { fastValidator, inputCheck, outputCheck, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode } from './errors.js';
 import { isToolName } from './names.js';
 import { throwIfErrorReply } from './rpc.js';
@@ -267,7 +267,7 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
     try {
       request = bus.request(
         send.subject,
-        encodeJsonTransient(wireInvocation(send, watch.subject)),
+        JSON.stringify(wireInvocation(send, watch.subject)),
         signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
       );
     } catch (error) {
@@ -285,7 +285,7 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
 function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
   try {
     throwIfErrorReply(reply);
-    const outcome = checkOutcome(parseJson(reply.data, 'tool outcome'), `outcome of ${watch.tool}`);
+    const outcome = checkOutcome(parseJson(reply.text(), 'tool outcome'), `outcome of ${watch.tool}`);
     return { kind: 'outcome', outcome, sawStarted: watch.workerId !== undefined };
   } catch (error) {
     return { kind: 'error', error: AgentMeshError.from(error) };

@@ -356,7 +356,7 @@ export class ToolWorker {
       let invocation: ToolInvocation;
       try {
         const what = `invocation of ${tool.name}`;
-        invocation = parseToolInvocation(parseJson(msg.data, what), what);
+        invocation = parseToolInvocation(parseJson(msg.text(), what), what);
       } catch (error) {
         const payload = toErrorPayload(error);
         const callId = rawCallId(msg.data);
@@ -792,7 +792,7 @@ export class ToolWorker {
     let reason: string | undefined;
     try {
       const body =
-        msg.data.length === 0 ? {} : (parseJson(msg.data, 'cancel request') as { reason?: unknown });
+        msg.data.length === 0 ? {} : (parseJson(msg.text(), 'cancel request') as { reason?: unknown });
       if (typeof body.reason === 'string') reason = body.reason;
     } catch {
       // a cancel with a malformed body still cancels

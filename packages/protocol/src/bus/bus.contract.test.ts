@@ -91,6 +91,48 @@ function busContract(name: string, makeBus: () => Promise<Bus>) {
       sub.unsubscribe();
     });
 
+    it('carries non-ASCII subjects and empty, binary and text payloads byte for byte, both ways', async () => {
+      const subject = `${unique('bytes')}.grüße.日本`;
+      const sub = other.subscribe(subject, (m) => void other.respond(m, m.data));
+      await other.flush();
+      const payloads = [
+        new Uint8Array(0),
+        Uint8Array.from({ length: 256 }, (_, i) => i),
+        new TextEncoder().encode('ünïcødé ✓\r\nPUB x 1\r\n'),
+      ];
+      for (const payload of payloads) {
+        const reply = await bus.request(subject, payload);
+        expect(Array.from(reply.data)).toEqual(Array.from(payload));
+      }
+      sub.unsubscribe();
+    });
+
+    it('refuses a subject or reply subject that would break the protocol line, and sends nothing', async () => {
+      const base = unique('inject');
+      const got: string[] = [];
+      const sub = other.subscribe(`${base}.>`, (m) => void got.push(m.subject));
+      await other.flush();
+      const breaking = [
+        '',
+        `${base}.a b`,
+        `${base}.a\tb`,
+        `${base}.a\r\nPUB ${base}.x 1\r\ny`,
+        `${base}.a\u0000b`,
+      ];
+      for (const bad of breaking) {
+        expect(() => bus.publish(bad, 'x')).toThrow(/invalid subject/);
+        expect(() => bus.publish(`${base}.ok`, 'x', { reply: bad })).toThrow(/invalid subject/);
+        await expect(bus.request(bad, 'x', { timeoutMs: 500 })).rejects.toMatchObject({
+          code: ErrorCode.InvalidMessage,
+        });
+      }
+      bus.publish(`${base}.last`, 'x');
+      await bus.flush();
+      await settle();
+      expect(got).toEqual([`${base}.last`]);
+      sub.unsubscribe();
+    });
+
     it('fails fast with no_responders when nobody listens', async () => {
       const started = Date.now();
       const error = await bus.request(unique('nobody'), 'x', { timeoutMs: 3000 }).catch((e: unknown) => e);

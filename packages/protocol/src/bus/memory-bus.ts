@@ -23,21 +23,27 @@ import {
   closedError,
   invalidSubjectError,
   isValidSubject,
+  payloadSize,
   noRespondersError,
   subjectMatches,
   timeoutError,
   toBytes,
 } from './shared.js';
 
+/** A message as published: a text body stays text until a subscriber asks for its bytes. */
 class MemoryMessage implements BusMessage {
   constructor(
     readonly subject: string,
-    readonly data: Uint8Array,
+    private payload: BusPayload,
     readonly headers: BusHeaders | undefined,
     readonly reply: string | undefined,
   ) {}
+  get data(): Uint8Array {
+    if (typeof this.payload === 'string') this.payload = toBytes(this.payload);
+    return this.payload;
+  }
   text(): string {
-    return bytesToText(this.data);
+    return typeof this.payload === 'string' ? this.payload : bytesToText(this.payload);
   }
 }
 
@@ -112,11 +118,12 @@ export class MemoryBus implements Bus {
   publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
     if (this.closed) throw closedError();
     if (!isValidSubject(subject, false)) throw invalidSubjectError(subject);
-    const bytes = toBytes(data);
-    assertPayloadSize(subject, bytes.length, this.maxPayload);
+    if (options.reply !== undefined && !isValidSubject(options.reply, false))
+      throw invalidSubjectError(options.reply);
+    assertPayloadSize(subject, payloadSize(data), this.maxPayload);
     const msg = new MemoryMessage(
       subject,
-      bytes,
+      data,
       options.headers ? { ...options.headers } : undefined,
       options.reply,
     );
@@ -185,9 +192,8 @@ export class MemoryBus implements Bus {
   request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
     if (this.closed) return Promise.reject(closedError());
     if (!isValidSubject(subject, false)) return Promise.reject(invalidSubjectError(subject));
-    const bytes = toBytes(data);
     try {
-      assertPayloadSize(subject, bytes.length, this.maxPayload);
+      assertPayloadSize(subject, payloadSize(data), this.maxPayload);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -219,7 +225,7 @@ export class MemoryBus implements Bus {
       }, timeoutMs);
       signal?.addEventListener('abort', onAbort, { once: true });
       const reached = this.route(
-        new MemoryMessage(subject, bytes, options.headers ? { ...options.headers } : undefined, inbox),
+        new MemoryMessage(subject, data, options.headers ? { ...options.headers } : undefined, inbox),
       );
       if (reached === 0) {
         finish();

@@ -31,7 +31,10 @@ import {
   bytesToText,
   cancelledError,
   closedError,
+  invalidSubjectError,
+  isPublishableSubject,
   noRespondersError,
+  payloadSize,
   timeoutError,
   toBytes,
 } from './shared.js';
@@ -45,6 +48,26 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * an option it does not declare.
  */
 const FLUSH_THRESHOLD_BYTES = 8 * 1024;
+
+/**
+ * What {@link NatsBus} uses of nats-core's protocol handler (`NatsConnectionImpl.protocol`) to publish a message as
+ * one frame it builds itself.
+ */
+interface FrameWriter {
+  sendCommand(frame: Uint8Array): void;
+  noMorePublishing: boolean;
+  outMsgs: number;
+  outBytes: number;
+}
+
+function frameWriterOf(nc: NatsConnection): FrameWriter | undefined {
+  const protocol = (nc as { protocol?: Partial<FrameWriter> }).protocol;
+  return typeof protocol?.sendCommand === 'function' &&
+    typeof protocol.outMsgs === 'number' &&
+    typeof protocol.outBytes === 'number'
+    ? (protocol as FrameWriter)
+    : undefined;
+}
 
 function toNatsHeaders(h: BusHeaders | undefined): MsgHdrs | undefined {
   if (h === undefined) return undefined;
@@ -197,6 +220,7 @@ export class NatsBus implements Bus {
   private closed = false;
   private jsClient: JetStreamClient | undefined;
   private jsManager: JetStreamManager | undefined;
+  private readonly frames: FrameWriter | undefined;
 
   private constructor(
     readonly nc: NatsConnection,
@@ -205,6 +229,7 @@ export class NatsBus implements Bus {
     readonly replyPrefix: string,
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
+    this.frames = frameWriterOf(nc);
     void this.watchStatus();
   }
 
@@ -277,19 +302,57 @@ export class NatsBus implements Bus {
     }
   }
 
-  private guard(subject: string, size: number): void {
+  /** Checks what a caller publishes: an open bus, a subject that cannot break the protocol line, the size limit. */
+  private checkOutgoing(subject: string, data: BusPayload, reply: string | undefined): number {
     if (this.closed || this.nc.isClosed()) throw closedError();
+    if (!isPublishableSubject(subject)) throw invalidSubjectError(subject);
+    if (reply !== undefined && !isPublishableSubject(reply)) throw invalidSubjectError(reply);
+    const size = payloadSize(data);
     assertPayloadSize(subject, size, this.maxPayload);
+    return size;
   }
 
   publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
-    const bytes = toBytes(data);
-    this.guard(subject, bytes.length);
-    const h = toNatsHeaders(options.headers);
-    this.nc.publish(subject, bytes, {
-      ...(h === undefined ? {} : { headers: h }),
-      ...(options.reply === undefined ? {} : { reply: options.reply }),
-    });
+    const size = this.checkOutgoing(subject, data, options.reply);
+    this.send(subject, data, size, options.reply, options.headers);
+  }
+
+  /**
+   * Publishes a checked message. One without headers goes out as a frame built here in one piece
+   * (`PUB <subject> [reply] <size>\r\n<payload>\r\n`), at about half the cost of nats-core's publish, which encodes
+   * the protocol line with a TextEncoder and queues three buffers. Headers, or a connection that stops publishing,
+   * go through nats-core.
+   */
+  private send(
+    subject: string,
+    data: BusPayload,
+    size: number,
+    reply: string | undefined,
+    headers: BusHeaders | undefined,
+  ): void {
+    const frames = this.frames;
+    if (frames === undefined || headers !== undefined || frames.noMorePublishing) {
+      const h = toNatsHeaders(headers);
+      this.nc.publish(subject, size === 0 ? EMPTY : toBytes(data), {
+        ...(h === undefined ? {} : { headers: h }),
+        ...(reply === undefined ? {} : { reply }),
+      });
+      return;
+    }
+    const line = reply === undefined ? `PUB ${subject} ${size}\r\n` : `PUB ${subject} ${reply} ${size}\r\n`;
+    let frame: Buffer;
+    if (typeof data === 'string') frame = Buffer.from(`${line}${data}\r\n`, 'utf8');
+    else {
+      const lineLength = Buffer.byteLength(line, 'utf8');
+      frame = Buffer.allocUnsafe(lineLength + size + 2);
+      frame.write(line, 0, lineLength, 'utf8');
+      frame.set(data, lineLength);
+      frame[lineLength + size] = 13;
+      frame[lineLength + size + 1] = 10;
+    }
+    frames.outMsgs++;
+    frames.outBytes += size;
+    frames.sendCommand(frame);
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
@@ -352,9 +415,9 @@ export class NatsBus implements Bus {
   };
 
   request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
-    const bytes = toBytes(data);
+    let size: number;
     try {
-      this.guard(subject, bytes.length);
+      size = this.checkOutgoing(subject, data, undefined);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -382,11 +445,7 @@ export class NatsBus implements Bus {
         signal.addEventListener('abort', p.onAbort, { once: true });
       }
       try {
-        const h = toNatsHeaders(options.headers);
-        this.nc.publish(subject, bytes, {
-          reply: `${this.inboxPrefix}.${handle.toString(36)}`,
-          ...(h ? { headers: h } : {}),
-        });
+        this.send(subject, data, size, `${this.inboxPrefix}.${handle.toString(36)}`, options.headers);
       } catch (error) {
         this.settle(handle, p);
         reject(AgentMeshError.from(error, ErrorCode.Unavailable));
@@ -397,10 +456,10 @@ export class NatsBus implements Bus {
   respond(msg: BusMessage, data: BusPayload, options?: { headers?: BusHeaders }): boolean {
     const reply = msg.reply;
     if (reply === undefined || this.nc.isClosed()) return false;
-    const bytes = toBytes(data);
-    assertPayloadSize(reply, bytes.length, this.maxPayload);
-    const h = toNatsHeaders(options?.headers);
-    this.nc.publish(reply, bytes.length === 0 ? EMPTY : bytes, h ? { headers: h } : undefined);
+    if (!(msg instanceof NatsMessage) && !isPublishableSubject(reply)) throw invalidSubjectError(reply);
+    const size = payloadSize(data);
+    assertPayloadSize(reply, size, this.maxPayload);
+    this.send(reply, data, size, undefined, options?.headers);
     return true;
   }
 

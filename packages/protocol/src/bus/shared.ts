@@ -11,6 +11,11 @@ export function toBytes(data: BusPayload): Uint8Array {
   return typeof data === 'string' ? encoder.encode(data) : data;
 }
 
+/** The size of a payload on the wire, in bytes. */
+export function payloadSize(data: BusPayload): number {
+  return typeof data === 'string' ? Buffer.byteLength(data, 'utf8') : data.length;
+}
+
 export function bytesToText(data: Uint8Array): string {
   return decoder.decode(data);
 }
@@ -66,8 +71,16 @@ export function subjectMatches(pattern: string, subject: string): boolean {
   return p.length === s.length;
 }
 
+/** White space and control characters: inside a protocol line they would end the subject or the line. */
+const SUBJECT_BREAKING = /[\s\x00-\x1f\x7f]/;
+
+/** Whether a subject can be published to without breaking the NATS protocol line that carries it. */
+export function isPublishableSubject(subject: string): boolean {
+  return subject.length > 0 && !SUBJECT_BREAKING.test(subject);
+}
+
 export function isValidSubject(subject: string, allowWildcards: boolean): boolean {
-  if (subject.length === 0 || /\s/.test(subject)) return false;
+  if (!isPublishableSubject(subject)) return false;
   const tokens = subject.split('.');
   return tokens.every(
     (t, i) =>
