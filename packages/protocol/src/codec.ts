@@ -3,19 +3,24 @@ import { z } from 'zod';
 import { AgentMeshError, ErrorCode } from './errors.js';
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
+/** Node's own UTF-8 decoder, which skips the argument checks TextDecoder runs on every call. */
+const utf8Slice = (
+  Buffer.prototype as unknown as { utf8Slice(this: Uint8Array, start: number, end: number): string }
+).utf8Slice;
 
 export function encodeJson(value: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(value));
 }
 
+/** UTF-8 bytes as text, as TextDecoder gives it: malformed sequences become U+FFFD and a leading BOM is dropped. */
 export function decodeText(data: Uint8Array): string {
-  return decoder.decode(data);
+  const text = utf8Slice.call(data, 0, data.length);
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
 /** Parses JSON bytes; malformed JSON becomes an `invalid_message` error that says where it broke. */
 export function parseJson(data: Uint8Array | string, what = 'message'): unknown {
-  const text = typeof data === 'string' ? data : decoder.decode(data);
+  const text = typeof data === 'string' ? data : decodeText(data);
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {

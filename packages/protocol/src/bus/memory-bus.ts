@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { decodeText } from '../codec.js';
 import { SlotTable } from '../slot-table.js';
 import type {
   Bus,
@@ -18,7 +19,6 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   InFlight,
   assertPayloadSize,
-  bytesToText,
   cancelledError,
   closedError,
   invalidSubjectError,
@@ -43,7 +43,7 @@ class MemoryMessage implements BusMessage {
     return this.payload;
   }
   text(): string {
-    return typeof this.payload === 'string' ? this.payload : bytesToText(this.payload);
+    return typeof this.payload === 'string' ? this.payload : decodeText(this.payload);
   }
 }
 

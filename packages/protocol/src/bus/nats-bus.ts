@@ -10,6 +10,7 @@ import type {
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
+import { decodeText } from '../codec.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { SlotTable } from '../slot-table.js';
 import type {
@@ -28,7 +29,6 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   EMPTY,
   assertPayloadSize,
-  bytesToText,
   cancelledError,
   closedError,
   invalidSubjectError,
@@ -100,7 +100,7 @@ class NatsMessage implements BusMessage {
     return this.cachedHeaders;
   }
   text(): string {
-    return bytesToText(this.msg.data);
+    return decodeText(this.msg.data);
   }
 }
 

@@ -2,7 +2,6 @@ import { AgentMeshError, ErrorCode } from '../errors.js';
 import type { BusPayload } from './types.js';
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 export const EMPTY = new Uint8Array(0);
 export const DEFAULT_REQUEST_TIMEOUT_MS = 5000;
 export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -14,10 +13,6 @@ export function toBytes(data: BusPayload): Uint8Array {
 /** The size of a payload on the wire, in bytes. */
 export function payloadSize(data: BusPayload): number {
   return typeof data === 'string' ? Buffer.byteLength(data, 'utf8') : data.length;
-}
-
-export function bytesToText(data: Uint8Array): string {
-  return decoder.decode(data);
 }
 
 export function assertPayloadSize(subject: string, size: number, maxPayload: number): void {
