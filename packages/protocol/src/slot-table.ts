@@ -5,9 +5,9 @@ const GENERATION_LIMIT = 2 ** 30;
 /**
  * Values under numeric handles, kept in plain arrays: for registries with constant churn, such as the pending
  * requests of a connection or the running calls of a worker. A `Map` would do the same job, but V8 links each
- * hash table a Map outgrows to its successor. Once one of those tables is old enough to be promoted, every later
- * table, with every value it held, survives each young-generation collection until the next full one: under load
- * that is a 5 ms scavenge every 20 ms, and it lasts until the process goes idle. Arrays have no such links.
+ * hash table a Map outgrows to its successor. Once one of those tables is promoted (a pause in traffic is enough),
+ * every later table, with every value it held, survives young-generation collections and is promoted in turn, so
+ * the chain goes on while calls keep coming: under load, a 5 ms scavenge every 20 ms. Arrays have no such links.
  *
  * A handle is not reused while its generation counter has not wrapped (2^30 uses of one slot), so a stale handle,
  * such as the reply token of a request that already timed out, finds nothing.

@@ -248,6 +248,22 @@ describe('MemoryBus specifics', () => {
 });
 
 describe('NatsBus specifics', () => {
+  it('keeps the connection statistics right for the messages it writes as frames of its own', async () => {
+    const bus = await NatsBus.connect(inject('natsUrl'));
+    try {
+      const before = bus.nc.stats();
+      const bodies = ['x', 'grüße', '', JSON.stringify({ n: 1 })];
+      for (const body of bodies) bus.publish(`stats.${process.pid}.a`, body);
+      bus.publish(`stats.${process.pid}.b`, Uint8Array.of(1, 2, 3));
+      await bus.flush();
+      const after = bus.nc.stats();
+      expect(after.outMsgs - before.outMsgs).toBe(bodies.length + 1);
+      expect(after.outBytes - before.outBytes).toBe(bodies.reduce((n, b) => n + Buffer.byteLength(b), 0) + 3);
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('says clearly when NATS is unreachable', async () => {
     const error = await NatsBus.connect('nats://127.0.0.1:1', { connectTimeoutMs: 500 }).catch(
       (e: unknown) => e,
