@@ -536,6 +536,11 @@ describe('planner loop (scripted provider, in-process bus)', () => {
     expect(await done).toMatchObject({ run_id: 'r-sub', status: 'done', text: 'hi' });
     const bad = await h.bus.request(subjects().runsSubmit, JSON.stringify({ task: 7 }));
     expect(JSON.parse(bad.text()).error).toMatchObject({ code: 'invalid_request' });
+    const garbled = await h.bus.request(subjects().runsSubmit, '{"task": ');
+    expect(JSON.parse(garbled.text()).error).toMatchObject({
+      code: 'invalid_request',
+      message: expect.stringMatching(/^invalid run request: not valid JSON/),
+    });
     expect(new Planner({ bus: h.bus }).id).toMatch(/^planner-/);
   });
 });

@@ -765,29 +765,24 @@ export class Planner {
 
   private onMemorySubmit(msg: BusMessage): void {
     if (this.stopping) return;
-    let raw: unknown;
-    try {
-      raw = JSON.parse(msg.text());
-    } catch (error) {
-      raw = undefined;
-      const problem = `not valid JSON: ${(error as Error).message}`;
+    const refuse = (raw: unknown, problem: string) => {
       respondError(
         this.bus,
         msg,
         new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${problem}`),
       );
       void this.track(this.failInvalid(raw, problem, `run-${randomUUID()}`, {}));
+    };
+    let raw: unknown;
+    try {
+      raw = JSON.parse(msg.text());
+    } catch (error) {
+      refuse(undefined, `not valid JSON: ${(error as Error).message}`);
       return;
     }
     const parsed = RunRequestSchema.safeParse(raw);
     if (!parsed.success) {
-      const problems = describeZodError(parsed.error);
-      respondError(
-        this.bus,
-        msg,
-        new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${problems}`),
-      );
-      void this.track(this.failInvalid(raw, problems, `run-${randomUUID()}`, {}));
+      refuse(raw, describeZodError(parsed.error));
       return;
     }
     const runId = parsed.data.id ?? `run-${randomUUID()}`;
