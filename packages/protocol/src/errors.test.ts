@@ -4,7 +4,7 @@ import { AgentMeshError, ErrorCode, toErrorPayload } from './errors.js';
 import { MemoryBus } from './bus/memory-bus.js';
 import { NatsBus } from './bus/nats-bus.js';
 import type { Bus } from './bus/types.js';
-import { requestJson, serve } from './rpc.js';
+import { requestJson, respondError, serve } from './rpc.js';
 
 describe('AgentMeshError', () => {
   it('keeps code, retryable, details and a cause chain through its payload', () => {
@@ -105,5 +105,30 @@ describe.each([
         doubled: 2,
       },
     );
+  });
+});
+
+describe('respondError', () => {
+  it('sends an AgentMeshError passed as it is with its message, code, retryable and details', async () => {
+    const bus = new MemoryBus();
+    bus.subscribe('errors.direct', (msg) =>
+      respondError(
+        bus,
+        msg,
+        new AgentMeshError(ErrorCode.InvalidRequest, 'invalid run request: task: expected string', {
+          retryable: false,
+          details: { field: 'task' },
+        }),
+      ),
+    );
+    const error = await requestJson(bus, 'errors.direct', {}, z.unknown()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AgentMeshError);
+    expect(error).toMatchObject({
+      code: ErrorCode.InvalidRequest,
+      message: 'invalid run request: task: expected string',
+      retryable: false,
+      details: { field: 'task' },
+    });
+    await bus.close();
   });
 });

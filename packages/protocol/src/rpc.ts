@@ -78,8 +78,9 @@ export function respondError(bus: Bus, msg: BusMessage, error: ErrorPayload | un
   }
 }
 
+/** A plain error payload; an Error (whose message JSON leaves out) goes through {@link toErrorPayload} instead. */
 function isErrorPayload(value: unknown): value is ErrorPayload {
-  return ErrorPayloadSchema.safeParse(value).success;
+  return !(value instanceof Error) && ErrorPayloadSchema.safeParse(value).success;
 }
 
 /** If a reply carries an agentmesh error, revives and throws it. */
