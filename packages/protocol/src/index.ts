@@ -18,4 +18,5 @@ export * from './tool-client.js';
 export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';
+export * from './retry.js';
 export { SlotTable } from './slot-table.js';

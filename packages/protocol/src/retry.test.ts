@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { AgentMeshError, ErrorCode } from './errors.js';
+import { backoffDelay, retry } from './retry.js';
+
+describe('backoffDelay', () => {
+  it('doubles from the base up to the cap, jitter within its fraction', () => {
+    const mid = () => 0.5;
+    expect([1, 2, 3, 4, 5, 6].map((a) => backoffDelay(a, { baseMs: 100, capMs: 1_000 }, mid))).toEqual([
+      100, 200, 400, 800, 1_000, 1_000,
+    ]);
+    expect(backoffDelay(1, { baseMs: 100, jitter: 0.5 }, () => 0)).toBe(50);
+    expect(backoffDelay(1, { baseMs: 100, jitter: 0.5 }, () => 1)).toBe(150);
+    expect(backoffDelay(10, { baseMs: 100, capMs: 500, jitter: 1 }, () => 1)).toBe(500);
+  });
+});
+
+describe('retry', () => {
+  const transient = () => new AgentMeshError(ErrorCode.Unavailable, 'down for a moment');
+
+  it('retries retryable failures and returns the first success', async () => {
+    let calls = 0;
+    const value = await retry(
+      async (attempt) => {
+        calls++;
+        if (attempt < 3) throw transient();
+        return 'ok';
+      },
+      { baseMs: 1, capMs: 2 },
+    );
+    expect(value).toBe('ok');
+    expect(calls).toBe(3);
+  });
+
+  it('throws a failure that is not retryable at once', async () => {
+    let calls = 0;
+    const error = await retry(
+      async () => {
+        calls++;
+        throw new AgentMeshError(ErrorCode.InvalidArguments, 'bad');
+      },
+      { baseMs: 1 },
+    ).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'invalid_arguments' });
+    expect(calls).toBe(1);
+  });
+
+  it('stops after `attempts` and throws the last failure', async () => {
+    let calls = 0;
+    const error = await retry(
+      async () => {
+        calls++;
+        throw transient();
+      },
+      { attempts: 4, baseMs: 1, capMs: 1 },
+    ).catch((e: unknown) => e);
+    expect(calls).toBe(4);
+    expect(error).toMatchObject({ code: 'unavailable' });
+  });
+
+  it('never waits past the deadline', async () => {
+    const started = Date.now();
+    await expect(
+      retry(
+        async () => {
+          throw transient();
+        },
+        { timeoutMs: 60, baseMs: 1_000, capMs: 1_000 },
+      ),
+    ).rejects.toMatchObject({ code: 'unavailable' });
+    expect(Date.now() - started).toBeLessThan(500);
+  });
+
+  it('honours a delay the failure asks for', async () => {
+    const started = Date.now();
+    let calls = 0;
+    await retry(
+      async () => {
+        if (++calls === 1)
+          throw new AgentMeshError(ErrorCode.Busy, 'slow down', { details: { retry_after_ms: 80 } });
+        return calls;
+      },
+      { baseMs: 1, delayHint: (e) => e.details?.['retry_after_ms'] as number | undefined },
+    );
+    expect(Date.now() - started).toBeGreaterThanOrEqual(75);
+  });
+
+  it('an abort ends a pending wait with `cancelled`', async () => {
+    const controller = new AbortController();
+    const pending = retry(
+      async () => {
+        throw transient();
+      },
+      { baseMs: 10_000, capMs: 10_000, signal: controller.signal },
+    );
+    setImmediate(() => controller.abort('stop'));
+    await expect(pending).rejects.toMatchObject({ code: 'cancelled' });
+  });
+
+  it('uses the caller’s classification when given', async () => {
+    let calls = 0;
+    await expect(
+      retry(
+        async () => {
+          calls++;
+          throw transient();
+        },
+        { baseMs: 1, retryable: (_e, attempt) => attempt < 2 },
+      ),
+    ).rejects.toMatchObject({ code: 'unavailable' });
+    expect(calls).toBe(2);
+  });
+});

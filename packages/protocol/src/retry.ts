@@ -1,0 +1,95 @@
+import { AgentMeshError, ErrorCode } from './errors.js';
+import { sleep } from './timing.js';
+
+/** How long to wait between attempts: `baseMs` doubling per attempt up to `capMs`, spread by `jitter`. */
+export interface BackoffOptions {
+  /** The delay before the second attempt (default 100 ms). */
+  baseMs?: number;
+  /** The largest delay (default 2000 ms). */
+  capMs?: number;
+  /**
+   * The fraction of each delay that is random, 0..1 (default 0.2): a delay `d` becomes a value in
+   * `[d * (1 - jitter), d * (1 + jitter)]`, never above `capMs`.
+   */
+  jitter?: number;
+}
+
+export const DEFAULT_BACKOFF: Required<BackoffOptions> = { baseMs: 100, capMs: 2_000, jitter: 0.2 };
+
+/**
+ * The delay after failed attempt number `attempt` (1 for the first attempt). Deterministic when `random` returns a
+ * constant; the one formula every retry in agentmesh uses.
+ */
+export function backoffDelay(
+  attempt: number,
+  options: BackoffOptions = {},
+  random: () => number = Math.random,
+): number {
+  const baseMs = options.baseMs ?? DEFAULT_BACKOFF.baseMs;
+  const capMs = options.capMs ?? DEFAULT_BACKOFF.capMs;
+  const jitter = options.jitter ?? DEFAULT_BACKOFF.jitter;
+  const exponent = Math.min(Math.max(0, attempt - 1), 30);
+  const base = Math.min(capMs, baseMs * 2 ** exponent);
+  const spread = base * jitter * (2 * random() - 1);
+  return Math.max(0, Math.min(capMs, Math.round(base + spread)));
+}
+
+export interface RetryOptions extends BackoffOptions {
+  /** Attempts in all, the first included (default: unlimited while the deadline allows). */
+  attempts?: number;
+  /** Give up once this much time has passed since the first attempt (default: no deadline). */
+  timeoutMs?: number;
+  /** Aborting stops at once: a pending delay ends and the abort reason is thrown as `cancelled`. */
+  signal?: AbortSignal;
+  /** Whether a failure may be retried (default: `AgentMeshError.from(error).retryable`). */
+  retryable?: (error: AgentMeshError, attempt: number) => boolean;
+  /** A delay the failure itself asks for (a server's retry-after), used instead of the backoff when larger. */
+  delayHint?: (error: AgentMeshError) => number | undefined;
+  /** Called before each wait, for logs and metrics. */
+  onRetry?: (error: AgentMeshError, attempt: number, delayMs: number) => void;
+}
+
+/**
+ * Runs `operation` until it succeeds, a failure is not retryable, attempts or the deadline run out, or the signal
+ * aborts. Failures are normalized to {@link AgentMeshError}; the last one is thrown. The wait before the next
+ * attempt never runs past the deadline.
+ */
+export async function retry<T>(
+  operation: (attempt: number) => Promise<T>,
+  options: RetryOptions = {},
+): Promise<T> {
+  const started = Date.now();
+  const deadline = options.timeoutMs === undefined ? Infinity : started + options.timeoutMs;
+  const maxAttempts = options.attempts ?? Infinity;
+  const retryable = options.retryable ?? ((e: AgentMeshError) => e.retryable);
+  for (let attempt = 1; ; attempt++) {
+    throwIfAborted(options.signal);
+    try {
+      return await operation(attempt);
+    } catch (error) {
+      const e = AgentMeshError.from(error);
+      if (options.signal?.aborted) throw cancelled(options.signal, e);
+      if (attempt >= maxAttempts || !retryable(e, attempt)) throw e;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) throw e;
+      const hinted = options.delayHint?.(e);
+      const delay = Math.min(remaining, Math.max(backoffDelay(attempt, options), hinted ?? 0));
+      options.onRetry?.(e, attempt, delay);
+      await sleep(delay, options.signal);
+    }
+  }
+}
+
+function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw cancelled(signal);
+}
+
+function cancelled(signal: AbortSignal, last?: AgentMeshError): AgentMeshError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof AgentMeshError) return reason;
+  const why = reason instanceof Error ? reason.message : typeof reason === 'string' ? reason : 'aborted';
+  return new AgentMeshError(ErrorCode.Cancelled, `operation was cancelled: ${why}`, {
+    retryable: false,
+    ...(last === undefined ? {} : { cause: last }),
+  });
+}
