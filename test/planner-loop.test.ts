@@ -372,11 +372,8 @@ describe('planner loop (scripted provider, in-process bus)', () => {
     });
 
     it('loop detection: warn at 2, block at 3, skip at 4 identical consecutive calls', async () => {
-      h = harness();
       const snapshots: RunSnapshot[] = [];
-      const planner = h.planner;
-      (planner as unknown as { options: { checkpoint?: unknown } }).options.checkpoint = (s: RunSnapshot) =>
-        void snapshots.push(structuredClone(s));
+      h = harness([calcTool], { checkpoint: (s: RunSnapshot) => void snapshots.push(structuredClone(s)) });
       const { final, events } = await h.run({
         task: 't',
         script: [

@@ -1,23 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import {
-  AgentMeshError,
-  DEFAULT_PREFIX,
-  ErrorCode,
-  NatsBus,
-  RunEventSchema,
-  TERMINAL_EVENT_TYPES,
-  createEnvelope,
-  encodeJson,
-  envelopeToNatsHeaders,
-  requestJson,
-  streamNames,
-  subjects,
-  validate,
-  type Bus,
-  type RunEvent,
-  type RunRequestInput,
-} from '@agentmesh/protocol';
-import { z } from 'zod';
+import { DEFAULT_PREFIX, type Bus, type RunEvent, type RunRequestInput } from '@agentmesh/protocol';
+import { followRunEvents, publishRunRequest } from './durable/infra.js';
 import type { RunResult } from './planner.js';
 
 export interface SubmitResult {
@@ -32,82 +15,28 @@ export interface SubmitResult {
  * Submits a run to whatever planners listen: on NATS into the runs stream with `Nats-Msg-Id` set to the run id (so
  * a resubmission is dropped by the server), in process through `runs.submit`. A missing id is generated.
  */
-export async function submitRun(
+export function submitRun(
   bus: Bus,
   request: RunRequestInput,
   options: { prefix?: string } = {},
 ): Promise<SubmitResult> {
-  const s = subjects(options.prefix ?? DEFAULT_PREFIX);
   const body = { ...request, id: request.id ?? `run-${randomUUID()}` };
-  if (bus instanceof NatsBus) {
-    const ack = await bus.jetstream().publish(s.runsSubmit, encodeJson(body), {
-      msgID: body.id,
-      headers: envelopeToNatsHeaders(
-        createEnvelope(
-          request.identity
-            ? { ...request.identity, tenant: request.identity.tenant ?? 'default' }
-            : undefined,
-        ),
-      ),
-    });
-    return { run_id: body.id, seq: ack.seq, duplicate: ack.duplicate };
-  }
-  const reply = await requestJson(bus, s.runsSubmit, body, z.object({ run_id: z.string() }), {
-    timeoutMs: 10_000,
-  });
-  return { run_id: reply.run_id };
+  return publishRunRequest(bus, options.prefix ?? DEFAULT_PREFIX, body);
 }
 
 /**
  * Follows a run's events until its final event and returns that. On NATS it reads the events stream from the start
  * (so it may be called after submitting); in process it subscribes, so call it before submitting.
  */
-export function followRun(
+export async function followRun(
   bus: Bus,
   runId: string,
   options: { prefix?: string; onEvent?: (event: RunEvent) => void; signal?: AbortSignal } = {},
 ): Promise<RunResult> {
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const subject = subjects(prefix).runEvents(runId);
-  const handle = (data: unknown): RunResult | undefined => {
-    const event = validate(RunEventSchema, data, 'run event');
-    options.onEvent?.(event);
-    return TERMINAL_EVENT_TYPES.has(event.type) ? (event as RunResult) : undefined;
-  };
-  if (!(bus instanceof NatsBus)) {
-    return new Promise((resolve, reject) => {
-      const sub = bus.subscribe(subject, (msg) => {
-        const final = handle(JSON.parse(msg.text()));
-        if (final) {
-          sub.unsubscribe();
-          resolve(final);
-        }
-      });
-      options.signal?.addEventListener(
-        'abort',
-        () => {
-          sub.unsubscribe();
-          reject(new AgentMeshError(ErrorCode.Cancelled, `stopped following run ${runId}`));
-        },
-        { once: true },
-      );
-    });
-  }
-  return (async () => {
-    const js = bus.jetstream();
-    const consumer = await js.consumers.get(streamNames(prefix).events, { filter_subjects: subject });
-    const messages = await consumer.consume();
-    const onAbort = () => messages.stop();
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      for await (const m of messages) {
-        const final = handle(m.json());
-        if (final) return final;
-      }
-      throw new AgentMeshError(ErrorCode.Cancelled, `stopped following run ${runId} before its final event`);
-    } finally {
-      options.signal?.removeEventListener('abort', onAbort);
-      messages.stop();
-    }
-  })();
+  const final = await followRunEvents(bus, runId, {
+    prefix: options.prefix ?? DEFAULT_PREFIX,
+    onEvent: options.onEvent,
+    signal: options.signal,
+  });
+  return final as RunResult;
 }

@@ -40,9 +40,11 @@ export {
 } from './loop-detector.js';
 export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tools.js';
 export { buildSystemPrompt, UNTRUSTED_TOOL_OUTPUT_NOTICE, DEFAULT_AGENT_PROMPT } from './system-prompt.js';
-export { LoopErrorCode, DEFAULT_NUDGE, canonicalName } from './run-loop.js';
+export { LoopErrorCode } from './run/dispatch.js';
+export { DEFAULT_NUDGE } from './run/loop.js';
+export { canonicalName } from './run/turn.js';
 export type { RunSnapshot, CheckpointHook } from './run-state.js';
-export { RunEventSink } from './events.js';
+export { RunEventSink } from './run/events.js';
 export {
   readTranscript,
   readRunRecord,
@@ -67,6 +69,6 @@ export {
   type DurabilityOptions,
   type StoredCheckpoint,
   type LeaseClaim,
-} from './durable.js';
+} from './durable/index.js';
 export type { ToolBatch, BatchCall } from './run-state.js';
 export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';

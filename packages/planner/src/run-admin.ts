@@ -7,7 +7,7 @@ import {
   type Bus,
   type RunEvent,
 } from '@agentmesh/protocol';
-import { parseRecord, readRunEvents } from './durable.js';
+import { parseRecord, readRunEvents } from './durable/index.js';
 import {
   openRunRecords,
   readRunRecord,

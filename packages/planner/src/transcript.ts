@@ -1,19 +1,18 @@
 import {
-  DEFAULT_PREFIX,
   decodeMessage,
   encodeJson,
-  openBlobStore,
-  openKv,
   type Bus,
   type BlobStore,
-  type KvStore,
   type RunEvent,
   type RunRequest,
   type RunStatus,
   type ScriptedTurn,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
+import { openRunRecords, openTranscriptStore } from './durable/infra.js';
 import type { ChatMessage } from './providers/types.js';
+
+export { openRunRecords, openTranscriptStore, runsBucket, transcriptsBucket } from './durable/infra.js';
 
 /** A finished (or failed) run as stored: the conversation the model saw and every event, in order. */
 export interface RunTranscript {
@@ -39,20 +38,6 @@ const TranscriptSchema = z.looseObject({
   events: z.array(z.unknown()),
 });
 
-function bucketPrefix(prefix: string): string {
-  return prefix.replace(/[^A-Za-z0-9_-]/g, '_');
-}
-
-/** The object store that keeps run transcripts (`agentmesh_transcripts` for the default prefix). */
-export function transcriptsBucket(prefix: string = DEFAULT_PREFIX): string {
-  return `${bucketPrefix(prefix)}_transcripts`;
-}
-
-/** The KV bucket of run records: which run ids were seen, by which planner, and how they ended. */
-export function runsBucket(prefix: string = DEFAULT_PREFIX): string {
-  return `${bucketPrefix(prefix)}_runs`;
-}
-
 /** The KV record of one run id: its owner and lease while it runs, how it ended once finished. */
 export interface RunRecord {
   run_id: string;
@@ -73,14 +58,6 @@ export interface RunRecord {
   takeovers?: number;
   /** Set by `agentmesh runs cancel`; the owner (or the planner that resumes the run) cancels it. */
   cancel_requested?: string;
-}
-
-export async function openTranscriptStore(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
-  return openBlobStore(bus, transcriptsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
-}
-
-export async function openRunRecords(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
-  return openKv(bus, runsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
 }
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {

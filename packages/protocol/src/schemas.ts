@@ -236,6 +236,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     usage: UsageSchema,
   }),
   z.object({ type: z.literal('run.failed'), ...eventBase, error: publicError }),
+  /** Something about the run a person should know (e.g. `no_tools`, `unknown_tool_scope`); the run goes on. */
+  z.object({ type: z.literal('run.warning'), ...eventBase, code: z.string(), message: z.string() }),
 ]);
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type RunEventType = RunEvent['type'];

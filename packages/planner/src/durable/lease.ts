@@ -1,22 +1,15 @@
 import {
   AgentMeshError,
-  DEFAULT_PREFIX,
   ErrorCode,
-  NatsBus,
-  RunEventSchema,
+  backoffDelay,
   encodeJson,
   isAgentMeshError,
-  openKv,
-  streamNames,
-  subjects,
-  type Bus,
+  sleep,
   type KvStore,
   type Logger,
-  type RunEvent,
 } from '@agentmesh/protocol';
-import { DeliverPolicy } from '@nats-io/jetstream';
-import type { RunSnapshot } from './run-state.js';
-import type { RunRecord } from './transcript.js';
+import type { RunRecord } from '../transcript.js';
+import { runRecord } from './records.js';
 
 /** Durability settings of a planner (run ownership, failover speed, checkpoint retention). */
 export interface DurabilityOptions {
@@ -36,28 +29,6 @@ export const DEFAULT_CHECKPOINT_TTL_MS = 24 * 3_600_000;
 const SELF_FENCE_MARGIN_MS = 1_000;
 
 const dec = new TextDecoder();
-
-function bucketPrefix(prefix: string): string {
-  return prefix.replace(/[^A-Za-z0-9_-]/g, '_');
-}
-
-/** The KV bucket of run checkpoints (`agentmesh_checkpoints` for the default prefix), one key per run id. */
-export function checkpointsBucket(prefix: string = DEFAULT_PREFIX): string {
-  return `${bucketPrefix(prefix)}_checkpoints`;
-}
-
-export function openCheckpoints(bus: Bus, prefix: string, ttlMs: number): Promise<KvStore> {
-  return openKv(bus, checkpointsBucket(prefix), { ttlMs });
-}
-
-/** A checkpoint as stored: the snapshot and which ownership epoch wrote it. */
-export interface StoredCheckpoint {
-  version: 1;
-  planner_id: string;
-  epoch: number;
-  saved_at: string;
-  snapshot: RunSnapshot;
-}
 
 /** The error that stops a run on a planner that lost its ownership to another one. */
 export function leaseLostError(runId: string, why: string): AgentMeshError {
@@ -131,13 +102,7 @@ export class RunLease {
       const entry = await records.get(base.run_id);
       try {
         if (entry === null) {
-          const record: RunRecord = {
-            ...base,
-            planner_id: plannerId,
-            state: 'running',
-            epoch: 1,
-            lease_until: now + leaseMs,
-          };
+          const record = runRecord({ ...base, planner_id: plannerId, epoch: 1, lease_until: now + leaseMs });
           const revision = await records.create(base.run_id, encodeJson(record));
           return {
             kind: 'acquired',
@@ -252,7 +217,7 @@ export class RunLease {
         }
         this.log.debug({ run_id: this.runId, err: (error as Error).message }, 'lease renewal failed');
         this.checkExpiry();
-        if (attempt < tries) await new Promise((r) => setTimeout(r, 250 * attempt));
+        if (attempt < tries) await sleep(backoffDelay(attempt, { baseMs: 250, capMs: 1_500 }));
       }
     }
     this.checkExpiry();
@@ -285,154 +250,4 @@ export class RunLease {
     if (cancel !== undefined) for (const l of this.cancelListeners) l(cancel);
     return true;
   }
-}
-
-/**
- * Writes a run's checkpoints to KV, one key per run, as compare-and-set writes stamped with the lease epoch. Writes
- * are serialized and coalesced (a write that finds a newer state queued writes that one); a write that finds another
- * epoch's checkpoint means the run was taken over, and fails with the lease-lost error.
- */
-export class CheckpointWriter {
-  private chain: Promise<void> = Promise.resolve();
-  private version = 0;
-  private written = 0;
-
-  constructor(
-    private readonly store: KvStore,
-    private readonly lease: RunLease,
-    private revision: number | undefined,
-    private readonly log: Logger,
-  ) {}
-
-  /** Resolves once a checkpoint at least as new as `snapshot` now is stored. */
-  write(snapshot: Readonly<RunSnapshot>): Promise<void> {
-    const version = ++this.version;
-    const next = this.chain.then(() =>
-      this.written >= version ? undefined : this.flush(snapshot, this.version),
-    );
-    this.chain = next.catch(() => undefined);
-    return next;
-  }
-
-  private async flush(snapshot: Readonly<RunSnapshot>, version: number): Promise<void> {
-    const runId = snapshot.run_id;
-    const body: StoredCheckpoint = {
-      version: 1,
-      planner_id: this.lease.plannerId,
-      epoch: this.lease.epoch,
-      saved_at: new Date().toISOString(),
-      snapshot: snapshot as RunSnapshot,
-    };
-    const data = encodeJson(body);
-    for (let attempt = 1; ; attempt++) {
-      this.lease.assertOwned();
-      try {
-        this.revision =
-          this.revision === undefined
-            ? await this.store.create(runId, data)
-            : await this.store.update(runId, data, this.revision);
-        this.written = version;
-        return;
-      } catch (error) {
-        if (isAgentMeshError(error, ErrorCode.Conflict)) {
-          const entry = await this.store.get(runId).catch(() => undefined);
-          if (entry === undefined) continue;
-          const stored =
-            entry === null ? undefined : (JSON.parse(dec.decode(entry.value)) as StoredCheckpoint);
-          if (
-            entry !== null &&
-            stored?.epoch === this.lease.epoch &&
-            stored.planner_id === this.lease.plannerId
-          ) {
-            this.revision = entry.revision;
-            continue;
-          }
-          if (entry === null) {
-            this.revision = undefined;
-            continue;
-          }
-          throw leaseLostError(
-            runId,
-            `a checkpoint of epoch ${stored?.epoch ?? '?'} was written by ${stored?.planner_id ?? '?'}`,
-          );
-        }
-        this.log.debug(
-          { run_id: runId, attempt, err: (error as Error).message },
-          'checkpoint write failed; retrying',
-        );
-        await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** attempt)));
-      }
-    }
-  }
-
-  /** Removes the checkpoint of a finished run. */
-  async clear(runId: string): Promise<void> {
-    await this.chain;
-    await this.store.delete(runId).catch(() => undefined);
-  }
-}
-
-/** Reads a run's stored checkpoint and its KV revision, or undefined. */
-export async function readCheckpoint(
-  store: KvStore,
-  runId: string,
-): Promise<{ checkpoint: StoredCheckpoint; revision: number } | undefined> {
-  const entry = await store.get(runId);
-  if (entry === null) return undefined;
-  return { checkpoint: JSON.parse(dec.decode(entry.value)) as StoredCheckpoint, revision: entry.revision };
-}
-
-/** The last event stored in the events stream for a run (NATS), or undefined when there is none. */
-export async function lastStoredEvent(
-  bus: Bus,
-  runId: string,
-  prefix: string = DEFAULT_PREFIX,
-): Promise<RunEvent | undefined> {
-  if (!(bus instanceof NatsBus)) return undefined;
-  const jsm = await bus.jetstreamManager();
-  const stored = await jsm.streams
-    .getMessage(streamNames(prefix).events, { last_by_subj: subjects(prefix).runEvents(runId) })
-    .catch((error: unknown) => {
-      if (/no message found|not found/i.test((error as Error).message)) return null;
-      throw error;
-    });
-  if (stored === null) return undefined;
-  return RunEventSchema.parse(stored.json());
-}
-
-/**
- * Every stored event of a run, in stream order (NATS; an empty list elsewhere). Events replayed by a resumed
- * planner are included as stored: seq is gapless and increasing, and a `run.started` with `resumed: true` marks
- * each takeover.
- */
-export async function readRunEvents(
-  bus: Bus,
-  runId: string,
-  options: { prefix?: string; signal?: AbortSignal } = {},
-): Promise<RunEvent[]> {
-  if (!(bus instanceof NatsBus)) return [];
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const last = await lastStoredEvent(bus, runId, prefix);
-  if (last === undefined) return [];
-  const consumer = await bus.jetstream().consumers.get(streamNames(prefix).events, {
-    filter_subjects: subjects(prefix).runEvents(runId),
-    deliver_policy: DeliverPolicy.All,
-  });
-  const events: RunEvent[] = [];
-  const messages = await consumer.consume({ max_messages: 512 });
-  const onAbort = () => messages.stop();
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-  const guard = setTimeout(() => messages.stop(), 15_000);
-  try {
-    for await (const m of messages) {
-      const event = RunEventSchema.parse(m.json());
-      events.push(event);
-      if (m.info.pending === 0) break;
-    }
-  } finally {
-    clearTimeout(guard);
-    options.signal?.removeEventListener('abort', onAbort);
-    messages.stop();
-  }
-  return events;
 }

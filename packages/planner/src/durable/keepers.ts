@@ -1,0 +1,106 @@
+import {
+  AgentMeshError,
+  ErrorCode,
+  encodeJson,
+  isAgentMeshError,
+  type KvStore,
+  type Logger,
+  type RunEvent,
+  type RunRequest,
+} from '@agentmesh/protocol';
+import type { RunHandle, RunKeeper } from '../run/executor.js';
+import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { CheckpointWriter } from './checkpoint.js';
+import { leaseLostError, type RunLease } from './lease.js';
+import { runRecord } from './records.js';
+
+/**
+ * The keeper of a run that is not durable: its record is created on accept (a second run with the same id is
+ * refused with `conflict`) and marked finished at its end.
+ */
+export async function claimRecord(
+  records: KvStore,
+  fields: { runId: string; plannerId: string; request: RunRequest; streamSeq?: number | undefined },
+): Promise<RunKeeper> {
+  const accepted = runRecord({
+    run_id: fields.runId,
+    planner_id: fields.plannerId,
+    stream_seq: fields.streamSeq,
+  });
+  try {
+    await records.create(fields.runId, encodeJson(accepted));
+  } catch (error) {
+    if (isAgentMeshError(error, ErrorCode.Conflict))
+      throw new AgentMeshError(
+        ErrorCode.Conflict,
+        `run "${fields.runId}" was already submitted; a run id is run once`,
+        {
+          retryable: false,
+          details: { run_id: fields.runId },
+        },
+      );
+    throw error;
+  }
+  return {
+    checkpoints: (_flush, user) => ({ checkpoint: user }),
+    attach: () => undefined,
+    handedOff: false,
+    finish: async (status, endedAt) => {
+      const record = runRecord({
+        run_id: fields.runId,
+        planner_id: fields.plannerId,
+        accepted_at: accepted.accepted_at,
+        finished_at: endedAt,
+        status,
+        task: fields.request.task.slice(0, 200),
+      });
+      await records.put(fields.runId, encodeJson(record));
+    },
+  };
+}
+
+export interface LeasedRun {
+  lease: RunLease;
+  writer: CheckpointWriter;
+  snapshot: RunSnapshot | undefined;
+  lastSeq: number;
+  earlier: RunEvent[];
+  log: Logger;
+}
+
+/**
+ * The keeper of a durable run: the lease fences the run when ownership is lost, every checkpoint is written to KV
+ * (after the events before it are stored), and the end is a compare-and-set on the run record.
+ */
+export function leaseKeeper(run: LeasedRun): RunKeeper {
+  const { lease, writer } = run;
+  return {
+    resume: { snapshot: run.snapshot, lastSeq: run.lastSeq, earlier: run.earlier },
+    checkpoints: (flush, user) => {
+      const durable =
+        (then: CheckpointHook | undefined): CheckpointHook =>
+        async (snap) => {
+          lease.assertOwned();
+          await flush();
+          lease.assertOwned();
+          await writer.write(snap);
+          if (then) await then(snap);
+        };
+      return { checkpoint: durable(user), resultCheckpoint: durable(undefined) };
+    },
+    attach: (handle: RunHandle) => {
+      lease.onLost((why) => handle.fence(leaseLostError(lease.runId, why)));
+      lease.onCancelRequested((reason) => handle.cancel(reason));
+    },
+    get handedOff() {
+      return lease.lost;
+    },
+    finish: async (status, endedAt) => {
+      try {
+        await lease.finish({ status, finished_at: endedAt });
+      } finally {
+        await writer.clear(lease.runId);
+      }
+    },
+  };
+}

@@ -1,0 +1,126 @@
+import {
+  TERMINAL_EVENT_TYPES,
+  type KvStore,
+  type Logger,
+  type RunEvent,
+  type RunRequest,
+} from '@agentmesh/protocol';
+import type { RunKeeper } from '../run/executor.js';
+import type { RunSnapshot } from '../run-state.js';
+import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
+import type { PlannerInfra, Settlement } from './infra.js';
+import { leaseKeeper } from './keepers.js';
+import { RunLease, type LeaseClaim } from './lease.js';
+
+export interface DurableDeps {
+  infra: PlannerInfra;
+  records: KvStore;
+  checkpoints: KvStore;
+  plannerId: string;
+  leaseMs: number;
+  logger: Logger;
+}
+
+/**
+ * Durability as a wrapper around the executor: takes a run from the intake with a lease and runs it, resumes it from
+ * its checkpoint when another planner had it, or leaves it (a finished run is acked, a run another live planner
+ * owns is redelivered later).
+ */
+export async function runDurably(
+  deps: DurableDeps,
+  request: RunRequest,
+  ids: { runId: string; streamSeq: number },
+  execute: (keeper: RunKeeper) => Promise<unknown>,
+): Promise<Settlement> {
+  const { runId, streamSeq } = ids;
+  const log = deps.logger.child({ run_id: runId });
+  let claim: LeaseClaim;
+  try {
+    const base = {
+      run_id: runId,
+      accepted_at: new Date().toISOString(),
+      stream_seq: streamSeq,
+      task: request.task.slice(0, 200),
+    };
+    claim = await RunLease.acquire(deps.records, base, deps.plannerId, deps.leaseMs, log);
+  } catch (error) {
+    log.warn({ err: (error as Error).message }, 'run record unavailable; the run is redelivered later');
+    return { kind: 'nak', delayMs: 1_000 };
+  }
+  if (claim.kind === 'finished') {
+    log.info({ status: claim.record.status }, 'run already finished: not run again');
+    return { kind: 'ack' };
+  }
+  if (claim.kind === 'held') {
+    log.debug(
+      { owner: claim.record.planner_id, retry_in_ms: claim.retryInMs },
+      'run owned by a live planner',
+    );
+    return { kind: 'nak', delayMs: claim.retryInMs };
+  }
+  const lease = claim.lease;
+  try {
+    const resume = claim.previous === undefined ? fresh() : await readResume(deps, lease, log);
+    if (resume === 'finished') return { kind: 'ack' };
+    if (claim.previous !== undefined)
+      log.info(
+        {
+          previous_owner: claim.previous.planner_id,
+          epoch: lease.epoch,
+          checkpoint: resume.snapshot !== undefined,
+          seq: resume.lastSeq,
+        },
+        'taking over a run whose planner stopped',
+      );
+    const writer = new CheckpointWriter(deps.checkpoints, lease, resume.revision, log);
+    lease.start();
+    await execute(leaseKeeper({ lease, writer, log, ...resume }));
+    return lease.lost ? { kind: 'leave' } : { kind: 'ack' };
+  } catch (error) {
+    log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');
+    lease.stop();
+    return { kind: 'leave' };
+  }
+}
+
+interface Resume {
+  snapshot: RunSnapshot | undefined;
+  revision: number | undefined;
+  lastSeq: number;
+  earlier: RunEvent[];
+}
+
+function fresh(): Resume {
+  return { snapshot: undefined, revision: undefined, lastSeq: 0, earlier: [] };
+}
+
+/** What a takeover continues from: the last checkpoint and the events already stored ('finished' when it had ended). */
+async function readResume(deps: DurableDeps, lease: RunLease, log: Logger): Promise<Resume | 'finished'> {
+  const runId = lease.runId;
+  const last = await deps.infra.lastStoredEvent(runId);
+  if (last !== undefined && TERMINAL_EVENT_TYPES.has(last.type)) {
+    const status = last.type === 'run.completed' ? last.status : 'failed';
+    log.info({ status }, 'run had ended before its planner stopped: marked finished, not run again');
+    await lease.finish({ status, finished_at: last.ts });
+    await deps.checkpoints.delete(runId).catch(() => undefined);
+    return 'finished';
+  }
+  const stored = await readCheckpoint(deps.checkpoints, runId);
+  const snapshot = stored?.checkpoint.snapshot;
+  const earlier =
+    last === undefined
+      ? []
+      : await deps.infra.readRunEvents(runId).catch((error: unknown) => {
+          log.warn(
+            { err: (error as Error).message },
+            'earlier events not read: the transcript starts at the takeover',
+          );
+          return [];
+        });
+  return {
+    snapshot,
+    revision: stored?.revision,
+    lastSeq: Math.max(last?.seq ?? 0, snapshot?.seq ?? 0),
+    earlier,
+  };
+}

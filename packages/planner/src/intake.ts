@@ -1,0 +1,195 @@
+import { randomUUID } from 'node:crypto';
+import {
+  AgentMeshError,
+  ErrorCode,
+  RUN_ID_PATTERN,
+  RunRequestSchema,
+  describeZodError,
+  encodeJson,
+  envelopeFromHeaders,
+  isAgentMeshError,
+  type KvStore,
+  type Logger,
+  type RunRequest,
+} from '@agentmesh/protocol';
+import type { IntakeDelivery, PlannerInfra, Settlement } from './durable/infra.js';
+import { claimRecord } from './durable/keepers.js';
+import { runRecord } from './durable/records.js';
+import { runDurably, type DurableDeps } from './durable/takeover.js';
+import { RunEventSink, runFailed } from './run/events.js';
+import type { ExecuteOptions, RunExecutor, RunResult } from './run/executor.js';
+
+type Admission =
+  | { ok: true; request: RunRequest; runId: string }
+  | { ok: false; raw: unknown; problems: string; runId: string };
+
+export interface IntakeDeps {
+  infra: PlannerInfra;
+  executor: RunExecutor;
+  plannerId: string;
+  logger: Logger;
+  /** How long a delivery stays with this planner unacknowledged (the heartbeat runs every third of it). */
+  leaseMs: number;
+  records: () => KvStore;
+  /** Set when runs from the intake are durable (lease, checkpoints, takeover). */
+  durable: () => DurableDeps | undefined;
+}
+
+/**
+ * The single entry of runs into a planner, for embedded calls, the in-process `runs.submit` and the durable
+ * intake alike: validate (an invalid request ends as `run.failed` with `invalid_request`), dedupe (a run id is run
+ * once), accept, then hand the run to the executor, wrapped in durability when the intake is durable.
+ */
+export class RunIntake {
+  /** Intake deliveries of the runs in progress here, by run id (a redelivery replaces the handle). */
+  private readonly handling = new Map<string, { delivery: IntakeDelivery }>();
+
+  constructor(private readonly deps: IntakeDeps) {}
+
+  /** An embedded run: validated and run here; a run id seen before throws `conflict`. */
+  async submit(raw: unknown, options: ExecuteOptions): Promise<RunResult> {
+    const admission = admit(raw, `run-${randomUUID()}`);
+    if (!admission.ok) return this.failInvalid(admission, options);
+    const { request, runId } = admission;
+    const keeper = await claimRecord(this.deps.records(), { runId, plannerId: this.deps.plannerId, request });
+    return this.deps.executor.run(request, runId, keeper, options);
+  }
+
+  /** A request from the intake (in-process `runs.submit` or the durable runs stream). */
+  async deliver(delivery: IntakeDelivery): Promise<void> {
+    let settlement: Settlement = { kind: 'ack' };
+    const holder = { delivery };
+    const heartbeat = setInterval(
+      () => holder.delivery.working(),
+      Math.max(250, Math.floor(this.deps.leaseMs / 3)),
+    );
+    let owned: string | undefined;
+    try {
+      const fallbackId =
+        delivery.streamSeq === undefined ? `run-${randomUUID()}` : `run-seq-${delivery.streamSeq}`;
+      const admission = admit(parseText(delivery.text), fallbackId, delivery.headers);
+      if (!admission.ok) {
+        delivery.refused(
+          new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${admission.problems}`),
+        );
+        await this.refuseDelivered(admission, delivery.streamSeq);
+        return;
+      }
+      const { request, runId } = admission;
+      const running = this.handling.get(runId);
+      if (running !== undefined) {
+        running.delivery = delivery;
+        settlement = { kind: 'leave' };
+        return;
+      }
+      owned = runId;
+      this.handling.set(runId, holder);
+      delivery.accepted(runId);
+      settlement = await this.start(request, runId, delivery.streamSeq);
+    } finally {
+      clearInterval(heartbeat);
+      if (owned !== undefined) this.handling.delete(owned);
+      await holder.delivery.settle(settlement);
+    }
+  }
+
+  private async start(
+    request: RunRequest,
+    runId: string,
+    streamSeq: number | undefined,
+  ): Promise<Settlement> {
+    const durable = this.deps.durable();
+    const { executor, plannerId } = this.deps;
+    if (durable !== undefined && streamSeq !== undefined)
+      return runDurably(durable, request, { runId, streamSeq }, (keeper) =>
+        executor.run(request, runId, keeper),
+      );
+    try {
+      const keeper = await claimRecord(this.deps.records(), { runId, plannerId, request, streamSeq });
+      await executor.run(request, runId, keeper);
+    } catch (error) {
+      if (isAgentMeshError(error, ErrorCode.Conflict))
+        this.deps.logger.info({ run_id: runId }, 'duplicate run id: not run again');
+      else this.deps.logger.error({ run_id: runId, err: (error as Error).message }, 'run could not start');
+    }
+    return { kind: 'ack' };
+  }
+
+  /** An invalid request from the durable intake is recorded once, so a redelivery is not reported twice. */
+  private async refuseDelivered(admission: Extract<Admission, { ok: false }>, streamSeq: number | undefined) {
+    if (streamSeq !== undefined) {
+      const record = runRecord({
+        run_id: admission.runId,
+        planner_id: this.deps.plannerId,
+        stream_seq: streamSeq,
+      });
+      try {
+        await this.deps.records().create(admission.runId, encodeJson(record));
+      } catch {
+        return;
+      }
+    }
+    await this.failInvalid(admission, {});
+    if (streamSeq !== undefined) {
+      const finished = runRecord({
+        run_id: admission.runId,
+        planner_id: this.deps.plannerId,
+        status: 'invalid_request',
+      });
+      await this.deps
+        .records()
+        .put(admission.runId, encodeJson(finished))
+        .catch(() => undefined);
+    }
+  }
+
+  private async failInvalid(
+    admission: Extract<Admission, { ok: false }>,
+    options: ExecuteOptions,
+  ): Promise<RunResult> {
+    const publisher = this.deps.infra.eventPublisher(admission.runId);
+    const sink = new RunEventSink(admission.runId, publisher.publish, options.onEvent);
+    const event = sink.emit(
+      runFailed({ code: ErrorCode.InvalidRequest, message: `invalid run request: ${admission.problems}` }),
+    );
+    await publisher.flush();
+    this.deps.logger.warn({ run_id: admission.runId, problems: admission.problems }, 'invalid run request');
+    return event;
+  }
+}
+
+class NotJson {
+  constructor(readonly message: string) {}
+}
+
+function parseText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    return new NotJson((error as Error).message);
+  }
+}
+
+/** Validates a request: the request and its run id, or what is wrong with it and the id to report it under. */
+function admit(raw: unknown, fallbackId: string, headers?: Record<string, string>): Admission {
+  if (raw instanceof NotJson)
+    return { ok: false, raw: undefined, problems: `not valid JSON: ${raw.message}`, runId: fallbackId };
+  const parsed = RunRequestSchema.safeParse(raw);
+  if (!parsed.success) {
+    const rawId = raw !== null && typeof raw === 'object' ? (raw as { id?: unknown }).id : undefined;
+    const runId = typeof rawId === 'string' && RUN_ID_PATTERN.test(rawId) ? rawId : fallbackId;
+    return { ok: false, raw, problems: describeZodError(parsed.error), runId };
+  }
+  const request = withEnvelopeIdentity(parsed.data, headers);
+  return { ok: true, request, runId: request.id ?? fallbackId };
+}
+
+/**
+ * A run request without `identity` takes the identity of its envelope headers (`am-tenant`, `am-user`,
+ * `am-session`), so clients that put identity in headers are scoped the same way.
+ */
+function withEnvelopeIdentity(request: RunRequest, headers: Record<string, string> | undefined): RunRequest {
+  if (request.identity !== undefined || headers === undefined) return request;
+  const identity = envelopeFromHeaders(headers)?.identity;
+  return identity === undefined ? request : { ...request, identity };
+}

@@ -1,0 +1,56 @@
+import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import type { StopReason } from './context.js';
+
+/** A run in progress in this planner: its abort controller, why it was stopped, and its timer. */
+export interface ActiveRun {
+  readonly controller: AbortController;
+  stop: StopReason | undefined;
+  cleanup: () => void;
+}
+
+/** The runs this planner is executing, each with its timeout clock and its link to the caller's signal. */
+export class ActiveRuns {
+  private readonly runs = new Map<string, ActiveRun>();
+
+  get size(): number {
+    return this.runs.size;
+  }
+
+  /** Starts a run's clock: it times out after `waitMs` and is cancelled when `external` aborts. */
+  start(runId: string, timeoutMs: number, waitMs: number, external: AbortSignal | undefined): ActiveRun {
+    const run: ActiveRun = { controller: new AbortController(), stop: undefined, cleanup: () => undefined };
+    const timer = setTimeout(() => {
+      run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
+      run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));
+    }, waitMs);
+    timer.unref?.();
+    const onExternal = () => {
+      const reason =
+        external?.reason instanceof Error ? external.reason.message : String(external?.reason ?? 'aborted');
+      run.stop ??= { status: 'cancelled', reason: `cancelled: ${reason}` };
+      run.controller.abort(external?.reason);
+    };
+    if (external?.aborted) onExternal();
+    else external?.addEventListener('abort', onExternal, { once: true });
+    run.cleanup = () => {
+      clearTimeout(timer);
+      external?.removeEventListener('abort', onExternal);
+    };
+    this.runs.set(runId, run);
+    return run;
+  }
+
+  end(runId: string): void {
+    this.runs.get(runId)?.cleanup();
+    this.runs.delete(runId);
+  }
+
+  /** Cancels a run of this planner; false when it is not running here. */
+  cancel(runId: string, reason: string): boolean {
+    const run = this.runs.get(runId);
+    if (run === undefined) return false;
+    run.stop ??= { status: 'cancelled', reason: `cancelled: ${reason}` };
+    run.controller.abort(new AgentMeshError(ErrorCode.Cancelled, reason));
+    return true;
+  }
+}

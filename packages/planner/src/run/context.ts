@@ -1,0 +1,119 @@
+import type {
+  Bus,
+  Identity,
+  Logger,
+  RunLimits,
+  RunRequest,
+  RunStatus,
+  Subjects,
+  ToolSpec,
+} from '@agentmesh/protocol';
+import type { ModelCapabilities } from '../capabilities.js';
+import { ToolExposure } from '../exposure.js';
+import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
+import type { Price, PriceTable } from '../prices.js';
+import type { ModelProvider } from '../providers/types.js';
+import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { RunEventSink } from './events.js';
+
+/** Why a run was stopped from outside its loop. */
+export interface StopReason {
+  status: 'cancelled' | 'timeout';
+  reason: string;
+}
+
+/** The catalog scope of a run: its allow-list and the loading overrides. */
+export interface ToolScope {
+  allow?: string[];
+  deferred?: string[];
+  always?: string[];
+}
+
+/** What a run needs from its planner: the bus, the model, the settings; none of it changes during the run. */
+export interface RunEnvironment {
+  bus: Bus;
+  prefix: string;
+  subjects: Subjects;
+  plannerId: string;
+  logger: Logger;
+  provider: ModelProvider;
+  capabilities: ModelCapabilities;
+  prices: PriceTable;
+  price: Price | undefined;
+  /** How long catalog and artifact requests ride out a restart before failing. */
+  catalogRetryMs: number;
+  searchLimit: number;
+  loopThresholds: LoopThresholds;
+  nudge: string;
+  scope: ToolScope;
+  /** Called after each model turn and tool batch. */
+  checkpoint?: CheckpointHook | undefined;
+  /** Called after each single tool result inside a batch (durable runs store these too). */
+  resultCheckpoint?: CheckpointHook | undefined;
+}
+
+/**
+ * Everything one run works on: the snapshot (transcript, budget counters, exposure state), the tool exposure, the
+ * loop detector, the abort signal and the event sink. The turn, dispatch and meta-tool code all take a RunContext.
+ */
+export class RunContext {
+  readonly request: RunRequest;
+  readonly limits: RunLimits;
+  readonly identity: Identity;
+  readonly exposure: ToolExposure;
+  readonly loopDetector: LoopDetector;
+  readonly log: Logger;
+  costWarned = false;
+
+  constructor(
+    readonly state: RunSnapshot,
+    specs: readonly ToolSpec[],
+    readonly env: RunEnvironment,
+    readonly control: { sink: RunEventSink; signal: AbortSignal; stopReason: () => StopReason | undefined },
+  ) {
+    this.request = state.request;
+    this.limits = state.limits;
+    this.identity = state.request.identity ?? { tenant: 'default' };
+    this.exposure = new ToolExposure({
+      specs,
+      mode: state.search.mode,
+      nativeVariant: state.search.native_variant,
+      maxTools: env.capabilities.max_tools,
+      budgetTokens: state.search.budget_tokens,
+      state: state.exposure,
+    });
+    this.loopDetector = new LoopDetector(state.loop, env.loopThresholds);
+    this.log = env.logger;
+  }
+
+  get sink(): RunEventSink {
+    return this.control.sink;
+  }
+
+  get signal(): AbortSignal {
+    return this.control.signal;
+  }
+
+  /** The status the run ends with when it was stopped from outside (cancel, timeout), else undefined. */
+  stopCheck(): { status: RunStatus; reason: string } | undefined {
+    return this.signal.aborted
+      ? (this.control.stopReason() ?? { status: 'cancelled', reason: 'cancelled' })
+      : undefined;
+  }
+
+  async checkpoint(): Promise<void> {
+    this.state.seq = this.sink.lastSeq;
+    if (this.env.checkpoint) await this.env.checkpoint(this.state);
+  }
+
+  /** After one tool result inside a batch (a no-op unless the run is durable). */
+  async resultCheckpoint(): Promise<void> {
+    if (this.signal.aborted || this.env.resultCheckpoint === undefined) return;
+    this.state.seq = this.sink.lastSeq;
+    await this.env.resultCheckpoint(this.state);
+  }
+
+  catalogOptions(): { timeoutMs: number; retryForMs: number; signal: AbortSignal } {
+    return { timeoutMs: 5_000, retryForMs: this.env.catalogRetryMs, signal: this.signal };
+  }
+}

@@ -1,0 +1,143 @@
+import type { ArtifactRef, RunEvent, RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
+import type { RunSnapshot } from '../run-state.js';
+
+/**
+ * Stamps a run's events with run_id, a gapless seq and ts, records them and hands them on in order. A resumed run
+ * starts from the last seq already published (its earlier events seed `events`).
+ */
+export class RunEventSink {
+  readonly events: RunEvent[] = [];
+  private fenced = false;
+  constructor(
+    readonly runId: string,
+    private readonly publish: (event: RunEvent) => void,
+    private readonly onEvent: ((event: RunEvent) => void) | undefined,
+    private seq = 0,
+    earlier: readonly RunEvent[] = [],
+  ) {
+    this.events.push(...earlier);
+  }
+
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  /** Stops publishing: the run now belongs to another planner, whose events continue the story. */
+  fence(): void {
+    this.fenced = true;
+  }
+
+  emit<B extends RunEventBody>(body: B): B & { run_id: string; seq: number; ts: string } {
+    const event = { ...body, run_id: this.runId, seq: ++this.seq, ts: new Date().toISOString() };
+    if (this.fenced) return event;
+    this.events.push(event as RunEvent);
+    this.publish(event as RunEvent);
+    if (this.onEvent) {
+      try {
+        this.onEvent(event as RunEvent);
+      } catch {
+        // an observer's failure must not break the run
+      }
+    }
+    return event;
+  }
+}
+
+/** The public part of an error, as events carry it. */
+export interface EventError {
+  code: string;
+  message: string;
+  retryable?: boolean | undefined;
+}
+
+type EventOf<T extends RunEventBody['type']> = Extract<RunEventBody, { type: T }>;
+
+/** What a tool.completed or tool.failed event says about one call. */
+export interface ToolEventFields {
+  call_id: string;
+  name: string;
+  worker_id: string;
+  elapsed_ms: number;
+  preview?: string | undefined;
+  artifact?: ArtifactRef | undefined;
+  attempts?: number | undefined;
+}
+
+/** The one builder of `tool.failed` (refused calls, meta-tools, worker errors and failed dispatches alike). */
+export function toolFailed(fields: ToolEventFields, error: EventError): EventOf<'tool.failed'> {
+  return {
+    type: 'tool.failed',
+    call_id: fields.call_id,
+    name: fields.name,
+    worker_id: fields.worker_id,
+    elapsed_ms: fields.elapsed_ms,
+    is_error: true,
+    error: { code: error.code, message: error.message, retryable: error.retryable ?? false },
+    preview: fields.preview || error.message,
+    ...(fields.artifact ? { artifact: fields.artifact } : {}),
+    ...(fields.attempts === undefined ? {} : { attempts: fields.attempts }),
+  };
+}
+
+export function toolCompleted(fields: ToolEventFields): EventOf<'tool.completed'> {
+  return {
+    type: 'tool.completed',
+    call_id: fields.call_id,
+    name: fields.name,
+    worker_id: fields.worker_id,
+    elapsed_ms: fields.elapsed_ms,
+    is_error: false,
+    preview: fields.preview ?? '',
+    ...(fields.artifact ? { artifact: fields.artifact } : {}),
+    ...(fields.attempts === undefined ? {} : { attempts: fields.attempts }),
+  };
+}
+
+export function toolStarted(callId: string, name: string, workerId: string): EventOf<'tool.started'> {
+  return { type: 'tool.started', call_id: callId, name, worker_id: workerId };
+}
+
+export function notice(
+  kind: string,
+  message: string,
+  details?: Record<string, unknown>,
+): EventOf<'run.notice'> {
+  return { type: 'run.notice', kind, message, ...(details === undefined ? {} : { details }) };
+}
+
+export function warning(code: string, message: string): EventOf<'run.warning'> {
+  return { type: 'run.warning', code, message };
+}
+
+export function runAccepted(
+  request: RunRequest,
+  choice?: { kind: string; model: string },
+): EventOf<'run.accepted'> {
+  return {
+    type: 'run.accepted',
+    task: request.task,
+    ...(choice ? { provider: choice.kind, model: choice.model } : {}),
+    ...(request.identity ? { identity: request.identity } : {}),
+  };
+}
+
+export function runFailed(error: EventError): EventOf<'run.failed'> {
+  return { type: 'run.failed', error: { code: error.code, message: error.message, retryable: false } };
+}
+
+/** The final event of a run that got as far as its loop (or was stopped before). */
+export function runCompleted(
+  status: RunStatus,
+  reason: string,
+  progress: Pick<RunSnapshot, 'last_text' | 'iteration' | 'tool_calls' | 'usage'> | undefined,
+): EventOf<'run.completed'> {
+  return {
+    type: 'run.completed',
+    status,
+    reason,
+    text: progress?.last_text ?? '',
+    iterations: progress?.iteration ?? 0,
+    tool_calls: progress?.tool_calls ?? 0,
+    usage: progress ? { ...progress.usage } : { input_tokens: 0, output_tokens: 0 },
+  };
+}

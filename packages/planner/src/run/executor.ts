@@ -1,0 +1,323 @@
+import {
+  AgentMeshError,
+  matchesToolPattern,
+  toErrorPayload,
+  type BlobStore,
+  type Logger,
+  type RunEvent,
+  type RunEventOf,
+  type RunRequest,
+  type Subjects,
+  type Bus,
+  type ToolSpec,
+} from '@agentmesh/protocol';
+import type { CapabilityTable } from '../capabilities.js';
+import type { EventPublisher } from '../durable/infra.js';
+import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
+import type { PriceTable } from '../prices.js';
+import {
+  resolveProvider,
+  type ProviderChoice,
+  type ProviderClients,
+  type ProviderSettings,
+} from '../providers/index.js';
+import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import { buildSystemPrompt } from '../system-prompt.js';
+import { saveTranscript } from '../transcript.js';
+import type { ActiveRun, ActiveRuns } from './active-runs.js';
+import { RunContext, type RunEnvironment } from './context.js';
+import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
+import { DEFAULT_NUDGE, runLoop } from './loop.js';
+import { listToolNames, loadRunTools } from './meta-tools.js';
+import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
+import { startWarnings } from './warnings.js';
+
+export type RunResult = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
+
+export interface ExecuteOptions {
+  signal?: AbortSignal;
+  /** Every event of the run, in order, as it happens. */
+  onEvent?: (event: RunEvent) => void;
+}
+
+/** What a run controls from outside the executor: how durability stops it when ownership is lost. */
+export interface RunHandle {
+  /** Stops the run at once and publishes nothing more (another planner owns it now). */
+  fence(error: AgentMeshError): void;
+  cancel(reason: string): void;
+}
+
+/**
+ * Who keeps a run: where it resumes, what happens at each checkpoint and how it is recorded at its end. A plain run
+ * record for embedded runs; a lease, KV checkpoints and takeover for durable ones (durable/takeover.ts).
+ */
+export interface RunKeeper {
+  resume?: { snapshot: RunSnapshot | undefined; lastSeq: number; earlier: RunEvent[] } | undefined;
+  /** Wraps the user's checkpoint hook; `flush` publishes the events emitted so far. */
+  checkpoints(
+    flush: () => Promise<void>,
+    user: CheckpointHook | undefined,
+  ): {
+    checkpoint?: CheckpointHook | undefined;
+    resultCheckpoint?: CheckpointHook | undefined;
+  };
+  attach(handle: RunHandle): void;
+  /** True when the run now belongs to another planner (then it is not finalized here). */
+  readonly handedOff: boolean;
+  finish(status: string, endedAt: string): Promise<void>;
+}
+
+export interface ExecutorConfig {
+  bus: Bus;
+  prefix: string;
+  subjects: Subjects;
+  plannerId: string;
+  logger: Logger;
+  providers: ProviderSettings;
+  clients: ProviderClients;
+  capabilities: CapabilityTable;
+  prices: PriceTable;
+  defaults: PlannerDefaults;
+  catalogRetryMs: number | undefined;
+  checkpoint: CheckpointHook | undefined;
+  active: ActiveRuns;
+  publisher: (runId: string) => EventPublisher;
+  transcripts: () => BlobStore | undefined;
+}
+
+interface RunIo {
+  runId: string;
+  request: RunRequest;
+  sink: RunEventSink;
+  publisher: EventPublisher;
+  keeper: RunKeeper;
+  log: Logger;
+  startedAt: string;
+  choice?: ProviderChoice;
+  snapshot?: RunSnapshot;
+}
+
+/**
+ * Runs one accepted request to its final event: resolves the provider, loads the run's tools, builds the
+ * {@link RunContext} and drives the agent loop, then saves the transcript and hands the ending to the run's keeper.
+ */
+export class RunExecutor {
+  constructor(private readonly config: ExecutorConfig) {}
+
+  async run(
+    request: RunRequest,
+    runId: string,
+    keeper: RunKeeper,
+    options: ExecuteOptions = {},
+  ): Promise<RunResult> {
+    const started = performance.now();
+    const log = this.config.logger.child({ run_id: runId });
+    const publisher = this.config.publisher(runId);
+    const resume = keeper.resume;
+    const sink = new RunEventSink(
+      runId,
+      publisher.publish,
+      options.onEvent,
+      resume?.lastSeq ?? 0,
+      resume?.earlier,
+    );
+    const io: RunIo = {
+      runId,
+      request,
+      sink,
+      publisher,
+      keeper,
+      log,
+      startedAt: resume?.snapshot?.started_at ?? new Date().toISOString(),
+    };
+    let final: RunResult | undefined;
+    try {
+      final = await this.drive(io, options.signal);
+      return final;
+    } finally {
+      if (keeper.handedOff) log.info('run handed to another planner: not finalized here');
+      else await this.finalize(io);
+      const ending = final ?? sink.events[sink.events.length - 1];
+      log.info(
+        {
+          status: ending?.type === 'run.completed' ? ending.status : 'failed',
+          duration_ms: Math.round(performance.now() - started),
+          tool_calls: io.snapshot?.tool_calls ?? 0,
+          iterations: io.snapshot?.iteration ?? 0,
+        },
+        'run ended',
+      );
+    }
+  }
+
+  private async drive(io: RunIo, external: AbortSignal | undefined): Promise<RunResult> {
+    const { request, sink, runId } = io;
+    try {
+      io.choice = resolveProvider(request, this.config.providers);
+    } catch (error) {
+      if (sink.lastSeq === 0) sink.emit(runAccepted(request));
+      return sink.emit(runFailed(toErrorPayload(error)));
+    }
+    if (sink.lastSeq === 0) sink.emit(runAccepted(request, io.choice));
+    const resumed =
+      io.keeper.resume !== undefined &&
+      (io.keeper.resume.lastSeq > 0 || io.keeper.resume.snapshot !== undefined);
+    sink.emit({
+      type: 'run.started',
+      planner_id: this.config.plannerId,
+      ...(resumed ? { resumed: true } : {}),
+    });
+    const timeoutMs = runLimits(this.config.defaults, request).timeout_ms;
+    const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
+    const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
+    io.keeper.attach({
+      fence: (error) => {
+        sink.fence();
+        io.publisher.close();
+        run.controller.abort(error);
+      },
+      cancel: (reason) => this.config.active.cancel(runId, reason),
+    });
+    try {
+      const ctx = await this.prepare(io, run);
+      return await runLoop(ctx);
+    } catch (error) {
+      const e = toErrorPayload(error);
+      io.log.warn({ code: e.code, err: e.message }, 'run failed before its loop');
+      sink.emit(notice('error', e.message, { code: e.code }));
+      const stop = run.stop;
+      return sink.emit(
+        runCompleted(stop?.status ?? 'failed', stop?.reason ?? `${e.code}: ${e.message}`, io.snapshot),
+      );
+    } finally {
+      this.config.active.end(runId);
+    }
+  }
+
+  /** Builds the run's context: its snapshot (new or resumed), its tools, its system prompt; warns at run start. */
+  private async prepare(io: RunIo, run: ActiveRun): Promise<RunContext> {
+    const { config } = this;
+    const { request, runId } = io;
+    const choice = io.choice!;
+    const resumed = io.keeper.resume?.snapshot;
+    const snapshot = (io.snapshot =
+      resumed ??
+      initialSnapshot(
+        { request, runId, plannerId: config.plannerId, choice, startedAt: io.startedAt },
+        config.defaults,
+        config.capabilities,
+      ));
+    snapshot.planner_id = config.plannerId;
+    const caps = config.capabilities.resolve(choice.kind, choice.model);
+    const scope = toolScope(config.defaults, request);
+    const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
+    const offered = caps.native_tools ? specs : [];
+    if (!caps.native_tools && specs.length > 0)
+      io.sink.emit(
+        notice(
+          'no_native_tools',
+          `the capability table says ${choice.kind} model ${choice.model} has no native tool calls: no tools are offered`,
+        ),
+      );
+    const search = searchDefaults(config.defaults);
+    const env: RunEnvironment = {
+      bus: config.bus,
+      prefix: config.prefix,
+      subjects: config.subjects,
+      plannerId: config.plannerId,
+      logger: io.log,
+      provider: config.clients.create(choice),
+      capabilities: caps,
+      prices: config.prices,
+      price: config.prices.priceOf(choice.kind, choice.model),
+      catalogRetryMs: config.catalogRetryMs ?? 30_000,
+      searchLimit: search.limit ?? 10,
+      loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...config.defaults.loop_detect },
+      nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
+      scope,
+      ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
+    };
+    const ctx = new RunContext(snapshot, offered, env, {
+      sink: io.sink,
+      signal: run.controller.signal,
+      stopReason: () => run.stop,
+    });
+    if (resumed === undefined)
+      snapshot.system = buildSystemPrompt({
+        system: request.system ?? config.defaults.system,
+        toolSearch: snapshot.search.mode === 'client' && ctx.exposure.hasDeferred,
+        ...(search.include_stub_listing && snapshot.search.mode === 'client'
+          ? { stubs: ctx.exposure.stubs() }
+          : {}),
+      });
+    else
+      io.log.info(
+        { phase: snapshot.phase, iteration: snapshot.iteration, seq: io.sink.lastSeq },
+        'run resumed',
+      );
+    return ctx;
+  }
+
+  /** The run's tools from the catalog; a new run also warns when no tool, or no tool of an allow-list entry, exists. */
+  private async loadTools(
+    io: RunIo,
+    scope: ReturnType<typeof toolScope>,
+    signal: AbortSignal,
+    warn: boolean,
+  ): Promise<ToolSpec[]> {
+    const { bus, subjects, catalogRetryMs } = this.config;
+    try {
+      const specs = await loadRunTools(bus, subjects, scope, { signal, retryForMs: catalogRetryMs });
+      if (!warn) return specs;
+      const unmatched = (scope.allow ?? []).filter(
+        (entry) => !specs.some((s) => matchesToolPattern(s.name, entry)),
+      );
+      if (specs.length > 0 && unmatched.length === 0) return specs;
+      const known =
+        scope.allow === undefined
+          ? []
+          : await listToolNames(bus, subjects, { signal, retryForMs: catalogRetryMs });
+      for (const w of startWarnings(known, unmatched)) io.sink.emit(w);
+      return specs;
+    } catch (error) {
+      if (!signal.aborted) throw error;
+      return [];
+    }
+  }
+
+  private async finalize(io: RunIo): Promise<void> {
+    const { sink, log } = io;
+    const last = sink.events[sink.events.length - 1];
+    const status = last?.type === 'run.completed' ? last.status : 'failed';
+    const endedAt = new Date().toISOString();
+    const store = this.config.transcripts();
+    await Promise.all([
+      io.publisher.flush(),
+      store === undefined
+        ? undefined
+        : saveTranscript(store, {
+            version: 1,
+            run_id: io.runId,
+            planner_id: this.config.plannerId,
+            request: io.request,
+            provider: io.choice?.kind,
+            model: io.choice?.model,
+            system: io.snapshot?.system,
+            status,
+            reason:
+              last?.type === 'run.completed'
+                ? last.reason
+                : last?.type === 'run.failed'
+                  ? last.error.message
+                  : undefined,
+            started_at: io.startedAt,
+            ended_at: endedAt,
+            messages: io.snapshot?.messages ?? [],
+            events: sink.events,
+          }).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
+    ]);
+    await io.keeper
+      .finish(status, endedAt)
+      .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated'));
+  }
+}

@@ -1,0 +1,109 @@
+import {
+  RunLimitsSchema,
+  type RunLimits,
+  type RunRequest,
+  type ToolSearchStrategy,
+} from '@agentmesh/protocol';
+import type { CapabilityTable } from '../capabilities.js';
+import type { SearchMode } from '../exposure.js';
+import type { LoopThresholds } from '../loop-detector.js';
+import type { ProviderChoice } from '../providers/index.js';
+import type { NativeSearchVariant } from '../providers/types.js';
+import type { RunSnapshot } from '../run-state.js';
+import type { ToolScope } from './context.js';
+
+/** Tool search settings (`tools.search` in agentmesh.yaml). */
+export interface ToolSearchDefaults {
+  strategy?: ToolSearchStrategy;
+  /** auto: native provider search where the capability table allows it, client-side otherwise. */
+  mode?: 'auto' | 'native' | 'client';
+  /** Results per search (default 10, at most 50). */
+  limit?: number;
+  /** Soft cap on the token footprint of promoted tools (chars / 4); the oldest promoted are evicted first. */
+  budget_tokens?: number;
+  /** List deferred tools by name in the system prompt. */
+  include_stub_listing?: boolean;
+}
+
+/** What applies to runs that do not say otherwise. */
+export interface PlannerDefaults {
+  limits?: Partial<RunLimits>;
+  tool_search?: ToolSearchStrategy | ToolSearchDefaults;
+  system?: string;
+  /** Names or globs deferred for every run (a run's own list adds to these). */
+  deferred?: string[];
+  /** Names or globs always loaded for every run (wins over deferred). */
+  always?: string[];
+  /** The message sent after a turn with neither a tool call nor an answer. */
+  nudge?: string;
+  loop_detect?: Partial<LoopThresholds>;
+}
+
+export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
+  return RunLimitsSchema.parse({ ...defaults.limits, ...request.limits });
+}
+
+export function searchDefaults(defaults: PlannerDefaults): ToolSearchDefaults {
+  const d = defaults.tool_search;
+  return typeof d === 'string' ? { strategy: d } : (d ?? {});
+}
+
+export function toolScope(defaults: PlannerDefaults, request: RunRequest): ToolScope {
+  const deferred = [...(defaults.deferred ?? []), ...(request.deferred ?? [])];
+  const always = [...(defaults.always ?? []), ...(request.always ?? [])];
+  return {
+    ...(request.tools ? { allow: request.tools } : {}),
+    ...(deferred.length > 0 ? { deferred } : {}),
+    ...(always.length > 0 ? { always } : {}),
+  };
+}
+
+export interface SnapshotSource {
+  request: RunRequest;
+  runId: string;
+  plannerId: string;
+  choice: ProviderChoice;
+  startedAt: string;
+}
+
+/** The snapshot a new run starts from: nothing done yet, the task as the first message. */
+export function initialSnapshot(
+  source: SnapshotSource,
+  defaults: PlannerDefaults,
+  capabilities: CapabilityTable,
+): RunSnapshot {
+  const { request, choice } = source;
+  const search = searchDefaults(defaults);
+  const strategy = request.tool_search ?? search.strategy ?? 'bm25';
+  const caps = capabilities.resolve(choice.kind, choice.model);
+  let mode: SearchMode = strategy === 'off' ? 'off' : 'client';
+  let variant: NativeSearchVariant | undefined;
+  if (strategy !== 'off' && search.mode !== 'client' && caps.tool_search.length > 0) {
+    if ((strategy === 'bm25' || strategy === 'regex') && caps.tool_search.includes(strategy))
+      variant = strategy;
+    else if (search.mode === 'native') variant = caps.tool_search[0];
+    if (variant !== undefined) mode = 'native';
+  }
+  return {
+    version: 1,
+    run_id: source.runId,
+    planner_id: source.plannerId,
+    request,
+    provider: { kind: choice.kind, model: choice.model },
+    limits: runLimits(defaults, request),
+    search: { mode, strategy, native_variant: variant, budget_tokens: search.budget_tokens },
+    system: '',
+    iteration: 0,
+    tool_calls: 0,
+    nudges: 0,
+    usage: { input_tokens: 0, output_tokens: 0 },
+    last_text: '',
+    messages: [{ role: 'user', content: request.task }],
+    exposure: { promoted: [], pending: [], surfaced: [], artifacts: false },
+    loop: { signature: undefined, count: 0 },
+    succeeded: [],
+    seq: 0,
+    started_at: source.startedAt,
+    phase: 'model',
+  };
+}

@@ -1,0 +1,92 @@
+import { fromProviderAlias } from '@agentmesh/protocol';
+import type { ChatMessage, ChatToolCall, ModelTurn } from '../providers/types.js';
+import type { RunContext } from './context.js';
+import { notice } from './events.js';
+
+/** Maps a provider alias (`fs__read_file`) back to the canonical name; meta-tools and canonical names pass as is. */
+export function canonicalName(name: string): string {
+  return name.includes('__') ? fromProviderAlias(name) : name;
+}
+
+/** Arguments for events: the parsed object when the JSON is valid, the raw text otherwise. */
+function parseArgs(raw: string): unknown {
+  if (raw.trim() === '') return {};
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return raw;
+  }
+}
+
+/** Gives every call of a turn an id, unique within the turn (providers may send none or repeat one). */
+function withCallIds(calls: readonly ChatToolCall[], iteration: number): ChatToolCall[] {
+  const seen = new Set<string>();
+  return calls.map((c, i) => {
+    let id = c.id;
+    if (id === '' || seen.has(id)) id = `call_${iteration}_${i + 1}`;
+    seen.add(id);
+    return { ...c, id };
+  });
+}
+
+/**
+ * One model turn: offers this turn's tools, asks the model, adds up usage and cost, reports the response (and any
+ * native searches) and appends the assistant message to the transcript.
+ */
+export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
+  const { state, env, sink, exposure } = ctx;
+  state.iteration++;
+  const turnTools = exposure.beginTurn();
+  if (turnTools.evicted.length > 0)
+    sink.emit(
+      notice(
+        'tools_evicted',
+        `promoted tools evicted to stay within the tool budget: ${turnTools.evicted.join(', ')}`,
+        { evicted: turnTools.evicted },
+      ),
+    );
+  sink.emit({ type: 'llm.request', iteration: state.iteration, tools: turnTools.offered });
+  const native =
+    state.search.mode === 'native' && state.search.native_variant !== undefined && exposure.hasDeferred;
+  const turn = await env.provider.complete({
+    model: env.provider.model,
+    system: state.system,
+    messages: state.messages,
+    tools: turnTools.tools,
+    parallelCalls: env.capabilities.parallel_calls,
+    ...(native ? { nativeSearch: state.search.native_variant! } : {}),
+    signal: ctx.signal,
+  });
+  const usage = turn.usage;
+  state.usage.input_tokens += usage.input_tokens;
+  state.usage.output_tokens += usage.output_tokens;
+  const cost = env.prices.cost(env.price, usage);
+  if (cost !== undefined) state.usage.cost_usd = (state.usage.cost_usd ?? 0) + cost;
+  const calls = withCallIds(turn.tool_calls, state.iteration);
+  turn.tool_calls = calls;
+  if (turn.text.trim() !== '') state.last_text = turn.text;
+  sink.emit({
+    type: 'llm.response',
+    iteration: state.iteration,
+    text: turn.text,
+    tool_calls: calls.map((c) => ({
+      id: c.id,
+      name: canonicalName(c.name),
+      arguments: parseArgs(c.arguments),
+    })),
+    usage: { ...usage, ...(cost === undefined ? {} : { cost_usd: cost }) },
+  });
+  for (const search of turn.native_searches ?? []) {
+    const results = search.results.map(canonicalName);
+    exposure.surface(results);
+    sink.emit({ type: 'tool.search', query: search.query, strategy: search.variant, results, native: true });
+  }
+  const message: ChatMessage = {
+    role: 'assistant',
+    content: turn.text,
+    ...(calls.length > 0 ? { tool_calls: calls } : {}),
+    ...(turn.native ? { native: turn.native } : {}),
+  };
+  state.messages.push(message);
+  return turn;
+}
