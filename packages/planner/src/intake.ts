@@ -18,6 +18,7 @@ import { runRecord } from './durable/records.js';
 import { runDurably, type DurableDeps } from './durable/takeover.js';
 import { RunEventSink, runFailed } from './run/events.js';
 import type { ExecuteOptions, RunExecutor, RunResult } from './run/executor.js';
+import type { RunSnapshot } from './run-state.js';
 
 type Admission =
   | { ok: true; request: RunRequest; runId: string }
@@ -53,6 +54,28 @@ export class RunIntake {
     const { request, runId } = admission;
     const keeper = await claimRecord(this.deps.records(), { runId, plannerId: this.deps.plannerId, request });
     return this.deps.executor.run(request, runId, keeper, options);
+  }
+
+  /**
+   * A run continued in this process from a checkpoint (a {@link RunSnapshot} handed to the checkpoint hook): the
+   * loop goes on from the snapshot's phase and its events continue after the snapshot's seq.
+   */
+  async resume(snapshot: RunSnapshot, options: ExecuteOptions): Promise<RunResult> {
+    const parsed = RunRequestSchema.safeParse(snapshot.request);
+    if (!parsed.success || snapshot.version !== 1 || snapshot.phase === 'finished')
+      throw new AgentMeshError(
+        ErrorCode.InvalidRequest,
+        `run "${snapshot.run_id}" cannot be resumed: ${parsed.success ? `its checkpoint is ${snapshot.phase === 'finished' ? 'of a finished run' : `version ${String(snapshot.version)}`}` : describeZodError(parsed.error)}`,
+        { retryable: false },
+      );
+    const { run_id: runId } = snapshot;
+    const keeper = await claimRecord(this.deps.records(), {
+      runId,
+      plannerId: this.deps.plannerId,
+      request: parsed.data,
+      resume: structuredClone(snapshot),
+    });
+    return this.deps.executor.run(parsed.data, runId, keeper, options);
   }
 
   /** A request from the intake (in-process `runs.submit` or the durable runs stream). */

@@ -33,7 +33,7 @@ import {
 import { ActiveRuns } from './run/active-runs.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
-import type { CheckpointHook } from './run-state.js';
+import type { CheckpointHook, RunSnapshot } from './run-state.js';
 import { Semaphore } from './util.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
@@ -215,6 +215,15 @@ export class Planner {
   async execute(request: RunRequestInput | unknown, options: ExecuteOptions = {}): Promise<RunResult> {
     await this.ready();
     return this.track(this.intake.submit(request, options));
+  }
+
+  /**
+   * Continues a run from one of its checkpoints (a snapshot the `checkpoint` hook received) in this process, with
+   * the same flow as {@link Planner.execute}; events go on after the snapshot's seq.
+   */
+  async resume(snapshot: RunSnapshot, options: ExecuteOptions = {}): Promise<RunResult> {
+    await this.ready();
+    return this.track(this.intake.resume(snapshot, options));
   }
 
   private track<T>(work: Promise<T>): Promise<T> {

@@ -20,15 +20,25 @@ import { runRecord } from './records.js';
  */
 export async function claimRecord(
   records: KvStore,
-  fields: { runId: string; plannerId: string; request: RunRequest; streamSeq?: number | undefined },
+  fields: {
+    runId: string;
+    plannerId: string;
+    request: RunRequest;
+    streamSeq?: number | undefined;
+    /** Continue from this checkpoint (the run id was claimed by the run that wrote it). */
+    resume?: RunSnapshot | undefined;
+  },
 ): Promise<RunKeeper> {
+  const { resume } = fields;
   const accepted = runRecord({
     run_id: fields.runId,
     planner_id: fields.plannerId,
     stream_seq: fields.streamSeq,
+    accepted_at: resume?.started_at,
   });
   try {
-    await records.create(fields.runId, encodeJson(accepted));
+    if (resume === undefined) await records.create(fields.runId, encodeJson(accepted));
+    else await records.put(fields.runId, encodeJson(accepted));
   } catch (error) {
     if (isAgentMeshError(error, ErrorCode.Conflict))
       throw new AgentMeshError(
@@ -42,6 +52,7 @@ export async function claimRecord(
     throw error;
   }
   return {
+    ...(resume === undefined ? {} : { resume: { snapshot: resume, lastSeq: resume.seq, earlier: [] } }),
     checkpoints: (_flush, user) => ({ checkpoint: user }),
     attach: () => undefined,
     handedOff: false,
