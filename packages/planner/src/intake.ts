@@ -171,7 +171,7 @@ export class RunIntake {
     options: ExecuteOptions,
   ): Promise<RunResult> {
     const publisher = this.deps.infra.eventPublisher(admission.runId);
-    const sink = new RunEventSink(admission.runId, publisher.publish, options.onEvent);
+    const sink = new RunEventSink(admission.runId, publisher.publish, { onEvent: options.onEvent });
     const event = sink.emit(
       runFailed({ code: ErrorCode.InvalidRequest, message: `invalid run request: ${admission.problems}` }),
     );

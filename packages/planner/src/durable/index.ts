@@ -6,6 +6,7 @@ export {
   DEFAULT_CHECKPOINT_TTL_MS,
   type DurabilityOptions,
   type LeaseClaim,
+  type LeaseHolder,
 } from './lease.js';
 export { CheckpointWriter, readCheckpoint, type StoredCheckpoint } from './checkpoint.js';
 export { runRecord } from './records.js';

@@ -42,6 +42,13 @@ export function parseRecord(value: Uint8Array): RunRecord {
   return JSON.parse(dec.decode(value)) as RunRecord;
 }
 
+/** Who takes a lease, for how long, and where it logs. */
+export interface LeaseHolder {
+  plannerId: string;
+  leaseMs: number;
+  log: Logger;
+}
+
 export type LeaseClaim =
   | { kind: 'acquired'; lease: RunLease; previous: RunRecord | undefined }
   | { kind: 'finished'; record: RunRecord; revision: number }
@@ -61,16 +68,19 @@ export class RunLease {
   private readonly cancelListeners = new Set<(reason: string) => void>();
   private renewing: Promise<void> | undefined;
 
+  readonly leaseMs: number;
+  private readonly log: Logger;
+
   private constructor(
     private readonly records: KvStore,
     public record: RunRecord,
     revision: number,
-    readonly leaseMs: number,
-    private readonly log: Logger,
-    renewedAt: number,
+    holder: LeaseHolder & { renewedAt: number },
   ) {
     this.revision = revision;
-    this.lastRenewedAt = renewedAt;
+    this.leaseMs = holder.leaseMs;
+    this.log = holder.log;
+    this.lastRenewedAt = holder.renewedAt;
   }
 
   get runId(): string {
@@ -93,10 +103,9 @@ export class RunLease {
   static async acquire(
     records: KvStore,
     base: Omit<RunRecord, 'planner_id' | 'state' | 'epoch' | 'lease_until'>,
-    plannerId: string,
-    leaseMs: number,
-    log: Logger,
+    holder: LeaseHolder,
   ): Promise<LeaseClaim> {
+    const { plannerId, leaseMs } = holder;
     for (let attempt = 1; ; attempt++) {
       const now = Date.now();
       const entry = await records.get(base.run_id);
@@ -106,7 +115,7 @@ export class RunLease {
           const revision = await records.create(base.run_id, encodeJson(record));
           return {
             kind: 'acquired',
-            lease: new RunLease(records, record, revision, leaseMs, log, now),
+            lease: new RunLease(records, record, revision, { ...holder, renewedAt: now }),
             previous: undefined,
           };
         }
@@ -126,7 +135,7 @@ export class RunLease {
         const revision = await records.update(base.run_id, encodeJson(record), entry.revision);
         return {
           kind: 'acquired',
-          lease: new RunLease(records, record, revision, leaseMs, log, now),
+          lease: new RunLease(records, record, revision, { ...holder, renewedAt: now }),
           previous: current,
         };
       } catch (error) {

@@ -42,7 +42,11 @@ export async function runDurably(
       stream_seq: streamSeq,
       task: request.task.slice(0, 200),
     };
-    claim = await RunLease.acquire(deps.records, base, deps.plannerId, deps.leaseMs, log);
+    claim = await RunLease.acquire(deps.records, base, {
+      plannerId: deps.plannerId,
+      leaseMs: deps.leaseMs,
+      log,
+    });
   } catch (error) {
     log.warn({ err: (error as Error).message }, 'run record unavailable; the run is redelivered later');
     return { kind: 'nak', delayMs: 1_000 };

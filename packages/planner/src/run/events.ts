@@ -8,14 +8,22 @@ import type { RunSnapshot } from '../run-state.js';
 export class RunEventSink {
   readonly events: RunEvent[] = [];
   private fenced = false;
+  private seq: number;
+  private readonly onEvent: ((event: RunEvent) => void) | undefined;
+
   constructor(
     readonly runId: string,
     private readonly publish: (event: RunEvent) => void,
-    private readonly onEvent: ((event: RunEvent) => void) | undefined,
-    private seq = 0,
-    earlier: readonly RunEvent[] = [],
+    options: {
+      onEvent?: ((event: RunEvent) => void) | undefined;
+      /** The last seq already published (a resumed run continues after it). */
+      lastSeq?: number | undefined;
+      earlier?: readonly RunEvent[] | undefined;
+    } = {},
   ) {
-    this.events.push(...earlier);
+    this.onEvent = options.onEvent;
+    this.seq = options.lastSeq ?? 0;
+    this.events.push(...(options.earlier ?? []));
   }
 
   get lastSeq(): number {

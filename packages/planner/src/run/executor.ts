@@ -11,7 +11,7 @@ import {
   type Bus,
   type ToolSpec,
 } from '@agentmesh/protocol';
-import type { CapabilityTable } from '../capabilities.js';
+import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { PriceTable } from '../prices.js';
@@ -25,10 +25,10 @@ import type { CheckpointHook, RunSnapshot } from '../run-state.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
-import { RunContext, type RunEnvironment } from './context.js';
+import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
-import { listToolNames, loadRunTools } from './meta-tools.js';
+import { CATALOG_RETRY_MS, listToolNames, loadRunTools } from './meta-tools.js';
 import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
 import { startWarnings } from './warnings.js';
 
@@ -114,13 +114,11 @@ export class RunExecutor {
     const log = this.config.logger.child({ run_id: runId });
     const publisher = this.config.publisher(runId);
     const resume = keeper.resume;
-    const sink = new RunEventSink(
-      runId,
-      publisher.publish,
-      options.onEvent,
-      resume?.lastSeq ?? 0,
-      resume?.earlier,
-    );
+    const sink = new RunEventSink(runId, publisher.publish, {
+      onEvent: options.onEvent,
+      lastSeq: resume?.lastSeq,
+      earlier: resume?.earlier,
+    });
     const io: RunIo = {
       runId,
       request,
@@ -220,23 +218,7 @@ export class RunExecutor {
         ),
       );
     const search = searchDefaults(config.defaults);
-    const env: RunEnvironment = {
-      bus: config.bus,
-      prefix: config.prefix,
-      subjects: config.subjects,
-      plannerId: config.plannerId,
-      logger: io.log,
-      provider: config.clients.create(choice),
-      capabilities: caps,
-      prices: config.prices,
-      price: config.prices.priceOf(choice.kind, choice.model),
-      catalogRetryMs: config.catalogRetryMs ?? 30_000,
-      searchLimit: search.limit ?? 10,
-      loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...config.defaults.loop_detect },
-      nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
-      scope,
-      ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
-    };
+    const env = this.environment(io, { caps, scope, searchLimit: search.limit ?? 10 });
     const ctx = new RunContext(snapshot, offered, env, {
       sink: io.sink,
       signal: run.controller.signal,
@@ -258,10 +240,35 @@ export class RunExecutor {
     return ctx;
   }
 
+  private environment(
+    io: RunIo,
+    settings: { caps: ModelCapabilities; scope: ToolScope; searchLimit: number },
+  ): RunEnvironment {
+    const { config } = this;
+    const choice = io.choice!;
+    return {
+      bus: config.bus,
+      prefix: config.prefix,
+      subjects: config.subjects,
+      plannerId: config.plannerId,
+      logger: io.log,
+      provider: config.clients.create(choice),
+      capabilities: settings.caps,
+      prices: config.prices,
+      price: config.prices.priceOf(choice.kind, choice.model),
+      catalogRetryMs: config.catalogRetryMs ?? CATALOG_RETRY_MS,
+      searchLimit: settings.searchLimit,
+      loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...config.defaults.loop_detect },
+      nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
+      scope: settings.scope,
+      ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
+    };
+  }
+
   /** The run's tools from the catalog; a new run also warns when no tool, or no tool of an allow-list entry, exists. */
   private async loadTools(
     io: RunIo,
-    scope: ReturnType<typeof toolScope>,
+    scope: ToolScope,
     signal: AbortSignal,
     warn: boolean,
   ): Promise<ToolSpec[]> {
