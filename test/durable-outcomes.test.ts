@@ -13,6 +13,8 @@ import { uniquePrefix } from './fixtures/llm/nats.js';
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('do');
 const executions = new Map<string, number>();
+/** Resolvers called when a handler starts running a call, by call id. */
+const startedCalls = new Map<string, () => void>();
 const buses: NatsBus[] = [];
 const workers: ToolWorker[] = [];
 
@@ -24,6 +26,7 @@ const charge = defineTool({
   idempotent: false,
   handler: async ({ amount, ms }, ctx) => {
     executions.set(ctx.callId, (executions.get(ctx.callId) ?? 0) + 1);
+    startedCalls.get(ctx.callId)?.();
     if (ms > 0) await new Promise((r) => setTimeout(r, ms));
     return { charged: amount, worker_id: ctx.workerId };
   },
@@ -79,8 +82,9 @@ describe('shared outcomes of non-idempotent calls', () => {
   });
 
   it('a call re-sent while the first replica still runs it waits for that outcome', async () => {
+    const running = new Promise<void>((resolve) => startedCalls.set('c2', resolve));
     const first = a.execute(call('c2', 1_500));
-    await new Promise((r) => setTimeout(r, 200));
+    await running;
     const second = await b.execute(call('c2', 1_500));
     expect(second).toMatchObject({ is_error: false, replayed: true, output: { worker_id: 'worker-a' } });
     expect(await first).toMatchObject({ is_error: false });

@@ -25,6 +25,17 @@ afterEach(async () => {
   h = undefined;
 });
 
+/** Resolves when a tool call of the run has started (its tool.started event on the bus). */
+function toolStarted(harness: Harness, runId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const sub = harness.bus.subscribe(subjects().runEvents(runId), (m) => {
+      if ((JSON.parse(m.text()) as RunEvent).type !== 'tool.started') return;
+      sub.unsubscribe();
+      resolve();
+    });
+  });
+}
+
 const add = (lhs: number, rhs: number) => ({ name: 'math.calc', arguments: { lhs, rhs, op: 'add' } });
 
 describe('planner loop (scripted provider, in-process bus)', () => {
@@ -409,7 +420,7 @@ describe('planner loop (scripted provider, in-process bus)', () => {
         task: 't',
         script: [{ tool_calls: [{ name: 'test.sleep', arguments: { ms: 10_000 } }] }, { text: 'x' }],
       });
-      await new Promise((r) => setTimeout(r, 50));
+      await toolStarted(h, 'r-cancel');
       publishJson(h.bus, subjects().runCancel('r-cancel'), { reason: 'user pressed stop' });
       const { final, events } = await started;
       expect(final).toMatchObject({ status: 'cancelled' });
@@ -421,9 +432,13 @@ describe('planner loop (scripted provider, in-process bus)', () => {
     it('cancelled through the caller signal; timeout through limits.timeout_ms', async () => {
       h = harness([sleepTool]);
       const controller = new AbortController();
-      setTimeout(() => controller.abort(new Error('ctrl-c')), 50);
+      void toolStarted(h, 'r-ctrl-c').then(() => controller.abort(new Error('ctrl-c')));
       const cancelled = await h.run(
-        { task: 't', script: [{ tool_calls: [{ name: 'test.sleep', arguments: { ms: 10_000 } }] }] },
+        {
+          id: 'r-ctrl-c',
+          task: 't',
+          script: [{ tool_calls: [{ name: 'test.sleep', arguments: { ms: 10_000 } }] }],
+        },
         controller.signal,
       );
       expect(cancelled.final).toMatchObject({ status: 'cancelled' });

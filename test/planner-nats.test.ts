@@ -28,14 +28,28 @@ function eventsOf(runId: string): RunEvent[] {
   return events.get(runId) ?? [];
 }
 
-async function until<T>(what: string, check: () => T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+const eventListeners = new Set<() => void>();
+
+/** Resolves with `check()` once it is defined, checking again on every run event that arrives. */
+function until<T>(what: string, check: () => T | undefined, timeoutMs = 10_000): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const listener = () => {
+      const value = check();
+      if (value === undefined) return;
+      done();
+      resolve(value);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`timed out waiting for ${what}`));
+    }, timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      eventListeners.delete(listener);
+    };
+    eventListeners.add(listener);
+    listener();
+  });
 }
 
 const finalOf = (runId: string) =>
@@ -51,6 +65,7 @@ beforeAll(async () => {
     callback: (_err, msg) => {
       const e = msg.json<RunEvent>();
       events.set(e.run_id, [...eventsOf(e.run_id), e]);
+      for (const listener of [...eventListeners]) listener();
     },
   });
   await nc.flush();
@@ -119,7 +134,10 @@ describe('planner on NATS (JetStream intake)', () => {
       if (info.num_pending === 0 && info.num_ack_pending === 0) break;
       await new Promise((r) => setTimeout(r, 20));
     }
-    await new Promise((r) => setTimeout(r, 100));
+    // events of the same planner arrive in order: once a run submitted after the duplicate has finished, a second
+    // run of dup-1 would have shown up
+    await submitRun(bus, { id: 'dup-marker', task: 't', script: [{ text: 'after' }] }, { prefix });
+    await until('the marker run to finish', () => finalOf('dup-marker'));
     expect(eventsOf('dup-1').filter((e) => e.type === 'run.started')).toHaveLength(1);
     expect(eventsOf('dup-1').filter((e) => e.type === 'run.completed')).toHaveLength(1);
   });
