@@ -382,6 +382,39 @@ describe('planner loop (scripted provider, in-process bus)', () => {
       expect(ofType(events, 'tool.started')).toHaveLength(1);
     });
 
+    it('tool_retries never re-sends a non-idempotent call after "may have run" (worker_lost); an idempotent one it does', async () => {
+      const lost = (idempotent: boolean): FakeTool => ({
+        spec: toolSpec(idempotent ? 'test.lost_idem' : 'test.lost', 'Loses its worker', { idempotent }),
+        handler: () => {
+          throw new AgentMeshError(ErrorCode.WorkerLost, 'the worker stopped and may have run it', {
+            retryable: true,
+          });
+        },
+      });
+      h = harness([lost(false), lost(true)]);
+      const { events } = await h.run({
+        id: 'r-lost',
+        task: 't',
+        tool_retries: 2,
+        script: [
+          { tool_calls: [{ id: 'a', name: 'test__lost', arguments: {} }] },
+          { tool_calls: [{ id: 'b', name: 'test__lost_idem', arguments: {} }] },
+          { text: 'x' },
+        ],
+      });
+      const byTool = (tool: string) => h!.mesh.invocations.filter((i) => i.tool === tool);
+      expect(byTool('test.lost').map((i) => i.idempotency_key)).toEqual(['r-lost:1:a']);
+      expect(byTool('test.lost_idem').map((i) => i.idempotency_key)).toEqual([
+        'r-lost:2:b',
+        'r-lost:2:b#2',
+        'r-lost:2:b#3',
+      ]);
+      expect(ofType(events, 'tool.failed').map((e) => [e.name, e.attempts, e.error.code])).toEqual([
+        ['test.lost', 1, 'worker_lost'],
+        ['test.lost_idem', 3, 'worker_lost'],
+      ]);
+    });
+
     it('loop detection: warn at 2, block at 3, skip at 4 identical consecutive calls', async () => {
       const snapshots: RunSnapshot[] = [];
       h = harness([calcTool], { checkpoint: (s: RunSnapshot) => void snapshots.push(structuredClone(s)) });
