@@ -178,3 +178,21 @@ describe('envelope on the run intake', () => {
     });
   });
 });
+
+describe('run warnings over NATS', () => {
+  it('a tools entry that matches no registered tool gets a run.warning naming it; the run still goes on', async () => {
+    await submitRun(
+      bus,
+      { id: 'warn-scope-1', task: 't', tools: ['math', 'mat.calc'], script: [{ text: 'fine' }] },
+      { prefix },
+    );
+    const final = await until('warn-scope-1 to finish', () => finalOf('warn-scope-1'));
+    expect(final).toMatchObject({ type: 'run.completed', status: 'done' });
+    const warnings = eventsOf('warn-scope-1').filter((e) => e.type === 'run.warning');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ code: 'unknown_tool_scope' });
+    expect(warnings[0]!.type === 'run.warning' && warnings[0]!.message).toMatch(
+      /"mat\.calc" matches no registered tool; closest known: math\.calc/,
+    );
+  });
+});
