@@ -66,6 +66,55 @@ function startWorker(env: NodeJS.ProcessEnv): Promise<ChildProcess> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+interface Progress {
+  ledgerStarted: Record<string, number>;
+  ledgerDone: Record<string, number>;
+  thirdTurns: number;
+}
+
+/** Follows the runs' events (core subscription) and resolves `reach` once the progress meets a condition. */
+function watchProgress(bus: NatsBus, prefix: string) {
+  const progress: Progress = {
+    ledgerStarted: { a: 0, b: 0, c: 0 },
+    ledgerDone: { a: 0, b: 0, c: 0 },
+    thirdTurns: 0,
+  };
+  const tags = new Map<string, string>();
+  const waiters = new Set<() => void>();
+  const sub = bus.subscribe(`agentmesh.runs.*.events`, (msg) => {
+    const e = JSON.parse(msg.text()) as RunEvent;
+    if (!e.run_id.startsWith(prefix)) return;
+    if (e.type === 'llm.response') {
+      if (e.iteration === 3) progress.thirdTurns++;
+      for (const c of e.tool_calls)
+        if (c.name === 'ledger.append')
+          tags.set(`${e.run_id} ${c.id}`, String((c.arguments as { entry: string }).entry).split('-')[0]!);
+    }
+    const tag = 'call_id' in e ? tags.get(`${e.run_id} ${e.call_id}`) : undefined;
+    if (tag !== undefined && e.type === 'tool.started') progress.ledgerStarted[tag]!++;
+    if (tag !== undefined && e.type === 'tool.completed') progress.ledgerDone[tag]!++;
+    for (const w of [...waiters]) w();
+  });
+  return {
+    reach: (what: string, condition: (p: Progress) => boolean, timeoutMs = 60_000) =>
+      new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if (!condition(progress)) return;
+          clearTimeout(timer);
+          waiters.delete(check);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`timed out waiting for ${what}: ${JSON.stringify(progress)}`));
+        }, timeoutMs);
+        waiters.add(check);
+        check();
+      }),
+    stop: () => sub.unsubscribe(),
+  };
+}
+
 describe('durable runs under faults: 100 runs, planners and a worker killed, nats-server restarted', () => {
   let nats: NatsServerHandle;
   let bus: NatsBus;
@@ -102,21 +151,24 @@ describe('durable runs under faults: 100 runs, planners and a worker killed, nat
     const prefix = `d${Date.now().toString(36)}`;
     const ids = Array.from({ length: RUNS }, (_, i) => `${prefix}-${i}`);
     const started = Date.now();
+    const progress = watchProgress(bus, prefix);
     for (const [i, id] of ids.entries()) await submitRun(bus, runRequest(i, id));
 
+    // each fault waits for a point in the runs' progress (seen in their events), not for a fixed time
     const faults: string[] = [];
-    await sleep(2_000);
+    await progress.reach('half the runs in their first ledger call', (p) => p.ledgerStarted.a >= RUNS / 2);
     process.kill(actors[1]!.child.pid!, 'SIGKILL');
     faults.push(`planner 1 killed at ${Date.now() - started} ms (turn 1-2)`);
     actors.push(await startActor(['planner'], env));
-    await sleep(1_000);
+    await progress.reach('ledger calls of turn 2 in flight', (p) => p.ledgerStarted.b >= 10);
     process.kill(workers[0]!.pid!, 'SIGKILL');
     faults.push(`worker 1 killed at ${Date.now() - started} ms`);
     workers.push(await startWorker(env));
-    await sleep(1_500);
+    await progress.reach('runs in their third model turn', (p) => p.thirdTurns >= 10);
     process.kill(actors[2]!.child.pid!, 'SIGKILL');
     faults.push(`planner 2 killed at ${Date.now() - started} ms (turn 2-3)`);
-    await sleep(2_500);
+    await progress.reach('ledger calls of turn 3 done', (p) => p.ledgerDone.c >= 10);
+    progress.stop();
     await nats.restart(500);
     faults.push(`nats-server restarted at ${Date.now() - started} ms`);
 
