@@ -108,6 +108,8 @@ export function followRun(
     } finally {
       options.signal?.removeEventListener('abort', onAbort);
       messages.stop();
+      // An ordered consumer outlives stop() for its 5 min inactivity threshold: delete it so followers don't pile up.
+      await consumer.delete().catch(() => undefined);
     }
   })();
 }

@@ -433,6 +433,7 @@ export async function readRunEvents(
     clearTimeout(guard);
     options.signal?.removeEventListener('abort', onAbort);
     messages.stop();
+    await consumer.delete().catch(() => undefined);
   }
   return events;
 }
