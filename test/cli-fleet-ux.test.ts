@@ -28,6 +28,12 @@ describe('agentmesh against a fleet that is being started', () => {
     expect(JSON.parse(json.stdout)).toMatchObject({ actors: [] });
   });
 
+  it('tools list with no catalog says to start one', async () => {
+    const r = await run(['tools', 'list']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/no catalog answers on agentmesh\.catalog\.list: start one \(agentmesh catalog/);
+  });
+
   it('status exits 1 and says so when NATS itself is unreachable', async () => {
     const r = await runAgentmesh(['status', '--nats', 'nats://127.0.0.1:1']);
     expect(r.code).toBe(1);

@@ -1,4 +1,7 @@
 import {
+  AgentMeshError,
+  ErrorCode,
+  isAgentMeshError,
   CatalogListReplySchema,
   CatalogSearchReplySchema,
   requestJson,
@@ -42,6 +45,14 @@ async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Bus) => Promise<
     const bus = await connectNats(ctx, 'agentmesh-cli');
     try {
       return await fn(bus);
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.NoResponders) && !isAgentMeshError(error, ErrorCode.Timeout))
+        throw error;
+      throw new AgentMeshError(
+        ErrorCode.NoResponders,
+        `no catalog answers on ${subjects(ctx.prefix).catalogList}: start one (agentmesh catalog --nats ${ctx.natsUrl})`,
+        { cause: error },
+      );
     } finally {
       await bus.close();
     }
