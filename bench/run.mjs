@@ -3,7 +3,7 @@
 // prints a table of figures with their ratios to the baselines measured in the same run.
 // Flags: --json (one JSON object per figure), --quick (fewer iterations), --only NAME[,NAME] (module names).
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { benchCores, pinToCores } from './lib.mjs';
@@ -54,6 +54,23 @@ async function startNats() {
   };
 }
 
+/** The peer libraries of bench/package.json, installed into bench/node_modules on first use (not by the root npm ci). */
+function ensurePeers() {
+  const peers = Object.keys(JSON.parse(readFileSync(join(here, 'package.json'), 'utf8')).dependencies);
+  if (peers.every((p) => existsSync(join(here, 'node_modules', p, 'package.json')))) return;
+  console.error(
+    `installing the libraries the benchmarks compare with (${peers.join(', ')}) into bench/node_modules...`,
+  );
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const r = spawnSync(npm, ['ci', '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd: here,
+    stdio: 'inherit',
+  });
+  if (r.status !== 0)
+    throw new Error(`npm ci in bench/ failed (exit ${r.status}): the peer comparisons need it`);
+}
+
+ensurePeers();
 const modules = readdirSync(here)
   .filter((f) => f.endsWith('.bench.mjs'))
   .sort()

@@ -1,11 +1,19 @@
 import { parseArgs } from 'node:util';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import { closest } from './suggest.js';
+
+/** Where a flag of `agentmesh run` applies: embedded only, or over NATS only. */
+export type RunMode = 'embedded' | 'nats';
 
 export interface FlagSpec {
   type: 'string' | 'boolean';
   description: string;
   short?: string;
   env?: string;
+  /** The placeholder shown in help (`--nats URL`); default VALUE. */
+  value?: string;
+  /** The only mode this flag applies to, and where it belongs otherwise (`the workers: agentmesh worker --workspace`). */
+  only?: { mode: RunMode; otherwise: string };
 }
 
 export interface CommandSpec {
@@ -13,14 +21,27 @@ export interface CommandSpec {
   usage: string;
   summary: string;
   flags: Record<string, FlagSpec>;
+  /** Subcommands (`tools list`, `runs show`): offered by completion and suggested on a typo. */
+  verbs?: readonly string[];
 }
 
 /** Flags every command that talks to NATS takes. */
 export const CONNECTION_FLAGS: Record<string, FlagSpec> = {
-  nats: { type: 'string', description: 'NATS URL (comma-separated for a cluster)', env: 'NATS_URL' },
-  prefix: { type: 'string', description: 'subject prefix (default agentmesh)', env: 'AGENTMESH_PREFIX' },
+  nats: {
+    type: 'string',
+    value: 'URL',
+    description: 'NATS URL (comma-separated for a cluster)',
+    env: 'NATS_URL',
+  },
+  prefix: {
+    type: 'string',
+    value: 'PREFIX',
+    description: 'subject prefix (default agentmesh)',
+    env: 'AGENTMESH_PREFIX',
+  },
   config: {
     type: 'string',
+    value: 'FILE',
     description: 'configuration file (default ./agentmesh.yaml)',
     env: 'AGENTMESH_CONFIG',
   },
@@ -31,6 +52,7 @@ export const ACTOR_FLAGS: Record<string, FlagSpec> = {
   ...CONNECTION_FLAGS,
   'health-port': {
     type: 'string',
+    value: 'PORT',
     description: 'serve GET /healthz and /readyz on this port',
     env: 'AGENTMESH_HEALTH_PORT',
   },
@@ -41,6 +63,37 @@ export interface ParsedArgs {
   positionals: string[];
 }
 
+/** A usage error (exit 2): the message, the command's usage line and where to find every flag. */
+export function usageError(spec: CommandSpec, message: string): AgentMeshError {
+  return new AgentMeshError(
+    ErrorCode.InvalidRequest,
+    `${message}\nusage: ${spec.usage}\nRun "agentmesh help ${spec.name}" for every flag.`,
+    { details: { usage: true } },
+  );
+}
+
+function unknownFlag(spec: CommandSpec, arg: string): AgentMeshError {
+  const flag = arg.split('=')[0]!;
+  const known = [...Object.keys(spec.flags), 'help'].map((n) => `--${n}`);
+  const near = closest(flag, known);
+  return usageError(
+    spec,
+    `unknown flag ${flag}${near.length > 0 ? ` (did you mean ${near.join(' or ')}?)` : ''}`,
+  );
+}
+
+function findUnknownFlag(spec: CommandSpec, argv: string[]): string | undefined {
+  const shorts = new Set(['h', ...Object.values(spec.flags).flatMap((f) => (f.short ? [f.short] : []))]);
+  for (const arg of argv) {
+    if (arg === '--') return undefined;
+    if (arg.startsWith('--')) {
+      const name = arg.slice(2).split('=')[0]!;
+      if (name !== 'help' && spec.flags[name] === undefined) return arg;
+    } else if (arg.startsWith('-') && arg.length > 1 && !shorts.has(arg[1]!)) return arg;
+  }
+  return undefined;
+}
+
 /** Parses argv against a command's flags; an unknown flag or a missing value is a usage error naming it. */
 export function parseCommandArgs(spec: CommandSpec, argv: string[]): ParsedArgs {
   const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = {
@@ -48,26 +101,52 @@ export function parseCommandArgs(spec: CommandSpec, argv: string[]): ParsedArgs 
   };
   for (const [name, flag] of Object.entries(spec.flags))
     options[name] = { type: flag.type, ...(flag.short ? { short: flag.short } : {}) };
+  const unknown = findUnknownFlag(spec, argv);
+  if (unknown !== undefined) throw unknownFlag(spec, unknown);
   try {
     const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
     return { values: values as ParsedArgs['values'], positionals };
   } catch (error) {
-    throw new AgentMeshError(ErrorCode.InvalidRequest, `${(error as Error).message}\n\n${usageOf(spec)}`, {
-      details: { usage: true },
-    });
+    const missing = /Option '(?:-\w, )?(--[\w-]+)/.exec((error as Error).message);
+    throw usageError(spec, missing ? `${missing[1]} needs a value` : (error as Error).message);
   }
 }
 
+function flagLabel(name: string, flag: FlagSpec): string {
+  const short = flag.short ? `-${flag.short}, ` : '';
+  return `${short}--${name}${flag.type === 'string' ? ` ${flag.value ?? 'VALUE'}` : ''}`;
+}
+
+/** The flag lines of `--help`, one per flag: `  --nats URL  NATS URL (env NATS_URL)`. */
+export function flagLines(spec: CommandSpec): string[] {
+  const entries: [string, FlagSpec][] = [
+    ...Object.entries(spec.flags),
+    ['help', { type: 'boolean', short: 'h', description: 'show this help' }],
+  ];
+  const width = Math.max(...entries.map(([n, f]) => flagLabel(n, f).length));
+  return entries.map(([name, flag]) => {
+    const extras = [flag.env ? `env ${flag.env}` : '', flag.only ? `${flag.only.mode} only` : '']
+      .filter(Boolean)
+      .join('; ');
+    return `  ${flagLabel(name, flag).padEnd(width)}  ${flag.description}${extras ? ` (${extras})` : ''}`;
+  });
+}
+
 export function usageOf(spec: CommandSpec): string {
-  const lines = [`usage: ${spec.usage}`, '', spec.summary, '', 'flags:'];
-  const entries = Object.entries(spec.flags);
-  const width = Math.max(...entries.map(([n, f]) => n.length + (f.type === 'string' ? 6 : 0)), 10);
-  for (const [name, flag] of entries) {
-    const left = `--${name}${flag.type === 'string' ? ' VALUE' : ''}`.padEnd(width + 4);
-    lines.push(`  ${left} ${flag.description}${flag.env ? ` (env ${flag.env})` : ''}`);
-  }
-  lines.push(`  ${'--help'.padEnd(width + 4)} show this help`);
-  return lines.join('\n');
+  return [`usage: ${spec.usage}`, '', spec.summary, '', 'flags:', ...flagLines(spec)].join('\n');
+}
+
+/**
+ * Refuses flags given on the command line that do not apply to the chosen mode of `run`, saying where they belong.
+ * Environment variables are not checked: they are shared by every command of a shell.
+ */
+export function checkModeFlags(spec: CommandSpec, args: ParsedArgs, mode: RunMode): void {
+  for (const [name, flag] of Object.entries(spec.flags))
+    if (flag.only && flag.only.mode !== mode && args.values[name] !== undefined)
+      throw usageError(
+        spec,
+        `--${name} does not apply to ${mode === 'nats' ? 'a run on NATS (--nats)' : 'an embedded run'}: it belongs to ${flag.only.otherwise}`,
+      );
 }
 
 export function stringFlag(args: ParsedArgs, name: string, env?: string): string | undefined {

@@ -1,34 +1,12 @@
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
-import { parseCommandArgs, usageOf, type CommandSpec } from './args.js';
-import { buildContext, type CommandContext, type Io } from './context.js';
-import {
-  catalogCommand,
-  catalogSpec,
-  plannerCommand,
-  plannerSpec,
-  workerCommand,
-  workerSpec,
-} from './commands/actors.js';
-import { runCommand, runSpec } from './commands/run.js';
-import { runsCommand, runsSpec } from './commands/runs.js';
-import { statusCommand, statusSpec } from './commands/status.js';
-import { toolsCommand, toolsSpec } from './commands/tools.js';
+import { parseCommandArgs, usageOf } from './args.js';
+import { COMMANDS, type Command } from './commands/index.js';
+import { buildContext, type Io } from './context.js';
+import { closest } from './suggest.js';
 
-interface Command {
-  spec: CommandSpec;
-  handler: (ctx: CommandContext) => Promise<number>;
-}
+export { COMMANDS, type Command } from './commands/index.js';
 
-/** Every command of the `agentmesh` CLI, with its flags (also used by `--help` and the deploy tests). */
-export const COMMANDS: readonly Command[] = [
-  { spec: runSpec, handler: runCommand },
-  { spec: catalogSpec, handler: catalogCommand },
-  { spec: plannerSpec, handler: plannerCommand },
-  { spec: workerSpec, handler: workerCommand },
-  { spec: toolsSpec, handler: toolsCommand },
-  { spec: statusSpec, handler: statusCommand },
-  { spec: runsSpec, handler: runsCommand },
-];
+export const VERSION = '0.1.0';
 
 export function mainUsage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.spec.name.length));
@@ -38,45 +16,75 @@ export function mainUsage(): string {
     'usage: agentmesh <command> [flags]',
     '',
     'commands:',
-    ...COMMANDS.map((c) => `  ${c.spec.name.padEnd(width)}  ${c.spec.summary}`),
+    ...COMMANDS.map(
+      (c) => `  ${c.spec.name.padEnd(width)}  ${c.spec.summary.split('. ')[0]!.replace(/\.$/, '')}`,
+    ),
     '',
-    'Run "agentmesh <command> --help" for the flags of a command.',
+    'Run "agentmesh help <command>" (or "agentmesh <command> --help") for the flags of a command.',
   ].join('\n');
+}
+
+function unknownCommand(name: string, io: Io): number {
+  const near = closest(
+    name,
+    COMMANDS.map((c) => c.spec.name),
+  );
+  io.stderr.write(
+    `agentmesh: unknown command "${name}"${near.length > 0 ? ` (did you mean ${near.join(' or ')}?)` : ''}\n\n${mainUsage()}\n`,
+  );
+  return 2;
+}
+
+function help(topic: string | undefined, io: Io): number {
+  if (topic === undefined) {
+    io.stdout.write(`${mainUsage()}\n`);
+    return 0;
+  }
+  const command = COMMANDS.find((c) => c.spec.name === topic);
+  if (command === undefined) return unknownCommand(topic, io);
+  io.stdout.write(`${usageOf(command.spec)}\n`);
+  return 0;
+}
+
+/** Exit 2 for what the user can fix in the command line, configuration or environment; 1 for anything else. */
+function exitCodeOf(e: AgentMeshError): number {
+  const usage =
+    e.code === ErrorCode.InvalidRequest ||
+    e.code === ErrorCode.InvalidConfig ||
+    e.code === ErrorCode.Unavailable ||
+    e.code === ErrorCode.JetStreamUnavailable;
+  return usage ? 2 : 1;
+}
+
+async function runCommand(command: Command, argv: string[], io: Io): Promise<number> {
+  const args = parseCommandArgs(command.spec, argv);
+  if (args.values['help'] === true) {
+    io.stdout.write(`${usageOf(command.spec)}\n`);
+    return 0;
+  }
+  const ctx = buildContext(args, io, `agentmesh-${command.spec.name}`, command.actor !== true);
+  return command.handler(ctx);
 }
 
 /** Runs the CLI and returns the exit code: 0 done, 1 a run that did not finish `done`, 2 usage or configuration. */
 export async function runCli(argv: string[], io: Io): Promise<number> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    (name === undefined ? io.stderr : io.stdout).write(`${mainUsage()}\n`);
-    return name === undefined ? 2 : 0;
+  if (name === undefined) {
+    io.stderr.write(`${mainUsage()}\n`);
+    return 2;
   }
-  if (name === '--version') {
-    io.stdout.write('0.1.0\n');
+  if (name === '--help' || name === '-h' || name === 'help') return help(rest[0], io);
+  if (name === '--version' || name === '-V' || name === 'version') {
+    io.stdout.write(`${VERSION}\n`);
     return 0;
   }
   const command = COMMANDS.find((c) => c.spec.name === name);
-  if (command === undefined) {
-    io.stderr.write(`agentmesh: unknown command "${name}"\n\n${mainUsage()}\n`);
-    return 2;
-  }
+  if (command === undefined) return unknownCommand(name, io);
   try {
-    const args = parseCommandArgs(command.spec, rest);
-    if (args.values['help'] === true) {
-      io.stdout.write(`${usageOf(command.spec)}\n`);
-      return 0;
-    }
-    const quiet = !['catalog', 'planner', 'worker'].includes(name);
-    const ctx = buildContext(args, io, `agentmesh-${name}`, quiet);
-    return await command.handler(ctx);
+    return await runCommand(command, rest, io);
   } catch (error) {
     const e = AgentMeshError.from(error);
     io.stderr.write(`agentmesh ${name}: ${e.message}\n`);
-    const usage =
-      e.code === ErrorCode.InvalidRequest ||
-      e.code === ErrorCode.InvalidConfig ||
-      e.code === ErrorCode.Unavailable ||
-      e.code === ErrorCode.JetStreamUnavailable;
-    return usage ? 2 : 1;
+    return exitCodeOf(e);
   }
 }

@@ -1,13 +1,7 @@
-import {
-  AgentMeshError,
-  ErrorCode,
-  NatsBus,
-  createLogger,
-  DEFAULT_PREFIX,
-  type Logger,
-} from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, NatsBus, DEFAULT_PREFIX, type Logger } from '@agentmesh/protocol';
 import { stringFlag, type ParsedArgs } from './args.js';
 import { configPath, loadConfig, type AgentMeshConfig } from './config.js';
+import { createCliLogger, logFormatFromEnv, logLevelFromEnv } from './logging.js';
 
 export interface Io {
   stdout: { write(text: string): void; isTTY?: boolean };
@@ -24,15 +18,21 @@ export interface CommandContext {
   io: Io;
 }
 
-/** Actor commands log at info by default; one-shot commands (run, tools, status) only warn, to keep the terminal for output. */
+/**
+ * Actor commands log at info by default, as JSON lines unless stderr is a terminal; one-shot commands (run, tools,
+ * status) only warn, as human lines unless `--json` or LOG_FORMAT=json, to keep the terminal for output.
+ */
 export function buildContext(args: ParsedArgs, io: Io, loggerName: string, quiet = false): CommandContext {
+  const level = logLevelFromEnv(quiet ? 'warn' : 'info');
+  const jsonByDefault = quiet ? args.values['json'] === true : !io.stderr.isTTY;
+  const format = logFormatFromEnv(jsonByDefault ? 'json' : 'human');
   const config = loadConfig(configPath(stringFlag(args, 'config')));
   return {
     args,
     config,
     prefix: stringFlag(args, 'prefix', 'AGENTMESH_PREFIX') ?? config.nats?.prefix ?? DEFAULT_PREFIX,
     natsUrl: stringFlag(args, 'nats', 'NATS_URL') ?? config.nats?.url,
-    logger: createLogger(loggerName, quiet && !process.env['LOG_LEVEL'] ? { level: 'warn' } : {}),
+    logger: createCliLogger(loggerName, { level, format, stderr: io.stderr }),
     io,
   };
 }

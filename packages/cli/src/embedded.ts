@@ -6,7 +6,7 @@ import { Planner } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 import type { Io } from './context.js';
 import { plannerOptions } from './planner-options.js';
-import { selectTools } from './tools.js';
+import { packTools, selectTools, type KnownTools } from './tools.js';
 
 export interface EmbeddedOptions {
   config: AgentMeshConfig;
@@ -24,6 +24,8 @@ export interface EmbeddedMesh {
   catalog: Catalog;
   worker: ToolWorker;
   planner: Planner;
+  /** The tools this mesh serves, and the packs they come from (what `--tools` entries are checked against). */
+  known: KnownTools;
   stop(): Promise<void>;
 }
 
@@ -65,11 +67,21 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   await worker.start();
   const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
   await planner.start();
+  const names = selected.tools.map((t) => t.spec.name);
+  const packs = packTools();
+  const known: KnownTools = {
+    tools: names,
+    packs: {
+      builtin: packs.builtin.filter((n) => names.includes(n)),
+      workspace: packs.workspace.filter((n) => names.includes(n)),
+    },
+  };
   return {
     bus,
     catalog,
     worker,
     planner,
+    known,
     stop: async () => {
       await planner.drain();
       await worker.drain();

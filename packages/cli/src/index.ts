@@ -1,5 +1,5 @@
-export { runCli, COMMANDS, mainUsage } from './cli.js';
+export { runCli, COMMANDS, mainUsage, VERSION, type Command } from './cli.js';
 export { ConfigSchema, loadConfig, configPath, type AgentMeshConfig } from './config.js';
 export { startEmbedded, type EmbeddedMesh, type EmbeddedOptions } from './embedded.js';
-export { selectTools, TOOL_PACKS } from './tools.js';
+export { selectTools, resolveToolEntries, TOOL_PACKS } from './tools.js';
 export type { Io } from './context.js';

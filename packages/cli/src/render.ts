@@ -6,6 +6,34 @@ export interface Writer {
 
 const MAX_INLINE = 160;
 
+/** `1 tool`, `2 tools`. */
+export function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
+
+/** The `{code, message}` of a `run.warning` event, or undefined for any other event. */
+export function runWarning(event: RunEvent): { code: string; message: string } | undefined {
+  const e = event as { type: string; code?: unknown; message?: unknown };
+  if (e.type !== 'run.warning') return undefined;
+  return { code: String(e.code ?? 'warning'), message: String(e.message ?? '') };
+}
+
+/** Provider aliases (`crypto__sha256`) in a text shown to people, back to canonical names (`crypto.sha256`). */
+export function canonicalNames(text: string): string {
+  return text.replace(/\b[a-z][a-z0-9_]*(?:__[a-z][a-z0-9_]*)+\b/g, (alias) => alias.split('__').join('.'));
+}
+
+/** A message for people: without a leading internal error code (`unavailable: ...`). */
+export function withoutCode(message: string): string {
+  return message.replace(/^[a-z]+(?:_[a-z]+)*: /, '');
+}
+
+function elapsed(from: string | undefined, to: string): number | undefined {
+  if (from === undefined) return undefined;
+  const ms = Date.parse(to) - Date.parse(from);
+  return Number.isFinite(ms) && ms >= 0 ? ms : undefined;
+}
+
 function inline(value: unknown): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   const flat = (text ?? '').replace(/\s+/g, ' ').trim();
@@ -30,8 +58,16 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
   const cyan = (t: string) => paint('36', t);
   const bold = (t: string) => paint('1', t);
   const started = Date.now();
+  let firstTs: string | undefined;
+  const notices: string[] = [];
 
   return (event: RunEvent): void => {
+    firstTs ??= event.ts;
+    const warning = runWarning(event);
+    if (warning) {
+      out.write(`  ${paint('33', '!')} warning: ${warning.message}\n`);
+      return;
+    }
     switch (event.type) {
       case 'run.accepted':
         out.write(
@@ -44,16 +80,14 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         break;
       case 'llm.request':
         out.write(
-          `${cyan(`● turn ${event.iteration}`)} ${dim(`asking the model with ${event.tools.length} tools`)}\n`,
+          `${cyan(`● turn ${event.iteration}`)} ${dim(`asking the model with ${plural(event.tools.length, 'tool')}`)}\n`,
         );
         break;
       case 'llm.response':
         if (event.text.trim() !== '' && event.tool_calls.length > 0)
           out.write(`  ${dim('model:')} ${inline(event.text)}\n`);
         if (event.tool_calls.length > 0)
-          out.write(
-            `  ${dim(`model calls ${event.tool_calls.length} tool${event.tool_calls.length === 1 ? '' : 's'}`)}\n`,
-          );
+          out.write(`  ${dim(`model calls ${plural(event.tool_calls.length, 'tool')}`)}\n`);
         break;
       case 'tool.search':
         out.write(
@@ -68,7 +102,7 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         break;
       case 'tool.completed':
         out.write(
-          `  ${event.is_error ? red('✗') : green('✓')} ${event.name} ${dim(ms(event.elapsed_ms))} → ${inline(event.preview)}${event.artifact ? dim(` (artifact ${event.artifact.ref}, ${event.artifact.size} B)`) : ''}\n`,
+          `  ${event.is_error ? red('✗') : green('✓')} ${event.name} ${dim(ms(event.elapsed_ms))} → ${inline(event.name === 'tool_search' ? canonicalNames(event.preview) : event.preview)}${event.artifact ? dim(` (artifact ${event.artifact.ref}, ${event.artifact.size} B)`) : ''}\n`,
         );
         break;
       case 'tool.failed':
@@ -77,18 +111,22 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         );
         break;
       case 'run.notice':
+        notices.push(event.message);
         out.write(`  ${paint('33', '!')} ${event.message}\n`);
         break;
       case 'run.completed': {
         const ok = event.status === 'done';
         const head = ok ? green(`✔ ${event.status}`) : red(`✘ ${event.status}`);
-        const summary = `${event.iterations} turn${event.iterations === 1 ? '' : 's'}, ${event.tool_calls} tool call${event.tool_calls === 1 ? '' : 's'}, ${ms(Date.now() - started)}`;
-        out.write(`${head} ${dim(`(${summary}${event.reason ? `; ${event.reason}` : ''})`)}\n`);
+        const took = elapsed(firstTs, event.ts) ?? Date.now() - started;
+        const summary = `${plural(event.iterations, 'turn')}, ${plural(event.tool_calls, 'tool call')}, ${ms(took)}`;
+        const reason = event.reason === undefined ? undefined : withoutCode(event.reason);
+        const told = reason !== undefined && notices.some((n) => reason.includes(withoutCode(n)));
+        out.write(`${head} ${dim(`(${summary}${reason && !told ? `; ${reason}` : ''})`)}\n`);
         if (event.text.trim() !== '') out.write(`${event.text.trim()}\n`);
         break;
       }
       case 'run.failed':
-        out.write(`${red('✘ failed')} ${event.error.code}: ${event.error.message}\n`);
+        out.write(`${red('✘ failed')}: ${withoutCode(event.error.message)}\n`);
         break;
     }
   };

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { z } from 'zod';
@@ -244,7 +245,9 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
   };
 }
 
+/** The signal of a local call given none: shared by every such call, so any number of them may listen at once. */
 const NEVER_ABORTED = new AbortController().signal;
+setMaxListeners(0, NEVER_ABORTED);
 
 function localContext(tool: string, given: Partial<ToolContext>): ToolContext {
   const identity = given.identity ?? { tenant: 'default' };

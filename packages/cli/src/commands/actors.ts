@@ -17,6 +17,7 @@ export const catalogSpec: CommandSpec = {
     ...ACTOR_FLAGS,
     'worker-ttl-ms': {
       type: 'string',
+      value: 'MS',
       description: 'forget a worker after this long without a heartbeat (default 10000)',
     },
   },
@@ -29,9 +30,14 @@ export const plannerSpec: CommandSpec = {
     'Runs a planner actor against NATS: takes runs from the AGENTMESH_RUNS stream and runs the agent loop.',
   flags: {
     ...ACTOR_FLAGS,
-    'max-runs': { type: 'string', description: 'runs handled at once by this planner (default 256)' },
+    'max-runs': {
+      type: 'string',
+      value: 'N',
+      description: 'runs handled at once by this planner (default 256)',
+    },
     'base-url': {
       type: 'string',
+      value: 'URL',
       description: 'base URL of an OpenAI-compatible server',
       env: 'OPENAI_BASE_URL',
     },
@@ -47,16 +53,23 @@ export const workerSpec: CommandSpec = {
     ...ACTOR_FLAGS,
     tools: {
       type: 'string',
+      value: 'LIST',
       description: 'packs (builtin, workspace) and/or tool names, namespaces or globs',
     },
     workspace: {
       type: 'string',
+      value: 'DIR',
       description: 'workspace folder for the workspace pack',
       env: 'AGENTMESH_WORKSPACE',
     },
-    threads: { type: 'string', description: 'piscina threads for CPU-bound tools (default: cores)' },
+    threads: {
+      type: 'string',
+      value: 'N',
+      description: 'piscina threads for CPU-bound tools (default: cores)',
+    },
     concurrency: {
       type: 'string',
+      value: 'N',
       description: 'calls in flight at most before answering busy (default 64)',
     },
   },

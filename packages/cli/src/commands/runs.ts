@@ -1,6 +1,6 @@
-import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import { cancelRun, listRuns, showRun } from '@agentmesh/planner';
-import { CONNECTION_FLAGS, intFlag, stringFlag, type CommandSpec } from '../args.js';
+import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
+import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { createHumanRenderer } from '../render.js';
 
@@ -12,21 +12,24 @@ export const runsSpec: CommandSpec = {
     'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), or cancels one.',
   flags: {
     ...CONNECTION_FLAGS,
-    state: { type: 'string', description: 'list: only running or finished runs' },
-    limit: { type: 'string', description: 'list: newest N runs (default 50)' },
-    reason: { type: 'string', description: 'cancel: the reason recorded with the cancel' },
+    state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },
+    limit: { type: 'string', value: 'N', description: 'list: newest N runs (default 50)' },
+    reason: { type: 'string', value: 'TEXT', description: 'cancel: the reason recorded with the cancel' },
     json: { type: 'boolean', description: 'print JSON' },
   },
+  verbs: ['list', 'show', 'cancel'],
 };
 
-function usageError(message: string): AgentMeshError {
-  return new AgentMeshError(ErrorCode.InvalidRequest, `${message}\nusage: ${runsSpec.usage}`);
-}
+const usageError = (message: string) => usage(runsSpec, message);
 
 export async function runsCommand(ctx: CommandContext): Promise<number> {
   const [verb, id, ...extra] = ctx.args.positionals;
   if (verb !== 'list' && verb !== 'show' && verb !== 'cancel')
-    throw usageError(`unknown or missing verb "${verb ?? ''}"`);
+    throw usageError(
+      verb === undefined
+        ? 'runs needs a subcommand: list, show or cancel'
+        : `unknown subcommand "${verb}"${suggestion(verb, runsSpec.verbs!)}: runs takes list, show or cancel`,
+    );
   if (verb !== 'list' && id === undefined) throw usageError(`runs ${verb} needs a run id`);
   if (extra.length > 0 || (verb === 'list' && id !== undefined))
     throw usageError(`unexpected argument "${verb === 'list' ? id : extra[0]}"`);

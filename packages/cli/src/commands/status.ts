@@ -1,71 +1,170 @@
 import {
+  AgentMeshError,
   CatalogListReplySchema,
+  ErrorCode,
+  ServiceName,
   discoverServices,
+  isAgentMeshError,
   requestJson,
   streamNames,
   subjects,
+  type NatsBus,
 } from '@agentmesh/protocol';
+import { z } from 'zod';
 import { CONNECTION_FLAGS, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
+import { plural } from '../render.js';
+import { formatTable } from '../table.js';
 
 export const statusSpec: CommandSpec = {
   name: 'status',
   usage: 'agentmesh status [flags]',
-  summary: 'Shows the fleet on NATS: live actors (service discovery), tools, and the run queue.',
+  summary:
+    'Shows the fleet on NATS. Live actors (workers with id, host, pid, tools, calls in flight, uptime, version), the tools the catalog knows, and the run queue. Exit 0 also for an empty fleet; 1 when NATS cannot be reached.',
   flags: { ...CONNECTION_FLAGS, json: { type: 'boolean', description: 'print JSON' } },
 };
 
+const StatsSchema = z
+  .object({
+    started: z.string(),
+    endpoints: z.array(z.object({ data: z.unknown().optional() }).passthrough()).optional(),
+  })
+  .passthrough();
+
+export interface ActorRow {
+  kind: string;
+  id: string;
+  worker_id?: string;
+  host?: string;
+  pid?: number;
+  tools?: number;
+  in_flight?: number;
+  uptime_s?: number;
+  version: string;
+}
+
+async function actorRows(bus: NatsBus): Promise<ActorRow[]> {
+  const services = await discoverServices(bus).catch((error: unknown) => {
+    if (isAgentMeshError(error, ErrorCode.NoResponders) || /no responders/i.test(String(error))) return [];
+    throw error;
+  });
+  return Promise.all(
+    services.map(async (s) => {
+      const workerId = s.metadata['worker_id'] ?? s.metadata['planner_id'];
+      const parts = workerId ? /^(.+)-(\d+)-[0-9a-f]{6}$/.exec(workerId) : null;
+      const stats = await requestJson(bus, `$SRV.STATS.${s.name}.${s.id}`, {}, StatsSchema, {
+        timeoutMs: 1000,
+      }).catch(() => undefined);
+      const inFlight = stats?.endpoints
+        ?.map((e) => (e.data as { in_flight?: unknown } | undefined)?.in_flight)
+        .find((v): v is number => typeof v === 'number');
+      const tools = s.metadata['tools'];
+      return {
+        kind: s.name.replace(/^agentmesh-/, ''),
+        id: s.id,
+        ...(workerId ? { worker_id: workerId } : {}),
+        ...(parts ? { host: parts[1]!, pid: Number(parts[2]) } : {}),
+        ...(tools !== undefined ? { tools: Number(tools) } : {}),
+        ...(inFlight !== undefined ? { in_flight: inFlight } : {}),
+        ...(stats
+          ? { uptime_s: Math.max(0, Math.round((Date.now() - Date.parse(stats.started)) / 1000)) }
+          : {}),
+        version: s.version,
+      };
+    }),
+  );
+}
+
+function uptime(seconds: number | undefined): string {
+  if (seconds === undefined) return '-';
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
+  return `${Math.round(seconds / 3600)}h`;
+}
+
+async function queueReport(bus: NatsBus, prefix: string) {
+  const names = streamNames(prefix);
+  const jsm = await bus.jetstreamManager();
+  const streams: Record<string, { messages: number; consumers: number } | null> = {};
+  for (const stream of [names.runs, names.events]) {
+    const info = await jsm.streams.info(stream).catch(() => undefined);
+    streams[stream] = info ? { messages: info.state.messages, consumers: info.state.consumer_count } : null;
+  }
+  const consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[] = [];
+  if (streams[names.runs])
+    for await (const c of jsm.consumers.list(names.runs))
+      consumers.push({
+        name: c.name,
+        pending: c.num_pending,
+        ack_pending: c.num_ack_pending,
+        redelivered: c.num_redelivered,
+      });
+  return { streams, run_consumers: consumers };
+}
+
+function printHuman(
+  ctx: CommandContext,
+  actors: ActorRow[],
+  tools: number | string,
+  queue: Awaited<ReturnType<typeof queueReport>>,
+) {
+  const o = ctx.io.stdout;
+  o.write(`NATS ${ctx.natsUrl} (prefix ${ctx.prefix})\n`);
+  const counts = new Map<string, number>();
+  for (const a of actors) counts.set(a.kind, (counts.get(a.kind) ?? 0) + 1);
+  o.write(`actors: ${[...counts].map(([k, n]) => `${n} ${k}`).join(', ') || 'none running'}\n`);
+  const workers = actors.filter((a) => a.kind === ServiceName.ToolWorker.replace(/^agentmesh-/, ''));
+  if (workers.length > 0)
+    o.write(
+      formatTable(
+        ['WORKER', 'HOST', 'PID', 'TOOLS', 'IN FLIGHT', 'UPTIME', 'VERSION'],
+        workers.map((w) => [
+          w.worker_id ?? w.id,
+          w.host ?? '-',
+          String(w.pid ?? '-'),
+          String(w.tools ?? '-'),
+          String(w.in_flight ?? '-'),
+          uptime(w.uptime_s),
+          w.version,
+        ]),
+      ),
+    );
+  for (const a of actors.filter((x) => !workers.includes(x)))
+    o.write(`  ${a.kind} ${a.worker_id ?? a.id}, up ${uptime(a.uptime_s)}, v${a.version}\n`);
+  o.write(`tools: ${typeof tools === 'number' ? plural(tools, 'tool') + ' in the catalog' : tools}\n`);
+  for (const [stream, info] of Object.entries(queue.streams))
+    o.write(
+      `stream ${stream}: ${info ? `${plural(info.messages, 'message')}, ${plural(info.consumers, 'consumer')}` : 'not created yet (a planner creates it)'}\n`,
+    );
+  for (const c of queue.run_consumers)
+    o.write(
+      `  consumer ${c.name}: ${c.pending} pending, ${c.ack_pending} in progress, ${c.redelivered} redelivered\n`,
+    );
+}
+
 export async function statusCommand(ctx: CommandContext): Promise<number> {
-  const bus = await connectNats(ctx, 'agentmesh-cli');
+  let bus: NatsBus;
   try {
-    const services = await discoverServices(bus);
-    const names = streamNames(ctx.prefix);
-    const jsm = await bus.jetstreamManager();
-    const streams: Record<string, unknown> = {};
-    for (const stream of [names.runs, names.events]) {
-      const info = await jsm.streams.info(stream).catch(() => undefined);
-      streams[stream] = info
-        ? { messages: info.state.messages, bytes: info.state.bytes, consumers: info.state.consumer_count }
-        : 'missing';
-    }
-    const consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[] = [];
-    if (streams[names.runs] !== 'missing')
-      for await (const c of jsm.consumers.list(names.runs))
-        consumers.push({
-          name: c.name,
-          pending: c.num_pending,
-          ack_pending: c.num_ack_pending,
-          redelivered: c.num_redelivered,
-        });
+    bus = await connectNats(ctx, 'agentmesh-cli');
+  } catch (error) {
+    const e = AgentMeshError.from(error);
+    if (e.code !== ErrorCode.Unavailable) throw e;
+    ctx.io.stderr.write(`agentmesh status: NATS is unreachable: ${e.message}\n`);
+    return 1;
+  }
+  try {
+    const actors = await actorRows(bus);
+    const queue = await queueReport(bus, ctx.prefix);
     const tools = await requestJson(bus, subjects(ctx.prefix).catalogList, {}, CatalogListReplySchema, {
       timeoutMs: 2000,
     })
       .then((r) => r.tools.length)
-      .catch((e: unknown) => `unavailable (${(e as Error).message})`);
-    const report = {
-      nats: ctx.natsUrl,
-      prefix: ctx.prefix,
-      services,
-      streams,
-      run_consumers: consumers,
-      tools,
-    };
-    if (ctx.args.values['json'] === true) ctx.io.stdout.write(`${JSON.stringify(report)}\n`);
-    else {
-      const o = ctx.io.stdout;
-      o.write(`NATS ${ctx.natsUrl} (prefix ${ctx.prefix})\n`);
-      const byName = new Map<string, number>();
-      for (const s of services) byName.set(s.name, (byName.get(s.name) ?? 0) + 1);
-      o.write(`actors: ${[...byName].map(([n, c]) => `${n} x${c}`).join(', ') || 'none'}\n`);
-      for (const s of services) o.write(`  ${s.name} ${s.id} v${s.version}\n`);
-      o.write(`tools: ${tools}\n`);
-      for (const [stream, info] of Object.entries(streams))
-        o.write(`stream ${stream}: ${JSON.stringify(info)}\n`);
-      for (const c of consumers)
-        o.write(
-          `  consumer ${c.name}: pending ${c.pending}, in progress ${c.ack_pending}, redelivered ${c.redelivered}\n`,
-        );
-    }
+      .catch(() => 'no catalog answers (start agentmesh catalog)');
+    if (ctx.args.values['json'] === true)
+      ctx.io.stdout.write(
+        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue })}\n`,
+      );
+    else printHuman(ctx, actors, tools, queue);
     return 0;
   } finally {
     await bus.close();

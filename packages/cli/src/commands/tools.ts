@@ -1,11 +1,16 @@
 import {
+  AgentMeshError,
+  ErrorCode,
+  isAgentMeshError,
   CatalogListReplySchema,
   CatalogSearchReplySchema,
   requestJson,
   subjects,
   type Bus,
 } from '@agentmesh/protocol';
-import { CONNECTION_FLAGS, intFlag, stringFlag, type CommandSpec } from '../args.js';
+import { CONNECTION_FLAGS, intFlag, stringFlag, usageError, type CommandSpec } from '../args.js';
+import { plural } from '../render.js';
+import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { startEmbedded } from '../embedded.js';
 
@@ -16,17 +21,23 @@ export const toolsSpec: CommandSpec = {
     "Lists or searches the tools the catalog knows. With --nats it asks the fleet's catalog; without, the tools this machine would serve embedded.",
   flags: {
     ...CONNECTION_FLAGS,
-    namespace: { type: 'string', description: 'list: only this namespace' },
-    loading: { type: 'string', description: 'list: always | deferred' },
-    strategy: { type: 'string', description: 'search: bm25 | regex | hybrid (default bm25)' },
-    limit: { type: 'string', description: 'search: results at most (default 10, max 50)' },
+    namespace: { type: 'string', value: 'NS', description: 'list: only this namespace' },
+    loading: { type: 'string', value: 'LOADING', description: 'list: always | deferred' },
+    strategy: {
+      type: 'string',
+      value: 'STRATEGY',
+      description: 'search: bm25 | regex | hybrid (default bm25)',
+    },
+    limit: { type: 'string', value: 'N', description: 'search: results at most (default 10, max 50)' },
     workspace: {
       type: 'string',
+      value: 'DIR',
       description: 'embedded: include the workspace pack',
       env: 'AGENTMESH_WORKSPACE',
     },
     json: { type: 'boolean', description: 'print JSON' },
   },
+  verbs: ['list', 'search'],
 };
 
 async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Bus) => Promise<T>): Promise<T> {
@@ -34,6 +45,14 @@ async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Bus) => Promise<
     const bus = await connectNats(ctx, 'agentmesh-cli');
     try {
       return await fn(bus);
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.NoResponders) && !isAgentMeshError(error, ErrorCode.Timeout))
+        throw error;
+      throw new AgentMeshError(
+        ErrorCode.NoResponders,
+        `no catalog answers on ${subjects(ctx.prefix).catalogList}: start one (agentmesh catalog --nats ${ctx.natsUrl})`,
+        { cause: error },
+      );
     } finally {
       await bus.close();
     }
@@ -73,7 +92,7 @@ export async function toolsCommand(ctx: CommandContext): Promise<number> {
       const width = Math.max(4, ...reply.tools.map((t) => t.name.length));
       for (const t of reply.tools)
         out.write(`${t.name.padEnd(width)}  ${t.loading.padEnd(8)}  ${t.workers}w  ${t.description}\n`);
-      out.write(`${reply.tools.length} tools\n`);
+      out.write(`${plural(reply.tools.length, 'tool')}\n`);
     }
     return 0;
   }
@@ -100,6 +119,10 @@ export async function toolsCommand(ctx: CommandContext): Promise<number> {
     }
     return 0;
   }
-  ctx.io.stderr.write(`usage: ${toolsSpec.usage}\n`);
-  return 2;
+  throw usageError(
+    toolsSpec,
+    verb === undefined
+      ? 'tools needs a subcommand: list or search'
+      : `unknown subcommand "${verb}"${suggestion(verb, toolsSpec.verbs!)}: tools takes list or search`,
+  );
 }

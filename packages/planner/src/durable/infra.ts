@@ -390,6 +390,7 @@ export async function readRunEvents(
     clearTimeout(guard);
     options.signal?.removeEventListener('abort', onAbort);
     messages.stop();
+    await consumer.delete().catch(() => undefined);
   }
   return events;
 }
@@ -471,6 +472,8 @@ export function followRunEvents(
     } finally {
       options.signal?.removeEventListener('abort', onAbort);
       messages.stop();
+      // An ordered consumer outlives stop() for its 5 min inactivity threshold: delete it so followers don't pile up.
+      await consumer.delete().catch(() => undefined);
     }
   })();
 }
