@@ -244,19 +244,22 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
   };
 }
 
-const NEVER_ABORTED = new AbortController().signal;
-
 function localContext(tool: string, given: Partial<ToolContext>): ToolContext {
   const identity = given.identity ?? { tenant: 'default' };
   const runId = given.runId ?? 'local';
   const callId = given.callId ?? randomUUID();
   let artifacts = given.artifacts;
   let logger = given.logger;
+  let signal = given.signal;
   return {
     runId,
     callId,
     identity,
-    signal: given.signal ?? NEVER_ABORTED,
+    /** A signal of this call's own (made on first use): one shared signal would collect every call's listeners. */
+    get signal() {
+      signal ??= new AbortController().signal;
+      return signal;
+    },
     get logger() {
       logger ??= silentLogger();
       return logger;

@@ -101,7 +101,16 @@ export class Executor {
     let attempts = 1;
     try {
       const timeoutMs = Math.min(invocation.timeout_ms ?? tool.policy.timeout_ms, tool.policy.timeout_ms);
-      const run: CallRun = { tool, invocation, call, args: undefined, timeoutMs, t0, progress, logger: callLogger };
+      const run: CallRun = {
+        tool,
+        invocation,
+        call,
+        args: undefined,
+        timeoutMs,
+        t0,
+        progress,
+        logger: callLogger,
+      };
       run.args = tool.parseArguments(invocation.arguments);
       let output: unknown;
       try {
@@ -132,7 +141,9 @@ export class Executor {
     const policy = tool.policy;
     const retryable = (error: unknown): boolean => {
       const failure = classifyFailure(error);
-      return failure !== 'cancelled' && tool.spec.idempotent && policy.retry_on.includes(failure) && !call.aborted;
+      return (
+        failure !== 'cancelled' && tool.spec.idempotent && policy.retry_on.includes(failure) && !call.aborted
+      );
     };
     if (policy.max_attempts <= 1 || !retryable(first)) return Promise.reject(first as Error);
     return retry(
@@ -149,10 +160,12 @@ export class Executor {
         signal: call.signal,
         retryable: (error) => retryable(error),
         onRetry: (error, attempt, delay) =>
-          run.logger().warn(
-            { attempt, failure: classifyFailure(error), delay_ms: delay, err: error.message },
-            'tool attempt failed, retrying',
-          ),
+          run
+            .logger()
+            .warn(
+              { attempt, failure: classifyFailure(error), delay_ms: delay, err: error.message },
+              'tool attempt failed, retrying',
+            ),
       },
     );
   }
@@ -191,7 +204,11 @@ export class Executor {
     return current.promise;
   }
 
-  private successOutcome(run: CallRun, output: unknown, attempts: number): ToolOutcome | Promise<ToolOutcome> {
+  private successOutcome(
+    run: CallRun,
+    output: unknown,
+    attempts: number,
+  ): ToolOutcome | Promise<ToolOutcome> {
     const invocation = run.invocation;
     let text: string;
     try {
@@ -250,10 +267,9 @@ export class Executor {
         elapsed_ms: round(performance.now() - run.t0),
       };
     } catch (error) {
-      run.logger().error(
-        { err: (error as Error).message },
-        'artifact store failed; the output is only previewed',
-      );
+      run
+        .logger()
+        .error({ err: (error as Error).message }, 'artifact store failed; the output is only previewed');
       return {
         ...base,
         preview: capForModel(made.text, maxOutput),

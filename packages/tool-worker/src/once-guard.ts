@@ -9,7 +9,7 @@ import {
   type ToolOutcome,
 } from '@agentmesh/protocol';
 import type { RunCallScope } from './attempt.js';
-import type { CallProgress } from './call-scope.js';
+import type { AbortScope, CallProgress } from './call-scope.js';
 import type { Tool } from './define-tool.js';
 import type { Executor } from './executor.js';
 import {
@@ -27,8 +27,11 @@ export interface OnceGuardOptions {
   workerId: string;
   logger: Logger;
   executor: Executor;
-  /** Aborted when the worker drains: a call waiting on another replica's claim then gives up. */
-  lifecycle: AbortSignal;
+  /**
+   * Aborted when the worker drains: a call waiting on another replica's claim then gives up. A scope, not a signal:
+   * many calls waiting at once would pile their listeners up on one AbortSignal.
+   */
+  draining: AbortScope;
   outcomeCache?: OutcomeCacheOptions;
 }
 
@@ -53,7 +56,11 @@ export class OnceGuard {
   }
 
   /** Runs `invocation` of a non-idempotent tool that carries an idempotency key. */
-  run(tool: Tool<any, any>, invocation: ToolInvocation, call: RunCallScope): ToolOutcome | Promise<ToolOutcome> {
+  run(
+    tool: Tool<any, any>,
+    invocation: ToolInvocation,
+    call: RunCallScope,
+  ): ToolOutcome | Promise<ToolOutcome> {
     const tenant = invocation.identity.tenant;
     const idempotencyKey = invocation.idempotency_key!;
     const key =
@@ -151,13 +158,13 @@ export class OnceGuard {
     call: RunCallScope,
     entry: Extract<SharedEntry, { state: 'claimed' }>,
   ): Promise<unknown> {
-    const lifecycle = this.options.lifecycle;
+    const draining = this.options.draining;
     try {
-      await call.race(sleep(CLAIM_POLL_MS, lifecycle));
+      await call.race(draining.race(sleep(CLAIM_POLL_MS)));
+      return undefined;
     } catch (error) {
-      return error;
+      if (call.aborted) return error;
     }
-    if (!lifecycle.aborted) return undefined;
     return new AgentMeshError(
       ErrorCode.Closed,
       `worker ${this.options.workerId} is draining while call ${invocation.call_id} runs on worker ${entry.worker_id}`,
@@ -194,12 +201,14 @@ export class OnceGuard {
               reason: outcome?.error?.message ?? 'the call ended without an outcome',
             }
           : { state: 'done', outcome, at: Date.now() };
-      await claim.settle(final).catch((error: unknown) =>
-        this.options.logger.warn(
-          { run_id: invocation.run_id, call_id: invocation.call_id, err: (error as Error).message },
-          'outcome not stored: a re-sent call will be refused as "may have run"',
-        ),
-      );
+      await claim
+        .settle(final)
+        .catch((error: unknown) =>
+          this.options.logger.warn(
+            { run_id: invocation.run_id, call_id: invocation.call_id, err: (error as Error).message },
+            'outcome not stored: a re-sent call will be refused as "may have run"',
+          ),
+        );
     }
   }
 

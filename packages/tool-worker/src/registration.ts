@@ -111,7 +111,10 @@ export class Registration {
           signal,
           retryable: () => true,
           onRetry: (error, _attempt, delay) =>
-            logger.debug({ err: error.message, retry_ms: delay }, 'catalog did not take the registration yet'),
+            logger.debug(
+              { err: error.message, retry_ms: delay },
+              'catalog did not take the registration yet',
+            ),
         },
       );
       this.registered = true;

@@ -27,7 +27,7 @@ import {
 } from '@agentmesh/protocol';
 import { Admission } from './admission.js';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts } from './artifacts.js';
-import { ProgressHub } from './call-scope.js';
+import { AbortScope, ProgressHub } from './call-scope.js';
 import { CpuPool } from './cpu-pool.js';
 import type { Tool } from './define-tool.js';
 import { Executor } from './executor.js';
@@ -97,6 +97,7 @@ export class ToolWorker {
   private readonly cancels: RunCancels;
   private readonly registration: Registration | undefined;
   private readonly lifecycle = new AbortController();
+  private readonly draining = new AbortScope();
   private readonly options: ToolWorkerOptions;
   private subs: { tools: Subscription[]; other: Subscription[] } = { tools: [], other: [] };
   private service: ServiceHandle | undefined;
@@ -107,7 +108,9 @@ export class ToolWorker {
     this.bus = options.bus;
     this.subjects = buildSubjects(options.prefix);
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-    this.logger = (options.logger ?? createLogger('agentmesh-tool-worker')).child({ worker_id: this.workerId });
+    this.logger = (options.logger ?? createLogger('agentmesh-tool-worker')).child({
+      worker_id: this.workerId,
+    });
     for (const tool of options.tools) this.addTool(tool);
     this.admission = new Admission(
       this.workerId,
@@ -119,7 +122,10 @@ export class ToolWorker {
       logger: this.logger,
       progress: new ProgressHub(this.bus, this.workerId, progressMs, this.logger),
       limits: {
-        artifactThresholdBytes: Math.max(256, options.artifactThresholdBytes ?? DEFAULT_ARTIFACT_THRESHOLD_BYTES),
+        artifactThresholdBytes: Math.max(
+          256,
+          options.artifactThresholdBytes ?? DEFAULT_ARTIFACT_THRESHOLD_BYTES,
+        ),
         previewBytes: Math.max(64, options.previewBytes ?? 4096),
         maxOutputBytes: Math.max(256, options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES),
       },
@@ -128,7 +134,7 @@ export class ToolWorker {
       workerId: this.workerId,
       logger: this.logger,
       executor: this.executor,
-      lifecycle: this.lifecycle.signal,
+      draining: this.draining,
       ...(options.outcomeCache === undefined ? {} : { outcomeCache: options.outcomeCache }),
     });
     this.cancels = new RunCancels(this.subjects.prefix, this.logger);
@@ -247,7 +253,9 @@ export class ToolWorker {
   private async doDrain(): Promise<void> {
     const wasRunning = this.admission.state === 'running';
     this.admission.state = 'draining';
-    this.lifecycle.abort(new AgentMeshError(ErrorCode.Closed, `worker ${this.workerId} is draining`));
+    const closed = new AgentMeshError(ErrorCode.Closed, `worker ${this.workerId} is draining`);
+    this.lifecycle.abort(closed);
+    this.draining.abort(closed);
     await Promise.all(this.subs.tools.map((s) => s.drain()));
     if (wasRunning) await this.registration?.stop();
     await Promise.all(this.subs.other.map((s) => s.drain()));
@@ -268,7 +276,10 @@ export class ToolWorker {
   }
 
   private onInvoke(tool: Tool<any, any>, msg: BusMessage): Promise<void> | void {
-    const refused = this.admission.admit(tool.name, tool.cpu === undefined ? undefined : this.executor.cpuPool);
+    const refused = this.admission.admit(
+      tool.name,
+      tool.cpu === undefined ? undefined : this.executor.cpuPool,
+    );
     if (refused !== undefined) return respondError(this.bus, msg, refused);
     return this.answerInvoke(tool, msg);
   }
