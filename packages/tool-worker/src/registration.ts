@@ -62,6 +62,8 @@ export interface RegistrationOptions {
 export class Registration {
   private registering: Promise<void> | undefined;
   private registered = false;
+  /** Set once the catalog took a registration: a drain then deregisters, even while registering again. */
+  private everRegistered = false;
   private timer: NodeJS.Timeout | undefined;
   private readonly first: Promise<CatalogRegisterReply>;
   private resolveFirst!: (reply: CatalogRegisterReply) => void;
@@ -81,11 +83,11 @@ export class Registration {
     this.timer.unref();
   }
 
-  /** Stops heartbeats and registering; deregisters when the catalog knew this worker. */
+  /** Stops heartbeats and registering; deregisters when the catalog ever took this worker's registration. */
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.registering?.catch(() => undefined);
-    if (!this.registered) return;
+    if (!this.everRegistered) return;
     const { bus, subjects, workerId, logger } = this.options;
     await bus
       .request(subjects.catalogDeregister, encodeJson({ worker_id: workerId }), { timeoutMs: 1000 })
@@ -118,6 +120,7 @@ export class Registration {
         },
       );
       this.registered = true;
+      this.everRegistered = true;
       for (const r of reply.rejected)
         logger.error({ tool: r.name, code: r.error.code, err: r.error.message }, 'catalog rejected a tool');
       logger.info(
