@@ -59,19 +59,11 @@ export async function invokeTool(
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
   const call = new ClientCall(bus, checkInvocationInput(invocation), options);
-  const signal = options.signal;
   try {
-    return await retry(() => call.sendUntilAnswered(), {
-      timeoutMs: call.timeoutMs,
-      baseMs: 2,
-      capMs: 50,
-      jitter: 0.5,
-      ...(signal === undefined ? {} : { signal }),
-      retryable: (error) => call.mayResend(error),
-      delayHint: (error) => call.delayHint(error),
-    });
+    if (options.signal?.aborted !== true) return await call.sendUntilAnswered();
+    return await call.resend(new AgentMeshError(ErrorCode.Cancelled, 'aborted before the first send'));
   } catch (error) {
-    throw call.finalError(AgentMeshError.from(error));
+    return call.resend(AgentMeshError.from(error));
   }
 }
 
@@ -119,6 +111,28 @@ class ClientCall {
               // a failing progress listener must not break the call
             }
           };
+  }
+
+  /**
+   * After a failed first send: sends again through {@link retry} while the call provably never started (the first
+   * failure stands in as its attempt 1), then throws the error the caller gets.
+   */
+  async resend(first: AgentMeshError): Promise<ToolOutcome> {
+    const signal = this.options.signal;
+    try {
+      if (!this.mayResend(first) && signal?.aborted !== true) throw first;
+      return await retry((attempt) => (attempt === 1 ? Promise.reject(first) : this.sendUntilAnswered()), {
+        timeoutMs: Math.max(0, this.deadline - Date.now()),
+        baseMs: 2,
+        capMs: 50,
+        jitter: 0.5,
+        ...(signal === undefined ? {} : { signal }),
+        retryable: (error) => this.mayResend(error),
+        delayHint: (error) => this.delayHint(error),
+      });
+    } catch (error) {
+      throw this.finalError(AgentMeshError.from(error));
+    }
   }
 
   /** Sends the call (again at once after a lost worker, when that is safe) until an outcome or an error. */

@@ -14,12 +14,26 @@ import { classifyFailure } from './policy.js';
 
 const KNOWN_CODES: ReadonlySet<string> = new Set(Object.values(ErrorCode));
 
-/** The scope of one call, which its run's cancel aborts; `handle` is its place among the calls running now. */
+/** The scope of one call, which its run's cancel aborts, held among the calls of its worker until released. */
 export class RunCallScope extends AbortScope {
-  handle = Number.NaN;
+  private held: { delete(handle: number): void } | undefined;
+  private handle = Number.NaN;
 
   constructor(readonly runId: string) {
     super();
+  }
+
+  /** Records where the scope is held (by {@link RunCancels}). */
+  holdIn(table: { delete(handle: number): void }, handle: number): void {
+    this.held = table;
+    this.handle = handle;
+  }
+
+  /** Takes the call off its worker's list; safe to call more than once. */
+  release(): void {
+    const held = this.held;
+    this.held = undefined;
+    held?.delete(this.handle);
   }
 }
 

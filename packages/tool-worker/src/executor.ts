@@ -82,7 +82,7 @@ export class Executor {
     );
   }
 
-  /** Runs the call to its outcome; never rejects (failures are error outcomes). */
+  /** Runs the call to its outcome and releases its scope; never rejects (failures are error outcomes). */
   async run(
     tool: Tool<any, any>,
     invocation: ToolInvocation,
@@ -129,6 +129,7 @@ export class Executor {
       return outcome;
     } finally {
       progress?.close();
+      call.release();
     }
   }
 

@@ -33,17 +33,13 @@ export class RunCancels {
     private readonly logger: Logger,
   ) {}
 
-  /** The scope of a new call of `runId`, aborted at once when that run was cancelled lately. */
+  /** The scope of a new call of `runId` (held until its `release()`), aborted at once when that run was cancelled lately. */
   open(runId: string): RunCallScope {
     const call = new RunCallScope(runId);
-    call.handle = this.calls.add(call);
+    call.holdIn(this.calls, this.calls.add(call));
     const cancelled = this.cancelledRuns.size === 0 ? undefined : this.cancelledRuns.get(runId);
     if (cancelled !== undefined) call.abort(cancelledError(runId, cancelled.reason));
     return call;
-  }
-
-  close(call: RunCallScope): void {
-    this.calls.delete(call.handle);
   }
 
   /** Handles a message on `<prefix>.runs.*.cancel`: aborts every call of that run held now. */

@@ -26,6 +26,7 @@ import {
   type ToolSpec,
 } from '@agentmesh/protocol';
 import { Admission } from './admission.js';
+import type { RunCallScope } from './attempt.js';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts } from './artifacts.js';
 import { AbortScope, ProgressHub } from './call-scope.js';
 import { CpuPool } from './cpu-pool.js';
@@ -316,7 +317,7 @@ export class ToolWorker {
     }
   }
 
-  private async executeParsed(invocation: ToolInvocation): Promise<ToolOutcome> {
+  private executeParsed(invocation: ToolInvocation): ToolOutcome | Promise<ToolOutcome> {
     const tool = this.tools.get(invocation.tool);
     if (tool === undefined)
       return this.executor.errorOutcome(
@@ -330,12 +331,20 @@ export class ToolWorker {
         0,
       );
     const call = this.cancels.open(invocation.run_id);
+    if (invocation.idempotency_key === undefined || tool.spec.idempotent)
+      return this.executor.run(tool, invocation, call);
+    return this.runGuarded(tool, invocation, call);
+  }
+
+  private async runGuarded(
+    tool: Tool<any, any>,
+    invocation: ToolInvocation,
+    call: RunCallScope,
+  ): Promise<ToolOutcome> {
     try {
-      if (invocation.idempotency_key === undefined || tool.spec.idempotent)
-        return await this.executor.run(tool, invocation, call);
       return await this.onceGuard.run(tool, invocation, call);
     } finally {
-      this.cancels.close(call);
+      call.release();
     }
   }
 }
