@@ -136,15 +136,15 @@ class ClientCall {
   }
 
   /** Sends the call (again at once after a lost worker, when that is safe) until an outcome or an error. */
-  async sendUntilAnswered(): Promise<ToolOutcome> {
-    for (;;) {
-      const now = Date.now();
-      if (this.deadline - now <= 0) throw this.timedOut();
-      const result = await sendOnce(this.router.bus, this.router, this.send(now));
+  sendUntilAnswered(): Promise<ToolOutcome> {
+    const now = Date.now();
+    if (this.deadline - now <= 0) return Promise.reject(this.timedOut());
+    return sendOnce(this.router.bus, this.router, this.send(now)).then((result) => {
       if (result.kind === 'error') throw this.sendFailed(result.error);
       if (result.kind === 'outcome') return this.answered(result);
       this.workerLost(result);
-    }
+      return this.sendUntilAnswered();
+    });
   }
 
   private send(now: number): Send {
