@@ -209,16 +209,13 @@ class ClientCall {
       return error;
     }
     if (error.code === ErrorCode.Cancelled && this.options.signal?.aborted)
-      return callError(body, ErrorCode.Cancelled, 'was cancelled', false, {}, error);
+      return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
     if (error.code === ErrorCode.Timeout) return this.timedOut(error);
-    return callError(
-      body,
-      error.code,
-      `failed: ${error.message}`,
-      error.retryable,
-      error.details ?? {},
-      error,
-    );
+    return callError(body, error.code, `failed: ${error.message}`, {
+      retryable: error.retryable,
+      extra: error.details ?? {},
+      cause: error,
+    });
   }
 
   /** Whether a failed send may go again: only when the call provably never started. */
@@ -241,9 +238,9 @@ class ClientCall {
   finalError(error: AgentMeshError): AgentMeshError {
     const body = this.body;
     if (this.options.signal?.aborted && error.code !== ErrorCode.Cancelled)
-      return callError(body, ErrorCode.Cancelled, 'was cancelled', false, {}, error);
+      return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
     if (error.code === ErrorCode.Cancelled && !(error.details?.['call_id'] === body.call_id))
-      return callError(body, ErrorCode.Cancelled, 'was cancelled', false, {}, error);
+      return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
     if (error.code === STORE_NOT_READY && this.lostNonIdempotent !== undefined)
       return workerLost(
         body,
@@ -278,14 +275,10 @@ class ClientCall {
   }
 
   private timedOut(cause?: unknown): AgentMeshError {
-    return callError(
-      this.body,
-      ErrorCode.Timeout,
-      `got no outcome within ${this.timeoutMs} ms`,
-      false,
-      { timeout_ms: this.timeoutMs },
+    return callError(this.body, ErrorCode.Timeout, `got no outcome within ${this.timeoutMs} ms`, {
+      extra: { timeout_ms: this.timeoutMs },
       cause,
-    );
+    });
   }
 }
 
@@ -296,12 +289,11 @@ function callError(
   body: CallNames,
   code: string,
   what: string,
-  retryable: boolean,
-  extra: Record<string, unknown> = {},
-  cause?: unknown,
+  more: { retryable?: boolean; extra?: Record<string, unknown>; cause?: unknown } = {},
 ): AgentMeshError {
+  const { extra = {}, cause } = more;
   return new AgentMeshError(code, `call ${body.call_id} of tool "${body.tool}" ${what}`, {
-    retryable,
+    retryable: more.retryable ?? false,
     details: { call_id: body.call_id, tool: body.tool, ...extra },
     ...(cause === undefined ? {} : { cause }),
   });
