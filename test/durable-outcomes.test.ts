@@ -6,15 +6,16 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import { ErrorCode, NatsBus, encodeJson, openKv, silentLogger } from '@agentmesh/protocol';
+import { ErrorCode, NatsBus, encodeJson, invokeTool, openKv, silentLogger } from '@agentmesh/protocol';
 import { SharedOutcomes, ToolWorker, defineTool, toolOutcomesBucket } from '@agentmesh/tool-worker';
 import { uniquePrefix } from './fixtures/llm/nats.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('do');
 const executions = new Map<string, number>();
-/** Resolvers called when a handler starts running a call, by call id. */
-const startedCalls = new Map<string, () => void>();
+const runningNow = new Map<string, () => void>();
+/** Resolves once the handler runs the call `callId`. */
+const handlerStarted = (callId: string) => new Promise<void>((resolve) => runningNow.set(callId, resolve));
 const buses: NatsBus[] = [];
 const workers: ToolWorker[] = [];
 
@@ -26,8 +27,23 @@ const charge = defineTool({
   idempotent: false,
   handler: async ({ amount, ms }, ctx) => {
     executions.set(ctx.callId, (executions.get(ctx.callId) ?? 0) + 1);
-    startedCalls.get(ctx.callId)?.();
+    runningNow.get(ctx.callId)?.();
     if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+    return { charged: amount, worker_id: ctx.workerId };
+  },
+});
+
+/** Fails the first time it runs for a call id, succeeds after: a non-idempotent tool with a transient fault. */
+const flakyRuns = new Map<string, number>();
+const flaky = defineTool({
+  name: 'billing.flaky',
+  description: 'Charges an amount; fails on its first run for each call (not idempotent).',
+  input: z.object({ amount: z.number() }),
+  idempotent: false,
+  handler: ({ amount }, ctx) => {
+    const runs = (flakyRuns.get(ctx.callId) ?? 0) + 1;
+    flakyRuns.set(ctx.callId, runs);
+    if (runs === 1) throw new Error('card network hiccup');
     return { charged: amount, worker_id: ctx.workerId };
   },
 });
@@ -38,7 +54,7 @@ async function startWorker(id: string): Promise<ToolWorker> {
   const worker = new ToolWorker({
     bus,
     prefix,
-    tools: [charge],
+    tools: [charge, flaky],
     workerId: id,
     register: false,
     logger: silentLogger(),
@@ -82,7 +98,7 @@ describe('shared outcomes of non-idempotent calls', () => {
   });
 
   it('a call re-sent while the first replica still runs it waits for that outcome', async () => {
-    const running = new Promise<void>((resolve) => startedCalls.set('c2', resolve));
+    const running = handlerStarted('c2');
     const first = a.execute(call('c2', 1_500));
     await running;
     const second = await b.execute(call('c2', 1_500));
@@ -105,5 +121,28 @@ describe('shared outcomes of non-idempotent calls', () => {
     });
     expect(outcome.error?.message).toMatch(/worker-dead.*may have run/);
     expect(executions.get('c3')).toBeUndefined();
+  });
+
+  it('a retry under a fresh idempotency key runs again; only the same key replays the recorded error', async () => {
+    const caller = buses[0]!;
+    const base = { call_id: 'f1', run_id: 'run-f', tool: 'billing.flaky', arguments: { amount: 7 } };
+    const first = await invokeTool(caller, { ...base, idempotency_key: 'run-f:f1:1' }, { prefix });
+    expect(first).toMatchObject({ is_error: true, error: { code: ErrorCode.ToolError }, dedup: 'shared' });
+    expect(first.replayed).toBeUndefined();
+    const sameKey = await invokeTool(caller, { ...base, idempotency_key: 'run-f:f1:1' }, { prefix });
+    expect(sameKey).toMatchObject({
+      is_error: true,
+      replayed: true,
+      error: { message: first.error!.message },
+    });
+    expect(flakyRuns.get('f1')).toBe(1);
+    const retried = await invokeTool(
+      caller,
+      { ...base, idempotency_key: 'run-f:f1:2', attempt: 2 },
+      { prefix },
+    );
+    expect(retried).toMatchObject({ is_error: false, output: { charged: 7 } });
+    expect(retried.replayed).toBeUndefined();
+    expect(flakyRuns.get('f1')).toBe(2);
   });
 });

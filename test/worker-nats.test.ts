@@ -126,10 +126,13 @@ describe('ToolWorker over NATS', () => {
   });
 
   it('cancels the calls of a run on its cancel subject', async () => {
+    let running!: () => void;
+    const started = new Promise<void>((r) => (running = r));
     const pending = invokeTool(bus, call('test.nap', { ms: 10_000 }, { run_id: 'run-cancel-me' }), {
       prefix,
+      onProgress: (p) => p.kind === 'started' && running(),
     });
-    await sleep(100);
+    await started;
     publishJson(bus, s.runCancel('run-cancel-me'), { reason: 'stop' });
     expect(await pending).toMatchObject({ is_error: true, error: { code: 'cancelled' } });
   });

@@ -5,7 +5,7 @@ import { decodeMessage, encodeJson, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode, toErrorPayload, type ErrorPayload } from './errors.js';
 import { Header } from './envelope.js';
 import { ErrorPayloadSchema } from './schemas.js';
-import { sleep } from './timing.js';
+import { retry } from './retry.js';
 
 /** Header value marking a reply whose body is `{ "error": ErrorPayload }`. */
 export const ERROR_STATUS = 'error';
@@ -121,24 +121,20 @@ export interface RetryingRequestOptions extends RequestOptions {
 
 /**
  * {@link requestJson} that rides out a restarting server or a replica coming up: retryable failures are retried
- * with jittered backoff (50 ms doubling to 1 s) until `retryForMs` has passed or the signal aborts.
+ * through {@link retry} (50 ms doubling to 1 s, half of it jitter) until `retryForMs` has passed or the signal aborts.
  */
-export async function requestJsonRetrying<S extends z.ZodType>(
+export function requestJsonRetrying<S extends z.ZodType>(
   bus: Bus,
   subject: string,
   body: unknown,
   replySchema: S,
   options: RetryingRequestOptions,
 ): Promise<z.output<S>> {
-  const deadline = Date.now() + options.retryForMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await requestJson(bus, subject, body, replySchema, options);
-    } catch (error) {
-      const e = AgentMeshError.from(error);
-      if (!e.retryable || Date.now() >= deadline || options.signal?.aborted) throw e;
-      const backoff = Math.min(1000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      await sleep(Math.min(backoff, Math.max(0, deadline - Date.now())), options.signal);
-    }
-  }
+  return retry(() => requestJson(bus, subject, body, replySchema, options), {
+    timeoutMs: options.retryForMs,
+    baseMs: 50,
+    capMs: 1000,
+    jitter: 0.5,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
 }

@@ -13,7 +13,7 @@ import {
 } from './schemas.js';
 import { SlotTable } from './slot-table.js';
 import { DEFAULT_PREFIX } from './subjects.js';
-import { sleep } from './timing.js';
+import { backoffDelay, retry } from './retry.js';
 
 export interface InvokeToolOptions {
   prefix?: string;
@@ -44,139 +44,241 @@ export interface InvokeToolOptions {
 /**
  * Calls one tool through whichever worker replica its queue group picks and returns the outcome. Tool failures
  * (invalid arguments, handler errors, timeouts inside the worker) come back as outcomes with `is_error`.
- * Transport failures throw an {@link AgentMeshError} that names the call id: `busy` and `no_responders` (the call
- * never ran) are retried with short jittered backoff until the deadline; a worker that goes silent after `started`
- * is lost, and the call is re-sent to another replica when `idempotent` or when its workers deduplicate it through
- * their shared outcome store; otherwise it fails with `worker_lost`.
+ * Transport failures throw an {@link AgentMeshError} that names the call id.
+ *
+ * This client re-sends a call only when it provably never started: `busy` (a worker's admission refused it),
+ * `no_responders`, or a shared outcome store that could not yet tell; these go through {@link retry} with short
+ * jittered backoff until the deadline. A worker that goes silent after `started` is lost; the call is re-sent at
+ * once to another replica only when `idempotent` or when its workers deduplicate it through their shared outcome
+ * store (same idempotency key, so it runs at most once); otherwise it fails with `worker_lost`. Handler attempts are
+ * retried inside the worker by the tool's policy, never here.
  */
 export async function invokeTool(
   bus: Bus,
   invocation: ToolInvocationInput,
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
-  const body = checkInvocationInput(invocation);
-  const idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
-  const subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const started = Date.now();
-  const deadline = started + timeoutMs;
-  const lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
-  const noRespondersMs = options.noRespondersMs ?? 2000;
-  const signal = options.signal;
-  const idempotent = options.idempotent === true;
-  const userProgress = options.onProgress;
-  const onProgress =
-    userProgress === undefined
-      ? undefined
-      : (progress: ToolProgress) => {
-          try {
-            userProgress(progress);
-          } catch {
-            // a failing progress listener must not break the call
-          }
-        };
-  const router = progressRouter(bus);
-  let transportRetries = 0;
-  let storeRetries = 0;
-  let firstNoResponders: number | undefined;
-  let resends = 0;
-  let lostWorkers: string[] | undefined;
-  let lostNonIdempotent: Extract<SendResult, { kind: 'lost' }> | undefined;
-  for (let attempt = body.attempt ?? 1, now = started; ; now = Date.now()) {
-    if (signal?.aborted) throw callError(body, ErrorCode.Cancelled, 'was cancelled', false);
-    const remaining = deadline - now;
-    if (remaining <= 0)
-      throw callError(body, ErrorCode.Timeout, `got no outcome within ${timeoutMs} ms`, false, {
-        timeout_ms: timeoutMs,
+  const call = new ClientCall(bus, checkInvocationInput(invocation), options);
+  try {
+    if (options.signal?.aborted !== true) return await call.sendUntilAnswered();
+    return await call.resend(new AgentMeshError(ErrorCode.Cancelled, 'aborted before the first send'));
+  } catch (error) {
+    return call.resend(AgentMeshError.from(error));
+  }
+}
+
+/** A re-sent call of a non-idempotent tool found its shared outcome store not back yet: ask again. */
+const STORE_NOT_READY = 'outcome_store_not_ready';
+
+/** One call to a tool across its sends: what to send, how long, and what the earlier sends found. */
+class ClientCall {
+  readonly timeoutMs: number;
+  private readonly subject: string;
+  private readonly idempotencyKey: string;
+  private readonly deadline: number;
+  private readonly lostAfterMs: number;
+  private readonly noRespondersMs: number;
+  private readonly onProgress: ((progress: ToolProgress) => void) | undefined;
+  private readonly router: ProgressRouter;
+  private attempt: number;
+  private sends = 0;
+  private resends = 0;
+  private firstNoResponders: number | undefined;
+  private lostWorkers: string[] | undefined;
+  private lostNonIdempotent: Extract<SendResult, { kind: 'lost' }> | undefined;
+
+  constructor(
+    bus: Bus,
+    private readonly body: ToolInvocationInput,
+    private readonly options: InvokeToolOptions,
+  ) {
+    this.idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
+    this.subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+    this.deadline = Date.now() + this.timeoutMs;
+    this.lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
+    this.noRespondersMs = options.noRespondersMs ?? 2000;
+    this.attempt = body.attempt ?? 1;
+    this.router = progressRouter(bus);
+    const userProgress = options.onProgress;
+    this.onProgress =
+      userProgress === undefined
+        ? undefined
+        : (progress: ToolProgress) => {
+            try {
+              userProgress(progress);
+            } catch {
+              // a failing progress listener must not break the call
+            }
+          };
+  }
+
+  /**
+   * After a failed first send: sends again through {@link retry} while the call provably never started (the first
+   * failure stands in as its attempt 1), then throws the error the caller gets.
+   */
+  async resend(first: AgentMeshError): Promise<ToolOutcome> {
+    const signal = this.options.signal;
+    try {
+      if (!this.mayResend(first) && signal?.aborted !== true) throw first;
+      return await retry((attempt) => (attempt === 1 ? Promise.reject(first) : this.sendUntilAnswered()), {
+        timeoutMs: Math.max(0, this.deadline - Date.now()),
+        baseMs: 2,
+        capMs: 50,
+        jitter: 0.5,
+        ...(signal === undefined ? {} : { signal }),
+        retryable: (error) => this.mayResend(error),
+        delayHint: (error) => this.delayHint(error),
       });
-    const result = await sendOnce(bus, router, {
-      subject,
-      invocation: body,
-      attempt,
-      idempotencyKey,
-      idempotent,
-      remainingMs: remaining,
-      lostAfterMs,
-      now,
-      signal,
-      onProgress,
+    } catch (error) {
+      throw this.finalError(AgentMeshError.from(error));
+    }
+  }
+
+  /** Sends the call (again at once after a lost worker, when that is safe) until an outcome or an error. */
+  sendUntilAnswered(): Promise<ToolOutcome> {
+    const now = Date.now();
+    if (this.deadline - now <= 0) return Promise.reject(this.timedOut());
+    return sendOnce(this.router.bus, this.router, this.send(now)).then((result) => {
+      if (result.kind === 'error') throw this.sendFailed(result.error);
+      if (result.kind === 'outcome') return this.answered(result);
+      this.workerLost(result);
+      return this.sendUntilAnswered();
     });
-    if (result.kind === 'outcome') {
-      const refused = result.outcome.error;
-      if (
-        lostNonIdempotent !== undefined &&
-        refused?.code === ErrorCode.Unavailable &&
-        refused.retryable &&
-        result.outcome.dedup === 'shared'
-      ) {
-        // the shared store is not back yet (a restarting server): the replica did not run the call, ask again
-        await sleep(Math.min(1000, 100 * 2 ** Math.min(storeRetries++, 4)) * (0.5 + Math.random()), signal);
-        if (deadline - Date.now() <= 0)
-          throw workerLost(body, lostNonIdempotent, attempt, 'and its outcome store could not tell in time');
-        continue;
-      }
-      if (!result.sawStarted)
-        onProgress?.({
-          kind: 'started',
-          call_id: body.call_id,
-          tool: body.tool,
-          worker_id: result.outcome.worker_id,
-        });
-      return result.outcome;
-    }
-    if (result.kind === 'lost') {
-      const who = result.workerId === undefined ? 'the worker' : `worker ${result.workerId}`;
-      (lostWorkers ??= []).push(who);
-      if (!idempotent) {
-        if (!(result.dedup || (result.workerId === undefined && router.sharedDedup(subject))))
-          throw workerLost(body, result, attempt, 'so the call was not sent again');
-        lostNonIdempotent ??= result;
-      }
-      resends++;
-      attempt++;
-      continue;
-    }
-    const error = result.error;
-    if (error.code === ErrorCode.Busy || error.code === ErrorCode.NoResponders) {
-      if (error.code === ErrorCode.NoResponders) {
-        firstNoResponders ??= Date.now();
-        if (Date.now() - firstNoResponders >= Math.min(noRespondersMs, timeoutMs)) {
-          if (lostNonIdempotent !== undefined)
-            throw workerLost(body, lostNonIdempotent, attempt, 'and no replica was left to take it again');
-          throw new AgentMeshError(
-            ErrorCode.NoResponders,
-            lostWorkers === undefined
-              ? `no worker serves tool "${body.tool}" (call ${body.call_id}): the tool is unknown or none of its workers is running`
-              : `no worker is left to take call ${body.call_id} of tool "${body.tool}" after ${lostWorkers.join(', ')} was lost`,
-            { retryable: false, details: { call_id: body.call_id, tool: body.tool, resends }, cause: error },
-          );
-        }
-      } else firstNoResponders = undefined;
-      const cap = error.code === ErrorCode.Busy ? 50 : 250;
-      const delay = Math.min(cap, 2 * 2 ** Math.min(transportRetries, 7)) * (0.5 + Math.random());
-      transportRetries++;
-      await sleep(Math.min(delay, Math.max(0, deadline - Date.now())), signal);
-      continue;
-    }
-    if (error.code === ErrorCode.Cancelled && signal?.aborted)
-      throw callError(body, ErrorCode.Cancelled, 'was cancelled', false, {}, error);
-    if (error.code === ErrorCode.Timeout)
-      throw callError(
-        body,
-        ErrorCode.Timeout,
-        `got no outcome within ${timeoutMs} ms`,
-        false,
-        { timeout_ms: timeoutMs },
-        error,
-      );
-    throw callError(
-      body,
-      error.code,
-      `failed: ${error.message}`,
-      error.retryable,
-      error.details ?? {},
-      error,
+  }
+
+  private send(now: number): Send {
+    this.sends++;
+    return {
+      subject: this.subject,
+      invocation: this.body,
+      attempt: this.attempt,
+      idempotencyKey: this.idempotencyKey,
+      idempotent: this.options.idempotent === true,
+      remainingMs: this.deadline - now,
+      lostAfterMs: this.lostAfterMs,
+      now,
+      signal: this.options.signal,
+      onProgress: this.onProgress,
+    };
+  }
+
+  private answered(result: Extract<SendResult, { kind: 'outcome' }>): ToolOutcome {
+    const refused = result.outcome.error;
+    if (
+      this.lostNonIdempotent !== undefined &&
+      refused?.code === ErrorCode.Unavailable &&
+      refused.retryable &&
+      result.outcome.dedup === 'shared'
+    )
+      throw new AgentMeshError(STORE_NOT_READY, refused.message, { retryable: true });
+    if (!result.sawStarted)
+      this.onProgress?.({
+        kind: 'started',
+        call_id: this.body.call_id,
+        tool: this.body.tool,
+        worker_id: result.outcome.worker_id,
+      });
+    return result.outcome;
+  }
+
+  /** After a lost worker: re-sent at once when that is safe, else a non-retryable `worker_lost`. */
+  private workerLost(result: Extract<SendResult, { kind: 'lost' }>): void {
+    (this.lostWorkers ??= []).push(
+      result.workerId === undefined ? 'the worker' : `worker ${result.workerId}`,
     );
+    if (this.options.idempotent !== true) {
+      const protectedByStore =
+        result.dedup || (result.workerId === undefined && this.router.sharedDedup(this.subject));
+      if (!protectedByStore)
+        throw workerLost(this.body, result, this.attempt, 'so the call was not sent again');
+      this.lostNonIdempotent ??= result;
+    }
+    this.resends++;
+    this.attempt++;
+  }
+
+  private sendFailed(error: AgentMeshError): AgentMeshError {
+    const body = this.body;
+    if (error.code === ErrorCode.Busy) {
+      this.firstNoResponders = undefined;
+      return error;
+    }
+    if (error.code === ErrorCode.NoResponders) {
+      this.firstNoResponders ??= Date.now();
+      return error;
+    }
+    if (error.code === ErrorCode.Cancelled && this.options.signal?.aborted)
+      return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
+    if (error.code === ErrorCode.Timeout) return this.timedOut(error);
+    return callError(body, error.code, `failed: ${error.message}`, {
+      retryable: error.retryable,
+      extra: error.details ?? {},
+      cause: error,
+    });
+  }
+
+  /** Whether a failed send may go again: only when the call provably never started. */
+  mayResend(error: AgentMeshError): boolean {
+    if (error.code === ErrorCode.Busy || error.code === STORE_NOT_READY) return true;
+    if (error.code !== ErrorCode.NoResponders || this.firstNoResponders === undefined) return false;
+    return Date.now() - this.firstNoResponders < Math.min(this.noRespondersMs, this.timeoutMs);
+  }
+
+  /** No worker right now waits longer between sends than a busy one; a store that is not back longer still. */
+  delayHint(error: AgentMeshError): number | undefined {
+    if (error.code === ErrorCode.NoResponders)
+      return backoffDelay(this.sends, { baseMs: 2, capMs: 250, jitter: 0.5 });
+    if (error.code === STORE_NOT_READY)
+      return backoffDelay(this.sends, { baseMs: 100, capMs: 1000, jitter: 0.5 });
+    return undefined;
+  }
+
+  /** The error the caller gets once no more sends are made. */
+  finalError(error: AgentMeshError): AgentMeshError {
+    const body = this.body;
+    if (this.options.signal?.aborted && error.code !== ErrorCode.Cancelled)
+      return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
+    if (error.code === ErrorCode.Cancelled && !(error.details?.['call_id'] === body.call_id))
+      return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
+    if (error.code === STORE_NOT_READY && this.lostNonIdempotent !== undefined)
+      return workerLost(
+        body,
+        this.lostNonIdempotent,
+        this.attempt,
+        'and its outcome store could not tell in time',
+      );
+    if (error.code === ErrorCode.NoResponders) {
+      if (this.deadline - Date.now() <= 0 && this.timeoutMs > this.noRespondersMs)
+        return this.timedOut(error);
+      if (this.lostNonIdempotent !== undefined)
+        return workerLost(
+          body,
+          this.lostNonIdempotent,
+          this.attempt,
+          'and no replica was left to take it again',
+        );
+      return new AgentMeshError(
+        ErrorCode.NoResponders,
+        this.lostWorkers === undefined
+          ? `no worker serves tool "${body.tool}" (call ${body.call_id}): the tool is unknown or none of its workers is running`
+          : `no worker is left to take call ${body.call_id} of tool "${body.tool}" after ${this.lostWorkers.join(', ')} was lost`,
+        {
+          retryable: false,
+          details: { call_id: body.call_id, tool: body.tool, resends: this.resends },
+          cause: error,
+        },
+      );
+    }
+    if (error.code === ErrorCode.Busy) return this.timedOut(error);
+    return error;
+  }
+
+  private timedOut(cause?: unknown): AgentMeshError {
+    return callError(this.body, ErrorCode.Timeout, `got no outcome within ${this.timeoutMs} ms`, {
+      extra: { timeout_ms: this.timeoutMs },
+      cause,
+    });
   }
 }
 
@@ -187,12 +289,11 @@ function callError(
   body: CallNames,
   code: string,
   what: string,
-  retryable: boolean,
-  extra: Record<string, unknown> = {},
-  cause?: unknown,
+  more: { retryable?: boolean; extra?: Record<string, unknown>; cause?: unknown } = {},
 ): AgentMeshError {
+  const { extra = {}, cause } = more;
   return new AgentMeshError(code, `call ${body.call_id} of tool "${body.tool}" ${what}`, {
-    retryable,
+    retryable: more.retryable ?? false,
     details: { call_id: body.call_id, tool: body.tool, ...extra },
     ...(cause === undefined ? {} : { cause }),
   });
@@ -376,7 +477,7 @@ class ProgressRouter {
   private sub: Subscription | undefined;
   private ticker: NodeJS.Timeout | undefined;
 
-  constructor(private readonly bus: Bus) {
+  constructor(readonly bus: Bus) {
     this.prefix = bus.createInbox();
   }
 

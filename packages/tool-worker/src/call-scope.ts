@@ -90,13 +90,20 @@ export class CallProgress {
   /** `pending` until `started` goes out, then `active` until closed. */
   state: 'pending' | 'active' | 'closed' = 'pending';
 
+  readonly subject: string;
+  private readonly callId: string;
+  private readonly tool: string;
+  private readonly sharedDedup: boolean;
+
   constructor(
     private readonly hub: ProgressHub,
-    readonly subject: string,
-    private readonly callId: string,
-    private readonly tool: string,
-    private readonly sharedDedup: boolean,
-  ) {}
+    call: { subject: string; callId: string; tool: string; sharedDedup: boolean },
+  ) {
+    this.subject = call.subject;
+    this.callId = call.callId;
+    this.tool = call.tool;
+    this.sharedDedup = call.sharedDedup;
+  }
 
   emit(message: string, data?: unknown): void {
     this.hub.startNow(this);
@@ -143,7 +150,7 @@ export class ProgressHub {
    * `sharedDedup` marks `started` with `dedup: 'shared'` (the call runs under a claim in the shared outcome store).
    */
   open(subject: string, callId: string, tool: string, sharedDedup = false): CallProgress {
-    const progress = new CallProgress(this, subject, callId, tool, sharedDedup);
+    const progress = new CallProgress(this, { subject, callId, tool, sharedDedup });
     this.pending.push(progress);
     this.flush ??= setImmediate(() => this.flushStarted());
     return progress;

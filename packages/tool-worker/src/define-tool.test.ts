@@ -129,3 +129,32 @@ describe('retry policy', () => {
     expect(classifyFailure(new TypeError('x is undefined'))).toBe('permanent');
   });
 });
+
+describe('tool.invoke without a signal', () => {
+  it('gives each call a signal of its own, so listeners of concurrent calls never pile up on one', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    try {
+      const release: (() => void)[] = [];
+      const waiter = defineTool({
+        name: 'test.waiter',
+        description: 'Waits until released, listening for an abort like a handler passing its signal on.',
+        input: z.object({}),
+        handler: (_args, ctx) =>
+          new Promise<number>((resolve) => {
+            ctx.signal.addEventListener('abort', () => resolve(-1));
+            release.push(() => resolve(1));
+          }),
+      });
+      const calls = Array.from({ length: 24 }, () => waiter.invoke({}));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const r of release) r();
+      expect(await Promise.all(calls)).toEqual(Array.from({ length: 24 }, () => 1));
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.includes('MaxListenersExceeded'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { z } from 'zod';
@@ -245,21 +244,22 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
   };
 }
 
-/** The signal of a local call given none: shared by every such call, so any number of them may listen at once. */
-const NEVER_ABORTED = new AbortController().signal;
-setMaxListeners(0, NEVER_ABORTED);
-
 function localContext(tool: string, given: Partial<ToolContext>): ToolContext {
   const identity = given.identity ?? { tenant: 'default' };
   const runId = given.runId ?? 'local';
   const callId = given.callId ?? randomUUID();
   let artifacts = given.artifacts;
   let logger = given.logger;
+  let signal = given.signal;
   return {
     runId,
     callId,
     identity,
-    signal: given.signal ?? NEVER_ABORTED,
+    /** A signal of this call's own (made on first use): one shared signal would collect every call's listeners. */
+    get signal() {
+      signal ??= new AbortController().signal;
+      return signal;
+    },
     get logger() {
       logger ??= silentLogger();
       return logger;

@@ -5,6 +5,7 @@ import {
   encodeJson,
   isAgentMeshError,
   openKv,
+  retry,
   type Bus,
   type KvStore,
   type ToolOutcome,
@@ -193,17 +194,9 @@ export class OutcomeClaim {
   /** Stores the final state of the key, retrying a few times (a lost write leaves a claim that goes stale). */
   settle(value: SharedEntry): Promise<void> {
     this.settled = true;
-    return this.enqueue(async () => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await this.write(value);
-          return;
-        } catch (error) {
-          if (attempt >= 5) throw error;
-          await new Promise((r) => setTimeout(r, 200 * attempt));
-        }
-      }
-    });
+    return this.enqueue(() =>
+      retry(() => this.write(value), { attempts: 5, baseMs: 200, capMs: 1600, retryable: () => true }),
+    );
   }
 
   private async write(value: SharedEntry): Promise<void> {

@@ -1,4 +1,10 @@
-import { AgentMeshError, ErrorCode, type RetryClass, type RetryPolicy } from '@agentmesh/protocol';
+import {
+  AgentMeshError,
+  ErrorCode,
+  backoffDelay as sharedBackoffDelay,
+  type RetryClass,
+  type RetryPolicy,
+} from '@agentmesh/protocol';
 
 /** The package default policy: 4 attempts in all, 30 s per attempt, backoff 100 ms doubling up to 2 s, 20 % jitter. */
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
@@ -49,15 +55,17 @@ export function resolvePolicy(partial: Partial<RetryPolicy> | undefined, timeout
   return policy;
 }
 
-/** The delay before attempt `attempt + 1`: backoff doubling per attempt, capped, spread by the jitter fraction. */
+/** The delay before attempt `attempt + 1` by a tool's policy: the shared {@link sharedBackoffDelay} formula. */
 export function backoffDelay(
   policy: RetryPolicy,
   attempt: number,
   random: () => number = Math.random,
 ): number {
-  const base = Math.min(policy.max_backoff_ms, policy.backoff_ms * 2 ** Math.max(0, attempt - 1));
-  const spread = base * policy.jitter;
-  return Math.max(0, Math.round(base - spread + random() * 2 * spread));
+  return sharedBackoffDelay(
+    attempt,
+    { baseMs: policy.backoff_ms, capMs: policy.max_backoff_ms, jitter: policy.jitter },
+    random,
+  );
 }
 
 const TRANSIENT_NODE_CODES: ReadonlySet<string> = new Set([

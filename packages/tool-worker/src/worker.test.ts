@@ -7,6 +7,7 @@ import {
   invokeTool,
   publishJson,
   requestJson,
+  respondError,
   serve,
   silentLogger,
   subjects,
@@ -19,7 +20,28 @@ import { mathCalcTool, regexMatchTool } from './packs/builtin/index.js';
 
 const s = subjects();
 const CPU_FIXTURE = new URL('../../../test/fixtures/worker-cpu-task.mjs', import.meta.url);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits for the `started` notice of a call: pass `onProgress` to invokeTool, await `seen`. */
+function whenStarted() {
+  let resolve!: (p: ToolProgress) => void;
+  const seen = new Promise<ToolProgress>((r) => (resolve = r));
+  return {
+    seen,
+    onProgress: (p: ToolProgress) => {
+      if (p.kind === 'started') resolve(p);
+    },
+  };
+}
+
+/** Resolves once `subject` carried a message (delivered after the subscriptions made before it). */
+function delivered(bus: Bus, subject: string): Promise<void> {
+  return new Promise((resolve) => {
+    const sub = bus.subscribe(subject, () => {
+      void sub.drain();
+      resolve();
+    });
+  });
+}
 
 function sleepTool(
   name = 'test.sleep',
@@ -79,13 +101,20 @@ describe('ToolWorker on the in-process bus', () => {
       input: z.object({}),
       handler: async (_args, ctx) => {
         ctx.emit('halfway', { pct: 50 });
-        await sleep(120);
+        await twoHeartbeats;
         return 'done';
       },
     });
+    let heartbeatSeen!: () => void;
+    const twoHeartbeats = new Promise<void>((r) => (heartbeatSeen = r));
     const { bus, worker } = await startWorker([chatty], { progressHeartbeatMs: 20 });
     const notices: ToolProgress[] = [];
-    const outcome = await invokeTool(bus, call('test.chatty', {}), { onProgress: (p) => notices.push(p) });
+    const outcome = await invokeTool(bus, call('test.chatty', {}), {
+      onProgress: (p) => {
+        notices.push(p);
+        if (notices.filter((n) => n.kind === 'heartbeat').length >= 2) heartbeatSeen();
+      },
+    });
     expect(outcome).toMatchObject({
       is_error: false,
       output: 'done',
@@ -217,9 +246,10 @@ describe('ToolWorker on the in-process bus', () => {
 
   it("aborts a run's calls on its cancel subject and leaves other runs alone", async () => {
     const { bus } = await startWorker([sleepTool()]);
-    const doomed = invokeTool(bus, call('test.sleep', { ms: 5000 }, { run_id: 'run-doomed' }));
+    const doomedStart = whenStarted();
+    const doomed = invokeTool(bus, call('test.sleep', { ms: 5000 }, { run_id: 'run-doomed' }), doomedStart);
     const other = invokeTool(bus, call('test.sleep', { ms: 150 }, { run_id: 'run-other' }));
-    await sleep(50);
+    await doomedStart.seen;
     publishJson(bus, s.runCancel('run-doomed'), { reason: 'user pressed stop' });
     const outcome = await doomed;
     expect(outcome).toMatchObject({ is_error: true, error: { code: 'cancelled', retryable: false } });
@@ -236,8 +266,9 @@ describe('ToolWorker on the in-process bus', () => {
       handler: () => (ran = true),
     });
     const { bus } = await startWorker([tool]);
+    const cancelled = delivered(bus, s.runCancel('run-gone'));
     publishJson(bus, s.runCancel('run-gone'), {});
-    await sleep(10);
+    await cancelled;
     const outcome = await invokeTool(bus, call('test.late', {}, { run_id: 'run-gone' }));
     expect(outcome).toMatchObject({ is_error: true, error: { code: 'cancelled' } });
     expect(ran).toBe(false);
@@ -333,20 +364,51 @@ describe('ToolWorker on the in-process bus', () => {
       description: 'Counts its runs.',
       input: z.object({}),
       handler: async () => {
-        await sleep(30);
+        await gate;
         return ++runs;
       },
     });
+    let gate: Promise<void> = Promise.resolve();
     const { bus } = await startWorker([counted]);
     const first = await invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k1' }));
     const again = await invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k1' }));
     expect(first.output).toBe(1);
     expect(again).toMatchObject({ output: 1, replayed: true });
-    const both = await Promise.all([
-      invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k2' })),
-      invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k2' })),
-    ]);
+    let open!: () => void;
+    gate = new Promise<void>((r) => (open = r));
+    const firstStart = whenStarted();
+    const dupStart = whenStarted();
+    const pending = [
+      invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k2' }), firstStart),
+      invokeTool(bus, call('test.counted', {}, { idempotency_key: 'k2' }), dupStart),
+    ];
+    await Promise.all([firstStart.seen, dupStart.seen]);
+    open();
+    const both = await Promise.all(pending);
     expect(both.map((o) => o.output)).toEqual([2, 2]);
+    expect(runs).toBe(2);
+  });
+
+  it('runs a non-idempotent call again under a fresh idempotency key, never replaying the first error', async () => {
+    let runs = 0;
+    const flaky = defineTool({
+      name: 'test.flaky_charge',
+      description: 'Fails on its first run (not idempotent).',
+      input: z.object({}),
+      handler: () => {
+        if (++runs === 1) throw new Error('gateway hiccup');
+        return runs;
+      },
+    });
+    const { bus } = await startWorker([flaky]);
+    const base = call('test.flaky_charge', {});
+    const first = await invokeTool(bus, { ...base, idempotency_key: 'r:1' });
+    const sameKey = await invokeTool(bus, { ...base, idempotency_key: 'r:1' });
+    const freshKey = await invokeTool(bus, { ...base, idempotency_key: 'r:2', attempt: 2 });
+    expect(first).toMatchObject({ is_error: true, error: { code: 'tool_error' } });
+    expect(sameKey).toMatchObject({ is_error: true, replayed: true });
+    expect(freshKey).toMatchObject({ is_error: false, output: 2 });
+    expect(freshKey.replayed).toBeUndefined();
     expect(runs).toBe(2);
   });
 
@@ -382,8 +444,9 @@ describe('ToolWorker on the in-process bus', () => {
 
   it('answers busy at once when full, and the client retries until a slot frees', async () => {
     const { bus, worker } = await startWorker([sleepTool()], { concurrency: 1 });
-    const first = invokeTool(bus, call('test.sleep', { ms: 100 }));
-    await sleep(10);
+    const firstStart = whenStarted();
+    const first = invokeTool(bus, call('test.sleep', { ms: 100 }), firstStart);
+    await firstStart.seen;
     const raw = await bus.request(s.toolInvoke('test.sleep'), JSON.stringify(call('test.sleep', { ms: 1 })));
     expect(raw.headers?.['am-status']).toBe('error');
     expect(JSON.parse(raw.text())).toMatchObject({
@@ -405,8 +468,9 @@ describe('ToolWorker on the in-process bus', () => {
       cpu: { module: CPU_FIXTURE, export: 'hashRounds' },
     });
     const { bus } = await startWorker([hash], { threads: 1, cpuQueueDepth: 0 });
-    const first = invokeTool(bus, call('test.hash', { rounds: 200, bytes: 65_536 }));
-    await sleep(30);
+    const firstStart = whenStarted();
+    const first = invokeTool(bus, call('test.hash', { rounds: 200, bytes: 65_536 }), firstStart);
+    await firstStart.seen;
     const raw = await bus.request(
       s.toolInvoke('test.hash'),
       JSON.stringify(call('test.hash', { rounds: 1, bytes: 1 })),
@@ -447,8 +511,13 @@ describe('ToolWorker on the in-process bus', () => {
     ]);
     expect(spun).toMatchObject({ is_error: true, error: { code: 'timeout' } });
     expect(regex).toMatchObject({ is_error: true, error: { code: 'timeout' } });
-    const cancelled = invokeTool(bus, call('test.spin', {}, { run_id: 'run-spin', timeout_ms: 5000 }));
-    await sleep(50);
+    const spinStart = whenStarted();
+    const cancelled = invokeTool(
+      bus,
+      call('test.spin', {}, { run_id: 'run-spin', timeout_ms: 5000 }),
+      spinStart,
+    );
+    await spinStart.seen;
     publishJson(bus, s.runCancel('run-spin'), {});
     expect(await cancelled).toMatchObject({ is_error: true, error: { code: 'cancelled' } });
     const healthy = await Promise.all(
@@ -467,8 +536,17 @@ describe('ToolWorker on the in-process bus', () => {
 
   it('registers with the catalog once one answers, re-registers when forgotten, deregisters on drain', async () => {
     const bus = new MemoryBus();
+    let refusedOnce!: () => void;
+    const refused = new Promise<void>((r) => (refusedOnce = r));
+    const notYet = bus.subscribe(s.catalogRegister, (msg) => {
+      respondError(bus, msg, { code: 'unavailable', message: 'catalog starting', retryable: true });
+      refusedOnce();
+    });
     const { worker } = await startWorker([sleepTool()], { register: true, heartbeatMs: 50 }, bus);
-    await sleep(150);
+    await refused;
+    await notYet.drain();
+    let registeredAgain!: () => void;
+    const secondRegister = new Promise<void>((r) => (registeredAgain = r));
     const registers: unknown[] = [];
     const deregisters: unknown[] = [];
     let heartbeats = 0;
@@ -478,7 +556,7 @@ describe('ToolWorker on the in-process bus', () => {
       schema: CatalogRegisterSchema,
       what: 'register',
       handler: (body) => {
-        registers.push(body);
+        if (registers.push(body) === 2) registeredAgain();
         return { accepted: body.tools.map((t) => t.name), rejected: [], ttl_ms: body.ttl_ms ?? 0 };
       },
     });
@@ -497,15 +575,16 @@ describe('ToolWorker on the in-process bus', () => {
       ttl_ms: 150,
       tools: [{ name: 'test.sleep' }],
     });
-    await vi_waitFor(() => registers.length >= 2, 3000);
+    await secondRegister;
     await worker.drain();
     expect(deregisters).toEqual([{ worker_id: worker.workerId }]);
   });
 
   it('drain lets calls in flight finish and then stops taking calls', async () => {
     const { bus, worker } = await startWorker([sleepTool()]);
-    const inFlight = invokeTool(bus, call('test.sleep', { ms: 150 }));
-    await sleep(20);
+    const inFlightStart = whenStarted();
+    const inFlight = invokeTool(bus, call('test.sleep', { ms: 150 }), inFlightStart);
+    await inFlightStart.seen;
     const drained = worker.drain();
     expect(await inFlight).toMatchObject({ is_error: false, output: { slept: 150 } });
     await drained;
@@ -516,11 +595,3 @@ describe('ToolWorker on the in-process bus', () => {
     });
   });
 });
-
-async function vi_waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(10);
-  }
-}

@@ -1,0 +1,302 @@
+import { performance } from 'node:perf_hooks';
+import {
+  AgentMeshError,
+  ErrorCode,
+  retry,
+  toErrorPayload,
+  type BlobStore,
+  type Logger,
+  type ToolInvocation,
+  type ToolOutcome,
+} from '@agentmesh/protocol';
+import { TenantArtifacts } from './artifacts.js';
+import { Attempt, HandlerContext, type RunCallScope } from './attempt.js';
+import type { CallProgress, ProgressHub } from './call-scope.js';
+import type { CpuPool } from './cpu-pool.js';
+import { Deadlines } from './deadlines.js';
+import type { Tool } from './define-tool.js';
+import { byteLength, capForModel, outputText } from './format.js';
+import { classifyFailure } from './policy.js';
+
+/** How outputs are sized: what goes to the artifact store and what reaches a model. */
+export interface OutputLimits {
+  artifactThresholdBytes: number;
+  previewBytes: number;
+  maxOutputBytes: number;
+}
+
+export interface ExecutorOptions {
+  workerId: string;
+  logger: Logger;
+  progress: ProgressHub;
+  limits: OutputLimits;
+}
+
+/** What one call needs while it runs, made once per call. */
+interface CallRun {
+  tool: Tool<any, any>;
+  invocation: ToolInvocation;
+  call: RunCallScope;
+  args: unknown;
+  timeoutMs: number;
+  t0: number;
+  progress: CallProgress | undefined;
+  logger: () => Logger;
+}
+
+/**
+ * Runs one admitted call: validates its arguments, runs attempts under the tool's policy (each with its timeout,
+ * on a piscina thread for CPU-bound tools), checks the output and moves a heavy one to the artifact store. This is
+ * the one place a handler attempt is retried; only idempotent tools are, by their policy's `retry_on` classes.
+ */
+export class Executor {
+  private readonly deadlines = new Deadlines();
+  private pool: CpuPool | undefined;
+  private blobs: BlobStore | undefined;
+
+  constructor(private readonly options: ExecutorOptions) {}
+
+  /** Gives the executor the resources opened at start. */
+  attach(resources: { blobs: BlobStore; pool: CpuPool | undefined }): void {
+    this.blobs = resources.blobs;
+    this.pool = resources.pool;
+  }
+
+  get cpuPool(): CpuPool | undefined {
+    return this.pool;
+  }
+
+  requireBlobs(): BlobStore {
+    if (this.blobs === undefined)
+      throw new AgentMeshError(ErrorCode.Unavailable, 'the tool worker is not started');
+    return this.blobs;
+  }
+
+  openProgress(invocation: ToolInvocation, sharedDedup = false): CallProgress | undefined {
+    if (invocation.progress_subject === undefined) return undefined;
+    return this.options.progress.open(
+      invocation.progress_subject,
+      invocation.call_id,
+      invocation.tool,
+      sharedDedup,
+    );
+  }
+
+  /** Runs the call to its outcome and releases its scope; never rejects (failures are error outcomes). */
+  async run(
+    tool: Tool<any, any>,
+    invocation: ToolInvocation,
+    call: RunCallScope,
+    sharedDedup = false,
+  ): Promise<ToolOutcome> {
+    const t0 = performance.now();
+    const progress = this.openProgress(invocation, sharedDedup);
+    let logger: Logger | undefined;
+    const callLogger = () =>
+      (logger ??= this.options.logger.child({
+        run_id: invocation.run_id,
+        call_id: invocation.call_id,
+        tool: tool.name,
+      }));
+    let attempts = 1;
+    try {
+      const timeoutMs = Math.min(invocation.timeout_ms ?? tool.policy.timeout_ms, tool.policy.timeout_ms);
+      const run: CallRun = {
+        tool,
+        invocation,
+        call,
+        args: undefined,
+        timeoutMs,
+        t0,
+        progress,
+        logger: callLogger,
+      };
+      run.args = tool.parseArguments(invocation.arguments);
+      let output: unknown;
+      try {
+        output = await this.attempt(run, 1);
+      } catch (error) {
+        output = await this.retryAttempts(run, error, (n) => (attempts = n));
+      }
+      const made = this.successOutcome(run, output, attempts);
+      const outcome = made instanceof Promise ? await made : made;
+      if (this.options.logger.isLevelEnabled('debug'))
+        callLogger().debug({ attempts, elapsed_ms: outcome.elapsed_ms }, 'tool call completed');
+      return outcome;
+    } catch (error) {
+      const outcome = this.errorOutcome(invocation, error, attempts, performance.now() - t0);
+      callLogger().info({ code: outcome.error?.code, attempts: outcome.attempts }, 'tool call failed');
+      return outcome;
+    } finally {
+      progress?.close();
+      call.release();
+    }
+  }
+
+  /**
+   * After a failed first attempt: retries by the tool's policy through the shared {@link retry} helper (the first
+   * failure stands in as its attempt 1), or throws the failure when the policy does not retry it.
+   */
+  private retryAttempts(run: CallRun, first: unknown, counted: (attempt: number) => void): Promise<unknown> {
+    const { tool, call } = run;
+    const policy = tool.policy;
+    const retryable = (error: unknown): boolean => {
+      const failure = classifyFailure(error);
+      return (
+        failure !== 'cancelled' && tool.spec.idempotent && policy.retry_on.includes(failure) && !call.aborted
+      );
+    };
+    if (policy.max_attempts <= 1 || !retryable(first)) return Promise.reject(first as Error);
+    return retry(
+      (attempt) => {
+        if (attempt === 1) return Promise.reject(first as Error);
+        counted(attempt);
+        return this.attempt(run, attempt);
+      },
+      {
+        attempts: policy.max_attempts,
+        baseMs: policy.backoff_ms,
+        capMs: policy.max_backoff_ms,
+        jitter: policy.jitter,
+        signal: call.signal,
+        retryable: (error) => retryable(error),
+        onRetry: (error, attempt, delay) =>
+          run
+            .logger()
+            .warn(
+              { attempt, failure: classifyFailure(error), delay_ms: delay, err: error.message },
+              'tool attempt failed, retrying',
+            ),
+      },
+    );
+  }
+
+  private attempt(run: CallRun, attempt: number): Promise<unknown> {
+    const { tool, call, invocation } = run;
+    if (call.aborted) return Promise.reject(call.reason as Error);
+    const current = new Attempt(tool, call, this.deadlines, { timeoutMs: run.timeoutMs, attempt });
+    try {
+      let running: Promise<unknown>;
+      if (tool.cpu !== undefined && this.pool !== undefined) {
+        const context = {
+          runId: invocation.run_id,
+          callId: invocation.call_id,
+          identity: invocation.identity,
+          attempt,
+          workerId: this.options.workerId,
+        };
+        running = this.pool.run(tool.cpu, run.args, context, current.scope.signal);
+      } else {
+        const context = new HandlerContext({
+          blobs: this.requireBlobs(),
+          invocation,
+          attempt,
+          workerId: this.options.workerId,
+          scope: current.scope,
+          logger: run.logger,
+          progress: run.progress,
+        });
+        running = tool.runHandler(run.args, context);
+      }
+      running.then(current.succeed, current.fail);
+    } catch (error) {
+      current.fail(error);
+    }
+    return current.promise;
+  }
+
+  private successOutcome(
+    run: CallRun,
+    output: unknown,
+    attempts: number,
+  ): ToolOutcome | Promise<ToolOutcome> {
+    const invocation = run.invocation;
+    let text: string;
+    try {
+      text = outputText(output);
+    } catch (error) {
+      throw new AgentMeshError(
+        ErrorCode.InvalidOutput,
+        `tool "${invocation.tool}" returned output that is not JSON: ${(error as Error).message}`,
+        { retryable: false },
+      );
+    }
+    const { artifactThresholdBytes, maxOutputBytes } = this.options.limits;
+    const limit = Math.min(artifactThresholdBytes, invocation.max_output_bytes ?? maxOutputBytes);
+    if (text.length * 3 <= limit || byteLength(text) <= limit)
+      return {
+        call_id: invocation.call_id,
+        tool: invocation.tool,
+        worker_id: this.options.workerId,
+        is_error: false,
+        output,
+        preview: text,
+        elapsed_ms: round(performance.now() - run.t0),
+        attempts,
+      };
+    return this.artifactOutcome(run, { output, text }, attempts);
+  }
+
+  private async artifactOutcome(
+    run: CallRun,
+    made: { output: unknown; text: string },
+    attempts: number,
+  ): Promise<ToolOutcome> {
+    const invocation = run.invocation;
+    const { previewBytes, maxOutputBytes } = this.options.limits;
+    const maxOutput = invocation.max_output_bytes ?? maxOutputBytes;
+    const base = {
+      call_id: invocation.call_id,
+      tool: invocation.tool,
+      worker_id: this.options.workerId,
+      is_error: false,
+      attempts,
+    };
+    try {
+      const artifact = await new TenantArtifacts(this.requireBlobs(), {
+        tenant: invocation.identity.tenant,
+        runId: invocation.run_id,
+        callId: invocation.call_id,
+        tool: invocation.tool,
+      }).put(made.text, {
+        mime: typeof made.output === 'string' ? 'text/plain; charset=utf-8' : 'application/json',
+      });
+      return {
+        ...base,
+        artifact,
+        preview: capForModel(made.text, Math.min(previewBytes, maxOutput), artifact),
+        elapsed_ms: round(performance.now() - run.t0),
+      };
+    } catch (error) {
+      run
+        .logger()
+        .error({ err: (error as Error).message }, 'artifact store failed; the output is only previewed');
+      return {
+        ...base,
+        preview: capForModel(made.text, maxOutput),
+        elapsed_ms: round(performance.now() - run.t0),
+      };
+    }
+  }
+
+  /** The outcome that reports `error` for this invocation. */
+  errorOutcome(invocation: ToolInvocation, error: unknown, attempts: number, elapsedMs: number): ToolOutcome {
+    const payload = toErrorPayload(error);
+    payload.details = { ...payload.details, call_id: invocation.call_id, tool: invocation.tool };
+    const maxOutput = invocation.max_output_bytes ?? this.options.limits.maxOutputBytes;
+    return {
+      call_id: invocation.call_id,
+      tool: invocation.tool,
+      worker_id: this.options.workerId,
+      is_error: true,
+      error: payload,
+      preview: capForModel(`error [${payload.code}]: ${payload.message}`, maxOutput),
+      elapsed_ms: round(elapsedMs),
+      attempts,
+    };
+  }
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}
