@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { assertMayStartChild, childLimits, childTools } from './child-rules.js';
+
+const registered = ['crypto.sha256', 'crypto.md5', 'math.calc', 'fs.read_file', 'fs.write_file'];
+
+describe('childTools', () => {
+  it('inherits the parent list when the child asks for nothing', () => {
+    expect(childTools(['crypto', 'math.calc'], undefined)).toEqual(['crypto', 'math.calc']);
+    expect(childTools(undefined, undefined)).toBeUndefined();
+  });
+
+  it('accepts names, namespaces and globs inside the parent list', () => {
+    expect(childTools(['crypto', 'math.calc'], ['crypto.sha256', 'math.calc'], registered)).toEqual([
+      'crypto.sha256',
+      'math.calc',
+    ]);
+    expect(childTools(['crypto'], ['crypto.*'], registered)).toEqual(['crypto.*']);
+    expect(childTools(['crypto', 'math'], ['crypto'], registered)).toEqual(['crypto']);
+  });
+
+  it('refuses more than the parent may use, listing what is allowed', () => {
+    expect(() => childTools(['crypto'], ['crypto.sha256', 'fs.write_file'], registered)).toThrow(
+      /fs\.write_file not allowed; allowed: crypto/,
+    );
+    expect(() => childTools(['crypto.sha256'], ['crypto'], registered)).toThrow(
+      /tools_not_allowed|not allowed/,
+    );
+    expect(() => childTools(['crypto.sha256'], ['*'], registered)).toThrow(/not allowed/);
+    try {
+      childTools(['math'], ['fs'], registered);
+    } catch (e) {
+      expect(e).toMatchObject({ code: 'tools_not_allowed', details: { refused: ['fs'], allowed: ['math'] } });
+    }
+  });
+});
+
+describe('childLimits', () => {
+  it('caps every limit by what the parent has left', () => {
+    expect(
+      childLimits(
+        { tool_calls: 5, time_ms: 1_000, tokens: 300, cost_usd: 0.5 },
+        { max_tool_calls: 10, max_tokens: 100 },
+      ),
+    ).toMatchObject({ max_tool_calls: 5, timeout_ms: 1_000, max_tokens: 100, max_cost_usd: 0.5 });
+    expect(childLimits({ tool_calls: 50, time_ms: 60_000 }, { timeout_ms: 5_000 })).toMatchObject({
+      max_tool_calls: 50,
+      timeout_ms: 5_000,
+    });
+  });
+});
+
+describe('assertMayStartChild', () => {
+  it('enforces depth and fan-out with named errors', () => {
+    expect(() => assertMayStartChild({ depth: 1, childrenStarted: 0 })).not.toThrow();
+    expect(() => assertMayStartChild({ depth: 2, childrenStarted: 0 })).toThrow(
+      expect.objectContaining({ code: 'depth_exceeded' }),
+    );
+    expect(() => assertMayStartChild({ depth: 0, childrenStarted: 8 })).toThrow(
+      expect.objectContaining({ code: 'too_many_children' }),
+    );
+    expect(() => assertMayStartChild({ depth: 0, childrenStarted: 3 }, { max_children: 3 })).toThrow(
+      /max_children is 3/,
+    );
+  });
+});

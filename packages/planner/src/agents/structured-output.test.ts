@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { allowsStrictMode, checkOutput, invalidOutputError, repairMessage } from './structured-output.js';
+
+const schema = {
+  type: 'object',
+  properties: { hash: { type: 'string', pattern: '^[0-9a-f]{64}$' }, count: { type: 'integer' } },
+  required: ['hash', 'count'],
+  additionalProperties: false,
+};
+
+describe('checkOutput', () => {
+  it('parses and validates, fenced JSON included', () => {
+    const hash = 'a'.repeat(64);
+    expect(checkOutput(JSON.stringify({ hash, count: 2 }), schema)).toEqual({
+      ok: true,
+      value: { hash, count: 2 },
+    });
+    expect(checkOutput('```json\n{"hash":"' + hash + '","count":1}\n```', schema)).toMatchObject({
+      ok: true,
+    });
+  });
+
+  it('names what is wrong, for the repair turn', () => {
+    const result = checkOutput('{"hash":"zz","extra":1}', schema);
+    expect(result.ok).toBe(false);
+    const problems = (result as { problems: string[] }).problems.join('\n');
+    expect(problems).toMatch(/count/);
+    expect(problems).toMatch(/\/hash must match pattern/);
+    expect(problems).toMatch(/extra/);
+    expect(checkOutput('not json', schema)).toMatchObject({
+      ok: false,
+      problems: [expect.stringMatching(/not JSON/)],
+    });
+    expect(repairMessage(['a', 'b'])).toContain('- a\n- b');
+    expect(invalidOutputError(['x'])).toMatchObject({ code: 'invalid_output', retryable: false });
+  });
+
+  it('refuses a schema ajv cannot compile with invalid_request', () => {
+    expect(() => checkOutput('{}', { type: 'nonsense' })).toThrow(/output_schema is not a valid JSON Schema/);
+  });
+});
+
+describe('allowsStrictMode', () => {
+  it('is true only when every object requires all its properties and forbids others', () => {
+    expect(allowsStrictMode(schema)).toBe(true);
+    expect(allowsStrictMode({ ...schema, required: ['hash'] })).toBe(false);
+    expect(allowsStrictMode({ ...schema, additionalProperties: true })).toBe(false);
+    const nested = {
+      ...schema,
+      properties: { ...schema.properties, inner: { type: 'object', properties: { a: { type: 'string' } } } },
+      required: ['hash', 'count', 'inner'],
+    };
+    expect(allowsStrictMode(nested)).toBe(false);
+  });
+});

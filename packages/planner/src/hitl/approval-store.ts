@@ -1,0 +1,204 @@
+import { createHash } from 'node:crypto';
+import {
+  AgentMeshError,
+  decodeMessage,
+  ErrorCode,
+  encodeJson,
+  isAgentMeshError,
+  type KvEntry,
+  type KvStore,
+} from '@agentmesh/protocol';
+import { z } from 'zod';
+
+export const ApprovalDecisionSchema = z
+  .object({
+    approval_id: z.string().min(1).max(128),
+    decision: z.enum(['approve', 'deny']),
+    reason: z.string().max(4_096).optional(),
+    by: z.string().max(256).optional(),
+  })
+  .strict();
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
+
+export type ApprovalState = 'pending' | 'approved' | 'denied';
+
+/** One approval as kept in the approvals bucket, from the request to the decision. */
+export interface ApprovalRecord {
+  approval_id: string;
+  run_id: string;
+  call_id: string;
+  name: string;
+  /** Arguments with secret values redacted. */
+  args: unknown;
+  summary: string;
+  tenant?: string | undefined;
+  requested_at: string;
+  /** When a pending approval ends as denied with reason `timeout` (absent: never). */
+  expires_at?: string | undefined;
+  state: ApprovalState;
+  decision?: ApprovalDecision['decision'] | undefined;
+  by?: string | undefined;
+  reason?: string | undefined;
+  decided_at?: string | undefined;
+}
+
+export type NewApproval = Omit<ApprovalRecord, 'approval_id' | 'state' | 'requested_at'> & {
+  requested_at?: string;
+};
+
+/**
+ * The approval id of a call: derived from run and call ids, so a planner that resumes a run asks for the same
+ * approval again and finds a decision made while nobody held the run.
+ */
+export function approvalIdFor(runId: string, callId: string): string {
+  return `ap_${createHash('sha256').update(`${runId}\0${callId}`).digest('hex').slice(0, 20)}`;
+}
+
+const RecordSchema = z.looseObject({
+  approval_id: z.string(),
+  run_id: z.string(),
+  call_id: z.string(),
+  name: z.string(),
+  state: z.enum(['pending', 'approved', 'denied']),
+});
+
+/**
+ * Pending and decided approvals in a KV bucket (keys `<run_id>.<approval_id>`). A decision is a compare-and-set
+ * from `pending`, so of two racing decisions exactly one wins; the loser gets `already_decided`.
+ */
+export class ApprovalStore {
+  constructor(private readonly kv: KvStore) {}
+
+  /** Records a pending approval, or returns the one already recorded for that call (possibly decided). */
+  async request(approval: NewApproval): Promise<ApprovalRecord> {
+    const record: ApprovalRecord = {
+      ...approval,
+      approval_id: approvalIdFor(approval.run_id, approval.call_id),
+      requested_at: approval.requested_at ?? new Date().toISOString(),
+      state: 'pending',
+    };
+    try {
+      await this.kv.create(key(record.run_id, record.approval_id), encodeJson(record));
+      return record;
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+      const existing = await this.get(record.run_id, record.approval_id);
+      if (existing === undefined) throw error;
+      return existing;
+    }
+  }
+
+  async get(runId: string, approvalId: string): Promise<ApprovalRecord | undefined> {
+    const entry = await this.kv.get(key(runId, approvalId));
+    return entry === null ? undefined : parse(entry);
+  }
+
+  /** Applies a human's decision once. Errors: `not_found`, `already_decided`. */
+  async decide(runId: string, decision: ApprovalDecision): Promise<ApprovalRecord> {
+    for (;;) {
+      const entry = await this.kv.get(key(runId, decision.approval_id));
+      if (entry === null)
+        throw new AgentMeshError(
+          ErrorCode.NotFound,
+          `run "${runId}" has no approval "${decision.approval_id}"`,
+          { retryable: false, details: { run_id: runId, approval_id: decision.approval_id } },
+        );
+      const current = parse(entry);
+      if (current.state !== 'pending') throw alreadyDecided(current);
+      const decided: ApprovalRecord = {
+        ...current,
+        state: decision.decision === 'approve' ? 'approved' : 'denied',
+        decision: decision.decision,
+        by: decision.by ?? 'unknown',
+        reason: decision.reason,
+        decided_at: new Date().toISOString(),
+      };
+      try {
+        await this.kv.update(entry.key, encodeJson(decided), entry.revision);
+        return decided;
+      } catch (error) {
+        if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+      }
+    }
+  }
+
+  /** Ends a pending approval as denied with reason `timeout`; a decision that came first stands. */
+  async expire(runId: string, approvalId: string): Promise<ApprovalRecord> {
+    try {
+      return await this.decide(runId, {
+        approval_id: approvalId,
+        decision: 'deny',
+        reason: 'timeout',
+        by: 'timeout',
+      });
+    } catch (error) {
+      if (!isAgentMeshError(error, 'already_decided')) throw error;
+      const current = await this.get(runId, approvalId);
+      if (current === undefined) throw error;
+      return current;
+    }
+  }
+
+  /** Approvals of one run, or of every run; pending ones only unless `all`. */
+  async list(options: { runId?: string; all?: boolean } = {}): Promise<ApprovalRecord[]> {
+    const keys = await this.kv.keys(options.runId === undefined ? undefined : `${options.runId}.>`);
+    const out: ApprovalRecord[] = [];
+    for (const k of keys) {
+      const entry = await this.kv.get(k);
+      if (entry === null) continue;
+      const record = parse(entry);
+      if (options.all === true || record.state === 'pending') out.push(record);
+    }
+    return out.sort((a, b) => a.requested_at.localeCompare(b.requested_at));
+  }
+
+  /** Resolves with the record once it is decided; rejects with `cancelled` when the signal aborts. */
+  async waitForDecision(runId: string, approvalId: string, signal: AbortSignal): Promise<ApprovalRecord> {
+    let settle: ((record: ApprovalRecord) => void) | undefined;
+    const decided = new Promise<ApprovalRecord>((resolve) => (settle = resolve));
+    const watcher = await this.kv.watch(
+      (entry) => {
+        if (entry.operation !== 'PUT') return;
+        const record = parse(entry);
+        if (record.state !== 'pending') settle?.(record);
+      },
+      { key: key(runId, approvalId) },
+    );
+    const aborted = new Promise<never>((_, reject) => {
+      const onAbort = () =>
+        reject(
+          new AgentMeshError(ErrorCode.Cancelled, 'stopped waiting for an approval', { retryable: false }),
+        );
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+      void decided.finally(() => signal.removeEventListener('abort', onAbort));
+    });
+    try {
+      const current = await this.get(runId, approvalId);
+      if (current !== undefined && current.state !== 'pending') return current;
+      return await Promise.race([decided, aborted]);
+    } finally {
+      watcher.stop();
+    }
+  }
+}
+
+function key(runId: string, approvalId: string): string {
+  return `${runId}.${approvalId}`;
+}
+
+function parse(entry: KvEntry): ApprovalRecord {
+  return decodeMessage(RecordSchema, entry.value, 'approval record') as unknown as ApprovalRecord;
+}
+
+function alreadyDecided(record: ApprovalRecord): AgentMeshError {
+  return new AgentMeshError(
+    'already_decided',
+    `approval "${record.approval_id}" of run "${record.run_id}" was already decided: ${record.decision ?? record.state}` +
+      (record.by === undefined ? '' : ` by ${record.by}`),
+    {
+      retryable: false,
+      details: { approval_id: record.approval_id, decision: record.decision, by: record.by },
+    },
+  );
+}

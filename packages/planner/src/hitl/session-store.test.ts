@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryBlobStore, MemoryKvStore } from '@agentmesh/protocol';
+import { SessionStore, assertSessionId } from './session-store.js';
+
+const never = new AbortController().signal;
+const store = () => new SessionStore(new MemoryBlobStore(), new MemoryKvStore());
+const hello = [
+  { role: 'user' as const, content: 'hello' },
+  { role: 'assistant' as const, content: 'hi' },
+];
+
+describe('assertSessionId', () => {
+  it('accepts [A-Za-z0-9._-]{1,128} and names the problem otherwise', () => {
+    expect(() => assertSessionId('proj-1.alpha_2')).not.toThrow();
+    expect(() => assertSessionId('x'.repeat(129))).toThrow(/1-128 characters/);
+    expect(() => assertSessionId('a/b')).toThrow(/only letters, digits/);
+    expect(() => assertSessionId('')).toThrow(/1-128/);
+    expect(() => assertSessionId(7)).toThrow(/must be a string/);
+  });
+});
+
+describe('SessionStore', () => {
+  it('appends runs, lists, forks and deletes, per tenant', async () => {
+    const s = store();
+    await s.appendRun('acme', 'chat', { run_id: 'r1', messages: hello });
+    const second = await s.appendRun('acme', 'chat', { run_id: 'r2', messages: hello });
+    expect(second.runs).toEqual(['r1', 'r2']);
+    expect(second.messages).toHaveLength(4);
+    expect((await s.list('acme')).map((x) => x.session)).toEqual(['chat']);
+
+    await s.fork('acme', 'chat', 'chat-2');
+    expect((await s.get('acme', 'chat-2'))?.messages).toHaveLength(4);
+    await expect(s.fork('acme', 'chat', 'chat-2')).rejects.toMatchObject({ code: 'conflict' });
+
+    await s.delete('acme', 'chat');
+    expect(await s.get('acme', 'chat')).toBeUndefined();
+    await expect(s.delete('acme', 'chat')).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('never shows one tenant another tenant’s session', async () => {
+    const s = store();
+    await s.appendRun('acme', 'chat', { run_id: 'r1', messages: hello });
+    expect(await s.get('globex', 'chat')).toBeUndefined();
+    expect(await s.list('globex')).toEqual([]);
+    await expect(s.fork('globex', 'chat', 'mine')).rejects.toMatchObject({ code: 'not_found' });
+    await expect(s.delete('globex', 'chat')).rejects.toMatchObject({ code: 'not_found' });
+    expect(await s.get('acme', 'chat')).toBeDefined();
+  });
+
+  it('lets one run at a time hold a session; the next one waits and then proceeds', async () => {
+    const s = store();
+    const first = await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 60_000, signal: never });
+    let secondTaken = false;
+    const second = s.lock('acme', 'chat', { runId: 'r2', ttlMs: 60_000, signal: never }).then((h) => {
+      secondTaken = true;
+      return h;
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(secondTaken).toBe(false);
+    const again = await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 60_000, signal: never });
+    expect(again.runId).toBe('r1');
+    await first.release();
+    await expect(second).resolves.toMatchObject({ runId: 'r2' });
+  });
+
+  it('takes over a lock whose holder stopped renewing it', async () => {
+    const s = store();
+    await s.lock('acme', 'chat', { runId: 'dead', ttlMs: 50, signal: never });
+    const started = Date.now();
+    const handle = await s.lock('acme', 'chat', { runId: 'r2', ttlMs: 60_000, signal: never });
+    expect(handle.runId).toBe('r2');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(40);
+  });
+
+  it('stops waiting when the signal aborts', async () => {
+    const s = store();
+    await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 60_000, signal: never });
+    const controller = new AbortController();
+    const waiting = s.lock('acme', 'chat', { runId: 'r2', ttlMs: 60_000, signal: controller.signal });
+    controller.abort();
+    await expect(waiting).rejects.toMatchObject({ code: 'cancelled' });
+  });
+});

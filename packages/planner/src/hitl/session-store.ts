@@ -1,0 +1,242 @@
+import {
+  AgentMeshError,
+  ErrorCode,
+  decodeMessage,
+  encodeJson,
+  isAgentMeshError,
+  sleep,
+  type BlobStore,
+  type KvStore,
+} from '@agentmesh/protocol';
+import { z } from 'zod';
+import type { ChatMessage } from '../providers/types.js';
+
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** Refuses a session id over 128 characters or with characters outside `[A-Za-z0-9._-]`, naming the problem. */
+export function assertSessionId(id: unknown, field = 'session'): asserts id is string {
+  if (typeof id === 'string' && SESSION_ID_PATTERN.test(id)) return;
+  const problem =
+    typeof id !== 'string'
+      ? 'must be a string'
+      : id.length === 0 || id.length > 128
+        ? `must be 1-128 characters long (got ${id.length})`
+        : `may hold only letters, digits, ".", "_" and "-" (got ${JSON.stringify(id.slice(0, 40))})`;
+  throw new AgentMeshError(ErrorCode.InvalidRequest, `invalid ${field}: ${problem}`, {
+    retryable: false,
+    details: { field },
+  });
+}
+
+/** A conversation carried across runs: the transcript the next run continues from. */
+export interface SessionRecord {
+  version: 1;
+  session: string;
+  tenant: string;
+  messages: ChatMessage[];
+  /** Run ids in the order they continued the session. */
+  runs: string[];
+  /** Skills active when the last run ended. */
+  active_skills?: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+const SessionSchema = z.looseObject({
+  version: z.literal(1),
+  session: z.string(),
+  tenant: z.string(),
+  messages: z.array(z.unknown()),
+  runs: z.array(z.string()),
+});
+
+export interface SessionSummary {
+  session: string;
+  runs: number;
+  messages: number;
+  updated_at: string;
+}
+
+export interface SessionLock {
+  run_id: string;
+  expires_at: number;
+}
+
+/**
+ * Sessions, scoped by tenant: transcripts in a blob store (they outgrow a KV value), an index and one lock per
+ * session in a KV bucket so that one run at a time continues it. A tenant never reads, continues, forks or deletes another
+ * tenant's session: every name is built from the tenant.
+ */
+export class SessionStore {
+  constructor(
+    private readonly blobs: BlobStore,
+    private readonly meta: KvStore,
+  ) {}
+
+  /** The sessions of one tenant, newest first. */
+  async list(tenant: string): Promise<SessionSummary[]> {
+    const out: SessionSummary[] = [];
+    for (const key of await this.meta.keys(`index.${encodeName(tenant)}.>`)) {
+      const entry = await this.meta.get(key);
+      if (entry !== null) out.push(JSON.parse(new TextDecoder().decode(entry.value)) as SessionSummary);
+    }
+    return out.sort((a, b) => b.updated_at.localeCompare(a.updated_at));
+  }
+
+  async get(tenant: string, session: string): Promise<SessionRecord | undefined> {
+    assertSessionId(session);
+    const found = await this.blobs.get(blobName(tenant, session));
+    if (found === null) return undefined;
+    return decodeMessage(SessionSchema, found.data, 'session') as unknown as SessionRecord;
+  }
+
+  async save(record: SessionRecord): Promise<void> {
+    assertSessionId(record.session);
+    await this.blobs.put(blobName(record.tenant, record.session), encodeJson(record), {
+      mime: 'application/json',
+      meta: { tenant: record.tenant, session: record.session },
+    });
+    const summary: SessionSummary = {
+      session: record.session,
+      runs: record.runs.length,
+      messages: record.messages.length,
+      updated_at: record.updated_at,
+    };
+    await this.meta.put(indexKey(record.tenant, record.session), encodeJson(summary));
+  }
+
+  /** Appends a finished run's new messages to the session (creating it on first use). */
+  async appendRun(
+    tenant: string,
+    session: string,
+    run: { run_id: string; messages: readonly ChatMessage[]; active_skills?: string[] },
+  ): Promise<SessionRecord> {
+    const now = new Date().toISOString();
+    const current = await this.get(tenant, session);
+    const record: SessionRecord = {
+      version: 1,
+      session,
+      tenant,
+      messages: [...(current?.messages ?? []), ...run.messages],
+      runs: [...(current?.runs ?? []), run.run_id],
+      ...(run.active_skills === undefined ? {} : { active_skills: run.active_skills }),
+      created_at: current?.created_at ?? now,
+      updated_at: now,
+    };
+    await this.save(record);
+    return record;
+  }
+
+  async fork(tenant: string, from: string, to: string): Promise<SessionRecord> {
+    assertSessionId(to, 'new session id');
+    const source = await this.get(tenant, from);
+    if (source === undefined) throw notFound(tenant, from);
+    if ((await this.get(tenant, to)) !== undefined)
+      throw new AgentMeshError(ErrorCode.Conflict, `session "${to}" already exists`, { retryable: false });
+    const now = new Date().toISOString();
+    const copy: SessionRecord = { ...source, session: to, created_at: now, updated_at: now };
+    await this.save(copy);
+    return copy;
+  }
+
+  async delete(tenant: string, session: string): Promise<void> {
+    if ((await this.get(tenant, session)) === undefined) throw notFound(tenant, session);
+    await this.blobs.delete(blobName(tenant, session));
+    await this.meta.delete(indexKey(tenant, session));
+  }
+
+  /**
+   * Takes the session's lock for a run, waiting while another live run holds it. A lock whose holder stopped
+   * renewing it expires after `ttlMs`; the same run id re-takes its own lock (a resumed run).
+   */
+  async lock(
+    tenant: string,
+    session: string,
+    options: { runId: string; ttlMs: number; signal: AbortSignal },
+  ): Promise<SessionLockHandle> {
+    assertSessionId(session);
+    const key = lockKey(tenant, session);
+    const locks = this.meta;
+    for (;;) {
+      if (options.signal.aborted)
+        throw new AgentMeshError(ErrorCode.Cancelled, `stopped waiting for session "${session}"`, {
+          retryable: false,
+        });
+      const value = (): Uint8Array =>
+        encodeJson({ run_id: options.runId, expires_at: Date.now() + options.ttlMs });
+      const entry = await locks.get(key);
+      try {
+        if (entry === null) await locks.create(key, value());
+        else {
+          const held = JSON.parse(new TextDecoder().decode(entry.value)) as SessionLock;
+          if (held.run_id !== options.runId && held.expires_at > Date.now()) {
+            await waitForChange(locks, key, held.expires_at - Date.now(), options.signal);
+            continue;
+          }
+          await locks.update(key, value(), entry.revision);
+        }
+        return new SessionLockHandle(locks, key, options.runId, options.ttlMs);
+      } catch (error) {
+        if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+      }
+    }
+  }
+}
+
+/** A held session lock: renew it while the run lives, release it when the run ends. */
+export class SessionLockHandle {
+  constructor(
+    private readonly kv: KvStore,
+    private readonly key: string,
+    readonly runId: string,
+    private readonly ttlMs: number,
+  ) {}
+
+  async renew(): Promise<void> {
+    await this.kv.put(this.key, encodeJson({ run_id: this.runId, expires_at: Date.now() + this.ttlMs }));
+  }
+
+  async release(): Promise<void> {
+    const entry = await this.kv.get(this.key);
+    if (entry === null) return;
+    const held = JSON.parse(new TextDecoder().decode(entry.value)) as SessionLock;
+    if (held.run_id === this.runId) await this.kv.delete(this.key);
+  }
+}
+
+function encodeName(text: string): string {
+  return Buffer.from(text, 'utf8').toString('base64url') || '_';
+}
+
+function blobName(tenant: string, session: string): string {
+  return `sessions/${encodeName(tenant)}/${session}`;
+}
+
+function lockKey(tenant: string, session: string): string {
+  return `session.${encodeName(tenant)}.${encodeName(session)}`;
+}
+
+/** Resolves when the key changes, after `ms` at the latest, or when the signal aborts. */
+async function waitForChange(kv: KvStore, key: string, ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return;
+  const changed = new AbortController();
+  const onAbort = () => changed.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  const watcher = await kv.watch(() => changed.abort(), { key, updatesOnly: true });
+  try {
+    await sleep(Math.max(1, ms), changed.signal);
+  } finally {
+    watcher.stop();
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+function indexKey(tenant: string, session: string): string {
+  return `index.${encodeName(tenant)}.${encodeName(session)}`;
+}
+
+function notFound(tenant: string, session: string): AgentMeshError {
+  return new AgentMeshError(ErrorCode.NotFound, `no session "${session}" for tenant "${tenant}"`, {
+    retryable: false,
+  });
+}
