@@ -158,6 +158,7 @@ export class Catalog {
       this.kv = await this.openBucket();
       await this.load(this.kv);
       this.serveAll();
+      await this.bus.flush();
       this.service = await announceService(this.bus, {
         name: ServiceName.Catalog,
         version: CATALOG_VERSION,

@@ -10,6 +10,7 @@ import {
   type Subjects,
   type Bus,
   type ToolSpec,
+  retry,
 } from '@agentmesh/protocol';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import type { EventPublisher } from '../durable/infra.js';
@@ -24,6 +25,9 @@ import {
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
+
+/** A transcript save rides out a restarting NATS server for this long. */
+const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
@@ -302,26 +306,30 @@ export class RunExecutor {
       io.publisher.flush(),
       store === undefined
         ? undefined
-        : saveTranscript(store, {
-            version: 1,
-            run_id: io.runId,
-            planner_id: this.config.plannerId,
-            request: io.request,
-            provider: io.choice?.kind,
-            model: io.choice?.model,
-            system: io.snapshot?.system,
-            status,
-            reason:
-              last?.type === 'run.completed'
-                ? last.reason
-                : last?.type === 'run.failed'
-                  ? last.error.message
-                  : undefined,
-            started_at: io.startedAt,
-            ended_at: endedAt,
-            messages: io.snapshot?.messages ?? [],
-            events: sink.events,
-          }).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
+        : retry(
+            () =>
+              saveTranscript(store, {
+                version: 1,
+                run_id: io.runId,
+                planner_id: this.config.plannerId,
+                request: io.request,
+                provider: io.choice?.kind,
+                model: io.choice?.model,
+                system: io.snapshot?.system,
+                status,
+                reason:
+                  last?.type === 'run.completed'
+                    ? last.reason
+                    : last?.type === 'run.failed'
+                      ? last.error.message
+                      : undefined,
+                started_at: io.startedAt,
+                ended_at: endedAt,
+                messages: io.snapshot?.messages ?? [],
+                events: sink.events,
+              }),
+            { timeoutMs: TRANSCRIPT_SAVE_TIMEOUT_MS, retryable: () => true },
+          ).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
     ]);
     await io.keeper
       .finish(status, endedAt)
