@@ -13,6 +13,7 @@ import { runCommand, runSpec } from './commands/run.js';
 import { runsCommand, runsSpec } from './commands/runs.js';
 import { statusCommand, statusSpec } from './commands/status.js';
 import { toolsCommand, toolsSpec } from './commands/tools.js';
+import { startTelemetry } from './telemetry.js';
 
 interface Command {
   spec: CommandSpec;
@@ -68,7 +69,12 @@ export async function runCli(argv: string[], io: Io): Promise<number> {
     }
     const quiet = !['catalog', 'planner', 'worker'].includes(name);
     const ctx = buildContext(args, io, `agentmesh-${name}`, quiet);
-    return await command.handler(ctx);
+    const telemetry = startTelemetry({ command: name });
+    try {
+      return await command.handler(ctx);
+    } finally {
+      await telemetry?.shutdown();
+    }
   } catch (error) {
     const e = AgentMeshError.from(error);
     io.stderr.write(`agentmesh ${name}: ${e.message}\n`);

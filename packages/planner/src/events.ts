@@ -1,4 +1,4 @@
-import type { RunEvent, RunEventBody } from '@agentmesh/protocol';
+import { observeRunEvent, type RunEvent, type RunEventBody } from '@agentmesh/protocol';
 
 /**
  * Stamps a run's events with run_id, a gapless seq and ts, records them and hands them on in order. A resumed run
@@ -31,6 +31,7 @@ export class RunEventSink {
     if (this.fenced) return event;
     this.events.push(event as RunEvent);
     this.publish(event as RunEvent);
+    observeRunEvent(event as RunEvent);
     if (this.onEvent) {
       try {
         this.onEvent(event as RunEvent);

@@ -44,6 +44,7 @@ import {
   type Subscription,
   type ToolSearchStrategy,
   type ToolSpec,
+  rememberRunTraceContext,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import {
@@ -786,6 +787,7 @@ export class Planner {
       return;
     }
     const runId = parsed.data.id ?? `run-${randomUUID()}`;
+    rememberRunTraceContext(runId, msg.headers);
     if (msg.reply !== undefined) respondJson(this.bus, msg, { run_id: runId });
     void this.track(
       (async () => {
@@ -897,6 +899,7 @@ export class Planner {
       }
       const request = withEnvelopeIdentity(parsed.data, m.headers);
       const runId = request.id ?? fallbackId;
+      rememberRunTraceContext(runId, m.headers);
       const handling = this.intakeRuns.get(runId);
       if (handling !== undefined) {
         handling.msg = m;

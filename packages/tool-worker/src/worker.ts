@@ -37,6 +37,7 @@ import {
   type ToolOutcome,
   type ToolSpec,
   sleep,
+  traceToolExecution,
 } from '@agentmesh/protocol';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts, type ArtifactStore } from './artifacts.js';
 import { AbortScope, ProgressHub, type CallProgress } from './call-scope.js';
@@ -366,7 +367,9 @@ export class ToolWorker {
       }
       const outcome =
         invocation.tool === tool.name
-          ? await this.executeParsed(invocation)
+          ? await traceToolExecution(msg.headers, invocation, this.workerId, () =>
+              this.executeParsed(invocation),
+            )
           : this.errorOutcome(
               invocation,
               new AgentMeshError(

@@ -159,10 +159,25 @@ export function startCatalogSearchSpan(options: CatalogSearchSpanOptions): Span 
   );
 }
 
-/** Marks a span failed: status ERROR with the message, `error.type` set to the AgentMeshError code, the exception recorded. */
+function isErrorPayload(error: unknown): error is { code: string; message: string } {
+  return (
+    error !== null &&
+    typeof error === 'object' &&
+    !(error instanceof Error) &&
+    typeof (error as { code?: unknown }).code === 'string' &&
+    typeof (error as { message?: unknown }).message === 'string'
+  );
+}
+
+/**
+ * Marks a span failed: status ERROR with the message, `error.type` set to the error code (an AgentMeshError, an
+ * error payload `{code, message}`, or anything thrown), the exception recorded.
+ */
 export function recordSpanError(span: Span, error: unknown): void {
   if (!span.isRecording()) return;
-  const e = AgentMeshError.from(error);
+  const e = isErrorPayload(error)
+    ? new AgentMeshError(error.code, error.message)
+    : AgentMeshError.from(error);
   span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
   span.setAttribute(SpanAttr.ErrorCode, e.code);
   span.recordException({ name: e.name, message: e.message, code: e.code });
