@@ -13,6 +13,7 @@ import { runCommand, runSpec } from './commands/run.js';
 import { runsCommand, runsSpec } from './commands/runs.js';
 import { statusCommand, statusSpec } from './commands/status.js';
 import { toolsCommand, toolsSpec } from './commands/tools.js';
+import { consoleCommand, consoleSpec } from './commands/console.js';
 import { startTelemetry } from './telemetry.js';
 
 interface Command {
@@ -29,6 +30,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: toolsSpec, handler: toolsCommand },
   { spec: statusSpec, handler: statusCommand },
   { spec: runsSpec, handler: runsCommand },
+  { spec: consoleSpec, handler: consoleCommand },
 ];
 
 export function mainUsage(): string {
