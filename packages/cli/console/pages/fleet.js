@@ -9,9 +9,10 @@ export function fleetPage(main) {
       .then((reply) => {
         const counts = {};
         for (const a of reply.actors) counts[a.name] = (counts[a.name] ?? 0) + 1;
-        summary.textContent = Object.entries(counts)
-          .map(([n, c]) => `${n} ×${c}`)
-          .join(' · ') || 'no actors answered';
+        summary.textContent =
+          Object.entries(counts)
+            .map(([n, c]) => `${n} ×${c}`)
+            .join(' · ') || 'no actors answered';
         body.replaceChildren(
           ...reply.actors.map((a) =>
             h(
@@ -20,7 +21,13 @@ export function fleetPage(main) {
               h('td', {}, a.name),
               h('td', { class: 'mono' }, a.id),
               h('td', {}, a.version),
-              h('td', { class: 'mono small' }, Object.entries(a.metadata).map(([k, v]) => `${k}=${v}`).join(' ')),
+              h(
+                'td',
+                { class: 'mono small' },
+                Object.entries(a.metadata)
+                  .map(([k, v]) => `${k}=${v}`)
+                  .join(' '),
+              ),
             ),
           ),
         );
@@ -29,7 +36,12 @@ export function fleetPage(main) {
   main.append(
     h('h1', {}, 'Fleet'),
     summary,
-    h('table', {}, h('thead', {}, h('tr', {}, ...['actor', 'id', 'version', 'metadata'].map((t) => h('th', {}, t)))), body),
+    h(
+      'table',
+      {},
+      h('thead', {}, h('tr', {}, ...['actor', 'id', 'version', 'metadata'].map((t) => h('th', {}, t)))),
+      body,
+    ),
   );
   void load();
   const timer = setInterval(load, 5000);

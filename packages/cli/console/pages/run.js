@@ -54,7 +54,11 @@ export function runPage(main, runId) {
     h(
       'table',
       { class: 'calls' },
-      h('thead', {}, h('tr', {}, ...['tool', 'arguments', 'worker', 'duration', 'result'].map((t) => h('th', {}, t)))),
+      h(
+        'thead',
+        {},
+        h('tr', {}, ...['tool', 'arguments', 'worker', 'duration', 'result'].map((t) => h('th', {}, t))),
+      ),
       calls,
     ),
     h('h2', {}, 'Events'),
@@ -65,7 +69,13 @@ export function runPage(main, runId) {
     const list = [...events.values()].sort((a, b) => a.seq - b.seq);
     const final = list.find((e) => FINAL.has(e.type));
     const started = list.some((e) => e.type === 'run.started');
-    const state = final ? (final.type === 'run.failed' ? 'failed' : final.status) : started ? 'running' : 'accepted';
+    const state = final
+      ? final.type === 'run.failed'
+        ? 'failed'
+        : final.status
+      : started
+        ? 'running'
+        : 'accepted';
     status.replaceChildren(badge(state));
     cancel.disabled = Boolean(final);
     turns.replaceChildren(
@@ -75,17 +85,26 @@ export function runPage(main, runId) {
           h(
             'div',
             { class: 'turn' },
-            h('div', { class: 'turn-head' }, `turn ${e.iteration}`, h('span', { class: 'muted' }, ` ${e.usage.input_tokens} in / ${e.usage.output_tokens} out`)),
+            h(
+              'div',
+              { class: 'turn-head' },
+              `turn ${e.iteration}`,
+              h('span', { class: 'muted' }, ` ${e.usage.input_tokens} in / ${e.usage.output_tokens} out`),
+            ),
             e.text ? h('p', { class: 'text' }, e.text) : null,
-            ...e.tool_calls.map((c) => h('div', { class: 'mono call-line' }, `→ ${c.name}(${json(c.arguments, 200)})`)),
+            ...e.tool_calls.map((c) =>
+              h('div', { class: 'mono call-line' }, `→ ${c.name}(${json(c.arguments, 200)})`),
+            ),
           ),
         ),
     );
     const args = new Map();
-    for (const e of list) if (e.type === 'llm.response') for (const c of e.tool_calls) args.set(c.id, c.arguments);
+    for (const e of list)
+      if (e.type === 'llm.response') for (const c of e.tool_calls) args.set(c.id, c.arguments);
     const byCall = new Map();
     for (const e of list)
-      if (e.type.startsWith('tool.') && e.call_id) byCall.set(e.call_id, { ...(byCall.get(e.call_id) ?? {}), [e.type]: e });
+      if (e.type.startsWith('tool.') && e.call_id)
+        byCall.set(e.call_id, { ...(byCall.get(e.call_id) ?? {}), [e.type]: e });
     calls.replaceChildren(
       ...[...byCall].map(([callId, c]) => {
         const done = c['tool.completed'] ?? c['tool.failed'];
@@ -97,7 +116,11 @@ export function runPage(main, runId) {
           h('td', { class: 'mono small' }, json(args.get(callId), 300)),
           h('td', { class: 'mono small' }, any.worker_id ?? ''),
           h('td', { class: 'num' }, done ? `${done.elapsed_ms} ms` : 'running'),
-          h('td', { class: 'small' }, done ? (done.error ? `${done.error.code}: ${done.error.message}` : json(done.preview, 300)) : ''),
+          h(
+            'td',
+            { class: 'small' },
+            done ? (done.error ? `${done.error.code}: ${done.error.message}` : json(done.preview, 300)) : '',
+          ),
         );
       }),
     );

@@ -1,13 +1,27 @@
 import { api, badge, h, time } from '../dom.js';
 import { watchLive } from '../app.js';
 
-const STATUSES = ['', 'accepted', 'running', 'done', 'failed', 'cancelled', 'timeout', 'stuck', 'budget_exhausted'];
+const STATUSES = [
+  '',
+  'accepted',
+  'running',
+  'done',
+  'failed',
+  'cancelled',
+  'timeout',
+  'stuck',
+  'budget_exhausted',
+];
 
 /** The live list of runs with filters; returns a cleanup function. */
 export function runsPage(main) {
   const runs = new Map();
   const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
-  const status = h('select', { name: 'status', 'aria-label': 'status' }, ...STATUSES.map((s) => h('option', { value: s }, s || 'any status')));
+  const status = h(
+    'select',
+    { name: 'status', 'aria-label': 'status' },
+    ...STATUSES.map((s) => h('option', { value: s }, s || 'any status')),
+  );
   const tenant = h('input', { name: 'tenant', placeholder: 'tenant' });
   const session = h('input', { name: 'session', placeholder: 'session' });
   const search = h('input', { name: 'q', type: 'search', placeholder: 'search by run id' });
@@ -50,7 +64,17 @@ export function runsPage(main) {
     h(
       'table',
       { class: 'runs' },
-      h('thead', {}, h('tr', {}, ...['run', 'status', 'task', 'tenant', 'session', 'turns', 'tool calls', 'updated'].map((t) => h('th', {}, t)))),
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ...['run', 'status', 'task', 'tenant', 'session', 'turns', 'tool calls', 'updated'].map((t) =>
+            h('th', {}, t),
+          ),
+        ),
+      ),
       body,
     ),
     empty,

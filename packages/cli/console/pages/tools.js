@@ -41,7 +41,11 @@ export function toolsPage(main) {
     h(
       'table',
       {},
-      h('thead', {}, h('tr', {}, ...['tool', 'exposure', 'workers', 'description', 'score'].map((t) => h('th', {}, t)))),
+      h(
+        'thead',
+        {},
+        h('tr', {}, ...['tool', 'exposure', 'workers', 'description', 'score'].map((t) => h('th', {}, t))),
+      ),
       body,
     ),
   );
