@@ -126,6 +126,19 @@ export function createActorMetrics(
     registers,
   });
   const collectors: (() => void | Promise<void>)[] = [];
+  const toolCounters = new Map<string, { inc(): void }>();
+  const toolTimers = new Map<string, { observe(value: number): void }>();
+  const toolCounter = (tool: string, outcome: string) => {
+    const key = `${tool}\u0000${outcome}`;
+    let child = toolCounters.get(key);
+    if (child === undefined) toolCounters.set(key, (child = toolCalls.labels({ tool, outcome })));
+    return child;
+  };
+  const toolTimer = (tool: string) => {
+    let child = toolTimers.get(tool);
+    if (child === undefined) toolTimers.set(tool, (child = toolDuration.labels({ tool })));
+    return child;
+  };
   return {
     registry,
     contentType: registry.contentType,
@@ -144,8 +157,8 @@ export function createActorMetrics(
         modelDuration.observe({ provider: o.provider, model: o.model }, o.durationSeconds);
     },
     toolCall: (o) => {
-      toolCalls.inc({ tool: o.tool, outcome: o.outcome });
-      toolDuration.observe({ tool: o.tool }, o.durationSeconds);
+      toolCounter(o.tool, o.outcome).inc();
+      toolTimer(o.tool).observe(o.durationSeconds);
     },
     toolCallsInFlight: (delta) => toolInFlight.inc(delta),
     runsInFlight: (delta) => runsInFlight.inc(delta),
