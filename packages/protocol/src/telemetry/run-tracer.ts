@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { ROOT_CONTEXT, TraceFlags, trace, type Context, type Span } from '@opentelemetry/api';
 import type { BusHeaders, RequestOptions } from '../bus/types.js';
 import type { RunEvent } from '../schemas.js';
-import { actorMetrics } from './metrics.js';
+import { NOOP_METRICS, actorMetrics } from './metrics.js';
 import { extractTraceContext, injectTraceHeaders } from './propagation.js';
 import {
   SpanAttr,
@@ -175,6 +175,7 @@ function endRun(run: RunTrace, event: RunEvent & { type: 'run.completed' | 'run.
  * (`chat <model>`), client `execute_tool <name>` and `catalog.search` spans, timed by the events themselves.
  */
 export function observeRunEvent(event: RunEvent): void {
+  if (actorMetrics() === NOOP_METRICS && !tracingActive()) return;
   const run = traceFor(event);
   switch (event.type) {
     case 'run.accepted':
