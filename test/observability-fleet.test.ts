@@ -135,6 +135,9 @@ describe('console in a real Chromium against a NATS fleet', () => {
       'agentmesh-tool-worker',
       'agentmesh-tool-worker',
     ]);
+    const loads = await page.locator('tr[data-actor] td:nth-child(4)').allTextContents();
+    expect(loads).toContain('0 now · 1 runs');
+    expect(loads.filter((l) => l.endsWith('tool calls'))).toHaveLength(2);
     await page.screenshot({ path: join(REPO_ROOT, 'docs', 'console-fleet.png'), fullPage: true });
     await page.close();
   });

@@ -23,6 +23,11 @@ export function fleetPage(main) {
               h('td', {}, a.version),
               h(
                 'td',
+                { class: 'num' },
+                a.load ? `${a.load.in_flight} now · ${a.load.total} ${a.load.unit}` : '',
+              ),
+              h(
+                'td',
                 { class: 'mono small' },
                 Object.entries(a.metadata)
                   .map(([k, v]) => `${k}=${v}`)
@@ -39,7 +44,11 @@ export function fleetPage(main) {
     h(
       'table',
       {},
-      h('thead', {}, h('tr', {}, ...['actor', 'id', 'version', 'metadata'].map((t) => h('th', {}, t)))),
+      h(
+        'thead',
+        {},
+        h('tr', {}, ...['actor', 'id', 'version', 'load (seen)', 'metadata'].map((t) => h('th', {}, t))),
+      ),
       body,
     ),
   );

@@ -1,5 +1,6 @@
 import {
   RunEventSchema,
+  ServiceName,
   subjects,
   type Bus,
   type Logger,
@@ -32,6 +33,9 @@ export interface RunFilter {
   limit?: number | undefined;
 }
 
+/** An actor's load as the console saw it in the run events (undefined for the catalog). */
+export type ActorLoad = { in_flight: number; total: number; unit: 'runs' | 'tool calls' } | undefined;
+
 type Listener = (summary: RunSummary, event: RunEvent | undefined) => void;
 
 interface RunEntry {
@@ -50,6 +54,7 @@ const MAX_EVENTS_PER_RUN = 5000;
 export class RunIndex {
   private readonly runs = new Map<string, RunEntry>();
   private readonly listeners = new Set<Listener>();
+  private readonly workerLoad = new Map<string, { calls: number; inFlight: Set<string> }>();
   private sub: Subscription | undefined;
 
   constructor(
@@ -132,7 +137,42 @@ export class RunIndex {
     } else return;
     if (events.length > MAX_EVENTS_PER_RUN) events.splice(0, events.length - MAX_EVENTS_PER_RUN);
     summarize(entry.summary, event);
+    this.countWorkerLoad(event);
     if (notify) for (const listener of this.listeners) listener(entry.summary, event);
+  }
+
+  /**
+   * What the console saw an actor do: for a planner its running runs and all its runs, for a worker its calls in
+   * flight and all its calls (from the events of the runs in this index).
+   */
+  loadOf(actor: { name: string; id: string; metadata: Record<string, string> }): ActorLoad {
+    if (actor.name === ServiceName.Planner) {
+      const id = actor.metadata['planner_id'] ?? actor.id;
+      const mine = [...this.runs.values()].filter((e) => e.summary.planner_id === id);
+      return {
+        in_flight: mine.filter((e) => e.summary.status === 'running').length,
+        total: mine.length,
+        unit: 'runs',
+      };
+    }
+    if (actor.name === ServiceName.ToolWorker) {
+      const load = this.workerLoad.get(actor.metadata['worker_id'] ?? actor.id);
+      return { in_flight: load?.inFlight.size ?? 0, total: load?.calls ?? 0, unit: 'tool calls' };
+    }
+    return undefined;
+  }
+
+  private countWorkerLoad(event: RunEvent): void {
+    if (event.type !== 'tool.started' && event.type !== 'tool.completed' && event.type !== 'tool.failed')
+      return;
+    let load = this.workerLoad.get(event.worker_id);
+    if (load === undefined) this.workerLoad.set(event.worker_id, (load = { calls: 0, inFlight: new Set() }));
+    const key = `${event.run_id}\u0000${event.call_id}`;
+    if (event.type === 'tool.started') load.inFlight.add(key);
+    else {
+      load.inFlight.delete(key);
+      load.calls++;
+    }
   }
 
   private entry(runId: string): RunEntry {

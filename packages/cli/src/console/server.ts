@@ -231,7 +231,9 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       });
     }
     if (resource === 'fleet' && req.method === 'GET')
-      return sendJson(res, 200, { actors: await options.fleet() });
+      return sendJson(res, 200, {
+        actors: (await options.fleet()).map((actor) => ({ ...actor, load: index.loadOf(actor) })),
+      });
     throw new HttpError(404, `no API ${req.method} ${url.pathname}`);
   }
 
