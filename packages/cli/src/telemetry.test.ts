@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { trace } from '@opentelemetry/api';
 import { tracingActive } from '@agentmesh/protocol';
@@ -57,4 +59,44 @@ describe('telemetry from OTEL_* variables', () => {
     ).toContain('0.25');
     expect(tracingActive()).toBe(false);
   });
+
+  it.each([
+    ['http/protobuf', 'application/x-protobuf'],
+    ['http/json', 'application/json'],
+  ])(
+    'exports spans over OTLP %s to OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces on shutdown',
+    async (protocol, type) => {
+      const received: { path: string | undefined; type: string | undefined; bytes: Buffer }[] = [];
+      const collector = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          received.push({ path: req.url, type: req.headers['content-type'], bytes: Buffer.concat(chunks) });
+          res.writeHead(200).end();
+        });
+      });
+      await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = (collector.address() as AddressInfo).port;
+        telemetry = startTelemetry({
+          command: 'catalog',
+          env: {
+            OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+            OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+          },
+        });
+        trace.getTracer('t').startSpan('exported-span').end();
+        await telemetry!.shutdown();
+        telemetry = undefined;
+        expect(received).toHaveLength(1);
+        expect(received[0]!.path).toBe('/v1/traces');
+        expect(received[0]!.type).toContain(type);
+        expect(received[0]!.bytes.toString('latin1')).toContain('exported-span');
+        expect(received[0]!.bytes.toString('latin1')).toContain('agentmesh-catalog');
+      } finally {
+        collector.closeAllConnections();
+        await new Promise<void>((resolve) => collector.close(() => resolve()));
+      }
+    },
+  );
 });

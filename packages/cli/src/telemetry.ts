@@ -52,6 +52,14 @@ function badEnv(name: string, value: string, expected: string): AgentMeshError {
   return new AgentMeshError(ErrorCode.InvalidConfig, `${name}="${value}" is not supported: use ${expected}`);
 }
 
+/** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, or OTEL_EXPORTER_OTLP_ENDPOINT with `/v1/traces` appended. */
+function tracesEndpoint(env: Env): string | undefined {
+  const traces = env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
+  if (traces) return traces;
+  const base = env['OTEL_EXPORTER_OTLP_ENDPOINT'];
+  return base ? `${base.replace(/\/+$/, '')}/v1/traces` : undefined;
+}
+
 function exporterFor(name: string, env: Env): SpanProcessor {
   if (name === 'console') return new SimpleSpanProcessor({ exporter: new ConsoleSpanExporter() });
   if (name !== 'otlp') throw badEnv('OTEL_TRACES_EXPORTER', name, 'otlp, console or none');
@@ -61,7 +69,9 @@ function exporterFor(name: string, env: Env): SpanProcessor {
   const protocol = env[protocolVar] || 'http/protobuf';
   if (protocol !== 'http/protobuf' && protocol !== 'http/json')
     throw badEnv(protocolVar, protocol, 'http/protobuf or http/json');
-  const exporter = protocol === 'http/json' ? new OtlpJsonExporter() : new OtlpProtoExporter();
+  const url = tracesEndpoint(env);
+  const config = url === undefined ? {} : { url };
+  const exporter = protocol === 'http/json' ? new OtlpJsonExporter(config) : new OtlpProtoExporter(config);
   const num = (key: string) => (env[key] ? Number(env[key]) : undefined);
   return new BatchSpanProcessor({
     exporter,
