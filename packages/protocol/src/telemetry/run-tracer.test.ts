@@ -171,6 +171,42 @@ describe('observeRunEvent', () => {
     expect(spans.some((s) => s.name === 'chat gpt-4o')).toBe(true);
   });
 
+  it("times a catalog search from the model's tool_search call and nests it under that call", () => {
+    const ts = () => new Date().toISOString();
+    const events = [
+      { type: 'run.started', run_id: 'run-s', seq: 1, ts: ts(), planner_id: 'p1' },
+      { type: 'llm.request', run_id: 'run-s', seq: 2, ts: ts(), iteration: 1, tools: ['tool_search'] },
+      {
+        type: 'llm.response',
+        run_id: 'run-s',
+        seq: 3,
+        ts: ts(),
+        iteration: 1,
+        text: '',
+        tool_calls: [{ id: 's1', name: 'tool_search', arguments: { query: 'hash' } }],
+        usage,
+      },
+      {
+        type: 'tool.search',
+        run_id: 'run-s',
+        seq: 4,
+        ts: ts(),
+        query: 'hash',
+        strategy: 'bm25',
+        results: [],
+      },
+    ] as RunEvent[];
+    for (const e of events) observeRunEvent(e);
+    const spans = exporter.getFinishedSpans();
+    const call = spans.find((s) => s.name === 'execute_tool tool_search')!;
+    const search = spans.find((s) => s.name === 'catalog.search')!;
+    expect(search.parentSpanContext?.spanId).toBe(call.spanContext().spanId);
+    const ms = (t: [number, number]) => t[0] * 1000 + t[1] / 1e6;
+    expect(Math.abs(ms(search.startTime) - ms(call.startTime))).toBeLessThan(50);
+    expect(ms(search.endTime)).toBeGreaterThanOrEqual(ms(search.startTime));
+    expect(search.attributes['agentmesh.catalog.search.query']).toBe('hash');
+  });
+
   it('records the planner metrics from the same events', async () => {
     const metrics = createActorMetrics('planner');
     setProcessMetrics(metrics);

@@ -24,7 +24,7 @@ interface RunTrace {
   startedMs: number | undefined;
   modelSpan: Span | undefined;
   modelStartedMs: number;
-  tools: Map<string, Span>;
+  tools: Map<string, { span: Span; name: string; startedMs: number }>;
 }
 
 const MAX_REMEMBERED = 10_000;
@@ -99,7 +99,7 @@ function traceFor(event: RunEvent): RunTrace {
 }
 
 function endOpenTools(run: RunTrace): void {
-  for (const span of run.tools.values()) span.end();
+  for (const call of run.tools.values()) call.span.end();
   run.tools.clear();
 }
 
@@ -132,18 +132,46 @@ function endModel(run: RunTrace, event: RunEvent & { type: 'llm.response' }): vo
     finishReasons: [event.tool_calls.length > 0 ? 'tool_calls' : 'stop'],
   });
   run.modelSpan = undefined;
-  for (const call of event.tool_calls)
-    run.tools.set(
-      call.id,
-      startToolCallSpan({ name: canonical(call.name), callId: call.id, side: 'client', parent: run.ctx }),
-    );
+  const startedMs = Date.now();
+  for (const call of event.tool_calls) {
+    const name = canonical(call.name);
+    const span = startToolCallSpan({ name, callId: call.id, side: 'client', parent: run.ctx });
+    run.tools.set(call.id, { span, name, startedMs });
+  }
+}
+
+/**
+ * A `catalog.search` span for a `tool.search` event: a child of the model's open `tool_search` call (ended with
+ * it), timed from that call's start, else an instant child of the run.
+ */
+function searched(run: RunTrace, event: RunEvent & { type: 'tool.search' }): void {
+  if (run.span === undefined) return;
+  let parent = run.ctx;
+  let startTime: number | undefined;
+  for (const [callId, call] of run.tools) {
+    if (call.name !== 'tool_search') continue;
+    run.tools.delete(callId);
+    parent = contextWithSpan(call.span, run.ctx);
+    startTime = call.startedMs;
+    call.span.end();
+    break;
+  }
+  const span = startCatalogSearchSpan({
+    query: event.query,
+    strategy: event.strategy,
+    side: 'client',
+    parent,
+    ...(startTime === undefined ? {} : { startTime }),
+  });
+  span.setAttribute(SpanAttr.SearchResults, event.results.length);
+  span.end();
 }
 
 function endTool(run: RunTrace, event: RunEvent & { type: 'tool.completed' | 'tool.failed' }): void {
   const outcome =
     event.type === 'tool.failed' ? (event.error.code ?? 'error') : event.is_error ? 'error' : 'ok';
   actorMetrics().toolCall({ tool: event.name, outcome, durationSeconds: event.elapsed_ms / 1000 });
-  const span = run.tools.get(event.call_id);
+  const span = run.tools.get(event.call_id)?.span;
   if (span === undefined) return;
   run.tools.delete(event.call_id);
   span.setAttribute(SpanAttr.WorkerId, event.worker_id);
@@ -193,17 +221,7 @@ export function observeRunEvent(event: RunEvent): void {
     case 'llm.response':
       return endModel(run, event);
     case 'tool.search':
-      if (run.span !== undefined) {
-        const span = startCatalogSearchSpan({
-          query: event.query,
-          strategy: event.strategy,
-          side: 'client',
-          parent: run.ctx,
-        });
-        span.setAttribute(SpanAttr.SearchResults, event.results.length);
-        span.end();
-      }
-      return;
+      return searched(run, event);
     case 'tool.completed':
     case 'tool.failed':
       return endTool(run, event);
@@ -223,7 +241,7 @@ export function toolCallTraceHeaders(runId: string | undefined, callId: string):
   if (runId === undefined || runs.size === 0) return undefined;
   const run = runs.get(runId);
   if (run?.span === undefined) return undefined;
-  const span = run.tools.get(callId);
+  const span = run.tools.get(callId)?.span;
   return injectTraceHeaders(undefined, span ? contextWithSpan(span, run.ctx) : run.ctx);
 }
 

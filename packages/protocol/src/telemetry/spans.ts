@@ -147,15 +147,20 @@ export interface CatalogSearchSpanOptions {
   strategy: string;
   side?: 'client' | 'server';
   parent?: Context;
+  /** Epoch ms when the search began (default now). */
+  startTime?: number;
 }
 
 /** A `catalog.search` span, client side in the planner and server side in the catalog. */
 export function startCatalogSearchSpan(options: CatalogSearchSpanOptions): Span {
-  return start(
+  return agentmeshTracer().startSpan(
     'catalog.search',
-    options.side === 'client' ? SpanKind.CLIENT : SpanKind.SERVER,
-    { [SpanAttr.SearchQuery]: options.query, [SpanAttr.SearchStrategy]: options.strategy },
-    options.parent,
+    {
+      kind: options.side === 'client' ? SpanKind.CLIENT : SpanKind.SERVER,
+      attributes: { [SpanAttr.SearchQuery]: options.query, [SpanAttr.SearchStrategy]: options.strategy },
+      ...(options.startTime === undefined ? {} : { startTime: options.startTime }),
+    },
+    options.parent ?? context.active(),
   );
 }
 
