@@ -102,54 +102,154 @@ function openSse(
   };
 }
 
-/**
- * The console's HTTP server: the static web app, a JSON API over the run index, the catalog and service
- * discovery, and Server-Sent Events for live runs (`Last-Event-ID` resumes a run's stream after its last seq).
- */
-export async function startConsoleServer(options: ConsoleServerOptions): Promise<ConsoleServer> {
-  const { bus, prefix, index, logger } = options;
-  const staticDir = options.staticDir ?? DEFAULT_STATIC;
-  const s = subjects(prefix);
-  const sockets = new Set<ServerResponse>();
+type Route = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void;
 
-  async function serveStatic(res: ServerResponse, path: string): Promise<void> {
-    const file = normalize(join(staticDir, path === '/' ? 'index.html' : path));
-    if (!file.startsWith(normalize(staticDir + sep)) && file !== normalize(staticDir))
-      throw new HttpError(404, 'not found');
+/** The console's routes: static files, the JSON API and the SSE streams. */
+class ConsoleRoutes {
+  readonly sockets = new Set<ServerResponse>();
+  private readonly subjects: ReturnType<typeof subjects>;
+  private readonly staticDir: string;
+
+  constructor(private readonly options: ConsoleServerOptions) {
+    this.subjects = subjects(options.prefix);
+    this.staticDir = options.staticDir ?? DEFAULT_STATIC;
+  }
+
+  handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    if (!url.pathname.startsWith('/api/'))
+      return req.method === 'GET'
+        ? this.serveStatic(res, url.pathname)
+        : Promise.reject(new HttpError(405, 'method not allowed'));
+    const [resource, id, action] = url.pathname.split('/').filter(Boolean).slice(1).map(decodeURIComponent);
+    const route = this.route(req.method ?? 'GET', resource, id, action);
+    if (route === undefined) throw new HttpError(404, `no API ${req.method} ${url.pathname}`);
+    return Promise.resolve(route(req, res, url));
+  }
+
+  private route(method: string, resource?: string, id?: string, action?: string): Route | undefined {
+    if (resource === 'runs' && id === undefined)
+      return method === 'GET'
+        ? (_q, res, url) => this.listRuns(res, url)
+        : (req, res) => this.submit(req, res);
+    if (resource === 'runs' && id !== undefined) {
+      if (action === undefined && method === 'GET') return (_q, res) => this.showRun(res, id);
+      if (action === 'events') return (req, res, url) => this.streamRun(req, res, id, url);
+      if (action === 'cancel' && method === 'POST') return (_q, res) => this.cancel(res, id);
+    }
+    if (resource === 'stream' && method === 'GET') return (req, res) => this.streamRuns(req, res);
+    if (resource === 'tools' && method === 'GET') return (_q, res, url) => this.tools(res, url);
+    if (resource === 'fleet' && method === 'GET') return (_q, res) => this.fleet(res);
+    return undefined;
+  }
+
+  private async serveStatic(res: ServerResponse, path: string): Promise<void> {
+    const root = normalize(this.staticDir + sep);
+    const file = normalize(join(this.staticDir, path === '/' ? 'index.html' : path));
+    if (!file.startsWith(root)) throw new HttpError(404, 'not found');
     const body = await readFile(file).catch(() => undefined);
     if (body === undefined) {
-      if (extname(path) === '') return serveStatic(res, '/');
+      if (extname(path) === '') return this.serveStatic(res, '/');
       throw new HttpError(404, `not found: ${path}`);
     }
     res.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream' });
     res.end(body);
   }
 
-  function streamRuns(req: IncomingMessage, res: ServerResponse): void {
-    const send = openSse(req, res);
-    sockets.add(res);
-    for (const summary of index.list().reverse()) send(undefined, 'run', summary);
-    const off = index.onUpdate((summary) => send(undefined, 'run', summary));
-    req.on('close', () => {
-      off();
-      sockets.delete(res);
+  private listRuns(res: ServerResponse, url: URL): void {
+    const q = (k: string) => url.searchParams.get(k) || undefined;
+    sendJson(res, 200, {
+      runs: this.options.index.list({
+        status: q('status'),
+        tenant: q('tenant'),
+        session: q('session'),
+        q: q('q'),
+      }),
     });
   }
 
-  async function streamRun(
-    req: IncomingMessage,
-    res: ServerResponse,
-    runId: string,
-    url: URL,
-  ): Promise<void> {
+  private async submit(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req);
+    if (body === null || typeof body !== 'object' || Array.isArray(body))
+      throw new HttpError(400, 'invalid run request: the body must be a JSON object');
+    const request = body as Record<string, unknown>;
+    const { defaultScript } = this.options;
+    if (defaultScript !== undefined && request['provider'] === undefined && request['script'] === undefined)
+      request['script'] = defaultScript;
+    const parsed = RunRequestSchema.safeParse(request);
+    if (!parsed.success)
+      throw new HttpError(
+        400,
+        `invalid run request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')}`,
+      );
+    sendJson(res, 202, await submitRun(this.options.bus, parsed.data, { prefix: this.options.prefix }));
+  }
+
+  private async showRun(res: ServerResponse, runId: string): Promise<void> {
+    const run = await this.options.index.get(runId);
+    if (run === undefined) throw new HttpError(404, `no run "${runId}" is known`);
+    sendJson(res, 200, run);
+  }
+
+  private async cancel(res: ServerResponse, runId: string): Promise<void> {
+    const { bus, prefix } = this.options;
+    const reason = 'cancelled from the console';
+    if (bus.kind === 'nats') {
+      const record = await cancelRun(bus, runId, { prefix, reason });
+      if (record === null) throw new HttpError(404, `no run "${runId}" is known`);
+      return sendJson(res, 200, { run_id: runId, cancelled: record.state !== 'finished' });
+    }
+    bus.publish(this.subjects.runCancel(runId), encodeJson({ reason }));
+    sendJson(res, 200, { run_id: runId, cancelled: true });
+  }
+
+  private async tools(res: ServerResponse, url: URL): Promise<void> {
+    const { bus } = this.options;
+    const list = await requestJson(bus, this.subjects.catalogList, {}, CatalogListReplySchema, {
+      timeoutMs: 3000,
+    });
+    const query = url.searchParams.get('q') || undefined;
+    if (query === undefined) return sendJson(res, 200, { tools: list.tools });
+    const strategy = url.searchParams.get('strategy') || 'bm25';
+    const found = await requestJson(
+      bus,
+      this.subjects.catalogSearch,
+      { query, strategy, limit: 20, deferred_only: false },
+      CatalogSearchReplySchema,
+      { timeoutMs: 3000 },
+    );
+    const byName = new Map(list.tools.map((t) => [t.name, t]));
+    sendJson(res, 200, {
+      tools: found.results.flatMap((r) => {
+        const tool = byName.get(r.name);
+        return tool ? [{ ...tool, score: r.score }] : [];
+      }),
+    });
+  }
+
+  private async fleet(res: ServerResponse): Promise<void> {
+    const actors = await this.options.fleet();
+    sendJson(res, 200, {
+      actors: actors.map((actor) => ({ ...actor, load: this.options.index.loadOf(actor) })),
+    });
+  }
+
+  private streamRuns(req: IncomingMessage, res: ServerResponse): void {
+    const { index } = this.options;
+    const send = this.openStream(req, res);
+    for (const summary of index.list().reverse()) send(undefined, 'run', summary);
+    const off = index.onUpdate((summary) => send(undefined, 'run', summary));
+    req.on('close', off);
+  }
+
+  /** A run's events after `Last-Event-ID` (or `?after=`): the stored ones first, then live, each once, in order. */
+  private async streamRun(req: IncomingMessage, res: ServerResponse, runId: string, url: URL): Promise<void> {
+    const { index } = this.options;
     const lastHeader = req.headers['last-event-id'];
-    const after =
+    let sent =
       Number(
         (typeof lastHeader === 'string' ? lastHeader : undefined) ?? url.searchParams.get('after') ?? 0,
       ) || 0;
-    const send = openSse(req, res);
-    sockets.add(res);
-    let sent = after;
+    const send = this.openStream(req, res);
     const emit = (event: RunEvent) => {
       if (event.run_id !== runId || event.seq <= sent) return;
       sent = event.seq;
@@ -158,102 +258,42 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     const off = index.onUpdate((_summary, event) => {
       if (event) emit(event);
     });
-    req.on('close', () => {
-      off();
-      sockets.delete(res);
-    });
+    req.on('close', off);
     const run = await index.get(runId);
     for (const event of run?.events ?? []) emit(event);
   }
 
-  async function api(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const parts = url.pathname.split('/').filter(Boolean).slice(1).map(decodeURIComponent);
-    const [resource, id, action] = parts;
-    const q = (k: string) => url.searchParams.get(k) || undefined;
-    if (resource === 'runs' && id === undefined && req.method === 'GET')
-      return sendJson(res, 200, {
-        runs: index.list({ status: q('status'), tenant: q('tenant'), session: q('session'), q: q('q') }),
-      });
-    if (resource === 'runs' && id === undefined && req.method === 'POST') {
-      const body = await readBody(req);
-      if (body === null || typeof body !== 'object' || Array.isArray(body))
-        throw new HttpError(400, 'invalid run request: the body must be a JSON object');
-      const request = body as Record<string, unknown>;
-      if (
-        options.defaultScript !== undefined &&
-        request['provider'] === undefined &&
-        request['script'] === undefined
-      )
-        request['script'] = options.defaultScript;
-      const parsed = RunRequestSchema.safeParse(request);
-      if (!parsed.success)
-        throw new HttpError(
-          400,
-          `invalid run request: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')}`,
-        );
-      const submitted = await submitRun(bus, parsed.data, { prefix });
-      return sendJson(res, 202, submitted);
-    }
-    if (resource === 'runs' && id !== undefined && action === undefined && req.method === 'GET') {
-      const run = await index.get(id);
-      if (run === undefined) throw new HttpError(404, `no run "${id}" is known`);
-      return sendJson(res, 200, run);
-    }
-    if (resource === 'runs' && id !== undefined && action === 'events') return streamRun(req, res, id, url);
-    if (resource === 'runs' && id !== undefined && action === 'cancel' && req.method === 'POST') {
-      const reason = 'cancelled from the console';
-      if (bus.kind === 'nats') {
-        const record = await cancelRun(bus, id, { prefix, reason });
-        if (record === null) throw new HttpError(404, `no run "${id}" is known`);
-        return sendJson(res, 200, { run_id: id, cancelled: record.state !== 'finished' });
-      }
-      bus.publish(s.runCancel(id), encodeJson({ reason }));
-      return sendJson(res, 200, { run_id: id, cancelled: true });
-    }
-    if (resource === 'stream' && req.method === 'GET') return streamRuns(req, res);
-    if (resource === 'tools' && req.method === 'GET') {
-      const list = await requestJson(bus, s.catalogList, {}, CatalogListReplySchema, { timeoutMs: 3000 });
-      const query = q('q');
-      if (query === undefined) return sendJson(res, 200, { tools: list.tools });
-      const found = await requestJson(
-        bus,
-        s.catalogSearch,
-        { query, strategy: q('strategy') ?? 'bm25', limit: 20, deferred_only: false },
-        CatalogSearchReplySchema,
-        { timeoutMs: 3000 },
-      );
-      const byName = new Map(list.tools.map((t) => [t.name, t]));
-      return sendJson(res, 200, {
-        tools: found.results.flatMap((r) => {
-          const tool = byName.get(r.name);
-          return tool ? [{ ...tool, score: r.score }] : [];
-        }),
-      });
-    }
-    if (resource === 'fleet' && req.method === 'GET')
-      return sendJson(res, 200, {
-        actors: (await options.fleet()).map((actor) => ({ ...actor, load: index.loadOf(actor) })),
-      });
-    throw new HttpError(404, `no API ${req.method} ${url.pathname}`);
+  private openStream(req: IncomingMessage, res: ServerResponse): ReturnType<typeof openSse> {
+    this.sockets.add(res);
+    req.on('close', () => this.sockets.delete(res));
+    return openSse(req, res);
   }
+}
 
+/**
+ * The console's HTTP server: the static web app, a JSON API over the run index, the catalog and service
+ * discovery, and Server-Sent Events for live runs (`Last-Event-ID` resumes a run's stream after its last seq).
+ */
+export async function startConsoleServer(options: ConsoleServerOptions): Promise<ConsoleServer> {
+  const routes = new ConsoleRoutes(options);
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://console');
-    const handled = url.pathname.startsWith('/api/')
-      ? api(req, res, url)
-      : req.method === 'GET'
-        ? serveStatic(res, url.pathname)
-        : Promise.reject(new HttpError(405, 'method not allowed'));
-    handled.catch((error: unknown) => {
-      if (res.headersSent) return res.end();
-      if (error instanceof HttpError)
-        return sendJson(res, error.status, { error: { code: 'http', message: error.message } });
-      const payload = toErrorPayload(error);
-      const status =
-        payload.code === ErrorCode.InvalidRequest ? 400 : payload.code === ErrorCode.NoResponders ? 503 : 500;
-      logger.warn({ err: payload.message, path: url.pathname }, 'console request failed');
-      sendJson(res, status, { error: payload });
-    });
+    Promise.resolve()
+      .then(() => routes.handle(req, res, url))
+      .catch((error: unknown) => {
+        if (res.headersSent) return res.end();
+        if (error instanceof HttpError)
+          return sendJson(res, error.status, { error: { code: 'http', message: error.message } });
+        const payload = toErrorPayload(error);
+        const status =
+          payload.code === ErrorCode.InvalidRequest
+            ? 400
+            : payload.code === ErrorCode.NoResponders
+              ? 503
+              : 500;
+        options.logger.warn({ err: payload.message, path: url.pathname }, 'console request failed');
+        sendJson(res, status, { error: payload });
+      });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -264,7 +304,7 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     url: `http://${address.address.includes(':') ? `[${address.address}]` : address.address}:${address.port}`,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.end();
+        for (const socket of routes.sockets) socket.end();
         server.closeAllConnections();
         server.close(() => resolve());
       }),
