@@ -45,6 +45,78 @@ export interface PrometheusActorMetrics extends ActorMetrics {
 const DURATION_BUCKETS = [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60];
 const RUN_BUCKETS = [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900];
 
+function defineMetrics(registry: Registry) {
+  const registers = [registry];
+  const counter = (name: string, help: string, labelNames: string[] = []) =>
+    new Counter({ name, help, labelNames, registers });
+  const gauge = (name: string, help: string, labelNames: string[] = []) =>
+    new Gauge({ name, help, labelNames, registers });
+  const histogram = (name: string, help: string, labelNames: string[], buckets: number[]) =>
+    new Histogram({ name, help, labelNames, buckets, registers });
+  return {
+    runsStarted: counter('agentmesh_runs_started_total', 'Runs this planner started'),
+    runsFinished: counter('agentmesh_runs_finished_total', 'Runs that reached a final status, by status', [
+      'status',
+    ]),
+    runDuration: histogram(
+      'agentmesh_run_duration_seconds',
+      'Run duration from start to final status',
+      ['status'],
+      RUN_BUCKETS,
+    ),
+    modelCalls: counter('agentmesh_model_calls_total', 'Model calls by provider, model and outcome', [
+      'provider',
+      'model',
+      'outcome',
+    ]),
+    modelTokens: counter(
+      'agentmesh_model_tokens_total',
+      'Model tokens by provider, model and direction (input | output)',
+      ['provider', 'model', 'direction'],
+    ),
+    modelDuration: histogram(
+      'agentmesh_model_call_duration_seconds',
+      'Model call duration',
+      ['provider', 'model'],
+      RUN_BUCKETS,
+    ),
+    toolCalls: counter('agentmesh_tool_calls_total', 'Tool calls by tool and outcome', ['tool', 'outcome']),
+    toolDuration: histogram(
+      'agentmesh_tool_call_duration_seconds',
+      'Tool call duration',
+      ['tool'],
+      DURATION_BUCKETS,
+    ),
+    toolInFlight: gauge('agentmesh_tool_calls_in_flight', 'Tool calls executing now'),
+    runsInFlight: gauge('agentmesh_runs_in_flight', 'Runs running now'),
+    admission: gauge(
+      'agentmesh_admission_queue_depth',
+      'Tool calls admitted and waiting for an execution slot',
+    ),
+    catalogTools: gauge(
+      'agentmesh_catalog_tools',
+      'Tools known to the catalog, by state (registered | available)',
+      ['state'],
+    ),
+    intakeLag: gauge('agentmesh_intake_lag', 'Run requests waiting in the runs stream (consumer pending)'),
+  };
+}
+
+/** Label children per tool and outcome, so a tool call does not hash its labels on every count. */
+function toolCallRecorder(m: ReturnType<typeof defineMetrics>) {
+  const counters = new Map<string, { inc(): void }>();
+  const timers = new Map<string, { observe(value: number): void }>();
+  return (tool: string, outcome: string, seconds: number): void => {
+    const key = `${tool}\u0000${outcome}`;
+    let counter = counters.get(key);
+    if (counter === undefined) counters.set(key, (counter = m.toolCalls.labels({ tool, outcome })));
+    let timer = timers.get(tool);
+    if (timer === undefined) timers.set(tool, (timer = m.toolDuration.labels({ tool })));
+    counter.inc();
+    timer.observe(seconds);
+  };
+}
+
 /** Creates one registry with the agentmesh metric set; `actor` becomes a default label on every series. */
 export function createActorMetrics(
   actor: ActorKind,
@@ -52,122 +124,33 @@ export function createActorMetrics(
 ): PrometheusActorMetrics {
   const registry = new Registry();
   registry.setDefaultLabels({ actor, ...options.labels });
-  const registers = [registry];
-  const runsStarted = new Counter({
-    name: 'agentmesh_runs_started_total',
-    help: 'Runs this planner started',
-    registers,
-  });
-  const runsFinished = new Counter({
-    name: 'agentmesh_runs_finished_total',
-    help: 'Runs that reached a final status, by status',
-    labelNames: ['status'],
-    registers,
-  });
-  const runDuration = new Histogram({
-    name: 'agentmesh_run_duration_seconds',
-    help: 'Run duration from start to final status',
-    labelNames: ['status'],
-    buckets: RUN_BUCKETS,
-    registers,
-  });
-  const modelCalls = new Counter({
-    name: 'agentmesh_model_calls_total',
-    help: 'Model calls by provider, model and outcome',
-    labelNames: ['provider', 'model', 'outcome'],
-    registers,
-  });
-  const modelTokens = new Counter({
-    name: 'agentmesh_model_tokens_total',
-    help: 'Model tokens by provider, model and direction (input | output)',
-    labelNames: ['provider', 'model', 'direction'],
-    registers,
-  });
-  const modelDuration = new Histogram({
-    name: 'agentmesh_model_call_duration_seconds',
-    help: 'Model call duration',
-    labelNames: ['provider', 'model'],
-    buckets: RUN_BUCKETS,
-    registers,
-  });
-  const toolCalls = new Counter({
-    name: 'agentmesh_tool_calls_total',
-    help: 'Tool calls by tool and outcome',
-    labelNames: ['tool', 'outcome'],
-    registers,
-  });
-  const toolDuration = new Histogram({
-    name: 'agentmesh_tool_call_duration_seconds',
-    help: 'Tool call duration',
-    labelNames: ['tool'],
-    buckets: DURATION_BUCKETS,
-    registers,
-  });
-  const toolInFlight = new Gauge({
-    name: 'agentmesh_tool_calls_in_flight',
-    help: 'Tool calls executing now',
-    registers,
-  });
-  const runsInFlight = new Gauge({ name: 'agentmesh_runs_in_flight', help: 'Runs running now', registers });
-  const admission = new Gauge({
-    name: 'agentmesh_admission_queue_depth',
-    help: 'Tool calls admitted and waiting for an execution slot',
-    registers,
-  });
-  const catalogTools = new Gauge({
-    name: 'agentmesh_catalog_tools',
-    help: 'Tools known to the catalog, by state (registered | available)',
-    labelNames: ['state'],
-    registers,
-  });
-  const intakeLag = new Gauge({
-    name: 'agentmesh_intake_lag',
-    help: 'Run requests waiting in the runs stream (consumer pending)',
-    registers,
-  });
+  const m = defineMetrics(registry);
+  const recordToolCall = toolCallRecorder(m);
   const collectors: (() => void | Promise<void>)[] = [];
-  const toolCounters = new Map<string, { inc(): void }>();
-  const toolTimers = new Map<string, { observe(value: number): void }>();
-  const toolCounter = (tool: string, outcome: string) => {
-    const key = `${tool}\u0000${outcome}`;
-    let child = toolCounters.get(key);
-    if (child === undefined) toolCounters.set(key, (child = toolCalls.labels({ tool, outcome })));
-    return child;
-  };
-  const toolTimer = (tool: string) => {
-    let child = toolTimers.get(tool);
-    if (child === undefined) toolTimers.set(tool, (child = toolDuration.labels({ tool })));
-    return child;
-  };
   return {
     registry,
     contentType: registry.contentType,
-    runStarted: () => runsStarted.inc(),
+    runStarted: () => m.runsStarted.inc(),
     runFinished: (status, seconds) => {
-      runsFinished.inc({ status });
-      runDuration.observe({ status }, seconds);
+      m.runsFinished.inc({ status });
+      m.runDuration.observe({ status }, seconds);
     },
     modelCall: (o) => {
-      modelCalls.inc({ provider: o.provider, model: o.model, outcome: o.outcome ?? 'ok' });
-      if (o.inputTokens)
-        modelTokens.inc({ provider: o.provider, model: o.model, direction: 'input' }, o.inputTokens);
-      if (o.outputTokens)
-        modelTokens.inc({ provider: o.provider, model: o.model, direction: 'output' }, o.outputTokens);
-      if (o.durationSeconds !== undefined)
-        modelDuration.observe({ provider: o.provider, model: o.model }, o.durationSeconds);
+      const labels = { provider: o.provider, model: o.model };
+      m.modelCalls.inc({ ...labels, outcome: o.outcome ?? 'ok' });
+      if (o.inputTokens) m.modelTokens.inc({ ...labels, direction: 'input' }, o.inputTokens);
+      if (o.outputTokens) m.modelTokens.inc({ ...labels, direction: 'output' }, o.outputTokens);
+      if (o.durationSeconds !== undefined) m.modelDuration.observe(labels, o.durationSeconds);
     },
-    toolCall: (o) => {
-      toolCounter(o.tool, o.outcome).inc();
-      toolTimer(o.tool).observe(o.durationSeconds);
-    },
-    toolCallsInFlight: (delta) => toolInFlight.inc(delta),
-    runsInFlight: (delta) => runsInFlight.inc(delta),
-    setAdmissionQueueDepth: (depth) => admission.set(depth),
+    toolCall: (o) => recordToolCall(o.tool, o.outcome, o.durationSeconds),
+    toolCallsInFlight: (delta) => m.toolInFlight.inc(delta),
+    runsInFlight: (delta) => m.runsInFlight.inc(delta),
+    setAdmissionQueueDepth: (depth) => m.admission.set(depth),
     setCatalogTools: ({ registered, available }) => {
-      catalogTools.set({ state: 'registered' }, registered);
-      catalogTools.set({ state: 'available' }, available);
+      m.catalogTools.set({ state: 'registered' }, registered);
+      m.catalogTools.set({ state: 'available' }, available);
     },
-    setIntakeLag: (pending) => intakeLag.set(pending),
+    setIntakeLag: (pending) => m.intakeLag.set(pending),
     onCollect: (collect) => {
       collectors.push(collect);
     },
