@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { headers as natsHeaders } from '@nats-io/transport-node';
@@ -19,6 +20,11 @@ let receiver: OtlpReceiver;
 let browser: Browser;
 let consoleUrl: string;
 const metricsPorts: Record<string, number> = {};
+/** Screenshots go to docs/ with AGENTMESH_SCREENSHOTS=1 (to refresh the committed ones), else to a temporary folder. */
+const SHOTS =
+  process.env['AGENTMESH_SCREENSHOTS'] === '1'
+    ? join(REPO_ROOT, 'docs')
+    : mkdtempSync(join(tmpdir(), 'console-'));
 
 function fleetEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return cleanEnv({
@@ -109,8 +115,7 @@ describe('console in a real Chromium against a NATS fleet', () => {
     expect(await call.locator('td').nth(4).textContent()).toContain('5');
     expect(await page.locator('.turn .text').last().textContent()).toBe('2 + 3 = 5');
     expect(await page.locator('.timeline li[data-type="run.completed"]').count()).toBe(1);
-    mkdirSync(join(REPO_ROOT, 'docs'), { recursive: true });
-    await page.screenshot({ path: join(REPO_ROOT, 'docs', 'console-run.png'), fullPage: true });
+    await page.screenshot({ path: join(SHOTS, 'console-run.png'), fullPage: true });
 
     await page.goto(`${consoleUrl}/#/runs`);
     const row = page.locator(`tr[data-run-id="${runId}"]`);
@@ -138,7 +143,8 @@ describe('console in a real Chromium against a NATS fleet', () => {
     const loads = await page.locator('tr[data-actor] td:nth-child(4)').allTextContents();
     expect(loads).toContain('0 now · 1 runs');
     expect(loads.filter((l) => l.endsWith('tool calls'))).toHaveLength(2);
-    await page.screenshot({ path: join(REPO_ROOT, 'docs', 'console-fleet.png'), fullPage: true });
+    await page.screenshot({ path: join(SHOTS, 'console-fleet.png'), fullPage: true });
+    expect(statSync(join(SHOTS, 'console-fleet.png')).size).toBeGreaterThan(10_000);
     await page.close();
   });
 
