@@ -56,6 +56,11 @@ export const ACTOR_FLAGS: Record<string, FlagSpec> = {
     description: 'serve GET /healthz and /readyz on this port',
     env: 'AGENTMESH_HEALTH_PORT',
   },
+  'metrics-port': {
+    type: 'string',
+    description: 'serve Prometheus metrics at GET /metrics on this port',
+    env: 'AGENTMESH_METRICS_PORT',
+  },
 };
 
 export interface ParsedArgs {

@@ -3,6 +3,7 @@ import { parseCommandArgs, usageOf } from './args.js';
 import { COMMANDS, type Command } from './commands/index.js';
 import { buildContext, type Io } from './context.js';
 import { closest } from './suggest.js';
+import { startTelemetry } from './telemetry.js';
 
 export { COMMANDS, type Command } from './commands/index.js';
 
@@ -63,7 +64,12 @@ async function runCommand(command: Command, argv: string[], io: Io): Promise<num
     return 0;
   }
   const ctx = buildContext(args, io, `agentmesh-${command.spec.name}`, command.actor !== true);
-  return command.handler(ctx);
+  const telemetry = startTelemetry({ command: command.spec.name });
+  try {
+    return await command.handler(ctx);
+  } finally {
+    await telemetry?.shutdown();
+  }
 }
 
 /** Runs the CLI and returns the exit code: 0 done, 1 a run that did not finish `done`, 2 usage or configuration. */

@@ -11,6 +11,7 @@ import {
   type KvStore,
   type Logger,
   type RunRequest,
+  rememberRunTraceContext,
 } from '@agentmesh/protocol';
 import type { IntakeDelivery, PlannerInfra, Settlement } from './durable/infra.js';
 import { claimRecord } from './durable/keepers.js';
@@ -204,7 +205,9 @@ function admit(raw: unknown, fallbackId: string, headers?: Record<string, string
     return { ok: false, raw, problems: describeZodError(parsed.error), runId };
   }
   const request = withEnvelopeIdentity(parsed.data, headers);
-  return { ok: true, request, runId: request.id ?? fallbackId };
+  const runId = request.id ?? fallbackId;
+  rememberRunTraceContext(runId, headers);
+  return { ok: true, request, runId };
 }
 
 /**

@@ -20,3 +20,4 @@ export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
 export { SlotTable } from './slot-table.js';
+export * from './telemetry/index.js';

@@ -3,6 +3,7 @@ import { fastValidator, inputCheck, outputCheck, parseJson, validate } from './c
 import { AgentMeshError, ErrorCode } from './errors.js';
 import { isToolName } from './names.js';
 import { throwIfErrorReply } from './rpc.js';
+import { withToolCallTraceHeaders } from './telemetry/run-tracer.js';
 import {
   ToolInvocationSchema,
   ToolOutcomeSchema,
@@ -369,7 +370,10 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
       request = bus.request(
         send.subject,
         JSON.stringify(wireInvocation(send, watch.subject)),
-        signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
+        withToolCallTraceHeaders(
+          signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
+          send.invocation,
+        ),
       );
     } catch (error) {
       router.unwatch(watch);

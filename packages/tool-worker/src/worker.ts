@@ -24,6 +24,7 @@ import {
   type ToolInvocationInput,
   type ToolOutcome,
   type ToolSpec,
+  traceToolExecution,
 } from '@agentmesh/protocol';
 import { Admission } from './admission.js';
 import type { RunCallScope } from './attempt.js';
@@ -300,7 +301,9 @@ export class ToolWorker {
       }
       const outcome =
         invocation.tool === tool.name
-          ? await this.executeParsed(invocation)
+          ? await traceToolExecution(msg.headers, invocation, this.workerId, () =>
+              this.executeParsed(invocation),
+            )
           : this.executor.errorOutcome(
               invocation,
               new AgentMeshError(

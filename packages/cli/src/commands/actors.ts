@@ -6,6 +6,7 @@ import { Planner } from '@agentmesh/planner';
 import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { startHealthServer, type HealthServer } from '../health.js';
+import { actorKindOf, serveActorMetrics } from '../metrics.js';
 import { plannerOptions } from '../planner-options.js';
 import { selectTools } from '../tools.js';
 
@@ -90,7 +91,9 @@ async function serveActor(
   const healthPort = intFlag(ctx.args, 'health-port', 'AGENTMESH_HEALTH_PORT');
   let health: HealthServer | undefined;
   if (healthPort !== undefined) health = await startHealthServer(healthPort);
+  const metrics = await serveActorMetrics(ctx, actorKindOf(name));
   const bus = await connectNats(ctx, `${name}@${hostname()}`);
+  metrics?.collectFrom(bus, ctx.prefix);
   const actor = build(bus, logger);
   await actor.start();
   health?.setReady(true);
@@ -111,6 +114,7 @@ async function serveActor(
   await actor.stop();
   await bus.drain();
   await health?.close();
+  await metrics?.close();
   logger.info(`${name} stopped`);
   logger.flush();
   return 0;

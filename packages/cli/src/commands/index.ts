@@ -9,6 +9,7 @@ import {
   workerSpec,
 } from './actors.js';
 import { completionCommand, completionSpec } from './completion.js';
+import { consoleCommand, consoleSpec } from './console.js';
 import { runCommand, runSpec } from './run.js';
 import { runsCommand, runsSpec } from './runs.js';
 import { statusCommand, statusSpec } from './status.js';
@@ -34,6 +35,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: toolsSpec, handler: toolsCommand },
   { spec: statusSpec, handler: statusCommand },
   { spec: runsSpec, handler: runsCommand },
+  { spec: consoleSpec, handler: consoleCommand },
   {
     spec: completionSpec,
     handler: (ctx) =>

@@ -1,4 +1,11 @@
-import type { ArtifactRef, RunEvent, RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
+import {
+  observeRunEvent,
+  type ArtifactRef,
+  type RunEvent,
+  type RunEventBody,
+  type RunRequest,
+  type RunStatus,
+} from '@agentmesh/protocol';
 import type { RunSnapshot } from '../run-state.js';
 
 /**
@@ -40,6 +47,7 @@ export class RunEventSink {
     if (this.fenced) return event;
     this.events.push(event as RunEvent);
     this.publish(event as RunEvent);
+    observeRunEvent(event as RunEvent);
     if (this.onEvent) {
       try {
         this.onEvent(event as RunEvent);

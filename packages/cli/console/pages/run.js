@@ -1,0 +1,150 @@
+import { api, badge, h, json, time } from '../dom.js';
+import { watchLive } from '../app.js';
+
+const FINAL = new Set(['run.completed', 'run.failed']);
+
+function describe(e) {
+  switch (e.type) {
+    case 'run.accepted':
+      return `task: ${e.task}`;
+    case 'run.started':
+      return `planner ${e.planner_id}${e.resumed ? ' (resumed)' : ''}`;
+    case 'llm.request':
+      return `turn ${e.iteration}, ${e.tools.length} tools offered`;
+    case 'llm.response':
+      return `turn ${e.iteration}: ${e.tool_calls.length} tool calls, ${e.usage.input_tokens} in / ${e.usage.output_tokens} out tokens`;
+    case 'tool.search':
+      return `${e.strategy} "${e.query}" → ${e.results.join(', ') || 'nothing'}`;
+    case 'tool.started':
+      return `${e.name} on ${e.worker_id}`;
+    case 'tool.completed':
+    case 'tool.failed':
+      return `${e.name} ${e.is_error ? 'failed' : 'ok'} in ${e.elapsed_ms} ms`;
+    case 'run.completed':
+      return `${e.status}${e.reason ? `: ${e.reason}` : ''}`;
+    case 'run.failed':
+      return `${e.error.code}: ${e.error.message}`;
+    default:
+      return e.message ?? '';
+  }
+}
+
+/** One run: status, cancel, model turns, tool calls and the live event timeline. */
+export function runPage(main, runId) {
+  const events = new Map();
+  const status = h('span', {}, badge('unknown'));
+  const cancel = h('button', { type: 'button', class: 'danger', id: 'cancel' }, 'Cancel run');
+  const note = h('span', { class: 'muted' });
+  const turns = h('div', { class: 'turns' });
+  const calls = h('tbody');
+  const timeline = h('ol', { class: 'timeline' });
+  cancel.addEventListener('click', () => {
+    cancel.disabled = true;
+    api(`/api/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' })
+      .then((r) => (note.textContent = r.cancelled ? 'cancel sent' : 'already finished'))
+      .catch((error) => (note.textContent = String(error)));
+  });
+  main.append(
+    h('p', {}, h('a', { href: '#/runs' }, '← runs')),
+    h('h1', {}, 'Run ', h('span', { class: 'mono', id: 'run-id' }, runId), ' ', status),
+    h('div', { class: 'actions' }, cancel, note),
+    h('h2', {}, 'Model turns'),
+    turns,
+    h('h2', {}, 'Tool calls'),
+    h(
+      'table',
+      { class: 'calls' },
+      h(
+        'thead',
+        {},
+        h('tr', {}, ...['tool', 'arguments', 'worker', 'duration', 'result'].map((t) => h('th', {}, t))),
+      ),
+      calls,
+    ),
+    h('h2', {}, 'Events'),
+    timeline,
+  );
+
+  const render = () => {
+    const list = [...events.values()].sort((a, b) => a.seq - b.seq);
+    const final = list.find((e) => FINAL.has(e.type));
+    const started = list.some((e) => e.type === 'run.started');
+    const state = final
+      ? final.type === 'run.failed'
+        ? 'failed'
+        : final.status
+      : started
+        ? 'running'
+        : 'accepted';
+    status.replaceChildren(badge(state));
+    cancel.disabled = Boolean(final);
+    turns.replaceChildren(
+      ...list
+        .filter((e) => e.type === 'llm.response')
+        .map((e) =>
+          h(
+            'div',
+            { class: 'turn' },
+            h(
+              'div',
+              { class: 'turn-head' },
+              `turn ${e.iteration}`,
+              h('span', { class: 'muted' }, ` ${e.usage.input_tokens} in / ${e.usage.output_tokens} out`),
+            ),
+            e.text ? h('p', { class: 'text' }, e.text) : null,
+            ...e.tool_calls.map((c) =>
+              h('div', { class: 'mono call-line' }, `→ ${c.name}(${json(c.arguments, 200)})`),
+            ),
+          ),
+        ),
+    );
+    const args = new Map();
+    for (const e of list)
+      if (e.type === 'llm.response') for (const c of e.tool_calls) args.set(c.id, c.arguments);
+    const byCall = new Map();
+    for (const e of list)
+      if (e.type.startsWith('tool.') && e.call_id)
+        byCall.set(e.call_id, { ...(byCall.get(e.call_id) ?? {}), [e.type]: e });
+    calls.replaceChildren(
+      ...[...byCall].map(([callId, c]) => {
+        const done = c['tool.completed'] ?? c['tool.failed'];
+        const any = done ?? c['tool.started'];
+        return h(
+          'tr',
+          { 'data-call-id': callId, class: done?.is_error ? 'failed' : '' },
+          h('td', { class: 'mono' }, any.name),
+          h('td', { class: 'mono small' }, json(args.get(callId), 300)),
+          h('td', { class: 'mono small' }, any.worker_id ?? ''),
+          h('td', { class: 'num' }, done ? `${done.elapsed_ms} ms` : 'running'),
+          h(
+            'td',
+            { class: 'small' },
+            done ? (done.error ? `${done.error.code}: ${done.error.message}` : json(done.preview, 300)) : '',
+          ),
+        );
+      }),
+    );
+    timeline.replaceChildren(
+      ...list.map((e) =>
+        h(
+          'li',
+          { 'data-type': e.type },
+          h('span', { class: 'seq' }, `#${e.seq}`),
+          h('span', { class: 'ts' }, time(e.ts)),
+          h('span', { class: 'type' }, e.type),
+          h('span', { class: 'desc' }, describe(e)),
+        ),
+      ),
+    );
+  };
+
+  const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/events`);
+  watchLive(source);
+  source.addEventListener('run-event', (e) => {
+    const event = JSON.parse(e.data);
+    events.set(event.seq, event);
+    render();
+  });
+  render();
+  return () => source.close();
+}

@@ -1,0 +1,96 @@
+import { api, badge, h, time } from '../dom.js';
+import { watchLive } from '../app.js';
+
+const STATUSES = [
+  '',
+  'accepted',
+  'running',
+  'done',
+  'failed',
+  'cancelled',
+  'timeout',
+  'stuck',
+  'budget_exhausted',
+];
+
+/** The live list of runs with filters; returns a cleanup function. */
+export function runsPage(main) {
+  const runs = new Map();
+  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
+  const status = h(
+    'select',
+    { name: 'status', 'aria-label': 'status' },
+    ...STATUSES.map((s) => h('option', { value: s }, s || 'any status')),
+  );
+  const tenant = h('input', { name: 'tenant', placeholder: 'tenant' });
+  const session = h('input', { name: 'session', placeholder: 'session' });
+  const search = h('input', { name: 'q', type: 'search', placeholder: 'search by run id' });
+  status.value = params.get('status') ?? '';
+  const body = h('tbody');
+  const empty = h('p', { class: 'muted' }, 'No runs yet. Submit one.');
+  const render = () => {
+    const q = search.value.trim().toLowerCase();
+    const rows = [...runs.values()]
+      .filter(
+        (r) =>
+          (!status.value || r.status === status.value) &&
+          (!tenant.value || r.tenant === tenant.value) &&
+          (!session.value || r.session === session.value) &&
+          (!q || r.run_id.toLowerCase().includes(q)),
+      )
+      .sort((a, b) => (b.accepted_at ?? b.updated_at).localeCompare(a.accepted_at ?? a.updated_at));
+    body.replaceChildren(
+      ...rows.map((r) =>
+        h(
+          'tr',
+          { 'data-run-id': r.run_id },
+          h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(r.run_id)}`, class: 'mono' }, r.run_id)),
+          h('td', {}, badge(r.status)),
+          h('td', { class: 'task' }, r.task),
+          h('td', {}, r.tenant ?? ''),
+          h('td', {}, r.session ?? ''),
+          h('td', { class: 'num' }, r.iterations),
+          h('td', { class: 'num' }, r.tool_calls),
+          h('td', {}, time(r.updated_at)),
+        ),
+      ),
+    );
+    empty.hidden = rows.length > 0;
+  };
+  for (const input of [status, tenant, session, search]) input.addEventListener('input', render);
+  main.append(
+    h('h1', {}, 'Runs'),
+    h('div', { class: 'filters' }, status, tenant, session, search),
+    h(
+      'table',
+      { class: 'runs' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          ...['run', 'status', 'task', 'tenant', 'session', 'turns', 'tool calls', 'updated'].map((t) =>
+            h('th', {}, t),
+          ),
+        ),
+      ),
+      body,
+    ),
+    empty,
+  );
+  api('/api/runs')
+    .then((reply) => {
+      for (const r of reply.runs) if (!runs.has(r.run_id)) runs.set(r.run_id, r);
+      render();
+    })
+    .catch((error) => main.append(h('p', { class: 'error' }, String(error))));
+  const source = new EventSource('/api/stream');
+  watchLive(source);
+  source.addEventListener('run', (e) => {
+    const r = JSON.parse(e.data);
+    runs.set(r.run_id, r);
+    render();
+  });
+  return () => source.close();
+}

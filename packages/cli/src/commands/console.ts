@@ -1,0 +1,92 @@
+import { ServiceName, discoverServices, NatsBus, type Bus } from '@agentmesh/protocol';
+import { readScriptFile } from '@agentmesh/planner';
+import { CONNECTION_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import { connectNats, type CommandContext } from '../context.js';
+import { startEmbedded, type EmbeddedMesh } from '../embedded.js';
+import { RunIndex } from '../console/run-index.js';
+import { startConsoleServer, type FleetMember } from '../console/server.js';
+
+export const consoleSpec: CommandSpec = {
+  name: 'console',
+  usage: 'agentmesh console [--port P] [--nats URL] [flags]',
+  summary:
+    'Serves the web console: live runs and their events, tools, the fleet, and a form to submit runs. Embedded (catalog, planner and workers in this process) unless --nats is given.',
+  flags: {
+    ...CONNECTION_FLAGS,
+    port: {
+      type: 'string',
+      description: 'HTTP port (default 7070; 0 picks a free one)',
+      env: 'AGENTMESH_CONSOLE_PORT',
+    },
+    host: { type: 'string', description: 'address to listen on (default 127.0.0.1)' },
+    tools: { type: 'string', description: 'embedded: packs and/or tool names the local worker serves' },
+    workspace: {
+      type: 'string',
+      description: 'embedded: workspace folder for the workspace pack',
+      env: 'AGENTMESH_WORKSPACE',
+    },
+    script: {
+      type: 'string',
+      description: 'embedded: default script for the scripted provider (no API key needed)',
+    },
+  },
+};
+
+function embeddedFleet(mesh: EmbeddedMesh): () => Promise<FleetMember[]> {
+  const members: FleetMember[] = [
+    { name: ServiceName.Catalog, id: 'embedded-catalog', version: '0.1.0', metadata: { mode: 'embedded' } },
+    { name: ServiceName.Planner, id: mesh.planner.id, version: '0.1.0', metadata: { mode: 'embedded' } },
+    {
+      name: ServiceName.ToolWorker,
+      id: mesh.worker.workerId,
+      version: '0.1.0',
+      metadata: { mode: 'embedded' },
+    },
+  ];
+  return () => Promise.resolve(members);
+}
+
+/** Runs the console until SIGTERM/SIGINT. */
+export async function consoleCommand(ctx: CommandContext): Promise<number> {
+  const port = intFlag(ctx.args, 'port', 'AGENTMESH_CONSOLE_PORT') ?? 7070;
+  const script = stringFlag(ctx.args, 'script');
+  let bus: Bus;
+  let mesh: EmbeddedMesh | undefined;
+  let fleet: () => Promise<FleetMember[]>;
+  if (ctx.natsUrl !== undefined) {
+    const nats = await connectNats(ctx, 'agentmesh-console');
+    bus = nats;
+    fleet = () => discoverServices(nats as NatsBus);
+  } else {
+    mesh = await startEmbedded({
+      config: ctx.config,
+      logger: ctx.logger,
+      workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+      tools: listFlag(ctx.args, 'tools'),
+    });
+    bus = mesh.bus;
+    fleet = embeddedFleet(mesh);
+  }
+  const index = new RunIndex(bus, ctx.prefix, ctx.logger);
+  await index.start();
+  const server = await startConsoleServer({
+    bus,
+    prefix: ctx.prefix,
+    index,
+    logger: ctx.logger,
+    fleet,
+    port,
+    ...(script ? { defaultScript: readScriptFile(script) } : {}),
+    ...(stringFlag(ctx.args, 'host') ? { host: stringFlag(ctx.args, 'host')! } : {}),
+  });
+  ctx.io.stdout.write(`agentmesh console at ${server.url} (${mesh ? 'embedded' : `NATS ${ctx.natsUrl}`})\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+  await server.close();
+  index.stop();
+  if (mesh) await mesh.stop();
+  else await bus.close();
+  return 0;
+}
