@@ -3,17 +3,18 @@ import {
   AgentMeshError,
   DEFAULT_PREFIX,
   ErrorCode,
-  NatsBus,
   RunEventSchema,
   TERMINAL_EVENT_TYPES,
   createEnvelope,
   encodeJson,
-  envelopeToNatsHeaders,
+  envelopeToHeaders,
+  openRunEventLog,
+  openRunIntake,
   requestJson,
-  streamNames,
   subjects,
   validate,
-  type Bus,
+  type Backend,
+  type EventFollower,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
@@ -33,16 +34,17 @@ export interface SubmitResult {
  * a resubmission is dropped by the server), in process through `runs.submit`. A missing id is generated.
  */
 export async function submitRun(
-  bus: Bus,
+  bus: Backend,
   request: RunRequestInput,
   options: { prefix?: string } = {},
 ): Promise<SubmitResult> {
   const s = subjects(options.prefix ?? DEFAULT_PREFIX);
   const body = { ...request, id: request.id ?? `run-${randomUUID()}` };
-  if (bus instanceof NatsBus) {
-    const ack = await bus.jetstream().publish(s.runsSubmit, encodeJson(body), {
-      msgID: body.id,
-      headers: envelopeToNatsHeaders(
+  if (bus.durable) {
+    const intake = await openRunIntake(bus, options.prefix ?? DEFAULT_PREFIX);
+    const ack = await intake.submit(encodeJson(body), {
+      dedupeId: body.id,
+      headers: envelopeToHeaders(
         createEnvelope(
           request.identity
             ? { ...request.identity, tenant: request.identity.tenant ?? 'default' }
@@ -63,7 +65,7 @@ export async function submitRun(
  * (so it may be called after submitting); in process it subscribes, so call it before submitting.
  */
 export function followRun(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string; onEvent?: (event: RunEvent) => void; signal?: AbortSignal } = {},
 ): Promise<RunResult> {
@@ -74,7 +76,7 @@ export function followRun(
     options.onEvent?.(event);
     return TERMINAL_EVENT_TYPES.has(event.type) ? (event as RunResult) : undefined;
   };
-  if (!(bus instanceof NatsBus)) {
+  if (!bus.durable) {
     return new Promise((resolve, reject) => {
       const sub = bus.subscribe(subject, (msg) => {
         const final = handle(JSON.parse(msg.text()));
@@ -93,21 +95,35 @@ export function followRun(
       );
     });
   }
-  return (async () => {
-    const js = bus.jetstream();
-    const consumer = await js.consumers.get(streamNames(prefix).events, { filter_subjects: subject });
-    const messages = await consumer.consume();
-    const onAbort = () => messages.stop();
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      for await (const m of messages) {
-        const final = handle(m.json());
-        if (final) return final;
-      }
-      throw new AgentMeshError(ErrorCode.Cancelled, `stopped following run ${runId} before its final event`);
-    } finally {
+  return new Promise<RunResult>((resolve, reject) => {
+    let settled = false;
+    let follower: EventFollower | undefined;
+    const finish = (outcome: () => void) => {
+      if (settled) return;
+      settled = true;
       options.signal?.removeEventListener('abort', onAbort);
-      messages.stop();
-    }
-  })();
+      void follower?.stop();
+      outcome();
+    };
+    const onAbort = () =>
+      finish(() => reject(new AgentMeshError(ErrorCode.Cancelled, `stopped following run ${runId}`)));
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    openRunEventLog(bus, prefix)
+      .then((log) =>
+        log.follow(subject, (e) => {
+          if (settled) return;
+          try {
+            const final = handle(JSON.parse(new TextDecoder().decode(e.data)));
+            if (final) finish(() => resolve(final));
+          } catch (error) {
+            finish(() => reject(error as Error));
+          }
+        }),
+      )
+      .then((f) => {
+        follower = f;
+        if (settled) void f.stop();
+      })
+      .catch((error: unknown) => finish(() => reject(error as Error)));
+  });
 }

@@ -2,19 +2,17 @@ import {
   AgentMeshError,
   DEFAULT_PREFIX,
   ErrorCode,
-  NatsBus,
   RunEventSchema,
   encodeJson,
   isAgentMeshError,
-  openKv,
-  streamNames,
+  openRunEventLog,
+  retry,
   subjects,
-  type Bus,
+  type Backend,
   type KvStore,
   type Logger,
   type RunEvent,
 } from '@agentmesh/protocol';
-import { DeliverPolicy } from '@nats-io/jetstream';
 import type { RunSnapshot } from './run-state.js';
 import type { RunRecord } from './transcript.js';
 
@@ -46,8 +44,8 @@ export function checkpointsBucket(prefix: string = DEFAULT_PREFIX): string {
   return `${bucketPrefix(prefix)}_checkpoints`;
 }
 
-export function openCheckpoints(bus: Bus, prefix: string, ttlMs: number): Promise<KvStore> {
-  return openKv(bus, checkpointsBucket(prefix), { ttlMs });
+export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
+  return bus.kv(checkpointsBucket(prefix), { ttlMs });
 }
 
 /** A checkpoint as stored: the snapshot and which ownership epoch wrote it. */
@@ -324,7 +322,18 @@ export class CheckpointWriter {
       snapshot: snapshot as RunSnapshot,
     };
     const data = encodeJson(body);
-    for (let attempt = 1; ; attempt++) {
+    await retry(() => this.writeOnce(runId, data, version), {
+      baseMs: 100,
+      capMs: 1_000,
+      retryable: (error) => error.details?.['lease_lost'] !== true,
+      onRetry: (error, attempt) =>
+        this.log.debug({ run_id: runId, attempt, err: error.message }, 'checkpoint write failed; retrying'),
+    });
+  }
+
+  /** One compare-and-set write, following our own epoch's newer revisions; a foreign epoch means the lease is lost. */
+  private async writeOnce(runId: string, data: Uint8Array, version: number): Promise<void> {
+    for (;;) {
       this.lease.assertOwned();
       try {
         this.revision =
@@ -334,33 +343,21 @@ export class CheckpointWriter {
         this.written = version;
         return;
       } catch (error) {
-        if (isAgentMeshError(error, ErrorCode.Conflict)) {
-          const entry = await this.store.get(runId).catch(() => undefined);
-          if (entry === undefined) continue;
-          const stored =
-            entry === null ? undefined : (JSON.parse(dec.decode(entry.value)) as StoredCheckpoint);
-          if (
-            entry !== null &&
-            stored?.epoch === this.lease.epoch &&
-            stored.planner_id === this.lease.plannerId
-          ) {
-            this.revision = entry.revision;
-            continue;
-          }
-          if (entry === null) {
-            this.revision = undefined;
-            continue;
-          }
-          throw leaseLostError(
-            runId,
-            `a checkpoint of epoch ${stored?.epoch ?? '?'} was written by ${stored?.planner_id ?? '?'}`,
-          );
+        if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+        const entry = await this.store.get(runId);
+        if (entry === null) {
+          this.revision = undefined;
+          continue;
         }
-        this.log.debug(
-          { run_id: runId, attempt, err: (error as Error).message },
-          'checkpoint write failed; retrying',
+        const stored = JSON.parse(dec.decode(entry.value)) as StoredCheckpoint;
+        if (stored.epoch === this.lease.epoch && stored.planner_id === this.lease.plannerId) {
+          this.revision = entry.revision;
+          continue;
+        }
+        throw leaseLostError(
+          runId,
+          `a checkpoint of epoch ${stored.epoch} was written by ${stored.planner_id}`,
         );
-        await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** attempt)));
       }
     }
   }
@@ -382,57 +379,33 @@ export async function readCheckpoint(
   return { checkpoint: JSON.parse(dec.decode(entry.value)) as StoredCheckpoint, revision: entry.revision };
 }
 
-/** The last event stored in the events stream for a run (NATS), or undefined when there is none. */
+/** The last event stored in the event log for a run, or undefined when there is none (or the backend keeps none). */
 export async function lastStoredEvent(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   prefix: string = DEFAULT_PREFIX,
 ): Promise<RunEvent | undefined> {
-  if (!(bus instanceof NatsBus)) return undefined;
-  const jsm = await bus.jetstreamManager();
-  const stored = await jsm.streams
-    .getMessage(streamNames(prefix).events, { last_by_subj: subjects(prefix).runEvents(runId) })
-    .catch((error: unknown) => {
-      if (/no message found|not found/i.test((error as Error).message)) return null;
-      throw error;
-    });
-  if (stored === null) return undefined;
-  return RunEventSchema.parse(stored.json());
+  if (!bus.durable) return undefined;
+  const log = await openRunEventLog(bus, prefix);
+  const stored = await log.last(subjects(prefix).runEvents(runId));
+  return stored === undefined ? undefined : RunEventSchema.parse(JSON.parse(dec.decode(stored.data)));
 }
 
 /**
- * Every stored event of a run, in stream order (NATS; an empty list elsewhere). Events replayed by a resumed
+ * Every stored event of a run, in order (an empty list when the backend keeps none). Events replayed by a resumed
  * planner are included as stored: seq is gapless and increasing, and a `run.started` with `resumed: true` marks
  * each takeover.
  */
 export async function readRunEvents(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string; signal?: AbortSignal } = {},
 ): Promise<RunEvent[]> {
-  if (!(bus instanceof NatsBus)) return [];
+  if (!bus.durable) return [];
   const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const last = await lastStoredEvent(bus, runId, prefix);
-  if (last === undefined) return [];
-  const consumer = await bus.jetstream().consumers.get(streamNames(prefix).events, {
-    filter_subjects: subjects(prefix).runEvents(runId),
-    deliver_policy: DeliverPolicy.All,
+  const log = await openRunEventLog(bus, prefix);
+  const stored = await log.replay(subjects(prefix).runEvents(runId), {
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
   });
-  const events: RunEvent[] = [];
-  const messages = await consumer.consume({ max_messages: 512 });
-  const onAbort = () => messages.stop();
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-  const guard = setTimeout(() => messages.stop(), 15_000);
-  try {
-    for await (const m of messages) {
-      const event = RunEventSchema.parse(m.json());
-      events.push(event);
-      if (m.info.pending === 0) break;
-    }
-  } finally {
-    clearTimeout(guard);
-    options.signal?.removeEventListener('abort', onAbort);
-    messages.stop();
-  }
-  return events;
+  return stored.map((e) => RunEventSchema.parse(JSON.parse(dec.decode(e.data))));
 }

@@ -1,27 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import {
-  AckPolicy,
-  DeliverPolicy,
-  type Consumer,
-  type ConsumerMessages,
-  type JsMsg,
-} from '@nats-io/jetstream';
-import {
   AgentMeshError,
   CancelRequestSchema,
   DEFAULT_PREFIX,
   ErrorCode,
-  NatsBus,
   RUN_ID_PATTERN,
   RunLimitsSchema,
   RunRequestSchema,
   ServiceName,
   TERMINAL_EVENT_TYPES,
-  announceService,
   describeZodError,
   encodeJson,
   ensureRunStreams,
+  openRunEventLog,
+  openRunIntake,
+  backoffDelay,
+  retry,
+  sleep,
   isAgentMeshError,
   respondError,
   respondJson,
@@ -29,8 +25,11 @@ import {
   subjects as buildSubjects,
   toErrorPayload,
   type BlobStore,
-  type Bus,
+  type Backend,
   type BusMessage,
+  type EventLog,
+  type WorkConsumer,
+  type WorkItem,
   type KvStore,
   type Logger,
   type RunEvent,
@@ -106,7 +105,7 @@ export interface PlannerDefaults {
 }
 
 export interface PlannerOptions {
-  bus: Bus;
+  bus: Backend;
   prefix?: string;
   logger?: Logger;
   /** Unique per planner process (default: host, pid and a random suffix). */
@@ -177,7 +176,7 @@ interface EventPublisher {
 export class Planner {
   readonly id: string;
   readonly prefix: string;
-  private readonly bus: Bus;
+  private readonly bus: Backend;
   private readonly subjects: Subjects;
   private readonly logger: Logger;
   private readonly providerSettings: ProviderSettings;
@@ -198,11 +197,12 @@ export class Planner {
   private submitSub: Subscription | undefined;
   private service: ServiceHandle | undefined;
   private intake: Promise<void> | undefined;
-  private currentFetch: ConsumerMessages | undefined;
+  private intakeStop: AbortController | undefined;
+  private events: Promise<EventLog> | undefined;
   private stopping = false;
   private intakeSlots: Semaphore | undefined;
   /** Intake messages of the runs this planner is handling, by run id (a redelivery here replaces the handle). */
-  private readonly intakeRuns = new Map<string, { msg: JsMsg }>();
+  private readonly intakeRuns = new Map<string, { msg: WorkItem }>();
 
   constructor(private readonly options: PlannerOptions) {
     this.bus = options.bus;
@@ -217,7 +217,7 @@ export class Planner {
     this.defaults = options.defaults ?? {};
     this.maxConcurrentRuns = options.maxConcurrentRuns ?? 256;
     this.leaseMs = Math.max(1_000, options.durability?.leaseMs ?? DEFAULT_LEASE_MS);
-    this.durable = this.bus instanceof NatsBus && options.durability?.enabled !== false;
+    this.durable = this.bus.durable && options.durability?.enabled !== false;
   }
 
   /** Throws `invalid_config` (saying how to fix it) when a run like `request` could not reach a model. */
@@ -234,7 +234,7 @@ export class Planner {
 
   private ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      if (this.bus instanceof NatsBus) await ensureRunStreams(this.bus, this.prefix);
+      if (this.bus.durable) await ensureRunStreams(this.bus, this.prefix);
       this.records = await openRunRecords(this.bus, this.prefix);
       if (this.durable)
         this.checkpoints = await openCheckpoints(
@@ -256,15 +256,15 @@ export class Planner {
   async start(): Promise<void> {
     await this.ready();
     this.stopping = false;
-    this.service = await announceService(this.bus, {
+    this.service = await this.bus.announce({
       name: ServiceName.Planner,
       version: PLANNER_VERSION,
       description: 'agentmesh planner: runs agent loops',
       metadata: { planner_id: this.id },
     });
     this.intakeSlots = new Semaphore(this.maxConcurrentRuns);
-    if (this.bus instanceof NatsBus) {
-      const consumer = await this.intakeConsumer(this.bus);
+    if (this.bus.durable) {
+      const consumer = await this.intakeConsumer();
       this.intake = this.intakeLoop(consumer);
     } else {
       this.submitSub = this.bus.subscribe(this.subjects.runsSubmit, (msg) => this.onMemorySubmit(msg));
@@ -276,7 +276,7 @@ export class Planner {
   async drain(): Promise<void> {
     this.stopping = true;
     this.submitSub?.unsubscribe();
-    this.currentFetch?.stop();
+    this.intakeStop?.abort();
     await this.intake?.catch(() => undefined);
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
     this.cancelSub?.unsubscribe();
@@ -321,35 +321,38 @@ export class Planner {
   private eventPublisher(runId: string): EventPublisher {
     const subject = this.subjects.runEvents(runId);
     const bus = this.bus;
-    if (!(bus instanceof NatsBus))
+    if (!bus.durable)
       return {
         publish: (e) => bus.publish(subject, encodeJson(e)),
         flush: async () => undefined,
         close: () => undefined,
       };
-    const js = bus.jetstream();
     const queue: RunEvent[] = [];
     let pumping: Promise<void> | undefined;
     let closed = false;
+    const stopped = new AbortController();
     const publishOne = async (e: RunEvent) => {
-      const data = encodeJson(e);
-      for (let attempt = 1; !closed; attempt++) {
-        try {
-          await js.publish(subject, data, { msgID: `${runId}:${e.seq}`, timeout: 5_000 });
-          return;
-        } catch (error) {
+      const log = await this.eventLog();
+      await retry(() => log.append(subject, e.seq, encodeJson(e)), {
+        attempts: 120,
+        baseMs: 100,
+        capMs: 1_000,
+        signal: stopped.signal,
+        retryable: (error) => error.code !== ErrorCode.Conflict,
+        onRetry: (error, attempt) => {
           if (attempt === 1 || attempt % 10 === 0)
             this.logger.warn(
-              { run_id: runId, seq: e.seq, attempt, err: (error as Error).message },
+              { run_id: runId, seq: e.seq, attempt, err: error.message },
               'event publish failed; retrying',
             );
-          if (attempt >= 120) {
-            this.logger.error({ run_id: runId, seq: e.seq }, 'event not published: giving up');
-            return;
-          }
-          await new Promise((r) => setTimeout(r, Math.min(1_000, 50 * 2 ** attempt)));
-        }
-      }
+        },
+      }).catch((error: unknown) => {
+        if (!closed)
+          this.logger.error(
+            { run_id: runId, seq: e.seq, err: (error as Error).message },
+            'event not published: giving up',
+          );
+      });
     };
     const pump = async () => {
       while (queue.length > 0 && !closed) {
@@ -374,6 +377,7 @@ export class Planner {
       },
       close: () => {
         closed = true;
+        stopped.abort();
         queue.length = 0;
       },
     };
@@ -801,36 +805,20 @@ export class Planner {
     );
   }
 
-  private async intakeConsumer(bus: NatsBus): Promise<Consumer> {
-    const names = await ensureRunStreams(bus, this.prefix);
-    const jsm = await bus.jetstreamManager();
-    const durable = ServiceName.Planner;
-    const config = {
-      durable_name: durable,
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: this.leaseMs * 1_000_000,
-      max_ack_pending: -1,
-      filter_subject: this.subjects.runsSubmit,
-    };
-    try {
-      await jsm.consumers.add(names.runs, config);
-    } catch (error) {
-      const info = await jsm.consumers.info(names.runs, durable).catch(() => {
-        throw error;
-      });
-      if (info.config.ack_wait !== config.ack_wait)
-        await jsm.consumers
-          .update(names.runs, durable, { ack_wait: config.ack_wait })
-          .catch((e: unknown) =>
-            this.logger.warn({ err: (e as Error).message }, 'could not update the intake ack_wait'),
-          );
-    }
-    return bus.jetstream().consumers.get(names.runs, durable);
+  private async intakeConsumer(): Promise<WorkConsumer> {
+    const intake = await openRunIntake(this.bus, this.prefix);
+    return intake.consumer(ServiceName.Planner, { ackWaitMs: this.leaseMs });
   }
 
-  private async intakeLoop(consumer: Consumer): Promise<void> {
+  /** The run event log (opened once). */
+  private eventLog(): Promise<EventLog> {
+    this.events ??= openRunEventLog(this.bus, this.prefix);
+    return this.events;
+  }
+
+  private async intakeLoop(consumer: WorkConsumer): Promise<void> {
     const slots = this.intakeSlots!;
+    let failures = 0;
     while (!this.stopping) {
       const release = await slots.acquire();
       if (this.stopping) {
@@ -838,27 +826,30 @@ export class Planner {
         break;
       }
       let handed = false;
+      const stop = (this.intakeStop = new AbortController());
       try {
-        const batch = await consumer.fetch({ max_messages: 1, expires: 2_000 });
-        this.currentFetch = batch;
-        for await (const m of batch) {
+        const item = await consumer.next({ expiresMs: 2_000, signal: stop.signal });
+        failures = 0;
+        if (item !== undefined) {
           handed = true;
-          void this.track(this.takeMessage(m).finally(release));
+          void this.track(this.takeMessage(item).finally(release));
         }
       } catch (error) {
         if (!this.stopping) {
           this.logger.warn({ err: (error as Error).message }, 'run intake fetch failed; retrying');
-          await new Promise((r) => setTimeout(r, 500));
+          await sleep(backoffDelay(++failures, { baseMs: 250, capMs: 5_000 }), stop.signal).catch(
+            () => undefined,
+          );
         }
       } finally {
-        this.currentFetch = undefined;
+        this.intakeStop = undefined;
         if (!handed) release();
       }
     }
   }
 
-  private async takeMessage(m: JsMsg): Promise<void> {
-    const seq = m.info.streamSequence;
+  private async takeMessage(m: WorkItem): Promise<void> {
+    const seq = m.seq;
     const fallbackId = `run-seq-${seq}`;
     const holder = { msg: m };
     let settle: { kind: 'ack' } | { kind: 'nak'; delayMs: number } | { kind: 'leave' } = { kind: 'ack' };
@@ -868,7 +859,7 @@ export class Planner {
       let raw: unknown;
       let problems: string | undefined;
       try {
-        raw = JSON.parse(m.string());
+        raw = JSON.parse(m.text());
       } catch (error) {
         problems = `not valid JSON: ${(error as Error).message}`;
       }
@@ -919,7 +910,7 @@ export class Planner {
     } finally {
       clearInterval(heartbeat);
       if (ownRunId !== undefined) this.intakeRuns.delete(ownRunId);
-      if (settle.kind === 'ack') await holder.msg.ackAck().catch(() => holder.msg.ack());
+      if (settle.kind === 'ack') await holder.msg.ack().catch(() => undefined);
       else if (settle.kind === 'nak') holder.msg.nak(settle.delayMs);
     }
   }
@@ -1021,13 +1012,8 @@ export class Planner {
  * A run request without `identity` takes the identity of its envelope headers (`am-tenant`, `am-user`,
  * `am-session`), so clients that put identity in headers are scoped the same way.
  */
-function withEnvelopeIdentity(
-  request: RunRequest,
-  headers: { keys(): string[]; get(key: string): string } | undefined,
-): RunRequest {
+function withEnvelopeIdentity(request: RunRequest, headers: Record<string, string> | undefined): RunRequest {
   if (request.identity !== undefined || headers === undefined) return request;
-  const record: Record<string, string> = {};
-  for (const key of headers.keys()) record[key] = headers.get(key);
-  const identity = envelopeFromHeaders(record)?.identity;
+  const identity = envelopeFromHeaders(headers)?.identity;
   return identity === undefined ? request : { ...request, identity };
 }

@@ -2,9 +2,7 @@ import {
   DEFAULT_PREFIX,
   decodeMessage,
   encodeJson,
-  openBlobStore,
-  openKv,
-  type Bus,
+  type Backend,
   type BlobStore,
   type KvStore,
   type RunEvent,
@@ -75,12 +73,12 @@ export interface RunRecord {
   cancel_requested?: string;
 }
 
-export async function openTranscriptStore(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
-  return openBlobStore(bus, transcriptsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
+export async function openTranscriptStore(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
+  return bus.blobs(transcriptsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
 }
 
-export async function openRunRecords(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
-  return openKv(bus, runsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
+export async function openRunRecords(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return bus.kv(runsBucket(prefix), { ttlMs: 7 * 24 * 3_600_000 });
 }
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {
@@ -92,7 +90,7 @@ export async function saveTranscript(store: BlobStore, transcript: RunTranscript
 
 /** Reads a run's transcript (from any process on the same bus), or null when there is none. */
 export async function readTranscript(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string } = {},
 ): Promise<RunTranscript | null> {
@@ -104,7 +102,7 @@ export async function readTranscript(
 
 /** Reads the KV record of a run id, or null when no planner saw it. */
 export async function readRunRecord(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string } = {},
 ): Promise<RunRecord | null> {

@@ -4,8 +4,7 @@ import {
   ErrorCode,
   encodeJson,
   isAgentMeshError,
-  openKv,
-  type Bus,
+  type Backend,
   type KvStore,
   type ToolOutcome,
 } from '@agentmesh/protocol';
@@ -134,8 +133,12 @@ export class SharedOutcomes {
     this.claimStaleMs = Math.max(100, options.claimStaleMs ?? 10_000);
   }
 
-  static async open(bus: Bus, prefix: string, options: SharedOutcomeOptions = {}): Promise<SharedOutcomes> {
-    const kv = await openKv(bus, toolOutcomesBucket(prefix), {
+  static async open(
+    bus: Backend,
+    prefix: string,
+    options: SharedOutcomeOptions = {},
+  ): Promise<SharedOutcomes> {
+    const kv = await bus.kv(toolOutcomesBucket(prefix), {
       ttlMs: Math.max(1_000, options.ttlMs ?? 3_600_000),
     });
     return new SharedOutcomes(kv, options);

@@ -9,10 +9,8 @@ import {
   CatalogRegisterReplySchema,
   ErrorCode,
   ServiceName,
-  announceService,
   createLogger,
   encodeJson,
-  openBlobStore,
   parseJson,
   parseToolInvocation,
   requestJson,
@@ -24,7 +22,7 @@ import {
   toErrorPayload,
   toolQueueGroup,
   type BlobStore,
-  type Bus,
+  type Backend,
   type BusMessage,
   type CatalogRegisterReply,
   type ErrorPayload,
@@ -73,7 +71,7 @@ function cancelledError(runId: string, reason: string | undefined): AgentMeshErr
 }
 
 export interface ToolWorkerOptions {
-  bus: Bus;
+  bus: Backend;
   tools: Tool<any, any>[];
   /** Subject prefix (default `agentmesh`). */
   prefix?: string;
@@ -120,7 +118,7 @@ type State = 'new' | 'starting' | 'running' | 'draining' | 'stopped';
  */
 export class ToolWorker {
   readonly workerId: string;
-  private readonly bus: Bus;
+  private readonly bus: Backend;
   private readonly subjects: Subjects;
   private readonly tools = new Map<string, Tool<any, any>>();
   private readonly logger: Logger;
@@ -224,7 +222,7 @@ export class ToolWorker {
       throw new AgentMeshError(ErrorCode.Conflict, `worker ${this.workerId} was already started`);
     this.state = 'starting';
     try {
-      this.blobs = await openBlobStore(this.bus, ARTIFACTS_BUCKET);
+      this.blobs = await this.bus.blobs(ARTIFACTS_BUCKET);
     } catch (error) {
       this.state = 'new';
       throw new AgentMeshError(
@@ -265,7 +263,7 @@ export class ToolWorker {
           }),
       }),
     );
-    this.service = await announceService(this.bus, {
+    this.service = await this.bus.announce({
       name: ServiceName.ToolWorker,
       version: '0.1.0',
       description: 'agentmesh tool worker',

@@ -3,7 +3,7 @@ import {
   CatalogSearchReplySchema,
   requestJson,
   subjects,
-  type Bus,
+  type Backend,
 } from '@agentmesh/protocol';
 import { CONNECTION_FLAGS, intFlag, stringFlag, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -29,7 +29,7 @@ export const toolsSpec: CommandSpec = {
   },
 };
 
-async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Bus) => Promise<T>): Promise<T> {
+async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Backend) => Promise<T>): Promise<T> {
   if (ctx.natsUrl !== undefined) {
     const bus = await connectNats(ctx, 'agentmesh-cli');
     try {

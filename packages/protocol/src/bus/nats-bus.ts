@@ -13,8 +13,22 @@ import type { Logger } from 'pino';
 import { decodeText } from '../codec.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { SlotTable } from '../slot-table.js';
+import type { KvBucketOptions, KvStore } from '../stores/kv.js';
+import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
 import type {
-  Bus,
+  Backend,
+  DiscoveredService,
+  EventLog,
+  EventLogOptions,
+  Leases,
+  ServiceConfig,
+  ServiceHandle,
+  StreamFacts,
+  WorkQueue,
+  WorkQueueOptions,
+} from '../backend/types.js';
+import { NatsBackendParts } from '../backend/nats-backend.js';
+import type {
   BusHeaders,
   BusMessage,
   BusPayload,
@@ -181,6 +195,19 @@ export interface NatsBusOptions {
    * otherwise; so server permissions can give each role its own inbox space and no role reads another's replies.
    */
   inboxPrefix?: string;
+  /** Replicas of the streams, KV buckets and object stores this backend creates or updates (default 1). */
+  replicas?: number;
+}
+
+function replicasOf(replicas: number | undefined): number {
+  if (replicas === undefined) return 1;
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5)
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `replicas must be a whole number from 1 to 5 (JetStream's limit), got ${String(replicas)}`,
+      { retryable: false, details: { replicas } },
+    );
+  return replicas;
 }
 
 /** The reply-subject prefix of a connection: explicit, else `_INBOX_<user>` for an authenticated user, else `_INBOX`. */
@@ -207,8 +234,10 @@ export function inboxPrefixFor(servers: string | string[], options: NatsBusOptio
  * multiplexer with cheap errors), which is what makes many requests in flight fast. It also hands out JetStream,
  * KV and object store access to the actors.
  */
-export class NatsBus implements Bus {
+export class NatsBus implements Backend {
   readonly kind = 'nats' as const;
+  readonly durable = true;
+  private readonly parts: NatsBackendParts;
   private readonly inboxPrefix: string;
   private readonly pending = new SlotTable<PendingRequest>();
   private muxSub: NatsSubscription | undefined;
@@ -227,15 +256,19 @@ export class NatsBus implements Bus {
     private readonly logger: Logger | undefined,
     /** The connection's reply-subject prefix (see {@link inboxPrefixFor}). */
     readonly replyPrefix: string,
+    /** Replicas of every JetStream asset this backend creates. */
+    readonly replicas: number,
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
     this.frames = frameWriterOf(nc);
+    this.parts = new NatsBackendParts(this, replicas);
     void this.watchStatus();
   }
 
   /** Connects to NATS; with `requireJetStream` (default) fails with `jetstream_unavailable` when JetStream is off. */
   static async connect(servers: string | string[], options: NatsBusOptions = {}): Promise<NatsBus> {
     let nc: NatsConnection;
+    const replicas = replicasOf(options.replicas);
     const replyPrefix = inboxPrefixFor(servers, options);
     try {
       nc = await connect({
@@ -257,7 +290,7 @@ export class NatsBus implements Bus {
         { cause: error, details: { servers } },
       );
     }
-    const bus = new NatsBus(nc, options.logger, replyPrefix);
+    const bus = new NatsBus(nc, options.logger, replyPrefix, replicas);
     if (options.requireJetStream ?? true) {
       try {
         await bus.jetstreamManager();
@@ -499,5 +532,30 @@ export class NatsBus implements Bus {
 
   createInbox(): string {
     return `${this.replyPrefix}.${nuid.next()}`;
+  }
+
+  kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
+    return this.parts.kv(bucket, options);
+  }
+  blobs(bucket: string, options?: BlobBucketOptions): Promise<BlobStore> {
+    return this.parts.blobs(bucket, options);
+  }
+  workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
+    return this.parts.workQueue(options);
+  }
+  eventLog(options: EventLogOptions): Promise<EventLog> {
+    return this.parts.eventLog(options);
+  }
+  leases(bucket: string, options?: KvBucketOptions): Promise<Leases> {
+    return this.parts.leases(bucket, options);
+  }
+  announce(config: ServiceConfig): Promise<ServiceHandle> {
+    return this.parts.announce(config);
+  }
+  discover(name?: string, timeoutMs?: number): Promise<DiscoveredService[]> {
+    return this.parts.discover(name, timeoutMs);
+  }
+  streamFacts(stream: string): Promise<StreamFacts | undefined> {
+    return this.parts.streamFacts(stream);
   }
 }
