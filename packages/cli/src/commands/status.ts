@@ -1,6 +1,7 @@
 import {
   CatalogListReplySchema,
   discoverServices,
+  openRunIntake,
   requestJson,
   streamNames,
   subjects,
@@ -20,22 +21,21 @@ export async function statusCommand(ctx: CommandContext): Promise<number> {
   try {
     const services = await discoverServices(bus);
     const names = streamNames(ctx.prefix);
-    const jsm = await bus.jetstreamManager();
     const streams: Record<string, unknown> = {};
     for (const stream of [names.runs, names.events]) {
-      const info = await jsm.streams.info(stream).catch(() => undefined);
-      streams[stream] = info
-        ? { messages: info.state.messages, bytes: info.state.bytes, consumers: info.state.consumer_count }
+      const facts = await bus.streamFacts(stream).catch(() => undefined);
+      streams[stream] = facts
+        ? { messages: facts.messages, bytes: facts.bytes, consumers: facts.consumers }
         : 'missing';
     }
     const consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[] = [];
     if (streams[names.runs] !== 'missing')
-      for await (const c of jsm.consumers.list(names.runs))
+      for (const c of await (await openRunIntake(bus, ctx.prefix)).consumers())
         consumers.push({
           name: c.name,
-          pending: c.num_pending,
-          ack_pending: c.num_ack_pending,
-          redelivered: c.num_redelivered,
+          pending: c.pending,
+          ack_pending: c.ackPending,
+          redelivered: c.redelivered,
         });
     const tools = await requestJson(bus, subjects(ctx.prefix).catalogList, {}, CatalogListReplySchema, {
       timeoutMs: 2000,

@@ -1,5 +1,5 @@
 import type { BusHeaders } from '../bus/types.js';
-import type { WorkConsumer, WorkItem, WorkQueue } from './types.js';
+import type { WorkConsumer, WorkConsumerFacts, WorkItem, WorkQueue } from './types.js';
 
 interface QueuedMessage {
   seq: number;
@@ -20,7 +20,7 @@ export class MemoryWorkQueue implements WorkQueue {
   private readonly messages = new Map<number, QueuedMessage>();
   private readonly dedupe = new Map<string, { seq: number; at: number }>();
   private readonly waiters = new Set<() => void>();
-  private readonly consumers = new Map<string, MemoryWorkConsumer>();
+  private readonly consumers_ = new Map<string, MemoryWorkConsumer>();
 
   constructor(private readonly duplicateWindowMs: number) {}
 
@@ -50,10 +50,15 @@ export class MemoryWorkQueue implements WorkQueue {
   }
 
   async consumer(name: string, options: { ackWaitMs: number }): Promise<WorkConsumer> {
-    let consumer = this.consumers.get(name);
-    if (consumer === undefined) this.consumers.set(name, (consumer = new MemoryWorkConsumer(this)));
+    let consumer = this.consumers_.get(name);
+    if (consumer === undefined) this.consumers_.set(name, (consumer = new MemoryWorkConsumer(this)));
     consumer.ackWaitMs = options.ackWaitMs;
     return consumer;
+  }
+
+  async consumers(): Promise<WorkConsumerFacts[]> {
+    const { pending, ackPending } = this.counts();
+    return [...this.consumers_.keys()].map((name) => ({ name, pending, ackPending, redelivered: 0 }));
   }
 
   /** The first message ready for delivery, or the time the next one becomes ready. */

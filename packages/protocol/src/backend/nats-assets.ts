@@ -70,12 +70,22 @@ export async function ensureStream(jsm: JetStreamManager, wanted: WantedStream):
     (key) => wanted[key] !== undefined && !same(info.config[key], wanted[key]),
   );
   if (differing.length === 0) return;
+  let updated: StreamInfo;
   try {
-    await jsm.streams.update(wanted.name, { ...info.config, ...wanted });
+    updated = await jsm.streams.update(wanted.name, { ...info.config, ...wanted });
   } catch (error) {
     const key = differing[0]!;
     throw assetError(wanted.name, settingName(key), info.config[key], wanted[key], error);
   }
+  const kept = differing.find((key) => !same(updated.config[key], wanted[key]));
+  if (kept !== undefined)
+    throw assetError(
+      wanted.name,
+      settingName(kept),
+      updated.config[kept],
+      wanted[kept],
+      'the server accepted the update but kept the current value',
+    );
 }
 
 function settingName(key: keyof StreamConfig): string {

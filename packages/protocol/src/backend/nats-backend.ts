@@ -47,7 +47,18 @@ export class NatsBackendParts {
     readonly replicas: number,
   ) {}
 
+  /** Replicas above 1 need a JetStream cluster: a single server would accept them and keep one copy. */
+  private assertReplicasPossible(asset: string): void {
+    if (this.replicas <= 1 || this.conn.nc.info?.cluster !== undefined) return;
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `JetStream asset "${asset}": replicas ${this.replicas} needs a NATS cluster, but the server (${this.conn.nc.getServer()}) is a single node; set AGENTMESH_REPLICAS / nats.replicas to 1 or connect to a cluster`,
+      { retryable: false, details: { asset, setting: 'replicas', current: 1, wanted: this.replicas } },
+    );
+  }
+
   async kv(bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
+    this.assertReplicasPossible(`KV_${bucket}`);
     const history = options.history ?? 1;
     const kv = await new Kvm(this.conn.nc)
       .create(bucket, {
@@ -68,6 +79,7 @@ export class NatsBackendParts {
   }
 
   async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {
+    this.assertReplicasPossible(`OBJ_${bucket}`);
     const os = await new Objm(this.conn.nc)
       .create(bucket, {
         replicas: this.replicas,
@@ -85,6 +97,7 @@ export class NatsBackendParts {
   }
 
   async workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
+    this.assertReplicasPossible(options.stream);
     return NatsWorkQueue.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
       ...options,
       replicas: this.replicas,
@@ -93,6 +106,7 @@ export class NatsBackendParts {
   }
 
   async eventLog(options: EventLogOptions): Promise<EventLog> {
+    this.assertReplicasPossible(options.stream);
     return NatsEventLog.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
       ...options,
       replicas: this.replicas,
@@ -115,8 +129,12 @@ export class NatsBackendParts {
   async discover(name?: string, timeoutMs = 1000): Promise<DiscoveredService[]> {
     const client = new Svcm(this.conn.nc).client({ strategy: 'timer', maxWait: timeoutMs });
     const out: DiscoveredService[] = [];
-    for await (const s of await client.ping(name))
-      out.push({ name: s.name, id: s.id, version: s.version, metadata: s.metadata ?? {} });
+    try {
+      for await (const s of await client.ping(name))
+        out.push({ name: s.name, id: s.id, version: s.version, metadata: s.metadata ?? {} });
+    } catch (error) {
+      if (!/no responders/i.test((error as Error).message)) throw error;
+    }
     return out.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
   }
 

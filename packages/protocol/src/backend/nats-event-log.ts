@@ -46,14 +46,15 @@ export class NatsEventLog implements EventLog {
     jsm: JetStreamManager,
     options: EventLogOptions & { replicas: number },
   ): Promise<NatsEventLog> {
+    const maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3_600_000;
     await ensureStream(jsm, {
       name: options.stream,
       subjects: [options.subjects],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       discard: DiscardPolicy.Old,
-      max_age: ms(options.maxAgeMs ?? 7 * 24 * 3_600_000),
-      duplicate_window: ms(2 * 60_000),
+      max_age: ms(maxAgeMs),
+      duplicate_window: ms(Math.min(2 * 60_000, maxAgeMs)),
       num_replicas: options.replicas,
     });
     return new NatsEventLog(js, jsm, options.stream);

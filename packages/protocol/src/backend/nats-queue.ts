@@ -3,9 +3,11 @@ import type { Consumer, JetStreamClient, JetStreamManager, JsMsg } from '@nats-i
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { BusHeaders } from '../bus/types.js';
 import { ensureStream } from './nats-assets.js';
-import type { WorkConsumer, WorkItem, WorkQueue, WorkQueueOptions } from './types.js';
+import type { WorkConsumer, WorkConsumerFacts, WorkItem, WorkQueue, WorkQueueOptions } from './types.js';
 
 const ms = (n: number) => n * 1_000_000;
+/** The shortest pull the JetStream client accepts. */
+const MIN_EXPIRES_MS = 1_000;
 
 export function toNatsHeaders(record: BusHeaders | undefined): MsgHdrs | undefined {
   if (record === undefined) return undefined;
@@ -79,6 +81,18 @@ export class NatsWorkQueue implements WorkQueue {
     }
     return new NatsWorkConsumer(await this.js.consumers.get(this.options.stream, name));
   }
+
+  async consumers(): Promise<WorkConsumerFacts[]> {
+    const out: WorkConsumerFacts[] = [];
+    for await (const c of this.jsm.consumers.list(this.options.stream))
+      out.push({
+        name: c.name,
+        pending: c.num_pending,
+        ackPending: c.num_ack_pending,
+        redelivered: c.num_redelivered,
+      });
+    return out;
+  }
 }
 
 class NatsWorkConsumer implements WorkConsumer {
@@ -86,7 +100,10 @@ class NatsWorkConsumer implements WorkConsumer {
 
   async next(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkItem | undefined> {
     if (options.signal?.aborted) return undefined;
-    const batch = await this.consumer.fetch({ max_messages: 1, expires: options.expiresMs });
+    const batch = await this.consumer.fetch({
+      max_messages: 1,
+      expires: Math.max(MIN_EXPIRES_MS, options.expiresMs),
+    });
     const stop = () => batch.stop();
     options.signal?.addEventListener('abort', stop, { once: true });
     try {

@@ -28,6 +28,15 @@ export interface WorkQueue {
   ): Promise<{ seq: number; duplicate: boolean }>;
   /** The durable consumer `name`, shared by every process that opens it (created when missing). */
   consumer(name: string, options: { ackWaitMs: number }): Promise<WorkConsumer>;
+  /** The consumers of this queue and their counts (for `agentmesh status`). */
+  consumers(): Promise<WorkConsumerFacts[]>;
+}
+
+export interface WorkConsumerFacts {
+  name: string;
+  pending: number;
+  ackPending: number;
+  redelivered: number;
 }
 
 export interface WorkConsumer {
