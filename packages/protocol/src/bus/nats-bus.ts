@@ -1,5 +1,5 @@
 import { connect } from '@nats-io/transport-node';
-import { headers as natsHeaders, nuid } from '@nats-io/nats-core';
+import { PermissionViolationError, headers as natsHeaders, nuid } from '@nats-io/nats-core';
 import type {
   ConnectionOptions,
   Msg,
@@ -50,7 +50,6 @@ import {
   noRespondersError,
   payloadSize,
   timeoutError,
-  toBytes,
 } from './shared.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -63,24 +62,19 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 const FLUSH_THRESHOLD_BYTES = 8 * 1024;
 
-/**
- * What {@link NatsBus} uses of nats-core's protocol handler (`NatsConnectionImpl.protocol`) to publish a message as
- * one frame it builds itself.
- */
-interface FrameWriter {
-  sendCommand(frame: Uint8Array): void;
-  noMorePublishing: boolean;
-  outMsgs: number;
-  outBytes: number;
-}
-
-function frameWriterOf(nc: NatsConnection): FrameWriter | undefined {
-  const protocol = (nc as { protocol?: Partial<FrameWriter> }).protocol;
-  return typeof protocol?.sendCommand === 'function' &&
-    typeof protocol.outMsgs === 'number' &&
-    typeof protocol.outBytes === 'number'
-    ? (protocol as FrameWriter)
-    : undefined;
+/** A nats-core error as the named error a request gets: `permission_denied` for a permission violation. */
+function busError(error: Error, subject: string): AgentMeshError {
+  if (error instanceof PermissionViolationError)
+    return new AgentMeshError(
+      ErrorCode.PermissionDenied,
+      `NATS refused to ${error.operation === 'publish' ? 'publish to' : 'subscribe to'} ${error.subject} (request to ${subject}): permissions violation`,
+      {
+        retryable: false,
+        cause: error,
+        details: { subject, operation: error.operation, denied_subject: error.subject },
+      },
+    );
+  return AgentMeshError.from(error, ErrorCode.Unavailable);
 }
 
 function toNatsHeaders(h: BusHeaders | undefined): MsgHdrs | undefined {
@@ -249,7 +243,6 @@ export class NatsBus implements Backend {
   private closed = false;
   private jsClient: JetStreamClient | undefined;
   private jsManager: JetStreamManager | undefined;
-  private readonly frames: FrameWriter | undefined;
 
   private constructor(
     readonly nc: NatsConnection,
@@ -260,7 +253,6 @@ export class NatsBus implements Backend {
     readonly replicas: number,
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
-    this.frames = frameWriterOf(nc);
     this.parts = new NatsBackendParts(this, replicas);
     void this.watchStatus();
   }
@@ -329,6 +321,12 @@ export class NatsBus implements Backend {
           ? s.type
           : undefined;
       if (type === undefined) continue;
+      if (
+        s.type === 'error' &&
+        s.error instanceof PermissionViolationError &&
+        s.error.operation === 'publish'
+      )
+        this.publishRefused(s.error);
       const detail = 'server' in s ? String(s.server) : 'error' in s ? String(s.error) : undefined;
       this.logger?.info({ status: type, detail }, 'nats connection status');
       for (const l of this.statusListeners) l({ type, ...(detail === undefined ? {} : { detail }) });
@@ -350,12 +348,7 @@ export class NatsBus implements Backend {
     this.send(subject, data, size, options.reply, options.headers);
   }
 
-  /**
-   * Publishes a checked message. One without headers goes out as a frame built here in one piece
-   * (`PUB <subject> [reply] <size>\r\n<payload>\r\n`), at about half the cost of nats-core's publish, which encodes
-   * the protocol line with a TextEncoder and queues three buffers. Headers, or a connection that stops publishing,
-   * go through nats-core.
-   */
+  /** Publishes a checked message through nats-core's public publish. */
   private send(
     subject: string,
     data: BusPayload,
@@ -363,29 +356,16 @@ export class NatsBus implements Backend {
     reply: string | undefined,
     headers: BusHeaders | undefined,
   ): void {
-    const frames = this.frames;
-    if (frames === undefined || headers !== undefined || frames.noMorePublishing) {
-      const h = toNatsHeaders(headers);
-      this.nc.publish(subject, size === 0 ? EMPTY : toBytes(data), {
-        ...(h === undefined ? {} : { headers: h }),
-        ...(reply === undefined ? {} : { reply }),
-      });
-      return;
-    }
-    const line = reply === undefined ? `PUB ${subject} ${size}\r\n` : `PUB ${subject} ${reply} ${size}\r\n`;
-    let frame: Buffer;
-    if (typeof data === 'string') frame = Buffer.from(`${line}${data}\r\n`, 'utf8');
-    else {
-      const lineLength = Buffer.byteLength(line, 'utf8');
-      frame = Buffer.allocUnsafe(lineLength + size + 2);
-      frame.write(line, 0, lineLength, 'utf8');
-      frame.set(data, lineLength);
-      frame[lineLength + size] = 13;
-      frame[lineLength + size + 1] = 10;
-    }
-    frames.outMsgs++;
-    frames.outBytes += size;
-    frames.sendCommand(frame);
+    const h = toNatsHeaders(headers);
+    this.nc.publish(
+      subject,
+      size === 0 ? EMPTY : data,
+      h === undefined
+        ? reply === undefined
+          ? undefined
+          : { reply }
+        : { headers: h, ...(reply === undefined ? {} : { reply }) },
+    );
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
@@ -400,9 +380,12 @@ export class NatsBus implements Backend {
 
   private ensureMux(): void {
     if (this.muxSub !== undefined && !this.muxSub.isClosed()) return;
-    this.muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
-      callback: (_err, msg) => {
-        if (msg === undefined) return;
+    const muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
+      callback: (err, msg) => {
+        if (err !== null) {
+          this.replySubscriptionFailed(muxSub, err);
+          return;
+        }
         const handle = parseInt(msg.subject.slice(this.inboxPrefix.length + 1), 36);
         const p = this.pending.get(handle);
         if (p === undefined) return;
@@ -410,6 +393,29 @@ export class NatsBus implements Backend {
         if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
         else p.resolve(new NatsMessage(msg));
       },
+    });
+    this.muxSub = muxSub;
+  }
+
+  /**
+   * The shared reply subscription failed (a permission violation on the inbox): every waiting request gets the named
+   * error at once, and the next request subscribes again.
+   */
+  private replySubscriptionFailed(sub: NatsSubscription, error: Error): void {
+    if (this.muxSub === sub) this.muxSub = undefined;
+    this.logger?.error({ err: error, subject: sub.getSubject() }, 'reply subscription failed');
+    this.pending.forEach((p, handle) => {
+      this.settle(handle, p);
+      p.reject(busError(error, p.subject));
+    });
+  }
+
+  /** A request whose publish the server refused: its waiters get `permission_denied`, not a timeout. */
+  private publishRefused(error: PermissionViolationError): void {
+    this.pending.forEach((p, handle) => {
+      if (p.subject !== error.subject) return;
+      this.settle(handle, p);
+      p.reject(busError(error, p.subject));
     });
   }
 
