@@ -5,7 +5,7 @@ import { decodeMessage, encodeJson, parseJson, validate } from './codec.js';
 import { AgentMeshError, ErrorCode, toErrorPayload, type ErrorPayload } from './errors.js';
 import { Header } from './envelope.js';
 import { ErrorPayloadSchema } from './schemas.js';
-import { sleep } from './timing.js';
+import { retry } from './retry.js';
 
 /** Header value marking a reply whose body is `{ "error": ErrorPayload }`. */
 export const ERROR_STATUS = 'error';
@@ -130,15 +130,11 @@ export async function requestJsonRetrying<S extends z.ZodType>(
   replySchema: S,
   options: RetryingRequestOptions,
 ): Promise<z.output<S>> {
-  const deadline = Date.now() + options.retryForMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await requestJson(bus, subject, body, replySchema, options);
-    } catch (error) {
-      const e = AgentMeshError.from(error);
-      if (!e.retryable || Date.now() >= deadline || options.signal?.aborted) throw e;
-      const backoff = Math.min(1000, 50 * 2 ** attempt) * (0.5 + Math.random() / 2);
-      await sleep(Math.min(backoff, Math.max(0, deadline - Date.now())), options.signal);
-    }
-  }
+  return retry(() => requestJson(bus, subject, body, replySchema, options), {
+    timeoutMs: options.retryForMs,
+    baseMs: 50,
+    capMs: 1_000,
+    jitter: 0.5,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
 }
