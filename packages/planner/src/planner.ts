@@ -972,7 +972,8 @@ export class Planner {
         const stored = await readCheckpoint(this.checkpoints!, runId);
         snapshot = stored?.checkpoint.snapshot;
         revision = stored?.revision;
-        lastSeq = Math.max(last?.seq ?? 0, snapshot?.seq ?? 0);
+        // events continue after the last stored one (the log refuses a gap), even when the checkpoint is newer
+        lastSeq = last?.seq ?? 0;
         if (last !== undefined)
           earlier = await readRunEvents(this.bus, runId, { prefix: this.prefix }).catch((error: unknown) => {
             log.warn(

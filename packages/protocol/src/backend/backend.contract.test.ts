@@ -139,14 +139,17 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       sub.unsubscribe();
     });
 
-    it('refuses a stale writer: another log handle that appended first wins, the loser gets conflict', async () => {
+    it('refuses a stale writer: the handle that appended a seq first wins, another body for that seq gets conflict', async () => {
       const stream = unique('EV').toUpperCase();
       const a = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
       const b = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
       const subject = `${stream}.r2.events`;
       await a.append(subject, 1, enc.encode('a1'));
       await b.append(subject, 2, enc.encode('b2'));
-      await expect(a.append(subject, 2, enc.encode('a2'))).resolves.toBeUndefined();
+      await expect(a.append(subject, 2, enc.encode('a2'))).rejects.toMatchObject({
+        code: ErrorCode.Conflict,
+      });
+      await expect(a.append(subject, 2, enc.encode('b2'))).resolves.toBeUndefined();
       expect(text(await a.replay(subject))).toEqual(['1:a1', '2:b2']);
       await expect(a.append(subject, 4, enc.encode('a4'))).rejects.toMatchObject({
         code: ErrorCode.Conflict,

@@ -1,5 +1,6 @@
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import type { Bus, BusHeaders } from '../bus/types.js';
+import { sameBytes } from './nats-event-log.js';
 import type { EventFollower, EventLog, LoggedEvent } from './types.js';
 
 interface Stored extends LoggedEvent {
@@ -21,7 +22,14 @@ export class MemoryEventLog implements EventLog {
     const log = this.logs.get(subject) ?? [];
     this.expire(subject, log);
     const lastSeq = log.at(-1)?.seq ?? 0;
-    if (seq <= lastSeq && seq >= (log[0]?.seq ?? 1)) return;
+    if (
+      sameBytes(
+        log.find((e) => e.seq === seq),
+        seq,
+        data,
+      )
+    )
+      return;
     if (seq !== lastSeq + 1)
       throw new AgentMeshError(
         ErrorCode.Conflict,

@@ -11,12 +11,19 @@ export const EVENT_SEQ_HEADER = 'Agentmesh-Event-Seq';
 const ms = (n: number) => n * 1_000_000;
 const MAX_CACHED_SUBJECTS = 10_000;
 const REPLAY_GUARD_MS = 15_000;
+/** The first event of a run is appended expecting an empty subject, without a lookup; a conflict looks it up. */
+const EMPTY_TAIL = { seq: 0, streamSeq: 0 } as const;
 
 function eventSeq(headers: BusHeaders | undefined, data: Uint8Array): number {
   const fromHeader = Number(headers?.[EVENT_SEQ_HEADER]);
   if (Number.isInteger(fromHeader) && fromHeader > 0) return fromHeader;
   const parsed = JSON.parse(new TextDecoder().decode(data)) as { seq?: unknown };
   return typeof parsed.seq === 'number' ? parsed.seq : 0;
+}
+
+/** True when `event` is event `seq` with exactly `data` (a retried append whose first try landed). */
+export function sameBytes(event: LoggedEvent | undefined, seq: number, data: Uint8Array): boolean {
+  return event?.seq === seq && Buffer.from(event.data).equals(Buffer.from(data));
 }
 
 function conflict(subject: string, seq: number, lastSeq: number): AgentMeshError {
@@ -62,9 +69,10 @@ export class NatsEventLog implements EventLog {
 
   async append(subject: string, seq: number, data: Uint8Array, options: { headers?: BusHeaders } = {}) {
     for (let attempt = 1; ; attempt++) {
-      const tail = await this.tail(subject);
+      const tail =
+        attempt === 1 && seq === 1 ? (this.tails.get(subject) ?? EMPTY_TAIL) : await this.tail(subject);
       if (tail.seq >= seq) {
-        if (tail.seq === seq || (await this.stored(subject, seq))) return;
+        if (sameBytes((await this.replay(subject, { fromSeq: seq }))[0], seq, data)) return;
         throw conflict(subject, seq, tail.seq);
       }
       if (tail.seq !== seq - 1) throw conflict(subject, seq, tail.seq);
@@ -77,6 +85,8 @@ export class NatsEventLog implements EventLog {
           timeout: 5_000,
         });
         this.remember(subject, { seq, streamSeq: ack.seq });
+        if (ack.duplicate && !sameBytes((await this.replay(subject, { fromSeq: seq }))[0], seq, data))
+          throw conflict(subject, seq, seq);
         return;
       } catch (error) {
         this.tails.delete(subject);
@@ -166,12 +176,6 @@ export class NatsEventLog implements EventLog {
     const stored = await this.lastStored(subject);
     if (stored === undefined) return { seq: 0, streamSeq: 0 };
     return { seq: eventSeq(fromNatsHeaders(stored.header), stored.data), streamSeq: stored.seq };
-  }
-
-  /** True when event `seq` of the subject is stored (a retried append whose first try landed). */
-  private async stored(subject: string, seq: number): Promise<boolean> {
-    const events = await this.replay(subject, { fromSeq: seq });
-    return events[0]?.seq === seq;
   }
 
   private remember(subject: string, tail: { seq: number; streamSeq: number }): void {
