@@ -6,7 +6,9 @@ import {
   encodeJson,
   isAgentMeshError,
   openRunEventLog,
+  backoffDelay,
   retry,
+  sleep,
   subjects,
   type Backend,
   type KvStore,
@@ -250,7 +252,7 @@ export class RunLease {
         }
         this.log.debug({ run_id: this.runId, err: (error as Error).message }, 'lease renewal failed');
         this.checkExpiry();
-        if (attempt < tries) await new Promise((r) => setTimeout(r, 250 * attempt));
+        if (attempt < tries) await sleep(backoffDelay(attempt, { baseMs: 250, capMs: 2_000 }));
       }
     }
     this.checkExpiry();
