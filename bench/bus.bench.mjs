@@ -21,8 +21,8 @@ export async function run({ natsUrl, quick }) {
   const count64 = quick ? 5000 : 40000;
   const figures = [];
 
-  const raw = await connect({ servers: natsUrl });
-  const rawResponder = await connect({ servers: natsUrl });
+  const raw = await connect({ servers: natsUrl, noAsyncTraces: true });
+  const rawResponder = await connect({ servers: natsUrl, noAsyncTraces: true });
   rawResponder.subscribe('bench.raw', { callback: (_e, m) => m.respond(m.data) });
   await rawResponder.flush();
 

@@ -144,8 +144,8 @@ export async function run({ natsUrl, quick }) {
   const rawBucket = `bench_rawkv_${id}`;
   const catalogBus = await NatsBus.connect(natsUrl, { logger: silentLogger() });
   const client = await NatsBus.connect(natsUrl, { logger: silentLogger() });
-  const raw = await connect({ servers: natsUrl });
-  const rawResponder = await connect({ servers: natsUrl });
+  const raw = await connect({ servers: natsUrl, noAsyncTraces: true });
+  const rawResponder = await connect({ servers: natsUrl, noAsyncTraces: true });
   const catalog = new Catalog({ bus: catalogBus, prefix, bucket, logger: silentLogger() });
   try {
     await catalog.start();

@@ -53,8 +53,8 @@ async function agentmesh() {
 async function raw(sample) {
   const requestBytes = new TextEncoder().encode(sample.request);
   const replyBytes = new TextEncoder().encode(sample.reply);
-  const client = await connect({ servers: natsUrl });
-  const responder = await connect({ servers: natsUrl });
+  const client = await connect({ servers: natsUrl, noAsyncTraces: true });
+  const responder = await connect({ servers: natsUrl, noAsyncTraces: true });
   responder.subscribe(`${prefix}.raw`, { callback: (_e, m) => m.respond(replyBytes) });
   await responder.flush();
   return {

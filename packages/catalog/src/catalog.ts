@@ -10,7 +10,6 @@ import {
   ErrorCode,
   SearchStrategySchema,
   ServiceName,
-  announceService,
   createLogger,
   encodeJson,
   isToolAllowed,
@@ -19,7 +18,7 @@ import {
   serve,
   subjects,
   toErrorPayload,
-  type Bus,
+  type Backend,
   type CatalogGetReply,
   type CatalogList,
   type CatalogListReply,
@@ -37,7 +36,6 @@ import {
   type ToolLoading,
   type ToolSpec,
   type ToolSummary,
-  openKv,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import { CatalogKeys, ToolRegistry, specHash, type LiveTool, type WorkerRecord } from './registry.js';
@@ -57,7 +55,7 @@ export const DEFAULT_WORKER_TTL_MS = 10_000;
 export const DEFAULT_MAX_REQUEST_BYTES = 64 * 1024;
 
 export interface CatalogOptions {
-  bus: Bus;
+  bus: Backend;
   /** Subject prefix (default `agentmesh`). */
   prefix?: string;
   logger?: Logger;
@@ -101,7 +99,7 @@ const ECHO_TIMEOUT_MS = 5000;
  * memory, updated as tools come and go.
  */
 export class Catalog {
-  private readonly bus: Bus;
+  private readonly bus: Backend;
   private readonly logger: Logger;
   private readonly subjects: ReturnType<typeof subjects>;
   private readonly workerTtlMs: number;
@@ -159,7 +157,7 @@ export class Catalog {
       await this.load(this.kv);
       this.serveAll();
       await this.bus.flush();
-      this.service = await announceService(this.bus, {
+      this.service = await this.bus.announce({
         name: ServiceName.Catalog,
         version: CATALOG_VERSION,
         description: 'agentmesh tool catalog: registration, exposure and tool search',
@@ -202,7 +200,7 @@ export class Catalog {
 
   private async openBucket(): Promise<KvStore> {
     try {
-      return await openKv(this.bus, this.bucket);
+      return await this.bus.kv(this.bucket);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (/jetstream/i.test(message) || /503/.test(message))

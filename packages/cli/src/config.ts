@@ -67,7 +67,14 @@ export const ConfigSchema = z
       .optional(),
     capabilities: z.array(CapabilityRuleSchema).optional(),
     prices: z.record(z.string(), PriceSchema).optional(),
-    nats: z.object({ url: z.string().optional(), prefix: z.string().optional() }).strict().optional(),
+    nats: z
+      .object({
+        url: z.string().optional(),
+        prefix: z.string().optional(),
+        replicas: z.number().int().min(1).max(5).optional(),
+      })
+      .strict()
+      .optional(),
     catalog: z
       .object({
         worker_ttl_ms: z.number().int().min(500).optional(),

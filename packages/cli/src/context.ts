@@ -1,4 +1,11 @@
-import { AgentMeshError, ErrorCode, NatsBus, DEFAULT_PREFIX, type Logger } from '@agentmesh/protocol';
+import {
+  AgentMeshError,
+  ErrorCode,
+  connectBackend,
+  DEFAULT_PREFIX,
+  type Backend,
+  type Logger,
+} from '@agentmesh/protocol';
 import { stringFlag, type ParsedArgs } from './args.js';
 import { configPath, loadConfig, type AgentMeshConfig } from './config.js';
 import { createCliLogger, logFormatFromEnv, logLevelFromEnv } from './logging.js';
@@ -14,6 +21,8 @@ export interface CommandContext {
   config: AgentMeshConfig;
   prefix: string;
   natsUrl: string | undefined;
+  /** Replicas of the JetStream assets this process creates (AGENTMESH_REPLICAS, `nats.replicas`; default 1). */
+  replicas: number;
   logger: Logger;
   io: Io;
 }
@@ -32,13 +41,14 @@ export function buildContext(args: ParsedArgs, io: Io, loggerName: string, quiet
     config,
     prefix: stringFlag(args, 'prefix', 'AGENTMESH_PREFIX') ?? config.nats?.prefix ?? DEFAULT_PREFIX,
     natsUrl: stringFlag(args, 'nats', 'NATS_URL') ?? config.nats?.url,
+    replicas: replicasSetting(config),
     logger: createCliLogger(loggerName, { level, format, stderr: io.stderr }),
     io,
   };
 }
 
 /** Connects to NATS for an actor or a client command; credentials come from the URL or NATS_USER / NATS_PASSWORD. */
-export async function connectNats(ctx: CommandContext, name: string): Promise<NatsBus> {
+export async function connectNats(ctx: CommandContext, name: string): Promise<Backend> {
   if (ctx.natsUrl === undefined)
     throw new AgentMeshError(
       ErrorCode.InvalidConfig,
@@ -47,13 +57,25 @@ export async function connectNats(ctx: CommandContext, name: string): Promise<Na
   const user = process.env['NATS_USER'];
   const pass = process.env['NATS_PASSWORD'];
   const token = process.env['NATS_TOKEN'];
-  return NatsBus.connect(
-    ctx.natsUrl.split(',').map((s) => s.trim()),
-    {
-      name,
-      logger: ctx.logger,
-      ...(user ? { user, pass: pass ?? '' } : {}),
-      ...(token ? { token } : {}),
-    },
-  );
+  return connectBackend({
+    servers: ctx.natsUrl,
+    name,
+    logger: ctx.logger,
+    replicas: ctx.replicas,
+    ...(user ? { user, pass: pass ?? '' } : {}),
+    ...(token ? { token } : {}),
+  });
+}
+
+/** AGENTMESH_REPLICAS, else `nats.replicas` in the configuration, else 1. */
+export function replicasSetting(config: AgentMeshConfig, env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env['AGENTMESH_REPLICAS'];
+  if (raw === undefined || raw.trim() === '') return config.nats?.replicas ?? 1;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 5)
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `AGENTMESH_REPLICAS must be a whole number from 1 to 5, got "${raw}"`,
+    );
+  return n;
 }

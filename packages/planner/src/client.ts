@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DEFAULT_PREFIX, type Bus, type RunEvent, type RunRequestInput } from '@agentmesh/protocol';
+import { DEFAULT_PREFIX, type Backend, type RunEvent, type RunRequestInput } from '@agentmesh/protocol';
 import { followRunEvents, publishRunRequest } from './durable/infra.js';
 import type { RunResult } from './planner.js';
 
@@ -16,7 +16,7 @@ export interface SubmitResult {
  * a resubmission is dropped by the server), in process through `runs.submit`. A missing id is generated.
  */
 export function submitRun(
-  bus: Bus,
+  bus: Backend,
   request: RunRequestInput,
   options: { prefix?: string } = {},
 ): Promise<SubmitResult> {
@@ -29,7 +29,7 @@ export function submitRun(
  * (so it may be called after submitting); in process it subscribes, so call it before submitting.
  */
 export async function followRun(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string; onEvent?: (event: RunEvent) => void; signal?: AbortSignal } = {},
 ): Promise<RunResult> {

@@ -9,7 +9,7 @@ import {
   silentLogger,
   subjects as buildSubjects,
   type BlobStore,
-  type Bus,
+  type Backend,
   type BusMessage,
   type KvStore,
   type Logger,
@@ -42,7 +42,7 @@ export type { PlannerDefaults, ToolSearchDefaults } from './run/setup.js';
 export const PLANNER_VERSION = '0.1.0';
 
 export interface PlannerOptions {
-  bus: Bus;
+  bus: Backend;
   prefix?: string;
   logger?: Logger;
   /** Unique per planner process (default: host, pid and a random suffix). */
@@ -83,7 +83,7 @@ interface Stores {
 export class Planner {
   readonly id: string;
   readonly prefix: string;
-  private readonly bus: Bus;
+  private readonly bus: Backend;
   private readonly subjects: Subjects;
   private readonly logger: Logger;
   private readonly infra: PlannerInfra;

@@ -4,7 +4,7 @@ import {
   encodeJson,
   isAgentMeshError,
   subjects,
-  type Bus,
+  type Backend,
   type RunEvent,
 } from '@agentmesh/protocol';
 import { parseRecord, readRunEvents } from './durable/index.js';
@@ -18,7 +18,7 @@ import {
 
 /** The run records of the fleet, newest first (at most `limit`, default 50; `state` filters). */
 export async function listRuns(
-  bus: Bus,
+  bus: Backend,
   options: { prefix?: string; limit?: number; state?: RunRecord['state'] } = {},
 ): Promise<RunRecord[]> {
   const kv = await openRunRecords(bus, options.prefix);
@@ -41,7 +41,7 @@ export interface RunDetails {
 }
 
 export async function showRun(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string } = {},
 ): Promise<RunDetails> {
@@ -59,7 +59,7 @@ export async function showRun(
  * null for an unknown run id.
  */
 export async function cancelRun(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string; reason?: string } = {},
 ): Promise<RunRecord | null> {

@@ -1,7 +1,7 @@
 import {
   decodeMessage,
   encodeJson,
-  type Bus,
+  type Backend,
   type BlobStore,
   type RunEvent,
   type RunRequest,
@@ -69,7 +69,7 @@ export async function saveTranscript(store: BlobStore, transcript: RunTranscript
 
 /** Reads a run's transcript (from any process on the same bus), or null when there is none. */
 export async function readTranscript(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string } = {},
 ): Promise<RunTranscript | null> {
@@ -81,7 +81,7 @@ export async function readTranscript(
 
 /** Reads the KV record of a run id, or null when no planner saw it. */
 export async function readRunRecord(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string } = {},
 ): Promise<RunRecord | null> {

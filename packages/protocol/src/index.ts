@@ -11,9 +11,31 @@ export type * from './bus/types.js';
 export { MemoryBus, type MemoryBusOptions } from './bus/memory-bus.js';
 export { NatsBus, inboxPrefixFor, type NatsBusOptions } from './bus/nats-bus.js';
 export { subjectMatches } from './bus/shared.js';
-export * from './stores/kv.js';
-export * from './stores/blobs.js';
-export { connectBus, type ConnectBusOptions } from './connect.js';
+export {
+  MemoryKvStore,
+  openKv,
+  type KvBucketOptions,
+  type KvEntry,
+  type KvStore,
+  type KvWatcher,
+} from './stores/kv.js';
+export {
+  MemoryBlobStore,
+  openBlobStore,
+  type BlobBucketOptions,
+  type BlobInfo,
+  type BlobStore,
+} from './stores/blobs.js';
+export {
+  connectBus,
+  connectBackend,
+  memoryBackend,
+  parseServers,
+  type ConnectBusOptions,
+  type ConnectBackendOptions,
+} from './connect.js';
+export type * from './backend/types.js';
+export { EVENT_SEQ_HEADER } from './backend/nats-event-log.js';
 export * from './tool-client.js';
 export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';

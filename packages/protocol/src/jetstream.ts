@@ -1,9 +1,7 @@
-import { Svcm } from '@nats-io/services';
-import { DiscardPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import type { StreamConfig } from '@nats-io/jetstream';
-import type { Bus } from './bus/types.js';
-import { NatsBus } from './bus/nats-bus.js';
+import type { Backend, DiscoveredService, EventLog, ServiceHandle, WorkQueue } from './backend/types.js';
 import { DEFAULT_PREFIX, EVENTS_STREAM, RUNS_STREAM, subjects } from './subjects.js';
+
+export type { DiscoveredService, ServiceHandle } from './backend/types.js';
 
 /** Stream names for a prefix: `AGENTMESH_RUNS` / `AGENTMESH_EVENTS` for the default prefix. */
 export function streamNames(prefix: string = DEFAULT_PREFIX): { runs: string; events: string } {
@@ -19,83 +17,56 @@ export interface RunStreamOptions {
   duplicateWindowMs?: number;
 }
 
-/** Creates or updates the run intake (work queue) and run events (limits, replayable) streams. */
-export async function ensureRunStreams(
-  bus: NatsBus,
+/** The durable run intake of a prefix (`runs.submit` into the runs stream), created or updated. */
+export function openRunIntake(
+  backend: Backend,
   prefix: string = DEFAULT_PREFIX,
   options: RunStreamOptions = {},
-) {
-  const jsm = await bus.jetstreamManager();
-  const s = subjects(prefix);
-  const names = streamNames(prefix);
-  const ms = (n: number) => n * 1_000_000;
-  const configs: (Partial<StreamConfig> & { name: string })[] = [
-    {
-      name: names.runs,
-      subjects: [s.runsSubmit],
-      retention: RetentionPolicy.Workqueue,
-      storage: StorageType.File,
-      duplicate_window: ms(options.duplicateWindowMs ?? 10 * 60_000),
-      max_msg_size: bus.maxPayload,
-    },
-    {
-      name: names.events,
-      subjects: [s.allRunEvents],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.Old,
-      max_age: ms(options.eventsMaxAgeMs ?? 7 * 24 * 3_600_000),
-      duplicate_window: ms(2 * 60_000),
-    },
-  ];
-  for (const config of configs) {
-    try {
-      await jsm.streams.info(config.name);
-      await jsm.streams.update(config.name, config);
-    } catch {
-      await jsm.streams.add(config);
-    }
-  }
-  return names;
+): Promise<WorkQueue> {
+  return backend.workQueue({
+    stream: streamNames(prefix).runs,
+    subject: subjects(prefix).runsSubmit,
+    ...(options.duplicateWindowMs === undefined ? {} : { duplicateWindowMs: options.duplicateWindowMs }),
+  });
 }
 
-export interface ServiceHandle {
-  stop(): Promise<void>;
+/** The run event log of a prefix (every `runs.<id>.events`), created or updated. */
+export function openRunEventLog(
+  backend: Backend,
+  prefix: string = DEFAULT_PREFIX,
+  options: RunStreamOptions = {},
+): Promise<EventLog> {
+  return backend.eventLog({
+    stream: streamNames(prefix).events,
+    subjects: subjects(prefix).allRunEvents,
+    ...(options.eventsMaxAgeMs === undefined ? {} : { maxAgeMs: options.eventsMaxAgeMs }),
+  });
 }
 
-/**
- * Announces an actor on NATS service discovery (`$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`). On the in-process bus
- * there is nothing to announce.
- */
-export async function announceService(
-  bus: Bus,
+/** Creates or updates the run intake (work queue) and run events (limits, replayable) streams. */
+export async function ensureRunStreams(
+  backend: Backend,
+  prefix: string = DEFAULT_PREFIX,
+  options: RunStreamOptions = {},
+): Promise<{ runs: string; events: string }> {
+  await openRunIntake(backend, prefix, options);
+  await openRunEventLog(backend, prefix, options);
+  return streamNames(prefix);
+}
+
+/** Announces an actor (NATS service discovery: `$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`). */
+export function announceService(
+  backend: Backend,
   config: { name: string; version: string; description: string; metadata?: Record<string, string> },
 ): Promise<ServiceHandle> {
-  if (!(bus instanceof NatsBus)) return { stop: async () => undefined };
-  const service = await new Svcm(bus.nc).add({ ...config });
-  return {
-    stop: async () => {
-      await service.stop().catch(() => undefined);
-    },
-  };
+  return backend.announce(config);
 }
 
-export interface DiscoveredService {
-  name: string;
-  id: string;
-  version: string;
-  metadata: Record<string, string>;
-}
-
-/** Lists the actors answering `$SRV.PING` (optionally one service name) within `timeoutMs`. */
-export async function discoverServices(
-  bus: NatsBus,
+/** Lists the actors answering discovery (optionally one service name) within `timeoutMs`. */
+export function discoverServices(
+  backend: Backend,
   name?: string,
   timeoutMs = 1000,
 ): Promise<DiscoveredService[]> {
-  const client = new Svcm(bus.nc).client({ strategy: 'timer', maxWait: timeoutMs });
-  const out: DiscoveredService[] = [];
-  for await (const s of await client.ping(name))
-    out.push({ name: s.name, id: s.id, version: s.version, metadata: s.metadata ?? {} });
-  return out.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+  return backend.discover(name, timeoutMs);
 }

@@ -133,7 +133,7 @@ export function requestJsonRetrying<S extends z.ZodType>(
   return retry(() => requestJson(bus, subject, body, replySchema, options), {
     timeoutMs: options.retryForMs,
     baseMs: 50,
-    capMs: 1000,
+    capMs: 1_000,
     jitter: 0.5,
     ...(options.signal === undefined ? {} : { signal: options.signal }),
   });

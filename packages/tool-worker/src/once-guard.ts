@@ -3,7 +3,7 @@ import {
   AgentMeshError,
   ErrorCode,
   sleep,
-  type Bus,
+  type Backend,
   type Logger,
   type ToolInvocation,
   type ToolOutcome,
@@ -51,7 +51,7 @@ export class OnceGuard {
   }
 
   /** Opens the shared outcome store (the one place the worker opens a KV bucket), unless turned off. */
-  async open(bus: Bus, prefix: string, shared: SharedOutcomeOptions | false | undefined): Promise<void> {
+  async open(bus: Backend, prefix: string, shared: SharedOutcomeOptions | false | undefined): Promise<void> {
     if (shared !== false) this.shared = await SharedOutcomes.open(bus, prefix, shared ?? {});
   }
 

@@ -6,7 +6,7 @@ import {
   isAgentMeshError,
   openKv,
   retry,
-  type Bus,
+  type Backend,
   type KvStore,
   type ToolOutcome,
 } from '@agentmesh/protocol';
@@ -135,7 +135,11 @@ export class SharedOutcomes {
     this.claimStaleMs = Math.max(100, options.claimStaleMs ?? 10_000);
   }
 
-  static async open(bus: Bus, prefix: string, options: SharedOutcomeOptions = {}): Promise<SharedOutcomes> {
+  static async open(
+    bus: Backend,
+    prefix: string,
+    options: SharedOutcomeOptions = {},
+  ): Promise<SharedOutcomes> {
     const kv = await openKv(bus, toolOutcomesBucket(prefix), {
       ttlMs: Math.max(1_000, options.ttlMs ?? 3_600_000),
     });

@@ -11,7 +11,7 @@ import {
   requestJson,
   retry,
   type BlobStore,
-  type Bus,
+  type Backend,
   type CatalogRegisterReply,
   type Logger,
   type ServiceHandle,
@@ -20,7 +20,7 @@ import {
 } from '@agentmesh/protocol';
 
 /** Opens the artifact store (the one place the worker opens a blob store), with an error that says what to do. */
-export async function openArtifactStore(bus: Bus): Promise<BlobStore> {
+export async function openArtifactStore(bus: Backend): Promise<BlobStore> {
   try {
     return await openBlobStore(bus, ARTIFACTS_BUCKET);
   } catch (error) {
@@ -34,7 +34,7 @@ export async function openArtifactStore(bus: Bus): Promise<BlobStore> {
 }
 
 /** Answers service discovery as `agentmesh-tool-worker` (the one place the worker announces itself). */
-export function announceWorker(bus: Bus, workerId: string, tools: number): Promise<ServiceHandle> {
+export function announceWorker(bus: Backend, workerId: string, tools: number): Promise<ServiceHandle> {
   return announceService(bus, {
     name: ServiceName.ToolWorker,
     version: '0.1.0',
@@ -44,7 +44,7 @@ export function announceWorker(bus: Bus, workerId: string, tools: number): Promi
 }
 
 export interface RegistrationOptions {
-  bus: Bus;
+  bus: Backend;
   subjects: Subjects;
   workerId: string;
   specs: () => ToolSpec[];

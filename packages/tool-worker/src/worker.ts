@@ -13,7 +13,7 @@ import {
   subjects as buildSubjects,
   toErrorPayload,
   toolQueueGroup,
-  type Bus,
+  type Backend,
   type BusMessage,
   type CatalogRegisterReply,
   type Logger,
@@ -43,7 +43,7 @@ export const DEFAULT_ARTIFACT_THRESHOLD_BYTES = 32 * 1024;
 export const DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024;
 
 export interface ToolWorkerOptions {
-  bus: Bus;
+  bus: Backend;
   tools: Tool<any, any>[];
   /** Subject prefix (default `agentmesh`). */
   prefix?: string;
@@ -89,7 +89,7 @@ export interface ToolWorkerOptions {
  */
 export class ToolWorker {
   readonly workerId: string;
-  private readonly bus: Bus;
+  private readonly bus: Backend;
   private readonly subjects: Subjects;
   private readonly tools = new Map<string, Tool<any, any>>();
   private readonly logger: Logger;

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { ServiceName, type Bus, type Logger } from '@agentmesh/protocol';
+import { ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
 import { ToolWorker } from '@agentmesh/tool-worker';
 import { Planner } from '@agentmesh/planner';
@@ -85,7 +85,7 @@ interface Actor {
 async function serveActor(
   ctx: CommandContext,
   name: string,
-  build: (bus: Bus, logger: Logger) => Actor,
+  build: (bus: Backend, logger: Logger) => Actor,
 ): Promise<number> {
   const logger = ctx.logger.child({ actor: name });
   const healthPort = intFlag(ctx.args, 'health-port', 'AGENTMESH_HEALTH_PORT');

@@ -1,4 +1,4 @@
-import { ServiceName, discoverServices, NatsBus, type Bus } from '@agentmesh/protocol';
+import { ServiceName, discoverServices, type Backend } from '@agentmesh/protocol';
 import { readScriptFile } from '@agentmesh/planner';
 import { CONNECTION_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -50,13 +50,13 @@ function embeddedFleet(mesh: EmbeddedMesh): () => Promise<FleetMember[]> {
 export async function consoleCommand(ctx: CommandContext): Promise<number> {
   const port = intFlag(ctx.args, 'port', 'AGENTMESH_CONSOLE_PORT') ?? 7070;
   const script = stringFlag(ctx.args, 'script');
-  let bus: Bus;
+  let bus: Backend;
   let mesh: EmbeddedMesh | undefined;
   let fleet: () => Promise<FleetMember[]>;
   if (ctx.natsUrl !== undefined) {
     const nats = await connectNats(ctx, 'agentmesh-console');
     bus = nats;
-    fleet = () => discoverServices(nats as NatsBus);
+    fleet = () => discoverServices(nats);
   } else {
     mesh = await startEmbedded({
       config: ctx.config,

@@ -6,7 +6,7 @@ import {
   requestJson,
   streamNames,
   subjects,
-  type NatsBus,
+  type Backend,
 } from '@agentmesh/protocol';
 import type { CommandContext } from '../context.js';
 import { packTools, TOOL_PACKS } from '../tools.js';
@@ -18,24 +18,20 @@ export const CATALOG_TIMEOUT_MS = 5000;
  * Checks that the runs stream exists before a run is submitted: a missing stream means no planner has started on
  * this server yet (planners create it); only a server without JetStream is reported as such.
  */
-export async function checkRunStream(bus: NatsBus, ctx: CommandContext): Promise<void> {
+export async function checkRunStream(bus: Backend, ctx: CommandContext): Promise<void> {
   const stream = streamNames(ctx.prefix).runs;
-  const jsm = await bus.jetstreamManager().catch((error: unknown) => {
+  const facts = await bus.streamFacts(stream).catch((error: unknown) => {
     throw new AgentMeshError(
       ErrorCode.JetStreamUnavailable,
       `NATS at ${ctx.natsUrl} has no JetStream: start the server with "nats-server -js" (or enable jetstream in its config)`,
       { cause: error },
     );
   });
-  try {
-    await jsm.streams.info(stream);
-  } catch (error) {
-    if (!/stream not found/i.test((error as Error).message)) throw error;
+  if (facts === undefined)
     throw new AgentMeshError(
       ErrorCode.Unavailable,
       `no planner has set up the run stream ${stream} on ${ctx.natsUrl} yet: start one with "agentmesh planner --nats ${ctx.natsUrl}"`,
     );
-  }
 }
 
 /** Pack names in a `--tools` list become the canonical names of their tools (the planner knows no packs). */
@@ -52,7 +48,7 @@ export function expandPacks(entries: readonly string[]): string[] {
 
 /** Warns before submitting when no catalog answers or the catalog lists no tool (the run would see no tool). */
 export async function checkFleetTools(
-  bus: NatsBus,
+  bus: Backend,
   ctx: CommandContext,
   warn: (code: string, message: string) => void,
 ): Promise<void> {

@@ -5,10 +5,11 @@ import {
   ServiceName,
   discoverServices,
   isAgentMeshError,
+  openRunIntake,
   requestJson,
   streamNames,
   subjects,
-  type NatsBus,
+  type Backend,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import { CONNECTION_FLAGS, type CommandSpec } from '../args.js';
@@ -43,7 +44,7 @@ export interface ActorRow {
   version: string;
 }
 
-async function actorRows(bus: NatsBus): Promise<ActorRow[]> {
+async function actorRows(bus: Backend): Promise<ActorRow[]> {
   const services = await discoverServices(bus).catch((error: unknown) => {
     if (isAgentMeshError(error, ErrorCode.NoResponders) || /no responders/i.test(String(error))) return [];
     throw error;
@@ -82,22 +83,21 @@ function uptime(seconds: number | undefined): string {
   return `${Math.round(seconds / 3600)}h`;
 }
 
-async function queueReport(bus: NatsBus, prefix: string) {
+async function queueReport(bus: Backend, prefix: string) {
   const names = streamNames(prefix);
-  const jsm = await bus.jetstreamManager();
   const streams: Record<string, { messages: number; consumers: number } | null> = {};
   for (const stream of [names.runs, names.events]) {
-    const info = await jsm.streams.info(stream).catch(() => undefined);
-    streams[stream] = info ? { messages: info.state.messages, consumers: info.state.consumer_count } : null;
+    const facts = await bus.streamFacts(stream).catch(() => undefined);
+    streams[stream] = facts ? { messages: facts.messages, consumers: facts.consumers } : null;
   }
   const consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[] = [];
   if (streams[names.runs])
-    for await (const c of jsm.consumers.list(names.runs))
+    for (const c of await (await openRunIntake(bus, prefix)).consumers())
       consumers.push({
         name: c.name,
-        pending: c.num_pending,
-        ack_pending: c.num_ack_pending,
-        redelivered: c.num_redelivered,
+        pending: c.pending,
+        ack_pending: c.ackPending,
+        redelivered: c.redelivered,
       });
   return { streams, run_consumers: consumers };
 }
@@ -143,7 +143,7 @@ function printHuman(
 }
 
 export async function statusCommand(ctx: CommandContext): Promise<number> {
-  let bus: NatsBus;
+  let bus: Backend;
   try {
     bus = await connectNats(ctx, 'agentmesh-cli');
   } catch (error) {

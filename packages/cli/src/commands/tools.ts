@@ -6,7 +6,7 @@ import {
   CatalogSearchReplySchema,
   requestJson,
   subjects,
-  type Bus,
+  type Backend,
 } from '@agentmesh/protocol';
 import { CONNECTION_FLAGS, intFlag, stringFlag, usageError, type CommandSpec } from '../args.js';
 import { plural } from '../render.js';
@@ -40,7 +40,7 @@ export const toolsSpec: CommandSpec = {
   verbs: ['list', 'search'],
 };
 
-async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Bus) => Promise<T>): Promise<T> {
+async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Backend) => Promise<T>): Promise<T> {
   if (ctx.natsUrl !== undefined) {
     const bus = await connectNats(ctx, 'agentmesh-cli');
     try {

@@ -2,7 +2,7 @@ import {
   RunEventSchema,
   ServiceName,
   subjects,
-  type Bus,
+  type Backend,
   type Logger,
   type RunEvent,
   type Subscription,
@@ -58,7 +58,7 @@ export class RunIndex {
   private sub: Subscription | undefined;
 
   constructor(
-    private readonly bus: Bus,
+    private readonly bus: Backend,
     private readonly prefix: string,
     private readonly logger: Logger,
   ) {}

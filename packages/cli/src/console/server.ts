@@ -12,7 +12,7 @@ import {
   requestJson,
   subjects,
   toErrorPayload,
-  type Bus,
+  type Backend,
   type Logger,
   type RunEvent,
 } from '@agentmesh/protocol';
@@ -28,7 +28,7 @@ export interface FleetMember {
 }
 
 export interface ConsoleServerOptions {
-  bus: Bus;
+  bus: Backend;
   prefix: string;
   index: RunIndex;
   logger: Logger;

@@ -35,7 +35,7 @@ import {
   subjects as buildSubjects,
   validate,
   type BlobStore,
-  type Bus,
+  type Backend,
   type BusMessage,
   type KvStore,
   type Logger,
@@ -66,15 +66,15 @@ export function checkpointsBucket(prefix: string = DEFAULT_PREFIX): string {
   return `${bucketPrefix(prefix)}_checkpoints`;
 }
 
-export function openRunRecords(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+export function openRunRecords(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
   return openKv(bus, runsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
-export function openTranscriptStore(bus: Bus, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
+export function openTranscriptStore(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
   return openBlobStore(bus, transcriptsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
-export function openCheckpoints(bus: Bus, prefix: string, ttlMs: number): Promise<KvStore> {
+export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
   return openKv(bus, checkpointsBucket(prefix), { ttlMs });
 }
 
@@ -126,7 +126,7 @@ export interface PlannerInfra {
   readRunEvents(runId: string): Promise<RunEvent[]>;
 }
 
-export function plannerInfra(bus: Bus, prefix: string, logger: Logger): PlannerInfra {
+export function plannerInfra(bus: Backend, prefix: string, logger: Logger): PlannerInfra {
   const nats = bus instanceof NatsBus ? bus : undefined;
   return {
     durable: nats !== undefined,
@@ -145,7 +145,7 @@ export function plannerInfra(bus: Bus, prefix: string, logger: Logger): PlannerI
   };
 }
 
-function memoryPublisher(bus: Bus, prefix: string, runId: string): EventPublisher {
+function memoryPublisher(bus: Backend, prefix: string, runId: string): EventPublisher {
   const subject = buildSubjects(prefix).runEvents(runId);
   return {
     publish: (e) => bus.publish(subject, encodeJson(e)),
@@ -211,7 +211,7 @@ function jetStreamPublisher(bus: NatsBus, prefix: string, runId: string, logger:
 }
 
 async function startMemoryIntake(
-  bus: Bus,
+  bus: Backend,
   prefix: string,
   options: IntakeOptions,
 ): Promise<() => Promise<void>> {
@@ -342,7 +342,7 @@ async function startJetStreamIntake(
 
 /** The last event stored in the events stream for a run (durable event log), or undefined when there is none. */
 export async function lastStoredEvent(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   prefix: string = DEFAULT_PREFIX,
 ): Promise<RunEvent | undefined> {
@@ -364,7 +364,7 @@ export async function lastStoredEvent(
  * each takeover.
  */
 export async function readRunEvents(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: { prefix?: string; signal?: AbortSignal } = {},
 ): Promise<RunEvent[]> {
@@ -397,7 +397,7 @@ export async function readRunEvents(
 
 /** Puts a run request into the intake: on NATS the runs stream (deduplicated by run id), in process `runs.submit`. */
 export async function publishRunRequest(
-  bus: Bus,
+  bus: Backend,
   prefix: string,
   body: RunRequestInput & { id: string },
 ): Promise<{ run_id: string; seq?: number; duplicate?: boolean }> {
@@ -423,7 +423,7 @@ export async function publishRunRequest(
  * the start (so it may be called after submitting); in process it subscribes, so call it before submitting.
  */
 export function followRunEvents(
-  bus: Bus,
+  bus: Backend,
   runId: string,
   options: {
     prefix: string;

@@ -248,7 +248,7 @@ describe('MemoryBus specifics', () => {
 });
 
 describe('NatsBus specifics', () => {
-  it('keeps the connection statistics right for the messages it writes as frames of its own', async () => {
+  it('counts every published message in the connection statistics', async () => {
     const bus = await NatsBus.connect(inject('natsUrl'));
     try {
       const before = bus.nc.stats();

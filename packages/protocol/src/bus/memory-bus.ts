@@ -2,8 +2,22 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { decodeText } from '../codec.js';
 import { SlotTable } from '../slot-table.js';
+import type { KvBucketOptions, KvStore } from '../stores/kv.js';
+import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
 import type {
-  Bus,
+  Backend,
+  DiscoveredService,
+  EventLog,
+  EventLogOptions,
+  Leases,
+  ServiceConfig,
+  ServiceHandle,
+  StreamFacts,
+  WorkQueue,
+  WorkQueueOptions,
+} from '../backend/types.js';
+import { MemoryBackendParts } from '../backend/memory-backend.js';
+import type {
   BusHeaders,
   BusMessage,
   BusPayload,
@@ -94,8 +108,11 @@ interface ReplyWaiter {
  * An in-process bus with NATS semantics: subject wildcards, queue groups that share load (round robin), request
  * timeouts, `no_responders`, payload limits. Delivery is asynchronous, like a network, and ordered per publisher.
  */
-export class MemoryBus implements Bus {
+export class MemoryBus implements Backend {
   readonly kind = 'memory' as const;
+  readonly durable = false;
+  readonly replicas = 1;
+  private readonly parts = new MemoryBackendParts(this);
   readonly maxPayload: number;
   private readonly subs = new Set<MemorySubscription>();
   private readonly exact = new Map<string, Set<MemorySubscription>>();
@@ -264,5 +281,31 @@ export class MemoryBus implements Bus {
 
   createInbox(): string {
     return `${this.inboxPrefix}.${++this.inboxCounter}`;
+  }
+
+  kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
+    return this.parts.kv(bucket, options);
+  }
+  blobs(bucket: string, options?: BlobBucketOptions): Promise<BlobStore> {
+    return this.parts.blobs(bucket, options);
+  }
+  workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
+    return this.parts.workQueue(options);
+  }
+  eventLog(options: EventLogOptions): Promise<EventLog> {
+    return this.parts.eventLog(options);
+  }
+  leases(bucket: string, options?: KvBucketOptions): Promise<Leases> {
+    return this.parts.leases(bucket, options);
+  }
+  announce(config: ServiceConfig): Promise<ServiceHandle> {
+    return this.parts.announce(config);
+  }
+  /** Lists the services announced on this backend (answers at once: `timeoutMs` is not needed). */
+  discover(name?: string): Promise<DiscoveredService[]> {
+    return this.parts.discover(name);
+  }
+  streamFacts(stream: string): Promise<StreamFacts | undefined> {
+    return this.parts.streamFacts(stream);
   }
 }

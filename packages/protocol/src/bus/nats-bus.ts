@@ -1,5 +1,5 @@
 import { connect } from '@nats-io/transport-node';
-import { headers as natsHeaders, nuid } from '@nats-io/nats-core';
+import { PermissionViolationError, headers as natsHeaders, nuid } from '@nats-io/nats-core';
 import type {
   ConnectionOptions,
   Msg,
@@ -13,8 +13,22 @@ import type { Logger } from 'pino';
 import { decodeText } from '../codec.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { SlotTable } from '../slot-table.js';
+import type { KvBucketOptions, KvStore } from '../stores/kv.js';
+import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
 import type {
-  Bus,
+  Backend,
+  DiscoveredService,
+  EventLog,
+  EventLogOptions,
+  Leases,
+  ServiceConfig,
+  ServiceHandle,
+  StreamFacts,
+  WorkQueue,
+  WorkQueueOptions,
+} from '../backend/types.js';
+import { NatsBackendParts } from '../backend/nats-backend.js';
+import type {
   BusHeaders,
   BusMessage,
   BusPayload,
@@ -36,7 +50,6 @@ import {
   noRespondersError,
   payloadSize,
   timeoutError,
-  toBytes,
 } from './shared.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -49,24 +62,19 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 const FLUSH_THRESHOLD_BYTES = 8 * 1024;
 
-/**
- * What {@link NatsBus} uses of nats-core's protocol handler (`NatsConnectionImpl.protocol`) to publish a message as
- * one frame it builds itself.
- */
-interface FrameWriter {
-  sendCommand(frame: Uint8Array): void;
-  noMorePublishing: boolean;
-  outMsgs: number;
-  outBytes: number;
-}
-
-function frameWriterOf(nc: NatsConnection): FrameWriter | undefined {
-  const protocol = (nc as { protocol?: Partial<FrameWriter> }).protocol;
-  return typeof protocol?.sendCommand === 'function' &&
-    typeof protocol.outMsgs === 'number' &&
-    typeof protocol.outBytes === 'number'
-    ? (protocol as FrameWriter)
-    : undefined;
+/** A nats-core error as the named error a request gets: `permission_denied` for a permission violation. */
+function busError(error: Error, subject: string): AgentMeshError {
+  if (error instanceof PermissionViolationError)
+    return new AgentMeshError(
+      ErrorCode.PermissionDenied,
+      `NATS refused to ${error.operation === 'publish' ? 'publish to' : 'subscribe to'} ${error.subject} (request to ${subject}): permissions violation`,
+      {
+        retryable: false,
+        cause: error,
+        details: { subject, operation: error.operation, denied_subject: error.subject },
+      },
+    );
+  return AgentMeshError.from(error, ErrorCode.Unavailable);
 }
 
 function toNatsHeaders(h: BusHeaders | undefined): MsgHdrs | undefined {
@@ -181,6 +189,19 @@ export interface NatsBusOptions {
    * otherwise; so server permissions can give each role its own inbox space and no role reads another's replies.
    */
   inboxPrefix?: string;
+  /** Replicas of the streams, KV buckets and object stores this backend creates or updates (default 1). */
+  replicas?: number;
+}
+
+function replicasOf(replicas: number | undefined): number {
+  if (replicas === undefined) return 1;
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5)
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `replicas must be a whole number from 1 to 5 (JetStream's limit), got ${String(replicas)}`,
+      { retryable: false, details: { replicas } },
+    );
+  return replicas;
 }
 
 /** The reply-subject prefix of a connection: explicit, else `_INBOX_<user>` for an authenticated user, else `_INBOX`. */
@@ -207,8 +228,10 @@ export function inboxPrefixFor(servers: string | string[], options: NatsBusOptio
  * multiplexer with cheap errors), which is what makes many requests in flight fast. It also hands out JetStream,
  * KV and object store access to the actors.
  */
-export class NatsBus implements Bus {
+export class NatsBus implements Backend {
   readonly kind = 'nats' as const;
+  readonly durable = true;
+  private readonly parts: NatsBackendParts;
   private readonly inboxPrefix: string;
   private readonly pending = new SlotTable<PendingRequest>();
   private muxSub: NatsSubscription | undefined;
@@ -220,22 +243,24 @@ export class NatsBus implements Bus {
   private closed = false;
   private jsClient: JetStreamClient | undefined;
   private jsManager: JetStreamManager | undefined;
-  private readonly frames: FrameWriter | undefined;
 
   private constructor(
     readonly nc: NatsConnection,
     private readonly logger: Logger | undefined,
     /** The connection's reply-subject prefix (see {@link inboxPrefixFor}). */
     readonly replyPrefix: string,
+    /** Replicas of every JetStream asset this backend creates. */
+    readonly replicas: number,
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
-    this.frames = frameWriterOf(nc);
+    this.parts = new NatsBackendParts(this, replicas);
     void this.watchStatus();
   }
 
   /** Connects to NATS; with `requireJetStream` (default) fails with `jetstream_unavailable` when JetStream is off. */
   static async connect(servers: string | string[], options: NatsBusOptions = {}): Promise<NatsBus> {
     let nc: NatsConnection;
+    const replicas = replicasOf(options.replicas);
     const replyPrefix = inboxPrefixFor(servers, options);
     try {
       nc = await connect({
@@ -257,7 +282,7 @@ export class NatsBus implements Bus {
         { cause: error, details: { servers } },
       );
     }
-    const bus = new NatsBus(nc, options.logger, replyPrefix);
+    const bus = new NatsBus(nc, options.logger, replyPrefix, replicas);
     if (options.requireJetStream ?? true) {
       try {
         await bus.jetstreamManager();
@@ -296,6 +321,12 @@ export class NatsBus implements Bus {
           ? s.type
           : undefined;
       if (type === undefined) continue;
+      if (
+        s.type === 'error' &&
+        s.error instanceof PermissionViolationError &&
+        s.error.operation === 'publish'
+      )
+        this.publishRefused(s.error);
       const detail = 'server' in s ? String(s.server) : 'error' in s ? String(s.error) : undefined;
       this.logger?.info({ status: type, detail }, 'nats connection status');
       for (const l of this.statusListeners) l({ type, ...(detail === undefined ? {} : { detail }) });
@@ -318,10 +349,8 @@ export class NatsBus implements Bus {
   }
 
   /**
-   * Publishes a checked message. One without headers goes out as a frame built here in one piece
-   * (`PUB <subject> [reply] <size>\r\n<payload>\r\n`), at about half the cost of nats-core's publish, which encodes
-   * the protocol line with a TextEncoder and queues three buffers. Headers, or a connection that stops publishing,
-   * go through nats-core.
+   * Publishes a checked message through nats-core's public publish. A string body is encoded here with
+   * `Buffer.from`, which costs about half of the TextEncoder nats-core would use.
    */
   private send(
     subject: string,
@@ -330,29 +359,16 @@ export class NatsBus implements Bus {
     reply: string | undefined,
     headers: BusHeaders | undefined,
   ): void {
-    const frames = this.frames;
-    if (frames === undefined || headers !== undefined || frames.noMorePublishing) {
-      const h = toNatsHeaders(headers);
-      this.nc.publish(subject, size === 0 ? EMPTY : toBytes(data), {
-        ...(h === undefined ? {} : { headers: h }),
-        ...(reply === undefined ? {} : { reply }),
-      });
-      return;
-    }
-    const line = reply === undefined ? `PUB ${subject} ${size}\r\n` : `PUB ${subject} ${reply} ${size}\r\n`;
-    let frame: Buffer;
-    if (typeof data === 'string') frame = Buffer.from(`${line}${data}\r\n`, 'utf8');
-    else {
-      const lineLength = Buffer.byteLength(line, 'utf8');
-      frame = Buffer.allocUnsafe(lineLength + size + 2);
-      frame.write(line, 0, lineLength, 'utf8');
-      frame.set(data, lineLength);
-      frame[lineLength + size] = 13;
-      frame[lineLength + size + 1] = 10;
-    }
-    frames.outMsgs++;
-    frames.outBytes += size;
-    frames.sendCommand(frame);
+    const h = toNatsHeaders(headers);
+    this.nc.publish(
+      subject,
+      size === 0 ? EMPTY : typeof data === 'string' ? Buffer.from(data, 'utf8') : data,
+      h === undefined
+        ? reply === undefined
+          ? undefined
+          : { reply }
+        : { headers: h, ...(reply === undefined ? {} : { reply }) },
+    );
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
@@ -367,9 +383,12 @@ export class NatsBus implements Bus {
 
   private ensureMux(): void {
     if (this.muxSub !== undefined && !this.muxSub.isClosed()) return;
-    this.muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
-      callback: (_err, msg) => {
-        if (msg === undefined) return;
+    const muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
+      callback: (err, msg) => {
+        if (err !== null) {
+          this.replySubscriptionFailed(muxSub, err);
+          return;
+        }
         const handle = parseInt(msg.subject.slice(this.inboxPrefix.length + 1), 36);
         const p = this.pending.get(handle);
         if (p === undefined) return;
@@ -377,6 +396,29 @@ export class NatsBus implements Bus {
         if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
         else p.resolve(new NatsMessage(msg));
       },
+    });
+    this.muxSub = muxSub;
+  }
+
+  /**
+   * The shared reply subscription failed (a permission violation on the inbox): every waiting request gets the named
+   * error at once, and the next request subscribes again.
+   */
+  private replySubscriptionFailed(sub: NatsSubscription, error: Error): void {
+    if (this.muxSub === sub) this.muxSub = undefined;
+    this.logger?.error({ err: error, subject: sub.getSubject() }, 'reply subscription failed');
+    this.pending.forEach((p, handle) => {
+      this.settle(handle, p);
+      p.reject(busError(error, p.subject));
+    });
+  }
+
+  /** A request whose publish the server refused: its waiters get `permission_denied`, not a timeout. */
+  private publishRefused(error: PermissionViolationError): void {
+    this.pending.forEach((p, handle) => {
+      if (p.subject !== error.subject) return;
+      this.settle(handle, p);
+      p.reject(busError(error, p.subject));
     });
   }
 
@@ -499,5 +541,30 @@ export class NatsBus implements Bus {
 
   createInbox(): string {
     return `${this.replyPrefix}.${nuid.next()}`;
+  }
+
+  kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
+    return this.parts.kv(bucket, options);
+  }
+  blobs(bucket: string, options?: BlobBucketOptions): Promise<BlobStore> {
+    return this.parts.blobs(bucket, options);
+  }
+  workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
+    return this.parts.workQueue(options);
+  }
+  eventLog(options: EventLogOptions): Promise<EventLog> {
+    return this.parts.eventLog(options);
+  }
+  leases(bucket: string, options?: KvBucketOptions): Promise<Leases> {
+    return this.parts.leases(bucket, options);
+  }
+  announce(config: ServiceConfig): Promise<ServiceHandle> {
+    return this.parts.announce(config);
+  }
+  discover(name?: string, timeoutMs?: number): Promise<DiscoveredService[]> {
+    return this.parts.discover(name, timeoutMs);
+  }
+  streamFacts(stream: string): Promise<StreamFacts | undefined> {
+    return this.parts.streamFacts(stream);
   }
 }

@@ -1,7 +1,5 @@
-import { Objm } from '@nats-io/obj';
 import type { ObjectStore } from '@nats-io/obj';
-import type { Bus } from '../bus/types.js';
-import { NatsBus } from '../bus/nats-bus.js';
+import type { Backend } from '../backend/types.js';
 
 export interface BlobInfo {
   name: string;
@@ -26,25 +24,17 @@ export interface BlobBucketOptions {
   ttlMs?: number;
 }
 
-export async function openBlobStore(
-  bus: Bus,
+/** Opens (creating when missing) a blob store on the backend; the same as `backend.blobs(bucket, options)`. */
+export function openBlobStore(
+  backend: Backend,
   bucket: string,
   options: BlobBucketOptions = {},
 ): Promise<BlobStore> {
-  if (bus instanceof NatsBus) {
-    const objm = new Objm(bus.nc);
-    const os = await objm.create(bucket, options.ttlMs ? { ttl: options.ttlMs * 1_000_000 } : {});
-    return new NatsBlobStore(os);
-  }
-  let stores = memoryStores.get(bus);
-  if (!stores) memoryStores.set(bus, (stores = new Map()));
-  let store = stores.get(bucket);
-  if (!store) stores.set(bucket, (store = new MemoryBlobStore()));
-  return store;
+  return backend.blobs(bucket, options);
 }
-const memoryStores = new WeakMap<Bus, Map<string, MemoryBlobStore>>();
 
-class NatsBlobStore implements BlobStore {
+/** A blob store on a JetStream object store. */
+export class NatsBlobStore implements BlobStore {
   constructor(private readonly os: ObjectStore) {}
   async put(
     name: string,

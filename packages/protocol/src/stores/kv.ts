@@ -1,8 +1,6 @@
-import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import { AgentMeshError, ErrorCode } from '../errors.js';
-import type { Bus } from '../bus/types.js';
-import { NatsBus } from '../bus/nats-bus.js';
+import type { Backend } from '../backend/types.js';
 
 export interface KvEntry {
   key: string;
@@ -41,26 +39,9 @@ export interface KvBucketOptions {
   history?: number;
 }
 
-/** Opens (creating when missing) a KV bucket on the bus: JetStream KV on NATS, in-process memory otherwise. */
-export async function openKv(bus: Bus, bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
-  if (bus instanceof NatsBus) {
-    const kvm = new Kvm(bus.nc);
-    const kv = await kvm.create(bucket, {
-      history: options.history ?? 1,
-      ...(options.ttlMs ? { ttl: options.ttlMs } : {}),
-    });
-    return new NatsKvStore(kv);
-  }
-  return memoryKvFor(bus, bucket, options.ttlMs);
-}
-
-const memoryBuckets = new WeakMap<Bus, Map<string, MemoryKvStore>>();
-function memoryKvFor(bus: Bus, bucket: string, ttlMs: number | undefined): MemoryKvStore {
-  let buckets = memoryBuckets.get(bus);
-  if (!buckets) memoryBuckets.set(bus, (buckets = new Map()));
-  let store = buckets.get(bucket);
-  if (!store) buckets.set(bucket, (store = new MemoryKvStore(ttlMs ? { ttlMs } : {})));
-  return store;
+/** Opens (creating when missing) a KV bucket on the backend; the same as `backend.kv(bucket, options)`. */
+export function openKv(backend: Backend, bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
+  return backend.kv(bucket, options);
 }
 
 function conflict(key: string, cause?: unknown): AgentMeshError {
@@ -71,7 +52,8 @@ function conflict(key: string, cause?: unknown): AgentMeshError {
   });
 }
 
-class NatsKvStore implements KvStore {
+/** A KV bucket on JetStream. */
+export class NatsKvStore implements KvStore {
   constructor(private readonly kv: KV) {}
 
   async get(key: string): Promise<KvEntry | null> {

@@ -1,0 +1,93 @@
+import type { JetStreamManager, StreamConfig, StreamInfo } from '@nats-io/jetstream';
+import { AgentMeshError, ErrorCode } from '../errors.js';
+
+/** The stream settings agentmesh chooses for an asset; every one is checked on an existing asset. */
+export type WantedStream = Partial<StreamConfig> & { name: string };
+
+const CHECKED: readonly (keyof StreamConfig)[] = [
+  'num_replicas',
+  'max_age',
+  'duplicate_window',
+  'max_msg_size',
+  'max_msgs_per_subject',
+  'retention',
+  'subjects',
+];
+
+function same(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function assetError(
+  stream: string,
+  setting: string,
+  current: unknown,
+  wanted: unknown,
+  cause: unknown,
+): AgentMeshError {
+  const why = cause instanceof Error ? cause.message : String(cause);
+  return new AgentMeshError(
+    ErrorCode.InvalidConfig,
+    `JetStream asset "${stream}": cannot set ${setting} to ${JSON.stringify(wanted)} (it is ${JSON.stringify(current)}): ${why}`,
+    { retryable: false, cause, details: { asset: stream, setting, current, wanted } },
+  );
+}
+
+async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
+  try {
+    return await jsm.streams.info(name);
+  } catch (error) {
+    if (/not found/i.test((error as Error).message)) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Creates a stream with the wanted settings, or brings an existing one to them: settings JetStream can change are
+ * updated; when the server refuses, the error names the asset, the setting, its current and its wanted value.
+ */
+export async function ensureStream(jsm: JetStreamManager, wanted: WantedStream): Promise<void> {
+  const info = await streamInfo(jsm, wanted.name);
+  if (info === undefined) {
+    try {
+      await jsm.streams.add(wanted);
+      return;
+    } catch (error) {
+      if (!/already in use/i.test((error as Error).message))
+        throw new AgentMeshError(
+          ErrorCode.InvalidConfig,
+          `JetStream asset "${wanted.name}": cannot create it with replicas ${wanted.num_replicas ?? 1}: ${(error as Error).message}`,
+          {
+            retryable: false,
+            cause: error,
+            details: { asset: wanted.name, replicas: wanted.num_replicas ?? 1 },
+          },
+        );
+      return ensureStream(jsm, wanted);
+    }
+  }
+  const differing = CHECKED.filter(
+    (key) => wanted[key] !== undefined && !same(info.config[key], wanted[key]),
+  );
+  if (differing.length === 0) return;
+  let updated: StreamInfo;
+  try {
+    updated = await jsm.streams.update(wanted.name, { ...info.config, ...wanted });
+  } catch (error) {
+    const key = differing[0]!;
+    throw assetError(wanted.name, settingName(key), info.config[key], wanted[key], error);
+  }
+  const kept = differing.find((key) => !same(updated.config[key], wanted[key]));
+  if (kept !== undefined)
+    throw assetError(
+      wanted.name,
+      settingName(kept),
+      updated.config[kept],
+      wanted[kept],
+      'the server accepted the update but kept the current value',
+    );
+}
+
+function settingName(key: keyof StreamConfig): string {
+  return key === 'num_replicas' ? 'replicas' : key;
+}

@@ -1,0 +1,137 @@
+import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { Consumer, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
+import type { BusHeaders } from '../bus/types.js';
+import { ensureStream } from './nats-assets.js';
+import type { WorkConsumer, WorkConsumerFacts, WorkItem, WorkQueue, WorkQueueOptions } from './types.js';
+
+const ms = (n: number) => n * 1_000_000;
+/** The shortest pull the JetStream client accepts. */
+const MIN_EXPIRES_MS = 1_000;
+
+export function toNatsHeaders(record: BusHeaders | undefined): MsgHdrs | undefined {
+  if (record === undefined) return undefined;
+  const h = natsHeaders();
+  for (const [k, v] of Object.entries(record)) h.set(k, v);
+  return h;
+}
+
+export function fromNatsHeaders(h: MsgHdrs | undefined): BusHeaders | undefined {
+  if (h === undefined) return undefined;
+  const out: BusHeaders = {};
+  for (const k of h.keys()) out[k] = h.get(k);
+  return out;
+}
+
+/** The run intake on JetStream: a work-queue stream and durable pull consumers on it. */
+export class NatsWorkQueue implements WorkQueue {
+  private constructor(
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    private readonly options: WorkQueueOptions,
+  ) {}
+
+  static async open(
+    js: JetStreamClient,
+    jsm: JetStreamManager,
+    options: WorkQueueOptions & { replicas: number; maxMessageBytes: number },
+  ): Promise<NatsWorkQueue> {
+    await ensureStream(jsm, {
+      name: options.stream,
+      subjects: [options.subject],
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+      duplicate_window: ms(options.duplicateWindowMs ?? 10 * 60_000),
+      max_msg_size: options.maxMessageBytes,
+      num_replicas: options.replicas,
+    });
+    return new NatsWorkQueue(js, jsm, options);
+  }
+
+  async submit(
+    data: Uint8Array,
+    options: { dedupeId: string; headers?: BusHeaders; timeoutMs?: number },
+  ): Promise<{ seq: number; duplicate: boolean }> {
+    const headers = toNatsHeaders(options.headers);
+    const ack = await this.js.publish(this.options.subject, data, {
+      msgID: options.dedupeId,
+      ...(headers === undefined ? {} : { headers }),
+      ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+    });
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  async consumer(name: string, options: { ackWaitMs: number }): Promise<WorkConsumer> {
+    const config = {
+      durable_name: name,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: ms(options.ackWaitMs),
+      max_ack_pending: -1,
+      filter_subject: this.options.subject,
+    };
+    try {
+      await this.jsm.consumers.add(this.options.stream, config);
+    } catch (error) {
+      const info = await this.jsm.consumers.info(this.options.stream, name).catch(() => {
+        throw error;
+      });
+      if (info.config.ack_wait !== config.ack_wait)
+        await this.jsm.consumers.update(this.options.stream, name, { ack_wait: config.ack_wait });
+    }
+    return new NatsWorkConsumer(await this.js.consumers.get(this.options.stream, name));
+  }
+
+  async consumers(): Promise<WorkConsumerFacts[]> {
+    const out: WorkConsumerFacts[] = [];
+    for await (const c of this.jsm.consumers.list(this.options.stream))
+      out.push({
+        name: c.name,
+        pending: c.num_pending,
+        ackPending: c.num_ack_pending,
+        redelivered: c.num_redelivered,
+      });
+    return out;
+  }
+}
+
+class NatsWorkConsumer implements WorkConsumer {
+  constructor(private readonly consumer: Consumer) {}
+
+  async next(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkItem | undefined> {
+    if (options.signal?.aborted) return undefined;
+    const batch = await this.consumer.fetch({
+      max_messages: 1,
+      expires: Math.max(MIN_EXPIRES_MS, options.expiresMs),
+    });
+    const stop = () => batch.stop();
+    options.signal?.addEventListener('abort', stop, { once: true });
+    try {
+      for await (const m of batch) return workItem(m);
+      return undefined;
+    } finally {
+      options.signal?.removeEventListener('abort', stop);
+    }
+  }
+
+  async counts(): Promise<{ pending: number; ackPending: number }> {
+    const info = await this.consumer.info();
+    return { pending: info.num_pending, ackPending: info.num_ack_pending };
+  }
+}
+
+function workItem(m: JsMsg): WorkItem {
+  return {
+    seq: m.info.streamSequence,
+    data: m.data,
+    headers: fromNatsHeaders(m.headers),
+    deliveries: m.info.deliveryCount,
+    text: () => m.string(),
+    ack: async () => {
+      if (!(await m.ackAck().catch(() => false))) m.ack();
+    },
+    nak: (delayMs?: number) => m.nak(delayMs),
+    term: () => m.term(),
+    working: () => m.working(),
+  };
+}
