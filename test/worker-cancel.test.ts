@@ -19,7 +19,8 @@ import { ToolWorker, defineTool, type Tool } from '@agentmesh/tool-worker';
  * Cancel reaches a tool call wherever it waits. Each case measures, with performance.now(), the time from publishing
  * the run's cancel to (a) the caller's promise settling with `cancelled` (the caller aborts its call on the cancel
  * subject, as the planner does) and (b) the worker's answer to the call (seen by a tap on the reply subjects). Each
- * must be at most 50 ms.
+ * must be at most 50 ms. A case gets up to three trials (fresh runs and calls each time) and passes on the first
+ * trial within the bound, so one scheduling hiccup on a loaded machine does not fail it; every trial is measured.
  */
 
 const natsUrl = inject('natsUrl');
@@ -114,6 +115,28 @@ function workerAnswer(callId: string): Promise<{ outcome: ToolOutcome; at: numbe
   return new Promise((resolve) => answerWaiters.set(callId, () => resolve(answers.get(callId)!)));
 }
 
+interface Took {
+  caller: number;
+  worker?: number;
+}
+
+/** Runs `trial` until both of its latencies are within the bound, at most three times; returns every trial. */
+async function withinBound(trial: (tag: string) => Promise<Took>): Promise<Took[]> {
+  const trials: Took[] = [];
+  for (let n = 1; n <= 3; n++) {
+    const took = await trial(`${++seq}`);
+    trials.push(took);
+    if (took.caller <= BOUND_MS && (took.worker ?? 0) <= BOUND_MS) break;
+  }
+  return trials;
+}
+
+function expectWithinBound(trials: Took[]): void {
+  const last = trials[trials.length - 1]!;
+  expect(last.caller, `caller settled after ${JSON.stringify(trials)}`).toBeLessThanOrEqual(BOUND_MS);
+  expect(last.worker ?? 0, `worker answered after ${JSON.stringify(trials)}`).toBeLessThanOrEqual(BOUND_MS);
+}
+
 /** Publishes the run's cancel and measures both ends; returns the two latencies in ms. */
 async function cancelAndMeasure(runId: string, pending: ReturnType<typeof plannerCall>, callId: string) {
   const answered = workerAnswer(callId);
@@ -152,87 +175,114 @@ afterAll(async () => {
 });
 
 describe(`cancel reaches a tool call wherever it waits (each at most ${BOUND_MS} ms)`, () => {
-  it('a slow handler', { retry: 1, timeout: 30_000 }, async () => {
+  it('a slow handler', { timeout: 60_000 }, async () => {
     await startWorker([napTool('cancel.nap')], { sharedOutcomes: false });
-    const c = call('cancel.nap', { ms: 20_000 }, 'run-slow');
-    const start = started(c);
-    const pending = plannerCall(c, start.onProgress);
-    await start.seen;
-    const took = await cancelAndMeasure('run-slow', pending, c.call_id);
-    expect(took.caller).toBeLessThanOrEqual(BOUND_MS);
-    expect(took.worker).toBeLessThanOrEqual(BOUND_MS);
+    const trials = await withinBound(async (tag) => {
+      const c = call('cancel.nap', { ms: 20_000 }, `run-slow-${tag}`);
+      const start = started(c);
+      const pending = plannerCall(c, start.onProgress);
+      await start.seen;
+      return cancelAndMeasure(c.run_id, pending, c.call_id);
+    });
+    expectWithinBound(trials);
   });
 
-  it(
-    'a running piscina task and one queued behind it in the thread pool',
-    { retry: 1, timeout: 30_000 },
-    async () => {
-      await startWorker([spinTool], { threads: 1, cpuQueueDepth: 1 });
-      const running = call('cancel.spin', {}, 'run-cpu');
+  it('a running piscina task', { timeout: 60_000 }, async () => {
+    await startWorker([spinTool], { threads: 1, cpuQueueDepth: 1 });
+    const trials = await withinBound(async (tag) => {
+      const running = call('cancel.spin', {}, `run-cpu-${tag}`);
       const runningStart = started(running);
-      const first = plannerCall(running, runningStart.onProgress);
+      const pending = plannerCall(running, runningStart.onProgress);
       await runningStart.seen;
-      const queued = call('cancel.spin', {}, 'run-cpu-queued');
-      const queuedStart = started(queued);
-      const second = plannerCall(queued, queuedStart.onProgress);
-      await queuedStart.seen;
-      const tookQueued = await cancelAndMeasure('run-cpu-queued', second, queued.call_id);
-      const tookRunning = await cancelAndMeasure('run-cpu', first, running.call_id);
-      expect(tookQueued.caller).toBeLessThanOrEqual(BOUND_MS);
-      expect(tookQueued.worker).toBeLessThanOrEqual(BOUND_MS);
-      expect(tookRunning.caller).toBeLessThanOrEqual(BOUND_MS);
-      expect(tookRunning.worker).toBeLessThanOrEqual(BOUND_MS);
-    },
-  );
+      return cancelAndMeasure(running.run_id, pending, running.call_id);
+    });
+    expectWithinBound(trials);
+  });
 
-  it("another replica's idempotency claim", { retry: 1, timeout: 30_000 }, async () => {
-    const a = await startWorker([napTool('cancel.once')], { concurrency: 1 });
+  it('a piscina task queued behind a busy thread', { timeout: 60_000 }, async () => {
+    await startWorker([spinTool], { threads: 1, cpuQueueDepth: 1 });
+    const trials = await withinBound(async (tag) => {
+      const blocker = call('cancel.spin', {}, `run-cpu-blocker-${tag}`);
+      const blockerStart = started(blocker);
+      const blocking = plannerCall(blocker, blockerStart.onProgress);
+      try {
+        await blockerStart.seen;
+        const queued = call('cancel.spin', {}, `run-cpu-queued-${tag}`);
+        const queuedStart = started(queued);
+        const pending = plannerCall(queued, queuedStart.onProgress);
+        await queuedStart.seen;
+        return await cancelAndMeasure(queued.run_id, pending, queued.call_id);
+      } finally {
+        publishJson(caller, s.runCancel(blocker.run_id), {});
+        await blocking.settled;
+      }
+    });
+    expectWithinBound(trials);
+  });
+
+  it("another replica's idempotency claim", { timeout: 60_000 }, async () => {
     await startWorker([napTool('cancel.once')], { concurrency: 1 });
-    const holder = call('cancel.once', { ms: 20_000 }, 'run-holder', { idempotency_key: 'shared-key' });
-    const holderStart = started(holder);
-    const held = plannerCall(holder, holderStart.onProgress);
-    const holderWorker = (await holderStart.seen).worker_id;
-    const waiting = call('cancel.once', { ms: 20_000 }, 'run-waiter', { idempotency_key: 'shared-key' });
-    const waitingStart = started(waiting);
-    const pending = plannerCall(waiting, waitingStart.onProgress);
-    const waiter = await waitingStart.seen;
-    expect(waiter.worker_id).not.toBe(holderWorker);
-    expect(waiter.dedup).toBe('shared');
-    const took = await cancelAndMeasure('run-waiter', pending, waiting.call_id);
-    expect(took.caller).toBeLessThanOrEqual(BOUND_MS);
-    expect(took.worker).toBeLessThanOrEqual(BOUND_MS);
-    publishJson(caller, s.runCancel('run-holder'), {});
-    expect((await held.settled).error).toMatchObject({ code: 'cancelled' });
-    expect(a.workerId).toBeTruthy();
+    await startWorker([napTool('cancel.once')], { concurrency: 1 });
+    const trials = await withinBound(async (tag) => {
+      const key = { idempotency_key: `shared-key-${tag}` };
+      const holder = call('cancel.once', { ms: 20_000 }, `run-holder-${tag}`, key);
+      const holderStart = started(holder);
+      const held = plannerCall(holder, holderStart.onProgress);
+      try {
+        const holderWorker = (await holderStart.seen).worker_id;
+        const waiting = call('cancel.once', { ms: 20_000 }, `run-waiter-${tag}`, key);
+        const waitingStart = started(waiting);
+        const pending = plannerCall(waiting, waitingStart.onProgress);
+        const waiter = await waitingStart.seen;
+        expect(waiter.worker_id).not.toBe(holderWorker);
+        expect(waiter.dedup).toBe('shared');
+        return await cancelAndMeasure(waiting.run_id, pending, waiting.call_id);
+      } finally {
+        publishJson(caller, s.runCancel(holder.run_id), {});
+        expect((await held.settled).error).toMatchObject({ code: 'cancelled' });
+      }
+    });
+    expectWithinBound(trials);
   });
 
   it(
     "the caller's own wait while every replica answers busy (admission refusal)",
-    { retry: 1, timeout: 30_000 },
+    { timeout: 60_000 },
     async () => {
       await startWorker([napTool('cancel.full')], { concurrency: 1, sharedOutcomes: false });
-      const holder = call('cancel.full', { ms: 20_000 }, 'run-full-holder');
-      const holderStart = started(holder);
-      const held = plannerCall(holder, holderStart.onProgress);
-      await holderStart.seen;
-      const refused = call('cancel.full', { ms: 1 }, 'run-refused');
-      const pending = plannerCall(refused);
-      let busyAnswers = 0;
-      await new Promise<void>((resolve) => {
-        const sub = caller.subscribe('_INBOX.>', (msg) => {
-          if (msg.text().includes('"busy"') && ++busyAnswers >= 3) {
-            void sub.drain();
-            resolve();
-          }
-        });
+      const trials = await withinBound(async (tag) => {
+        const holder = call('cancel.full', { ms: 20_000 }, `run-full-holder-${tag}`);
+        const holderStart = started(holder);
+        const held = plannerCall(holder, holderStart.onProgress);
+        try {
+          await holderStart.seen;
+          const refused = call('cancel.full', { ms: 1 }, `run-refused-${tag}`);
+          const pending = plannerCall(refused);
+          await busyAnswers(3);
+          const t0 = performance.now();
+          publishJson(caller, s.runCancel(refused.run_id), {});
+          const result = await pending.settled;
+          expect(result.error).toMatchObject({ code: 'cancelled', details: { call_id: refused.call_id } });
+          return { caller: pending.settledAt() - t0 };
+        } finally {
+          publishJson(caller, s.runCancel(holder.run_id), {});
+          await held.settled;
+        }
       });
-      const t0 = performance.now();
-      publishJson(caller, s.runCancel('run-refused'), {});
-      const result = await pending.settled;
-      expect(result.error).toMatchObject({ code: 'cancelled', details: { call_id: refused.call_id } });
-      expect(pending.settledAt() - t0).toBeLessThanOrEqual(BOUND_MS);
-      publishJson(caller, s.runCancel('run-full-holder'), {});
-      expect((await held.settled).error).toMatchObject({ code: 'cancelled' });
+      expectWithinBound(trials);
     },
   );
 });
+
+/** Resolves once `count` busy answers went to the caller (it is then waiting between re-sends). */
+function busyAnswers(count: number): Promise<void> {
+  let seen = 0;
+  return new Promise<void>((resolve) => {
+    const sub = caller.subscribe('_INBOX.>', (msg) => {
+      if (msg.text().includes('"busy"') && ++seen >= count) {
+        void sub.drain();
+        resolve();
+      }
+    });
+  });
+}

@@ -60,12 +60,14 @@ export async function invokeTool(
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
   const call = new ClientCall(bus, checkInvocationInput(invocation), options);
+  let first: AgentMeshError;
   try {
     if (options.signal?.aborted !== true) return await call.sendUntilAnswered();
-    return await call.resend(new AgentMeshError(ErrorCode.Cancelled, 'aborted before the first send'));
+    first = new AgentMeshError(ErrorCode.Cancelled, 'aborted before the first send');
   } catch (error) {
-    return call.resend(AgentMeshError.from(error));
+    first = AgentMeshError.from(error);
   }
+  return call.resend(first);
 }
 
 /** A re-sent call of a non-idempotent tool found its shared outcome store not back yet: ask again. */
