@@ -13,6 +13,8 @@ import { runCommand, runSpec } from './commands/run.js';
 import { runsCommand, runsSpec } from './commands/runs.js';
 import { statusCommand, statusSpec } from './commands/status.js';
 import { toolsCommand, toolsSpec } from './commands/tools.js';
+import { mcpCommand, mcpSpec } from './interop/mcp-command.js';
+import { a2aCommand, a2aSpec } from './interop/a2a-command.js';
 
 interface Command {
   spec: CommandSpec;
@@ -28,6 +30,8 @@ export const COMMANDS: readonly Command[] = [
   { spec: toolsSpec, handler: toolsCommand },
   { spec: statusSpec, handler: statusCommand },
   { spec: runsSpec, handler: runsCommand },
+  { spec: mcpSpec, handler: mcpCommand },
+  { spec: a2aSpec, handler: a2aCommand },
 ];
 
 export function mainUsage(): string {

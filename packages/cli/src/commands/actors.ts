@@ -8,6 +8,7 @@ import { connectNats, type CommandContext } from '../context.js';
 import { startHealthServer, type HealthServer } from '../health.js';
 import { plannerOptions } from '../planner-options.js';
 import { selectTools } from '../tools.js';
+import { workerMcpTools } from '../interop/mcp-command.js';
 
 export const catalogSpec: CommandSpec = {
   name: 'catalog',
@@ -58,6 +59,10 @@ export const workerSpec: CommandSpec = {
     concurrency: {
       type: 'string',
       description: 'calls in flight at most before answering busy (default 64)',
+    },
+    mcp: {
+      type: 'string',
+      description: 'also serve the tools of these configured MCP servers (mcp.servers)',
     },
   },
 };
@@ -135,7 +140,7 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
   });
 }
 
-export function workerCommand(ctx: CommandContext): Promise<number> {
+export async function workerCommand(ctx: CommandContext): Promise<number> {
   const threads = intFlag(ctx.args, 'threads');
   const concurrency = intFlag(ctx.args, 'concurrency');
   const selected = selectTools({
@@ -144,12 +149,13 @@ export function workerCommand(ctx: CommandContext): Promise<number> {
     config: ctx.config,
     logger: ctx.logger,
   });
+  const mcp = await workerMcpTools(ctx);
   return serveActor(ctx, ServiceName.ToolWorker, (bus, logger) => {
     const worker = new ToolWorker({
       bus,
       logger,
       prefix: ctx.prefix,
-      tools: selected.tools,
+      tools: [...selected.tools, ...(mcp?.tools ?? [])],
       ...(threads === undefined ? {} : { threads }),
       ...(concurrency === undefined ? {} : { concurrency }),
     });
@@ -158,6 +164,7 @@ export function workerCommand(ctx: CommandContext): Promise<number> {
       stop: async () => {
         await worker.drain();
         await selected.close();
+        await mcp?.close();
       },
     };
   });
