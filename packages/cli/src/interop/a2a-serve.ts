@@ -186,6 +186,7 @@ export function agentCard(options: A2aServeOptions): AgentCard {
       'An agentmesh fleet: each message runs as an agent task with the catalog tools; progress arrives as task status updates.',
     supportedInterfaces: [
       { url: `${options.publicUrl}/a2a`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+      { url: `${options.publicUrl}/a2a`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' },
     ],
     provider: undefined,
     version: '0.1.0',
@@ -210,7 +211,10 @@ export function agentCard(options: A2aServeOptions): AgentCard {
   };
 }
 
-/** Serves the agent card and the A2A JSON-RPC endpoint (`/a2a`); resolves once listening. */
+/**
+ * Serves the agent card and the A2A JSON-RPC endpoint (`/a2a`): A2A 1.0 (SendMessage, ...) and, through the SDK's
+ * compatibility layer, 0.3 (message/send, message/stream, tasks/get, tasks/cancel). Resolves once listening.
+ */
 export async function serveA2a(
   options: A2aServeOptions & { port: number; host?: string },
 ): Promise<HttpServer> {
@@ -220,8 +224,12 @@ export async function serveA2a(
     new RunExecutor(options),
   );
   const app = express();
-  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler }));
-  app.use('/a2a', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
+  const legacyCompat = { enabled: true };
+  app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler, legacyCompat }));
+  app.use(
+    '/a2a',
+    jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat }),
+  );
   return new Promise((resolve, reject) => {
     const http = app.listen(options.port, options.host ?? '127.0.0.1', () => resolve(http));
     http.once('error', (error) =>
