@@ -48,9 +48,13 @@ export async function startHttpEverything(): Promise<HttpEverything> {
 }
 
 /** Resolves when `predicate` holds, checking on each event-loop turn batch (no fixed sleep decides the result). */
-export async function waitFor(predicate: () => boolean, what: string, timeoutMs = 30_000): Promise<void> {
+export async function waitFor(
+  predicate: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<void> {
   const start = Date.now();
-  while (!predicate()) {
+  while (!(await predicate())) {
     if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -63,6 +63,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   });
   const mcp = config.mcp === undefined ? undefined : await McpToolSource.connect(config.mcp, { logger });
   const worker = new ToolWorker({ bus, logger, tools: [...selected.tools, ...(mcp?.tools ?? [])] });
+  mcp?.reportTo(bus, worker.workerId);
   await worker.start();
   const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
   await planner.start();

@@ -159,6 +159,7 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       ...(threads === undefined ? {} : { threads }),
       ...(concurrency === undefined ? {} : { concurrency }),
     });
+    mcp?.reportTo(bus, worker.workerId, ctx.prefix);
     return {
       start: () => worker.start(),
       stop: async () => {

@@ -1,8 +1,12 @@
 import {
   AgentMeshError,
   ErrorCode,
+  publishJson,
   silentLogger,
+  subjects,
   type BackoffOptions,
+  type Bus,
+  type CatalogAvailability,
   type Logger,
 } from '@agentmesh/protocol';
 import type { Tool } from '../define-tool.js';
@@ -44,7 +48,10 @@ interface ServerEntry {
  * without affecting the others.
  */
 export class McpToolSource {
-  private constructor(private readonly entries: ServerEntry[]) {}
+  private constructor(
+    private readonly entries: ServerEntry[],
+    private readonly listeners: ((server: string, available: boolean) => void)[],
+  ) {}
 
   static async connect(
     config: McpConfig | undefined,
@@ -59,10 +66,17 @@ export class McpToolSource {
           ErrorCode.InvalidConfig,
           `unknown MCP server "${name}" (configured: ${Object.keys(servers).join(', ') || 'none'}; see mcp.servers)`,
         );
+    const listeners: ((server: string, available: boolean) => void)[] = [];
+    const notify = (server: string, available: boolean) => {
+      options.onAvailability?.(server, available);
+      for (const listener of listeners) listener(server, available);
+    };
     const entries = await Promise.all(
-      names.map((name) => openServer(name, servers[name] as McpServerConfig, logger, options)),
+      names.map((name) =>
+        openServer(name, servers[name] as McpServerConfig, logger, { ...options, onAvailability: notify }),
+      ),
     );
-    return new McpToolSource(entries);
+    return new McpToolSource(entries, listeners);
   }
 
   /** The agentmesh tools of every server that connected, for a worker's `tools`. */
@@ -73,6 +87,20 @@ export class McpToolSource {
   /** The connection of one server (tests, `mcp list`). */
   connection(name: string): McpConnection | undefined {
     return this.entries.find((e) => e.name === name)?.connection;
+  }
+
+  /**
+   * Tells the catalog (every replica) when a server's tools cannot run and when they can again, as the tools of
+   * worker `workerId`: meanwhile tool_search leaves them out and `catalog.get` answers `tool_unavailable` (calls get it from the worker).
+   */
+  reportTo(bus: Bus, workerId: string, prefix?: string): void {
+    const subject = subjects(prefix).catalogAvailability;
+    this.listeners.push((server, available) => {
+      const tools = this.entries.find((e) => e.name === server)?.tools.map((t) => t.name) ?? [];
+      if (tools.length === 0) return;
+      const notice: CatalogAvailability = { worker_id: workerId, tools, available };
+      publishJson(bus, subject, notice);
+    });
   }
 
   status(): McpServerStatus[] {
