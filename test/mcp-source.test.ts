@@ -42,6 +42,10 @@ describe('MCP servers as tool sources', () => {
         files: { command: process.execPath, args: [FILESYSTEM, folder] },
         broken: { command: '/nonexistent/mcp-server' },
         nowhere: { url: 'http://127.0.0.1:1/mcp', connect_timeout_ms: 3000 },
+        odd: {
+          command: process.execPath,
+          args: [join(import.meta.dirname, 'fixtures', 'mcp-odd-server.mjs')],
+        },
       },
     });
     source = await McpToolSource.connect(config, {
@@ -140,6 +144,9 @@ describe('MCP servers as tool sources', () => {
     expect(status['everything']?.state).toBe('connected');
     expect(status['everything']?.tools).toBeGreaterThan(5);
     expect(status['files']?.state).toBe('connected');
+    expect(status['odd']?.problems.join(' ')).toMatch(/MCP server "odd".*"bad".*not an object/);
+    expect(status['odd']?.state).toBe('connected');
+    expect(status['odd']?.tools).toBe(1);
   });
 
   it('reconnects a server killed mid-call: tool_unavailable meanwhile, served again after', async () => {

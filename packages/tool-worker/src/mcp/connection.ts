@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -35,6 +36,12 @@ export interface McpConnectionOptions {
 }
 
 const STDERR_KEPT = 2048;
+const LenientToolListSchema = z
+  .object({
+    tools: z.array(z.object({ name: z.string() }).passthrough()),
+    nextCursor: z.string().optional(),
+  })
+  .passthrough();
 const DEFAULT_RECONNECT: BackoffOptions = { baseMs: 200, capMs: 10_000, jitter: 0.2 };
 
 function toolsKey(tools: McpToolInfo[]): string {
@@ -99,6 +106,12 @@ export class McpConnection {
   ): Promise<CallToolResult> {
     const client = this.client;
     if (this.currentState !== 'connected' || client === undefined) throw this.unavailable();
+    if (!this.listed.some((t) => t.name === name))
+      throw new AgentMeshError(
+        ErrorCode.ToolUnavailable,
+        `MCP server "${this.server}" no longer offers tool "${name}" (its tool list changed)`,
+        { retryable: false, details: { server: this.server, tool: name } },
+      );
     try {
       return (await client.callTool({ name, arguments: args }, undefined, {
         signal: options.signal,
@@ -218,12 +231,20 @@ export class McpConnection {
     );
   }
 
+  /**
+   * Lists through the SDK with a lenient result schema, so one malformed tool (say, an input schema that is not an
+   * object) is named and left out by the caller instead of failing the whole list.
+   */
   private async listAll(client: Client, timeout: number): Promise<McpToolInfo[]> {
     const tools: McpToolInfo[] = [];
     let cursor: string | undefined;
     do {
-      const page = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout });
-      tools.push(...page.tools);
+      const page = await client.request(
+        { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+        LenientToolListSchema,
+        { timeout },
+      );
+      tools.push(...(page.tools as McpToolInfo[]));
       cursor = page.nextCursor;
     } while (cursor !== undefined && tools.length < 10_000);
     return tools;
