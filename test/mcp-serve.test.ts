@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Server as HttpServer } from 'node:http';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { DEFAULT_PREFIX, silentLogger } from '@agentmesh/protocol';
+import { serveMcpHttp, startEmbedded, type EmbeddedMesh } from '@agentmesh/cli';
+import { freePort } from './helpers/nats-server.js';
 import { ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { stringify } from 'yaml';
 import { CLI, REPO_ROOT, cleanEnv, runAgentmesh } from './helpers/cli.js';
@@ -118,5 +123,32 @@ describe('agentmesh mcp list', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/mcp\.servers\.x/);
     expect(result.stderr).toMatch(/comand/);
+  });
+});
+
+describe('agentmesh mcp serve --http (streamable HTTP), driven by the MCP SDK client', () => {
+  let mesh: EmbeddedMesh;
+  let http: HttpServer;
+  let client: Client;
+
+  beforeAll(async () => {
+    mesh = await startEmbedded({ config: {}, logger: silentLogger() });
+    const port = await freePort();
+    http = await serveMcpHttp({ bus: mesh.bus, prefix: DEFAULT_PREFIX, logger: silentLogger(), port });
+    client = new Client({ name: 'http-client', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+  });
+
+  afterAll(async () => {
+    await client?.close();
+    await new Promise((r) => http?.close(r));
+    await mesh?.stop();
+  });
+
+  it('lists, searches and calls over HTTP', async () => {
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['math.calc', 'tool_search']));
+    const result = await client.callTool({ name: 'math.calc', arguments: { lhs: 40, rhs: 2, op: 'add' } });
+    expect(text(result)).toContain('42');
   });
 });
