@@ -1,6 +1,7 @@
 import {
   AgentMeshError,
   CATALOG_BUCKET,
+  CatalogAvailabilitySchema,
   CatalogDeregisterSchema,
   CatalogGetSchema,
   CatalogHeartbeatSchema,
@@ -33,6 +34,7 @@ import {
   type SearchStrategy,
   type ServiceHandle,
   type Subscription,
+  type CatalogAvailability,
   type ToolLoading,
   type ToolSpec,
   type ToolSummary,
@@ -114,6 +116,8 @@ export class Catalog {
   private readonly index: ToolIndex;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
+  /** Per worker, the tools it says cannot run now (an MCP server reconnecting). */
+  private readonly unavailable = new Map<string, Set<string>>();
   private readonly revisions = new Map<string, number>();
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
   private readonly seenAt = new Map<string, number>();
@@ -354,7 +358,37 @@ export class Catalog {
         what: 'catalog search request',
         handler: (body) => this.search(body),
       }),
+      serve({
+        bus: this.bus,
+        logger: this.logger,
+        maxBytes: this.maxRegisterBytes,
+        subject: s.catalogAvailability,
+        schema: CatalogAvailabilitySchema,
+        what: 'catalog availability notice',
+        handler: (body) => this.setAvailability(body),
+      }),
     ];
+  }
+
+  /** Records which of a worker's tools cannot run now; every replica hears it (no queue group). */
+  private setAvailability(notice: CatalogAvailability): { ok: true } {
+    const down = this.unavailable.get(notice.worker_id) ?? new Set<string>();
+    for (const name of notice.tools) {
+      if (notice.available) down.delete(name);
+      else down.add(name);
+    }
+    if (down.size === 0) this.unavailable.delete(notice.worker_id);
+    else this.unavailable.set(notice.worker_id, down);
+    this.logger.info(
+      { worker_id: notice.worker_id, tools: notice.tools.length, available: notice.available },
+      'tool availability changed',
+    );
+    return { ok: true };
+  }
+
+  /** Whether some live worker of the tool can run it now. */
+  private isAvailable(name: string, workers: readonly string[]): boolean {
+    return this.unavailable.size === 0 || workers.some((w) => this.unavailable.get(w)?.has(name) !== true);
   }
 
   private get store(): KvStore {
@@ -488,6 +522,7 @@ export class Catalog {
   }
 
   private async deregister(workerId: string): Promise<{ known: boolean }> {
+    this.unavailable.delete(workerId);
     const key = CatalogKeys.worker(workerId);
     const known = this.registry.worker(workerId) !== undefined || (await this.store.get(key)) !== null;
     if (known) {
@@ -574,6 +609,12 @@ export class Catalog {
           : `tool "${request.name}" is not in this run's allow-list`,
         { retryable: false, details: { name: request.name } },
       );
+    if (!this.isAvailable(request.name, live.tool.workers))
+      throw new AgentMeshError(
+        ErrorCode.ToolUnavailable,
+        `tool "${request.name}" cannot run right now (its workers report it unavailable); try again shortly`,
+        { details: { name: request.name } },
+      );
     const loading = this.loadingOf(request.name, live.loading, request);
     return { tool: { ...live.tool.spec, loading }, workers: live.tool.workers };
   }
@@ -584,8 +625,9 @@ export class Catalog {
     const deferredOnly = request.deferred_only ?? true;
     const filter = (name: string): boolean => {
       if (!isToolAllowed(name, request.allow)) return false;
-      if (!deferredOnly) return true;
       const live = this.live.get(name);
+      if (live !== undefined && !this.isAvailable(name, live.tool.workers)) return false;
+      if (!deferredOnly) return true;
       return live !== undefined && this.loadingOf(name, live.loading, request) === 'deferred';
     };
     const results = this.index.search(request.query, { strategy, limit, filter });

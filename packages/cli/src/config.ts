@@ -12,6 +12,7 @@ import {
   describeZodError,
 } from '@agentmesh/protocol';
 import { CapabilityRuleSchema, PriceSchema } from '@agentmesh/planner';
+import { McpConfigSchema } from '@agentmesh/tool-worker';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
 export const ConfigSchema = z
@@ -82,6 +83,7 @@ export const ConfigSchema = z
       })
       .strict()
       .optional(),
+    mcp: McpConfigSchema.optional(),
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;

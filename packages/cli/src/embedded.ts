@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline/promises';
 import { MemoryBus, type Logger } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
-import { ToolWorker } from '@agentmesh/tool-worker';
+import { McpToolSource, ToolWorker } from '@agentmesh/tool-worker';
 import { Planner } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 import type { Io } from './context.js';
@@ -63,7 +63,9 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     confirm,
     logger,
   });
-  const worker = new ToolWorker({ bus, logger, tools: selected.tools });
+  const mcp = config.mcp === undefined ? undefined : await McpToolSource.connect(config.mcp, { logger });
+  const worker = new ToolWorker({ bus, logger, tools: [...selected.tools, ...(mcp?.tools ?? [])] });
+  mcp?.reportTo(bus, worker.workerId);
   await worker.start();
   const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
   await planner.start();
@@ -86,6 +88,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
       await planner.drain();
       await worker.drain();
       await selected.close();
+      await mcp?.close();
       await catalog.stop();
       await bus.close();
     },

@@ -3,3 +3,11 @@ export { ConfigSchema, loadConfig, configPath, type AgentMeshConfig } from './co
 export { startEmbedded, type EmbeddedMesh, type EmbeddedOptions } from './embedded.js';
 export { selectTools, resolveToolEntries, TOOL_PACKS } from './tools.js';
 export type { Io } from './context.js';
+export {
+  createMcpServer,
+  serveMcpHttp,
+  serveMcpStdio,
+  specToMcpTool,
+  type McpServeOptions,
+} from './interop/mcp-serve.js';
+export { serveA2a, agentCard, RunExecutor, type A2aServeOptions } from './interop/a2a-serve.js';

@@ -387,3 +387,26 @@ describe('run warnings, canonical names in search, the per-run log line', () => 
     });
   });
 });
+
+describe('many parallel calls in one run', () => {
+  it('listen on the run signal without a MaxListenersExceededWarning', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const m = await startMesh([calc]);
+      const calls = Array.from({ length: 24 }, (_, i) => add(i, 1));
+      const { final } = await execute(m, {
+        id: 'parallel-listeners',
+        task: 'add many',
+        limits: { tool_concurrency: 24 },
+        script: [{ tool_calls: calls }, { text: 'done' }],
+      });
+      expect(final).toMatchObject({ status: 'done', tool_calls: 24 });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

@@ -32,6 +32,10 @@ export const ErrorCode = {
   BudgetExhausted: 'budget_exhausted',
   Closed: 'closed',
   Internal: 'internal',
+  /** The tool exists but cannot run right now (its MCP server is reconnecting); retry shortly. */
+  ToolUnavailable: 'tool_unavailable',
+  /** An MCP server answered with a protocol error (not a tool result with isError). */
+  McpError: 'mcp_error',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -56,6 +60,7 @@ const RETRYABLE_BY_DEFAULT: ReadonlySet<string> = new Set([
   ErrorCode.Busy,
   ErrorCode.Unavailable,
   ErrorCode.WorkerLost,
+  ErrorCode.ToolUnavailable,
 ]);
 
 /** The one error class of agentmesh. */

@@ -494,3 +494,18 @@ export const PUBLIC_SCHEMAS = {
   ArtifactFetchReply: ArtifactFetchReplySchema,
   ErrorPayload: ErrorPayloadSchema,
 } as const;
+
+/**
+ * A worker says some of its tools cannot run right now (`available: false`, e.g. their MCP server is reconnecting)
+ * or can again. Every catalog replica hears it; a tool none of whose workers can run it is left out of search, `get`
+ * answers `tool_unavailable` (retryable), and it stays listed, so a call already offered gets `tool_unavailable`
+ * from its worker, which the model can retry.
+ */
+export const CatalogAvailabilitySchema = z
+  .object({
+    worker_id: z.string().min(1),
+    tools: z.array(z.string().min(1)),
+    available: z.boolean(),
+  })
+  .strict();
+export type CatalogAvailability = z.infer<typeof CatalogAvailabilitySchema>;

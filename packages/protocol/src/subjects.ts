@@ -37,6 +37,8 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     catalogGet: `${prefix}.catalog.get`,
     catalogSearch: `${prefix}.catalog.search`,
     artifactFetch: `${prefix}.artifacts.fetch`,
+    /** Broadcast to every catalog replica: a worker's tools can (not) run now (an MCP server reconnecting). */
+    catalogAvailability: `${prefix}.catalog.availability`,
   };
 }
 export type Subjects = ReturnType<typeof subjects>;

@@ -40,3 +40,4 @@ export {
   sha256Tool,
 } from './packs/builtin/index.js';
 export * from './packs/workspace/index.js';
+export * from './mcp/index.js';

@@ -9,6 +9,7 @@ import { startHealthServer, type HealthServer } from '../health.js';
 import { actorKindOf, serveActorMetrics } from '../metrics.js';
 import { plannerOptions } from '../planner-options.js';
 import { selectTools } from '../tools.js';
+import { workerMcpTools } from '../interop/mcp-command.js';
 
 export const catalogSpec: CommandSpec = {
   name: 'catalog',
@@ -72,6 +73,10 @@ export const workerSpec: CommandSpec = {
       type: 'string',
       value: 'N',
       description: 'calls in flight at most before answering busy (default 64)',
+    },
+    mcp: {
+      type: 'string',
+      description: 'also serve the tools of these configured MCP servers (mcp.servers)',
     },
   },
 };
@@ -152,7 +157,7 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
   });
 }
 
-export function workerCommand(ctx: CommandContext): Promise<number> {
+export async function workerCommand(ctx: CommandContext): Promise<number> {
   const threads = intFlag(ctx.args, 'threads');
   const concurrency = intFlag(ctx.args, 'concurrency');
   const selected = selectTools({
@@ -161,20 +166,23 @@ export function workerCommand(ctx: CommandContext): Promise<number> {
     config: ctx.config,
     logger: ctx.logger,
   });
+  const mcp = await workerMcpTools(ctx);
   return serveActor(ctx, ServiceName.ToolWorker, (bus, logger) => {
     const worker = new ToolWorker({
       bus,
       logger,
       prefix: ctx.prefix,
-      tools: selected.tools,
+      tools: [...selected.tools, ...(mcp?.tools ?? [])],
       ...(threads === undefined ? {} : { threads }),
       ...(concurrency === undefined ? {} : { concurrency }),
     });
+    mcp?.reportTo(bus, worker.workerId, ctx.prefix);
     return {
       start: () => worker.start(),
       stop: async () => {
         await worker.drain();
         await selected.close();
+        await mcp?.close();
       },
     };
   });

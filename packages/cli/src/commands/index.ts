@@ -10,6 +10,8 @@ import {
 } from './actors.js';
 import { completionCommand, completionSpec } from './completion.js';
 import { consoleCommand, consoleSpec } from './console.js';
+import { a2aCommand, a2aSpec } from '../interop/a2a-command.js';
+import { mcpCommand, mcpSpec } from '../interop/mcp-command.js';
 import { runCommand, runSpec } from './run.js';
 import { runsCommand, runsSpec } from './runs.js';
 import { statusCommand, statusSpec } from './status.js';
@@ -36,6 +38,8 @@ export const COMMANDS: readonly Command[] = [
   { spec: statusSpec, handler: statusCommand },
   { spec: runsSpec, handler: runsCommand },
   { spec: consoleSpec, handler: consoleCommand },
+  { spec: mcpSpec, handler: mcpCommand },
+  { spec: a2aSpec, handler: a2aCommand },
   {
     spec: completionSpec,
     handler: (ctx) =>

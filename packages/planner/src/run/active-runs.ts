@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import type { StopReason } from './context.js';
 
@@ -19,6 +20,8 @@ export class ActiveRuns {
   /** Starts a run's clock: it times out after `waitMs` and is cancelled when `external` aborts. */
   start(runId: string, timeoutMs: number, waitMs: number, external: AbortSignal | undefined): ActiveRun {
     const run: ActiveRun = { controller: new AbortController(), stop: undefined, cleanup: () => undefined };
+    // Every tool call, model call and wait of the run listens on this one signal: dozens at once is normal.
+    setMaxListeners(0, run.controller.signal);
     const timer = setTimeout(() => {
       run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
       run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));

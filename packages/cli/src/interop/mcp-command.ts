@@ -1,0 +1,120 @@
+import { McpToolSource } from '@agentmesh/tool-worker';
+import type { Backend } from '@agentmesh/protocol';
+import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import { connectNats, type CommandContext } from '../context.js';
+import { startEmbedded } from '../embedded.js';
+import { serveMcpHttp, serveMcpStdio, type McpServeOptions } from './mcp-serve.js';
+
+export const mcpSpec: CommandSpec = {
+  name: 'mcp',
+  usage: 'agentmesh mcp serve [--http PORT] [flags] | agentmesh mcp list',
+  summary:
+    'serve: the catalog as an MCP server (stdio, or streamable HTTP at /mcp with --http; embedded, or the fleet with --nats). list: the configured MCP servers, their state and tool count.',
+  flags: {
+    nats: ACTOR_FLAGS['nats']!,
+    prefix: ACTOR_FLAGS['prefix']!,
+    config: ACTOR_FLAGS['config']!,
+    http: { type: 'string', description: 'serve: streamable HTTP on this port instead of stdio' },
+    host: { type: 'string', description: 'serve: address to listen on with --http (default 127.0.0.1)' },
+    tools: { type: 'string', description: 'serve: allow-list of tool names, namespaces or globs' },
+    deferred: { type: 'string', description: 'serve: names or globs reached only through tool_search' },
+    workspace: {
+      type: 'string',
+      description: 'serve (embedded): enables the workspace tool pack',
+      env: 'AGENTMESH_WORKSPACE',
+    },
+    json: { type: 'boolean', description: 'list: print JSON' },
+  },
+};
+
+/** The bus `mcp serve` and `a2a serve` work on: the fleet with --nats, else an embedded mesh (MCP servers included). */
+export async function meshBus(
+  ctx: CommandContext,
+  name: string,
+): Promise<{ bus: Backend; stop(): Promise<void> }> {
+  if (ctx.natsUrl !== undefined) {
+    const bus = await connectNats(ctx, name);
+    return { bus, stop: () => bus.drain() };
+  }
+  const mesh = await startEmbedded({
+    config: ctx.config,
+    logger: ctx.logger,
+    workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+  });
+  return { bus: mesh.bus, stop: () => mesh.stop() };
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve());
+    process.once('SIGINT', () => resolve());
+  });
+}
+
+async function mcpServe(ctx: CommandContext): Promise<number> {
+  const port = intFlag(ctx.args, 'http');
+  const mesh = await meshBus(ctx, 'agentmesh-mcp');
+  const deferred = [...(ctx.config.tools?.deferred ?? []), ...(listFlag(ctx.args, 'deferred') ?? [])];
+  const options: McpServeOptions = {
+    bus: mesh.bus,
+    prefix: ctx.prefix,
+    logger: ctx.logger,
+    allow: listFlag(ctx.args, 'tools') ?? ctx.config.tools?.allow,
+    ...(deferred.length > 0 ? { deferred } : {}),
+    always: ctx.config.tools?.always,
+  };
+  try {
+    if (port === undefined) {
+      await serveMcpStdio(options);
+      return 0;
+    }
+    const http = await serveMcpHttp({ ...options, port, host: stringFlag(ctx.args, 'host') ?? '127.0.0.1' });
+    ctx.io.stderr.write(
+      `agentmesh MCP server at http://${stringFlag(ctx.args, 'host') ?? '127.0.0.1'}:${port}/mcp\n`,
+    );
+    await untilSignal();
+    await new Promise((resolve) => http.close(resolve));
+    return 0;
+  } finally {
+    await mesh.stop();
+  }
+}
+
+/** Connects to every configured MCP server once and prints its state and tool count. */
+async function mcpList(ctx: CommandContext): Promise<number> {
+  const source = await McpToolSource.connect(ctx.config.mcp, { logger: ctx.logger });
+  try {
+    const status = source.status();
+    if (ctx.args.values['json'] === true) {
+      ctx.io.stdout.write(`${JSON.stringify(status)}\n`);
+    } else {
+      if (status.length === 0)
+        ctx.io.stdout.write('no MCP servers configured (mcp.servers in the configuration)\n');
+      const width = Math.max(6, ...status.map((s) => s.name.length));
+      for (const s of status) {
+        ctx.io.stdout.write(
+          `${s.name.padEnd(width)}  ${s.transport.padEnd(5)}  ${s.state.padEnd(9)}  ${s.tools} tools\n`,
+        );
+        for (const problem of s.problems) ctx.io.stdout.write(`${' '.repeat(width)}  ! ${problem}\n`);
+      }
+    }
+    return status.some((s) => s.state === 'failed') ? 1 : 0;
+  } finally {
+    await source.close();
+  }
+}
+
+export function mcpCommand(ctx: CommandContext): Promise<number> {
+  const [verb] = ctx.args.positionals;
+  if (verb === 'serve') return mcpServe(ctx);
+  if (verb === 'list') return mcpList(ctx);
+  ctx.io.stderr.write(`usage: ${mcpSpec.usage}\n`);
+  return Promise.resolve(2);
+}
+
+/** The MCP tools of the servers named by `--mcp` (none when it is absent), for `agentmesh worker`. */
+export async function workerMcpTools(ctx: CommandContext): Promise<McpToolSource | undefined> {
+  const names = listFlag(ctx.args, 'mcp');
+  if (names === undefined) return undefined;
+  return McpToolSource.connect(ctx.config.mcp, { logger: ctx.logger, only: names });
+}

@@ -1,0 +1,210 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  type CallToolResult,
+  type Tool as McpTool,
+} from '@modelcontextprotocol/sdk/types.js';
+import {
+  AgentMeshError,
+  CatalogGetReplySchema,
+  CatalogListReplySchema,
+  CatalogSearchReplySchema,
+  ErrorCode,
+  invokeTool,
+  requestJson,
+  subjects,
+  type Backend,
+  type Logger,
+  type ToolSpec,
+} from '@agentmesh/protocol';
+
+/** What the MCP face of the catalog exposes, with the same meaning as `run`'s flags. */
+export interface McpServeOptions {
+  bus: Backend;
+  prefix: string;
+  logger: Logger;
+  /** `--tools`: canonical names, namespaces or globs a client may see and call. */
+  allow?: string[] | undefined;
+  /** `--deferred` / `tools.deferred`: reached only through tool_search. */
+  deferred?: string[] | undefined;
+  always?: string[] | undefined;
+  /** Per-call deadline (default 120 s). */
+  callTimeoutMs?: number;
+}
+
+const SEARCH_TOOL: McpTool = {
+  name: 'tool_search',
+  description:
+    'Searches the tools that are not listed up front (deferred tools) and returns the best matches with their ' +
+    'input schemas; call a found tool by its name with tools/call.',
+  inputSchema: {
+    type: 'object',
+    properties: {
+      query: { type: 'string', description: 'what the tool should do, in a few words' },
+      limit: { type: 'integer', minimum: 1, maximum: 50, description: 'results at most (default 10)' },
+    },
+    required: ['query'],
+  },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+};
+
+/** An agentmesh tool spec as an MCP tool, annotations from its safety metadata. */
+export function specToMcpTool(spec: ToolSpec): McpTool {
+  return {
+    name: spec.name,
+    description: spec.description,
+    inputSchema: spec.input_schema as McpTool['inputSchema'],
+    ...(spec.output_schema === undefined
+      ? {}
+      : { outputSchema: spec.output_schema as McpTool['outputSchema'] }),
+    annotations: {
+      readOnlyHint: spec.safety.read_only,
+      destructiveHint: spec.safety.mutating,
+      idempotentHint: spec.idempotent,
+      openWorldHint: spec.safety.networked,
+    },
+  };
+}
+
+function textResult(text: string, isError = false): CallToolResult {
+  return { content: [{ type: 'text', text }], ...(isError ? { isError: true } : {}) };
+}
+
+/**
+ * One MCP server session over the catalog: tools/list gives the always-exposed tools plus `tool_search` (and the
+ * deferred tools this session found, announced with `tools/list_changed`); tools/call runs a call on the mesh
+ * through the tool.invoke subjects, so it lands on whichever worker replica serves it.
+ */
+export function createMcpServer(options: McpServeOptions): Server {
+  const s = subjects(options.prefix);
+  const scope = {
+    ...(options.allow === undefined ? {} : { allow: options.allow }),
+    ...(options.deferred === undefined ? {} : { deferred: options.deferred }),
+    ...(options.always === undefined ? {} : { always: options.always }),
+  };
+  const found = new Map<string, McpTool>();
+  const server = new Server(
+    { name: 'agentmesh', version: '0.1.0' },
+    { capabilities: { tools: { listChanged: true } } },
+  );
+  server.setRequestHandler(ListToolsRequestSchema, async () => {
+    const reply = await requestJson(
+      options.bus,
+      s.catalogList,
+      { ...scope, loading: 'always', full: true },
+      CatalogListReplySchema,
+    );
+    const listed = (reply.specs ?? []).map(specToMcpTool);
+    const names = new Set(listed.map((t) => t.name));
+    return { tools: [...listed, ...[...found.values()].filter((t) => !names.has(t.name)), SEARCH_TOOL] };
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const { name } = request.params;
+    const args = request.params.arguments ?? {};
+    if (name === SEARCH_TOOL.name) return search(args);
+    const known = await requestJson(
+      options.bus,
+      s.catalogGet,
+      { name, ...scope },
+      CatalogGetReplySchema,
+    ).catch((error: unknown) => AgentMeshError.from(error));
+    if (known instanceof AgentMeshError) return textResult(`error [${known.code}]: ${known.message}`, true);
+    const callId = randomUUID();
+    const outcome = await invokeTool(
+      options.bus,
+      { call_id: callId, run_id: `mcp-${callId}`, tool: name, arguments: args },
+      {
+        prefix: options.prefix,
+        signal: extra.signal,
+        timeoutMs: options.callTimeoutMs ?? 120_000,
+        idempotent: known.tool.idempotent,
+      },
+    );
+    options.logger.info({ tool: name, call_id: callId, is_error: outcome.is_error }, 'MCP tools/call');
+    const structured =
+      !outcome.is_error && known.tool.output_schema !== undefined && typeof outcome.output === 'object'
+        ? { structuredContent: outcome.output as Record<string, unknown> }
+        : {};
+    return { ...textResult(outcome.preview, outcome.is_error), ...structured };
+  });
+
+  async function search(args: Record<string, unknown>): Promise<CallToolResult> {
+    if (typeof args['query'] !== 'string' || args['query'].trim() === '')
+      return textResult('error [invalid_arguments]: tool_search needs a non-empty "query"', true);
+    const limit =
+      typeof args['limit'] === 'number' ? Math.min(50, Math.max(1, Math.floor(args['limit']))) : 10;
+    const reply = await requestJson(
+      options.bus,
+      s.catalogSearch,
+      { ...scope, query: args['query'], limit, deferred_only: true },
+      CatalogSearchReplySchema,
+    );
+    const specs = await Promise.all(
+      reply.results.map((r) =>
+        requestJson(options.bus, s.catalogGet, { name: r.name, ...scope }, CatalogGetReplySchema).then(
+          (g) => g.tool,
+          () => undefined,
+        ),
+      ),
+    );
+    const tools = specs.filter((t): t is ToolSpec => t !== undefined).map(specToMcpTool);
+    const before = found.size;
+    for (const tool of tools) found.set(tool.name, tool);
+    if (found.size !== before) void server.sendToolListChanged().catch(() => undefined);
+    const text = JSON.stringify(
+      tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })),
+    );
+    return textResult(tools.length === 0 ? `no deferred tool matches "${args['query']}"` : text);
+  }
+  return server;
+}
+
+/** Serves one MCP session on stdin/stdout until the client closes it. */
+export async function serveMcpStdio(options: McpServeOptions): Promise<void> {
+  const server = createMcpServer(options);
+  const closed = new Promise<void>((resolve) => (server.onclose = resolve));
+  await server.connect(new StdioServerTransport());
+  await closed;
+}
+
+/** Serves streamable HTTP at `/mcp` (stateless: each request its own session); resolves once listening. */
+export async function serveMcpHttp(
+  options: McpServeOptions & { port: number; host?: string },
+): Promise<HttpServer> {
+  const http = createServer((req, res) => {
+    if (!req.url?.startsWith('/mcp')) {
+      res.writeHead(404).end('not found: the MCP endpoint is /mcp\n');
+      return;
+    }
+    const server = createMcpServer(options);
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    server
+      .connect(transport)
+      .then(() => transport.handleRequest(req, res))
+      .catch((error: unknown) => {
+        options.logger.error({ err: (error as Error).message }, 'MCP HTTP request failed');
+        if (!res.headersSent) res.writeHead(500).end();
+      });
+  });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', (error) =>
+      reject(
+        new AgentMeshError(
+          ErrorCode.InvalidConfig,
+          `cannot listen on port ${options.port}: ${error.message}`,
+        ),
+      ),
+    );
+    http.listen(options.port, options.host ?? '127.0.0.1', resolve);
+  });
+  return http;
+}
