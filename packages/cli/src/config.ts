@@ -11,7 +11,7 @@ import {
   ToolSearchStrategySchema,
   describeZodError,
 } from '@agentmesh/protocol';
-import { CapabilityRuleSchema, PriceSchema } from '@agentmesh/planner';
+import { CapabilityRuleSchema, ModelsConfigSchema, PriceSchema } from '@agentmesh/planner';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
 export const ConfigSchema = z
@@ -67,6 +67,7 @@ export const ConfigSchema = z
       .optional(),
     capabilities: z.array(CapabilityRuleSchema).optional(),
     prices: z.record(z.string(), PriceSchema).optional(),
+    models: ModelsConfigSchema.optional(),
     nats: z.object({ url: z.string().optional(), prefix: z.string().optional() }).strict().optional(),
     catalog: z
       .object({

@@ -182,6 +182,18 @@ export class Planner {
   private readonly logger: Logger;
   private readonly providerSettings: ProviderSettings;
   private readonly clients: ProviderClients;
+
+  /** models (issue 20): the model's price; a new run whose model has none gets a `run.warning`. */
+  private priceOrWarn(choice: ProviderChoice, sink: RunEventSink, warn: boolean) {
+    const price = this.prices.priceOf(choice.kind, choice.model);
+    if (price === undefined && warn)
+      sink.emit({
+        type: 'run.warning',
+        code: 'price_unknown',
+        message: `no price is known for ${choice.kind} model ${choice.model}: the run's cost is not counted (add it under prices: in the configuration)`,
+      });
+    return price;
+  }
   private readonly capabilities: CapabilityTable;
   private readonly prices: PriceTable;
   private readonly defaults: PlannerDefaults;
@@ -489,8 +501,10 @@ export class Planner {
       try {
         snapshot = resumed ?? this.initialSnapshot(request, runId, choice, startedAt);
         snapshot.planner_id = this.id;
-        const provider = this.clients.create(choice);
         const caps = this.capabilities.resolve(choice.kind, choice.model);
+        // models (issue 20): the run's tool protocol (request / models: entry, then the capability table)
+        const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
+        const provider = this.clients.create(choice, { toolProtocol });
         const scope = this.scope(request);
         let specs: ToolSpec[];
         try {
@@ -505,7 +519,7 @@ export class Planner {
           if (!run.controller.signal.aborted) throw error;
           specs = [];
         }
-        if (!caps.native_tools && specs.length > 0) {
+        if (!caps.native_tools && toolProtocol !== 'text' && specs.length > 0) {
           sink.emit({
             type: 'run.notice',
             kind: 'no_native_tools',
@@ -525,7 +539,7 @@ export class Planner {
           provider,
           capabilities: caps,
           prices: this.prices,
-          price: this.prices.priceOf(choice.kind, choice.model),
+          price: this.priceOrWarn(choice, sink, resumed === undefined), // models (issue 20)
           sink,
           signal: run.controller.signal,
           stopReason: () => run.stop,

@@ -39,7 +39,7 @@ import {
   type MetaToolName,
 } from './meta-tools.js';
 import type { Price, PriceTable } from './prices.js';
-import type { ChatMessage, ChatToolCall, ModelProvider, ModelTurn } from './providers/types.js';
+import type { ChatMessage, ChatToolCall, ModelProvider, ModelTurn, TokenUsage } from './providers/types.js';
 import type { BatchCall, CheckpointHook, RunSnapshot, ToolBatch } from './run-state.js';
 import { Semaphore, abortableDelay, capText } from './util.js';
 
@@ -252,6 +252,8 @@ export class RunLoop {
       iterations: state.iteration,
       tool_calls: state.tool_calls,
       usage: { ...state.usage },
+      // models (issue 20): the run's cost whenever the model's price is known
+      ...(state.usage.cost_usd === undefined ? {} : { cost_usd: state.usage.cost_usd }),
     });
     state.seq = event.seq;
     return event;
@@ -281,10 +283,16 @@ export class RunLoop {
         ? { nativeSearch: state.search.native_variant }
         : {}),
       signal: deps.signal,
+      // models (issue 20): thinking streams out as llm.delta events of kind reasoning
+      onDelta: (d) => {
+        if (d.kind === 'reasoning')
+          deps.sink.emit({ type: 'llm.delta', iteration: state.iteration, kind: d.kind, text: d.text });
+      },
     });
     const usage = turn.usage;
     state.usage.input_tokens += usage.input_tokens;
     state.usage.output_tokens += usage.output_tokens;
+    addUsageDetails(state.usage, usage); // models (issue 20)
     const cost = deps.prices.cost(deps.price, usage);
     if (cost !== undefined) state.usage.cost_usd = (state.usage.cost_usd ?? 0) + cost;
 
@@ -801,6 +809,14 @@ export class RunLoop {
       this.catalogOptions(),
     );
     return JSON.stringify(reply);
+  }
+}
+
+/** models (issue 20): adds the cache and reasoning token counts of one response to the run's usage. */
+function addUsageDetails(total: RunSnapshot['usage'], turn: TokenUsage): void {
+  for (const key of ['cache_read_tokens', 'cache_write_tokens', 'reasoning_tokens'] as const) {
+    const n = turn[key];
+    if (n) total[key] = (total[key] ?? 0) + n;
   }
 }
 

@@ -32,6 +32,14 @@ export const ErrorCode = {
   BudgetExhausted: 'budget_exhausted',
   Closed: 'closed',
   Internal: 'internal',
+  /** The provider said 429: retryable, after its retry-after when it gives one. */
+  RateLimited: 'rate_limited',
+  /** The provider is overloaded (Anthropic 529, 503): retryable. */
+  Overloaded: 'overloaded',
+  /** The request does not fit the model's context window: not retryable as is. */
+  ContextTooLong: 'context_too_long',
+  /** The provider's content filter stopped the response: not retryable. */
+  ContentFiltered: 'content_filtered',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

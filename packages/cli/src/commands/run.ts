@@ -25,8 +25,16 @@ export const runSpec: CommandSpec = {
     nats: ACTOR_FLAGS['nats']!,
     prefix: ACTOR_FLAGS['prefix']!,
     config: ACTOR_FLAGS['config']!,
-    provider: { type: 'string', description: 'openai | anthropic | openai-compatible | scripted' },
-    model: { type: 'string', description: 'model name' },
+    provider: {
+      type: 'string',
+      description:
+        'openai | openai-responses | anthropic | openai-compatible | scripted, or a preset: openrouter | ollama | vllm | lmstudio | groq | together | deepseek | huggingface',
+    },
+    model: { type: 'string', description: 'model name, or an alias from models: in the configuration' },
+    'tool-protocol': {
+      type: 'string',
+      description: 'native | text (tools in the prompt, for models without tool calling)',
+    },
     'base-url': {
       type: 'string',
       description: 'base URL of an OpenAI-compatible server (Ollama, vLLM, OpenRouter)',
@@ -93,6 +101,9 @@ export function buildRunRequest(ctx: CommandContext): RunRequestInput {
     ...(config.tools?.always ? { always: config.tools.always } : {}),
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
     ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
+    ...(stringFlag(args, 'tool-protocol')
+      ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
+      : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;
