@@ -128,7 +128,7 @@ describe.each(['openai', 'anthropic', 'openai-responses'] as const)('%s provider
 
 it('a failed run says what went wrong in run.completed', async () => {
   const s = await start('openai', [
-    { status: 400, error: "maximum context length is 8192 tokens", errorCode: 'context_length_exceeded' },
+    { status: 400, error: 'maximum context length is 8192 tokens', errorCode: 'context_length_exceeded' },
   ]);
   h = harness([], { providers: settings('openai', s.url) });
   const { final } = await h.run({ task: 'hi', provider: 'openai', model: 'gpt-4o-mini' });

@@ -17,7 +17,14 @@ afterEach(async () => {
 async function setup(stream: boolean, replies: ReplySource, extra: Partial<ProviderSettings> = {}) {
   server = await startOpenAiResponsesServer(replies);
   h = harness([calcTool, sha256Tool], {
-    providers: { openaiApiKey: 'sk-test', openaiBaseUrl: server.url, maxRetries: 0, stream, env: {}, ...extra },
+    providers: {
+      openaiApiKey: 'sk-test',
+      openaiBaseUrl: server.url,
+      maxRetries: 0,
+      stream,
+      env: {},
+      ...extra,
+    },
   });
   return { server, h };
 }
@@ -36,7 +43,10 @@ describe.each([true, false])('openai-responses provider (stream: %s) through the
           ],
           usage: { input_tokens: 200, output_tokens: 60, cache_read_tokens: 128, reasoning_tokens: 40 },
         },
-        { text: 'The answers are 5 and 20.', usage: { input_tokens: 300, output_tokens: 10, cache_read_tokens: 256 } },
+        {
+          text: 'The answers are 5 and 20.',
+          usage: { input_tokens: 300, output_tokens: 10, cache_read_tokens: 256 },
+        },
       ],
       // an alias with a per-model override: reasoning effort
       { models: { smart: { model: 'openai-responses:gpt-5-mini', reasoning_effort: 'low' } } },
@@ -44,7 +54,10 @@ describe.each([true, false])('openai-responses provider (stream: %s) through the
     const { final, events } = await h.run({ task: '2+3 and 4*5?', model: 'smart' });
     checkSequence(events);
     expect(final).toMatchObject({ type: 'run.completed', status: 'done', text: 'The answers are 5 and 20.' });
-    expect(ofType(events, 'run.accepted')[0]).toMatchObject({ provider: 'openai-responses', model: 'gpt-5-mini' });
+    expect(ofType(events, 'run.accepted')[0]).toMatchObject({
+      provider: 'openai-responses',
+      model: 'gpt-5-mini',
+    });
     expect(ofType(events, 'tool.completed').map((e) => [e.call_id, e.preview])).toEqual([
       ['call_a', '5'],
       ['call_b', '20'],
@@ -76,7 +89,10 @@ describe.each([true, false])('openai-responses provider (stream: %s) through the
       'function_call_output',
       'function_call_output',
     ]);
-    expect(second['input'][1]).toMatchObject({ id: 'rs_1', encrypted_content: expect.stringMatching(/^enc:1:/) });
+    expect(second['input'][1]).toMatchObject({
+      id: 'rs_1',
+      encrypted_content: expect.stringMatching(/^enc:1:/),
+    });
     expect(second['input'].slice(5)).toEqual([
       { type: 'function_call_output', call_id: 'call_a', output: '5' },
       { type: 'function_call_output', call_id: 'call_b', output: '20' },
@@ -102,7 +118,10 @@ describe.each([true, false])('openai-responses provider (stream: %s) through the
       expect(reasoning.every((d) => d.kind === 'reasoning' && d.iteration === 1)).toBe(true);
       expect(reasoning.map((d) => d.text).join('')).toBe('I should add and multiply.');
     } else expect(reasoning).toEqual([]);
-    expect(ofType(events, 'llm.response').map((e) => e.text)).toEqual(['Computing.', 'The answers are 5 and 20.']);
+    expect(ofType(events, 'llm.response').map((e) => e.text)).toEqual([
+      'Computing.',
+      'The answers are 5 and 20.',
+    ]);
     // gpt-5-mini list prices: $0.25 input, $0.025 cached input, $2 output per million tokens
     const expected = ((500 - 384) * 0.25 + 384 * 0.025 + 70 * 2) / 1e6;
     expect(final.type === 'run.completed' && final.cost_usd).toBeCloseTo(expected, 12);

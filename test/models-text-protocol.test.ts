@@ -66,7 +66,11 @@ describe('text tool protocol', () => {
     expect(system.content).toContain('```tool_call');
     // the two good calls ran (in parallel, one batch); the malformed ones never reached a worker
     expect(h.mesh.invocations.map((i) => i.tool).sort()).toEqual(['crypto.sha256', 'math.calc']);
-    expect(ofType(events, 'tool.completed').map((e) => [e.name, e.preview]).sort()).toEqual([
+    expect(
+      ofType(events, 'tool.completed')
+        .map((e) => [e.name, e.preview])
+        .sort(),
+    ).toEqual([
       ['crypto.sha256', ALPHA_SHA256],
       ['math.calc', '5'],
     ]);

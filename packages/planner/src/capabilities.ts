@@ -95,16 +95,16 @@ export const DEFAULT_CAPABILITY_RULES: readonly CapabilityRule[] = [
     native_tools: false,
     tool_protocol: 'text' as const,
   })),
-  ...(['openrouter', 'ollama', 'vllm', 'lmstudio', 'groq', 'together', 'deepseek', 'huggingface'] as const).map(
-    (provider) => ({
-      provider,
-      model: '*',
-      native_tools: true,
-      tool_search: [],
-      parallel_calls: !['ollama', 'lmstudio', 'huggingface'].includes(provider),
-      max_tools: 128,
-    }),
-  ),
+  ...(
+    ['openrouter', 'ollama', 'vllm', 'lmstudio', 'groq', 'together', 'deepseek', 'huggingface'] as const
+  ).map((provider) => ({
+    provider,
+    model: '*',
+    native_tools: true,
+    tool_search: [],
+    parallel_calls: !['ollama', 'lmstudio', 'huggingface'].includes(provider),
+    max_tools: 128,
+  })),
   {
     provider: 'scripted',
     model: '*',

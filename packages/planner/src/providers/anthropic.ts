@@ -88,7 +88,8 @@ export class AnthropicProvider implements ModelProvider {
     const parallel = o.parallelCalls ?? request.parallelCalls;
     return {
       model: request.model,
-      max_tokens: thinking === undefined ? this.maxOutputTokens : Math.max(this.maxOutputTokens, thinking + 1024),
+      max_tokens:
+        thinking === undefined ? this.maxOutputTokens : Math.max(this.maxOutputTokens, thinking + 1024),
       ...(request.system === ''
         ? {}
         : {
@@ -112,9 +113,16 @@ export class AnthropicProvider implements ModelProvider {
     try {
       if (!this.stream) {
         const res = await this.client.messages.create({ ...body, stream: false }, { signal: request.signal });
-        turn = fromBlocks(res.content as unknown as Block[], anthropicUsage(res.usage), res.stop_reason ?? undefined);
+        turn = fromBlocks(
+          res.content as unknown as Block[],
+          anthropicUsage(res.usage),
+          res.stop_reason ?? undefined,
+        );
       } else {
-        const stream = await this.client.messages.create({ ...body, stream: true }, { signal: request.signal });
+        const stream = await this.client.messages.create(
+          { ...body, stream: true },
+          { signal: request.signal },
+        );
         turn = await accumulateStream(stream, request.onDelta);
       }
     } catch (error) {
@@ -199,7 +207,8 @@ async function accumulateStream(
         break;
       }
       case 'message_delta':
-        for (const [k, v] of Object.entries(event.usage)) if (v != null) wire[k as keyof AnthropicWireUsage] = v;
+        for (const [k, v] of Object.entries(event.usage))
+          if (v != null) wire[k as keyof AnthropicWireUsage] = v;
         if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
         break;
       default:

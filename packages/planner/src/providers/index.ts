@@ -245,7 +245,10 @@ export class ProviderClients {
    * The provider of a run: the wire format, wrapped in retries (honoring retry-after) and, for `toolProtocol`
    * `text` (given here or in the choice), in the text tool protocol.
    */
-  create(choice: ProviderChoice, options: { toolProtocol?: 'native' | 'text' | undefined } = {}): ModelProvider {
+  create(
+    choice: ProviderChoice,
+    options: { toolProtocol?: 'native' | 'text' | undefined } = {},
+  ): ModelProvider {
     const wire = this.wire(choice);
     const attempts = (this.settings.maxRetries ?? 2) + 1;
     const retried =

@@ -10,7 +10,14 @@ import { toProviderAlias } from '@agentmesh/protocol';
 import { createOpenAiClient } from './openai.js';
 import { contentFilteredError, providerError, providerSchema } from './errors.js';
 import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
-import type { ChatMessage, ChatToolCall, ModelDelta, ModelProvider, ModelRequest, ModelTurn } from './types.js';
+import type {
+  ChatMessage,
+  ChatToolCall,
+  ModelDelta,
+  ModelProvider,
+  ModelRequest,
+  ModelTurn,
+} from './types.js';
 
 export interface OpenAiResponsesProviderOptions extends ModelTuning {
   model: string;

@@ -8,7 +8,14 @@ import type {
 import { toProviderAlias, type ProviderKind } from '@agentmesh/protocol';
 import { contentFilteredError, providerError, providerSchema } from './errors.js';
 import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
-import type { ChatMessage, ChatToolCall, ModelDelta, ModelProvider, ModelRequest, ModelTurn } from './types.js';
+import type {
+  ChatMessage,
+  ChatToolCall,
+  ModelDelta,
+  ModelProvider,
+  ModelRequest,
+  ModelTurn,
+} from './types.js';
 
 export interface OpenAiProviderOptions extends ModelTuning {
   /** `openai`, `openai-compatible` or a preset name (all speak Chat Completions). */

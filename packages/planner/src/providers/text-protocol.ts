@@ -1,4 +1,11 @@
-import type { ChatMessage, ChatToolCall, ModelProvider, ModelRequest, ModelTool, ModelTurn } from './types.js';
+import type {
+  ChatMessage,
+  ChatToolCall,
+  ModelProvider,
+  ModelRequest,
+  ModelTool,
+  ModelTurn,
+} from './types.js';
 
 /** The fence language of a tool call in text mode. */
 export const TOOL_CALL_FENCE = 'tool_call';
@@ -24,7 +31,12 @@ export function renderToolPrompt(tools: readonly ModelTool[]): string {
     '',
   ];
   for (const t of tools)
-    lines.push(`## ${t.name}`, t.description, `Arguments (JSON Schema): ${JSON.stringify(t.input_schema)}`, '');
+    lines.push(
+      `## ${t.name}`,
+      t.description,
+      `Arguments (JSON Schema): ${JSON.stringify(t.input_schema)}`,
+      '',
+    );
   return lines.join('\n');
 }
 
@@ -112,7 +124,9 @@ export class TextToolProtocol implements ModelProvider {
   async complete(request: ModelRequest): Promise<ModelTurn> {
     const tools = request.tools.filter((t) => !t.defer_loading);
     const system =
-      tools.length === 0 ? request.system : [request.system, renderToolPrompt(tools)].filter(Boolean).join('\n\n');
+      tools.length === 0
+        ? request.system
+        : [request.system, renderToolPrompt(tools)].filter(Boolean).join('\n\n');
     const { nativeSearch: _nativeSearch, ...rest } = request;
     const turn = await this.inner.complete({
       ...rest,
@@ -127,7 +141,8 @@ export class TextToolProtocol implements ModelProvider {
   }
 }
 
-const NO_TOOL_SUPPORT = /does not support tools|tools? (are|is) not supported|tool[_ ]?(use|calling|choice)? ?(is )?not supported/i;
+const NO_TOOL_SUPPORT =
+  /does not support tools|tools? (are|is) not supported|tool[_ ]?(use|calling|choice)? ?(is )?not supported/i;
 
 /**
  * Native tool calls, switching to the text protocol for the rest of the run when the server answers that the model
