@@ -77,12 +77,13 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         );
         break;
       case 'run.notice':
+      case 'run.warning':
         out.write(`  ${paint('33', '!')} ${event.message}\n`);
         break;
       case 'run.completed': {
         const ok = event.status === 'done';
         const head = ok ? green(`✔ ${event.status}`) : red(`✘ ${event.status}`);
-        const summary = `${event.iterations} turn${event.iterations === 1 ? '' : 's'}, ${event.tool_calls} tool call${event.tool_calls === 1 ? '' : 's'}, ${ms(Date.now() - started)}`;
+        const summary = `${event.iterations} turn${event.iterations === 1 ? '' : 's'}, ${event.tool_calls} tool call${event.tool_calls === 1 ? '' : 's'}, ${ms(Date.now() - started)}${event.cost_usd === undefined ? '' : `, $${event.cost_usd.toFixed(4)}`}`;
         out.write(`${head} ${dim(`(${summary}${event.reason ? `; ${event.reason}` : ''})`)}\n`);
         if (event.text.trim() !== '') out.write(`${event.text.trim()}\n`);
         break;
