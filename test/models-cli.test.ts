@@ -42,7 +42,7 @@ describe('agentmesh run with models: aliases and --tool-protocol text', () => {
     });
     expect(events.find((e) => e.type === 'tool.completed')).toMatchObject({
       name: 'math.calc',
-      preview: '5',
+      preview: '{"result":5}',
     });
     expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done', text: '2 + 3 = 5' });
     expect(server.requests[0]!['tools']).toBeUndefined();
