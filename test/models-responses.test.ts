@@ -142,3 +142,74 @@ describe.each([true, false])('openai-responses provider (stream: %s) through the
     ]);
   });
 });
+
+describe('openai-responses hosted tool search', () => {
+  it('sends deferred functions with defer_loading and the tool_search tool, and reports the search', async () => {
+    const { server, h } = await setup(true, [
+      {
+        serverBlocks: [
+          {
+            type: 'tool_search_call',
+            id: 'ts_1',
+            call_id: null,
+            execution: 'server',
+            arguments: { query: 'sha256 hash' },
+            status: 'completed',
+          },
+          {
+            type: 'tool_search_output',
+            id: 'tso_1',
+            call_id: null,
+            execution: 'server',
+            status: 'completed',
+            tools: [
+              { type: 'function', name: 'crypto__sha256', parameters: { type: 'object' }, strict: false },
+            ],
+          },
+        ],
+        tool_calls: [{ id: 'call_h', name: 'crypto__sha256', arguments: { text: 'alpha' } }],
+      },
+      { text: 'hashed' },
+    ]);
+    const { final, events } = await h.run({
+      task: 'hash alpha',
+      provider: 'openai-responses',
+      model: 'gpt-5.4-mini',
+    });
+    expect(final).toMatchObject({ status: 'done', text: 'hashed' });
+    const first = server.requests[0]!;
+    const tools = first['tools'] as Record<string, unknown>[];
+    expect(tools).toContainEqual({ type: 'tool_search' });
+    expect(tools.find((t) => t['name'] === 'crypto__sha256')).toMatchObject({ defer_loading: true });
+    expect(tools.find((t) => t['name'] === 'math__calc')!['defer_loading']).toBeUndefined();
+    expect(tools.map((t) => t['name'])).not.toContain('tool_search');
+    expect(ofType(events, 'tool.search')).toEqual([
+      expect.objectContaining({
+        query: 'sha256 hash',
+        strategy: 'hosted',
+        results: ['crypto.sha256'],
+        native: true,
+      }),
+    ]);
+    expect(ofType(events, 'tool.completed').map((e) => e.name)).toEqual(['crypto.sha256']);
+    expect(server.requests[1]!['input'].map((i: any) => i.type)).toEqual([
+      'message',
+      'tool_search_call',
+      'tool_search_output',
+      'function_call',
+      'function_call_output',
+    ]);
+  });
+
+  it('falls back to client-side search for a model without hosted search', async () => {
+    const { server, h } = await setup(true, [{ text: 'no tools needed' }]);
+    const { final } = await h.run({ task: 'hi', provider: 'openai-responses', model: 'gpt-5-mini' });
+    expect(final).toMatchObject({ status: 'done' });
+    const names = (server.requests[0]!['tools'] as Record<string, unknown>[]).map(
+      (t) => t['name'] ?? t['type'],
+    );
+    expect(names).toContain('tool_search');
+    expect(names).not.toContain('crypto__sha256');
+    expect(JSON.stringify(server.requests[0]!['tools'])).not.toContain('defer_loading');
+  });
+});

@@ -11,7 +11,7 @@ export const CapabilityRuleSchema = z
     /** Native tool-call wire format. */
     native_tools: z.boolean().optional(),
     /** Native tool search variants, preferred first (Anthropic: bm25, regex). Empty: client-side search only. */
-    tool_search: z.array(z.enum(['bm25', 'regex'])).optional(),
+    tool_search: z.array(z.enum(['bm25', 'regex', 'hosted'])).optional(),
     /** Several tool calls in one response. */
     parallel_calls: z.boolean().optional(),
     /** The most tools one request may carry. */
@@ -24,7 +24,7 @@ export type CapabilityRule = z.infer<typeof CapabilityRuleSchema>;
 
 export interface ModelCapabilities {
   native_tools: boolean;
-  tool_search: ('bm25' | 'regex')[];
+  tool_search: ('bm25' | 'regex' | 'hosted')[];
   parallel_calls: boolean;
   max_tools: number;
   /** Set when a rule names it; otherwise the run's (or native). */
@@ -80,6 +80,15 @@ export const DEFAULT_CAPABILITY_RULES: readonly CapabilityRule[] = [
     parallel_calls: true,
     max_tools: 128,
   },
+  // the Responses API's hosted tool_search over defer_loading functions
+  ...['gpt-5.4*', 'gpt-5.5*'].map((model) => ({
+    provider: 'openai-responses' as const,
+    model,
+    native_tools: true,
+    tool_search: ['hosted' as const],
+    parallel_calls: true,
+    max_tools: 512,
+  })),
   {
     provider: 'openai-responses',
     model: '*',

@@ -734,7 +734,8 @@ export class Planner {
     if (strategy !== 'off' && search.mode !== 'client' && caps.tool_search.length > 0) {
       if ((strategy === 'bm25' || strategy === 'regex') && caps.tool_search.includes(strategy))
         variant = strategy;
-      else if (search.mode === 'native') variant = caps.tool_search[0];
+      // models (issue 20): a hosted search (OpenAI Responses) is the model's own; it needs no strategy match
+      else if (search.mode === 'native' || caps.tool_search[0] === 'hosted') variant = caps.tool_search[0];
       if (variant !== undefined) mode = 'native';
     }
     return {

@@ -44,7 +44,7 @@ export function createAnthropicClient(options: {
 }
 
 /** The server tool Anthropic runs over `defer_loading` tools. */
-export const NATIVE_SEARCH_TOOLS: Record<NativeSearchVariant, { type: string; name: string }> = {
+export const NATIVE_SEARCH_TOOLS: Record<'bm25' | 'regex', { type: string; name: string }> = {
   bm25: { type: 'tool_search_tool_bm25_20251119', name: 'tool_search_tool_bm25' },
   regex: { type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' },
 };
@@ -81,7 +81,8 @@ export class AnthropicProvider implements ModelProvider {
     }));
     const lastCacheable = [...tools].reverse().find((t) => t['defer_loading'] !== true);
     if (caching && lastCacheable) lastCacheable['cache_control'] = EPHEMERAL;
-    if (request.nativeSearch !== undefined) tools.push({ ...NATIVE_SEARCH_TOOLS[request.nativeSearch] });
+    if (request.nativeSearch === 'bm25' || request.nativeSearch === 'regex')
+      tools.push({ ...NATIVE_SEARCH_TOOLS[request.nativeSearch] });
     const messages = toAnthropicMessages(request.messages);
     if (caching) markTranscriptPrefix(messages);
     const thinking = o.thinkingBudget;

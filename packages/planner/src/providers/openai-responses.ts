@@ -6,7 +6,7 @@ import type {
   ResponseStreamEvent,
   ResponseUsage,
 } from 'openai/resources/responses/responses';
-import { toProviderAlias } from '@agentmesh/protocol';
+import { fromProviderAlias, toProviderAlias } from '@agentmesh/protocol';
 import { createOpenAiClient } from './openai.js';
 import { contentFilteredError, providerError, providerSchema } from './errors.js';
 import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
@@ -17,6 +17,7 @@ import type {
   ModelProvider,
   ModelRequest,
   ModelTurn,
+  NativeSearchRecord,
 } from './types.js';
 
 export interface OpenAiResponsesProviderOptions extends ModelTuning {
@@ -49,19 +50,27 @@ export class OpenAiResponsesProvider implements ModelProvider {
 
   private body(request: ModelRequest): ResponseCreateParamsBase {
     const o = this.options;
-    const tools = request.tools.map((t) => ({
+    const hosted = request.nativeSearch === 'hosted';
+    const tools: Record<string, unknown>[] = request.tools.map((t) => ({
       type: 'function' as const,
       name: toProviderAlias(t.name),
       description: t.description,
       parameters: providerSchema(t.input_schema),
       strict: false,
+      ...(hosted && t.defer_loading ? { defer_loading: true } : {}),
     }));
+    if (hosted) tools.push({ type: 'tool_search' });
     return {
       model: request.model,
       ...(request.system === '' ? {} : { instructions: request.system }),
       input: toResponsesInput(request.messages),
       store: false,
-      ...(tools.length > 0 ? { tools, parallel_tool_calls: o.parallelCalls ?? request.parallelCalls } : {}),
+      ...(tools.length > 0
+        ? {
+            tools: tools as unknown as ResponseCreateParamsBase['tools'],
+            parallel_tool_calls: o.parallelCalls ?? request.parallelCalls,
+          }
+        : {}),
       ...(o.maxOutputTokens === undefined ? {} : { max_output_tokens: o.maxOutputTokens }),
       ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
       ...(o.reasoningEffort === undefined
@@ -146,15 +155,50 @@ function fromResponse(response: Response): ModelTurn {
       });
   }
   const stop = response.incomplete_details?.reason ?? response.status ?? undefined;
+  const searches = hostedSearches(items);
   return {
     text,
     tool_calls: calls,
     usage: responsesUsage(response.usage),
     ...(stop ? { stop_reason: stop } : {}),
-    ...(items.some((i) => i.type === 'reasoning')
+    ...(searches.length > 0 ? { native_searches: searches } : {}),
+    ...(items.some((i) => i.type === 'reasoning' || i.type.startsWith('tool_search'))
       ? { native: { provider: 'openai-responses' as const, blocks: items.map(withoutStatus) } }
       : {}),
   };
+}
+
+/** The hosted tool searches of a response: each tool_search_call with the functions its output loaded. */
+function hostedSearches(items: Item[]): NativeSearchRecord[] {
+  const records: (NativeSearchRecord & { callId: unknown; done: boolean })[] = [];
+  for (const item of items) {
+    if (item.type === 'tool_search_call') {
+      const args = parseArguments(item['arguments']);
+      const query = typeof args['query'] === 'string' ? args['query'] : JSON.stringify(args);
+      records.push({ query, variant: 'hosted', results: [], callId: item['call_id'], done: false });
+    } else if (item.type === 'tool_search_output') {
+      const callId = item['call_id'];
+      const record =
+        records.find((r) => callId != null && r.callId === callId) ?? records.find((r) => !r.done);
+      if (record === undefined) continue;
+      record.done = true;
+      for (const tool of (item['tools'] ?? []) as { type?: string; name?: string }[])
+        if (tool.type === 'function' && typeof tool.name === 'string')
+          record.results.push(fromProviderAlias(tool.name));
+    }
+  }
+  return records.map(({ query, variant, results }) => ({ query, variant, results }));
+}
+
+function parseArguments(raw: unknown): Record<string, unknown> {
+  let value = raw;
+  if (typeof raw === 'string')
+    try {
+      value = JSON.parse(raw) as unknown;
+    } catch {
+      return { query: raw };
+    }
+  return value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {};
 }
 
 /** Output items go back as input without their server-side status. */

@@ -31,7 +31,8 @@ export interface ModelTool {
   defer_loading?: boolean;
 }
 
-export type NativeSearchVariant = 'bm25' | 'regex';
+/** Anthropic's server tool search variants, or OpenAI Responses' hosted `tool_search`. */
+export type NativeSearchVariant = 'bm25' | 'regex' | 'hosted';
 
 export interface ModelRequest {
   model: string;
