@@ -15,7 +15,6 @@ import type {
   ModelRequest,
   ModelTurn,
   NativeSearchRecord,
-  NativeSearchVariant,
 } from './types.js';
 
 export interface AnthropicProviderOptions extends ModelTuning {
