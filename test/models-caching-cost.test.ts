@@ -216,6 +216,11 @@ describe('presets and models: aliases', () => {
       apiKey: undefined,
     });
     expect(() => resolveProvider({ provider: 'deepseek' }, { env })).toThrow(/DEEPSEEK_API_KEY/);
+    // a local server's key is optional
+    expect(resolveProvider({ provider: 'vllm' }, { env })).toMatchObject({
+      baseUrl: 'http://localhost:8000/v1',
+      apiKey: undefined,
+    });
     // a base URL the run chose never receives the configured key
     expect(
       resolveProvider({ provider: 'groq', base_url: 'http://elsewhere.example/v1' }, { env }).apiKey,

@@ -196,7 +196,12 @@ function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings)
     const key = preset.keyVariable === undefined ? undefined : env[preset.keyVariable] || undefined;
     // a base URL chosen by the run never receives the planner's key
     const configuredBase = request.base_url === undefined || request.base_url === settings.baseUrl;
-    if (preset.keyVariable !== undefined && key === undefined && baseUrl === preset.baseUrl)
+    if (
+      preset.keyRequired &&
+      preset.keyVariable !== undefined &&
+      key === undefined &&
+      baseUrl === preset.baseUrl
+    )
       throw missing(preset.keyVariable);
     return { kind, model, apiKey: configuredBase ? (settings.compatibleApiKey ?? key) : undefined, baseUrl };
   }

@@ -6,6 +6,8 @@ export interface ProviderPreset {
   baseUrl: string;
   /** The environment variable holding its key; `undefined` for local servers that need none. */
   keyVariable: string | undefined;
+  /** A run without the key fails up front (hosted services); local servers take it when it is set. */
+  keyRequired: boolean;
   /** A model to use when the run names none. */
   defaultModel: string;
   /** The server handles several tool calls per response (otherwise the planner asks for one at a time). */
@@ -24,6 +26,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   openrouter: {
     baseUrl: 'https://openrouter.ai/api/v1',
     keyVariable: 'OPENROUTER_API_KEY',
+    keyRequired: true,
     defaultModel: 'openai/gpt-4o-mini',
     parallelCalls: true,
     streamUsage: true,
@@ -31,6 +34,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   ollama: {
     baseUrl: 'http://localhost:11434/v1',
     keyVariable: undefined,
+    keyRequired: false,
     defaultModel: 'llama3.2',
     parallelCalls: false,
     streamUsage: true,
@@ -38,6 +42,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   vllm: {
     baseUrl: 'http://localhost:8000/v1',
     keyVariable: 'VLLM_API_KEY',
+    keyRequired: false,
     defaultModel: 'Qwen/Qwen2.5-7B-Instruct',
     parallelCalls: true,
     streamUsage: true,
@@ -45,6 +50,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   lmstudio: {
     baseUrl: 'http://localhost:1234/v1',
     keyVariable: undefined,
+    keyRequired: false,
     defaultModel: 'qwen2.5-7b-instruct',
     parallelCalls: false,
     streamUsage: false,
@@ -52,6 +58,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   groq: {
     baseUrl: 'https://api.groq.com/openai/v1',
     keyVariable: 'GROQ_API_KEY',
+    keyRequired: true,
     defaultModel: 'llama-3.3-70b-versatile',
     parallelCalls: true,
     streamUsage: true,
@@ -59,6 +66,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   together: {
     baseUrl: 'https://api.together.xyz/v1',
     keyVariable: 'TOGETHER_API_KEY',
+    keyRequired: true,
     defaultModel: 'meta-llama/Llama-3.3-70B-Instruct-Turbo',
     parallelCalls: true,
     streamUsage: true,
@@ -66,6 +74,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   deepseek: {
     baseUrl: 'https://api.deepseek.com/v1',
     keyVariable: 'DEEPSEEK_API_KEY',
+    keyRequired: true,
     defaultModel: 'deepseek-chat',
     parallelCalls: true,
     streamUsage: true,
@@ -73,6 +82,7 @@ export const PROVIDER_PRESETS: Readonly<Record<PresetName, ProviderPreset>> = {
   huggingface: {
     baseUrl: 'https://router.huggingface.co/v1',
     keyVariable: 'HF_TOKEN',
+    keyRequired: true,
     defaultModel: 'meta-llama/Llama-3.1-8B-Instruct',
     parallelCalls: false,
     streamUsage: true,
