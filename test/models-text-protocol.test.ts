@@ -119,3 +119,26 @@ describe('text tool protocol', () => {
     ]);
   });
 });
+
+describe('text tool protocol on a model with native tool search', () => {
+  it('searches client-side: the tool_search meta-tool is in the prompt and nothing goes on the wire', async () => {
+    const { startAnthropicServer } = await import('./fixtures/llm/anthropic-server.js');
+    server = await startAnthropicServer([{ text: 'nothing to do' }]);
+    h = harness([calcTool, sha256Tool], {
+      providers: { anthropicApiKey: 'k', anthropicBaseUrl: server.url, maxRetries: 0, env: {} },
+    });
+    const { final } = await h.run({
+      task: 'hi',
+      provider: 'anthropic',
+      model: 'claude-sonnet-4-6',
+      tool_protocol: 'text',
+    });
+    expect(final).toMatchObject({ status: 'done' });
+    const body = server.requests[0]!;
+    expect(body['tools']).toBeUndefined();
+    const system = body['system'][0].text as string;
+    expect(system).toContain('## tool_search');
+    expect(system).toContain('## math.calc');
+    expect(system).not.toContain('## crypto.sha256');
+  });
+});
