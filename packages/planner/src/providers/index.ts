@@ -8,7 +8,7 @@ import type { ModelProvider } from './types.js';
 import { OpenAiResponsesProvider } from './openai-responses.js';
 import { NativeOrTextProtocol, TextToolProtocol } from './text-protocol.js';
 import { RetryingProvider, type ProviderRetryOptions } from './retrying.js';
-import { isPreset, PROVIDER_PRESETS } from './presets.js';
+import { isPreset, PROVIDER_PRESETS, type PresetName } from './presets.js';
 import { resolveModelName, tuningOf, type ModelEntry, type ModelsConfig } from './models.js';
 import type { ModelTuning } from './tuning.js';
 
@@ -190,21 +190,7 @@ function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings)
       retryable: false,
       details: { provider: kind },
     });
-  if (isPreset(kind)) {
-    const preset = PROVIDER_PRESETS[kind];
-    const baseUrl = compatibleBase ?? preset.baseUrl;
-    const key = preset.keyVariable === undefined ? undefined : env[preset.keyVariable] || undefined;
-    // a base URL chosen by the run never receives the planner's key
-    const configuredBase = request.base_url === undefined || request.base_url === settings.baseUrl;
-    if (
-      preset.keyRequired &&
-      preset.keyVariable !== undefined &&
-      key === undefined &&
-      baseUrl === preset.baseUrl
-    )
-      throw missing(preset.keyVariable);
-    return { kind, model, apiKey: configuredBase ? (settings.compatibleApiKey ?? key) : undefined, baseUrl };
-  }
+  if (isPreset(kind)) return presetChoice(kind, model, request, settings, missing);
   switch (kind) {
     case 'openai':
     case 'openai-responses':
@@ -230,6 +216,29 @@ function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings)
     default:
       throw missing('a known provider name');
   }
+}
+
+function presetChoice(
+  kind: PresetName,
+  model: string,
+  request: ProviderRequest,
+  settings: ProviderSettings,
+  missing: (what: string) => AgentMeshError,
+): ProviderChoice {
+  const env = settings.env ?? process.env;
+  const preset = PROVIDER_PRESETS[kind];
+  const baseUrl = request.base_url ?? settings.baseUrl ?? preset.baseUrl;
+  const key = preset.keyVariable === undefined ? undefined : env[preset.keyVariable] || undefined;
+  if (
+    preset.keyRequired &&
+    preset.keyVariable !== undefined &&
+    key === undefined &&
+    baseUrl === preset.baseUrl
+  )
+    throw missing(preset.keyVariable);
+  // a base URL chosen by the run never receives the planner's key
+  const configuredBase = request.base_url === undefined || request.base_url === settings.baseUrl;
+  return { kind, model, apiKey: configuredBase ? (settings.compatibleApiKey ?? key) : undefined, baseUrl };
 }
 
 /** Throws `invalid_config` (with instructions) when a run like `request` could not reach a model. */
