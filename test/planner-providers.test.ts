@@ -100,7 +100,7 @@ describe.each([
     expect(first['model']).toBe(model(kind));
     expect(Boolean(first['stream'])).toBe(stream);
     expect(offered(kind, first)).toEqual(['math__calc']);
-    const system = kind === 'openai' ? first['messages'][0].content : first['system'];
+    const system = kind === 'openai' ? first['messages'][0].content : first['system'][0].text;
     expect(system).toContain(UNTRUSTED_TOOL_OUTPUT_NOTICE);
     if (kind === 'openai') expect(first['parallel_tool_calls']).toBe(true);
     else expect(first['tool_choice']).toBeUndefined();

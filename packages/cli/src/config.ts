@@ -11,7 +11,7 @@ import {
   ToolSearchStrategySchema,
   describeZodError,
 } from '@agentmesh/protocol';
-import { CapabilityRuleSchema, PriceSchema } from '@agentmesh/planner';
+import { CapabilityRuleSchema, ModelsConfigSchema, PriceSchema } from '@agentmesh/planner';
 import { McpConfigSchema } from '@agentmesh/tool-worker';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
@@ -68,6 +68,7 @@ export const ConfigSchema = z
       .optional(),
     capabilities: z.array(CapabilityRuleSchema).optional(),
     prices: z.record(z.string(), PriceSchema).optional(),
+    models: ModelsConfigSchema.optional(),
     nats: z
       .object({
         url: z.string().optional(),

@@ -9,6 +9,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.provider?.name ? { provider: config.provider.name } : {}),
       ...(config.provider?.model ? { model: config.provider.model } : {}),
       ...(baseUrl ? { baseUrl } : {}),
+      ...(config.models ? { models: config.models } : {}),
     },
     ...(config.capabilities ? { capabilities: config.capabilities } : {}),
     ...(config.prices ? { prices: config.prices } : {}),

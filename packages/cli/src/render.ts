@@ -118,7 +118,8 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         const ok = event.status === 'done';
         const head = ok ? green(`✔ ${event.status}`) : red(`✘ ${event.status}`);
         const took = elapsed(firstTs, event.ts) ?? Date.now() - started;
-        const summary = `${plural(event.iterations, 'turn')}, ${plural(event.tool_calls, 'tool call')}, ${ms(took)}`;
+        const cost = event.cost_usd === undefined ? '' : `, $${event.cost_usd.toFixed(4)}`;
+        const summary = `${plural(event.iterations, 'turn')}, ${plural(event.tool_calls, 'tool call')}, ${ms(took)}${cost}`;
         const reason = event.reason === undefined ? undefined : withoutCode(event.reason);
         const told = reason !== undefined && notices.some((n) => reason.includes(withoutCode(n)));
         out.write(`${head} ${dim(`(${summary}${reason && !told ? `; ${reason}` : ''})`)}\n`);

@@ -11,20 +11,24 @@ export const CapabilityRuleSchema = z
     /** Native tool-call wire format. */
     native_tools: z.boolean().optional(),
     /** Native tool search variants, preferred first (Anthropic: bm25, regex). Empty: client-side search only. */
-    tool_search: z.array(z.enum(['bm25', 'regex'])).optional(),
+    tool_search: z.array(z.enum(['bm25', 'regex', 'hosted'])).optional(),
     /** Several tool calls in one response. */
     parallel_calls: z.boolean().optional(),
     /** The most tools one request may carry. */
     max_tools: z.number().int().min(1).optional(),
+    /** `text`: tools are rendered into the prompt and called with fenced ```tool_call blocks (docs/models.md). */
+    tool_protocol: z.enum(['native', 'text']).optional(),
   })
   .strict();
 export type CapabilityRule = z.infer<typeof CapabilityRuleSchema>;
 
 export interface ModelCapabilities {
   native_tools: boolean;
-  tool_search: ('bm25' | 'regex')[];
+  tool_search: ('bm25' | 'regex' | 'hosted')[];
   parallel_calls: boolean;
   max_tools: number;
+  /** Set when a rule names it; otherwise the run's (or native). */
+  tool_protocol?: 'native' | 'text';
 }
 
 const ANTHROPIC_NATIVE_SEARCH = [
@@ -76,6 +80,40 @@ export const DEFAULT_CAPABILITY_RULES: readonly CapabilityRule[] = [
     parallel_calls: true,
     max_tools: 128,
   },
+  // the Responses API's hosted tool_search over defer_loading functions
+  ...['gpt-5.4*', 'gpt-5.5*'].map((model) => ({
+    provider: 'openai-responses' as const,
+    model,
+    native_tools: true,
+    tool_search: ['hosted' as const],
+    parallel_calls: true,
+    max_tools: 512,
+  })),
+  {
+    provider: 'openai-responses',
+    model: '*',
+    native_tools: true,
+    tool_search: [],
+    parallel_calls: true,
+    max_tools: 128,
+  },
+  // Ollama models that answer "does not support tools" (the provider also falls back to text at run time)
+  ...['gemma2*', 'gemma3*', 'llama2*', 'phi3*', 'deepseek-r1*', 'mistral:7b-instruct-v0.1*'].map((model) => ({
+    provider: 'ollama' as const,
+    model,
+    native_tools: false,
+    tool_protocol: 'text' as const,
+  })),
+  ...(
+    ['openrouter', 'ollama', 'vllm', 'lmstudio', 'groq', 'together', 'deepseek', 'huggingface'] as const
+  ).map((provider) => ({
+    provider,
+    model: '*',
+    native_tools: true,
+    tool_search: [],
+    parallel_calls: !['ollama', 'lmstudio', 'huggingface'].includes(provider),
+    max_tools: 128,
+  })),
   {
     provider: 'scripted',
     model: '*',
@@ -113,12 +151,14 @@ export class CapabilityTable {
       out.tool_search ??= rule.tool_search;
       out.parallel_calls ??= rule.parallel_calls;
       out.max_tools ??= rule.max_tools;
+      out.tool_protocol ??= rule.tool_protocol;
     }
     return {
       native_tools: out.native_tools ?? FALLBACK.native_tools,
       tool_search: out.tool_search ?? FALLBACK.tool_search,
       parallel_calls: out.parallel_calls ?? FALLBACK.parallel_calls,
       max_tools: out.max_tools ?? FALLBACK.max_tools,
+      ...(out.tool_protocol === undefined ? {} : { tool_protocol: out.tool_protocol }),
     };
   }
 }

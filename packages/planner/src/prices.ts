@@ -3,36 +3,86 @@ import { ErrorCode, validate, type ProviderKind } from '@agentmesh/protocol';
 import { modelGlobMatches } from './util.js';
 import type { TokenUsage } from './providers/types.js';
 
-/** USD per million tokens. */
+/** USD per million tokens. Cached and reasoning prices default to the input and output prices. */
 export const PriceSchema = z
-  .object({ input_per_mtok: z.number().min(0), output_per_mtok: z.number().min(0) })
+  .object({
+    input_per_mtok: z.number().min(0),
+    output_per_mtok: z.number().min(0),
+    /** Input read from the prompt cache. */
+    cache_read_per_mtok: z.number().min(0).optional(),
+    /** Input written to the prompt cache (Anthropic: 1.25x input for the 5-minute cache). */
+    cache_write_per_mtok: z.number().min(0).optional(),
+    /** Reasoning output tokens, where they are priced apart. */
+    reasoning_per_mtok: z.number().min(0).optional(),
+    /** The date the price was read off the provider's page (YYYY-MM-DD). */
+    as_of: z.string().optional(),
+  })
   .strict();
 export type Price = z.infer<typeof PriceSchema>;
 /** Keys are `provider:model-glob` or a bare `model-glob` (any provider). */
 export type PriceTableInput = Record<string, Price>;
 
 /** List prices at the time of writing; configuration (`prices:`) extends and overrides them. */
+const openai = (input: number, output: number, cached: number): Price => ({
+  input_per_mtok: input,
+  output_per_mtok: output,
+  cache_read_per_mtok: cached,
+  as_of: '2025-11-01',
+});
+const anthropic = (input: number, output: number): Price => ({
+  input_per_mtok: input,
+  output_per_mtok: output,
+  cache_read_per_mtok: input / 10,
+  cache_write_per_mtok: input * 1.25,
+  as_of: '2025-11-01',
+});
+const listed = (input: number, output: number, cached?: number): Price => ({
+  input_per_mtok: input,
+  output_per_mtok: output,
+  ...(cached === undefined ? {} : { cache_read_per_mtok: cached }),
+  as_of: '2025-11-01',
+});
+const free: Price = { input_per_mtok: 0, output_per_mtok: 0 };
+
+/** OpenAI prices hold for both of its APIs (Chat Completions and Responses). */
+const OPENAI_PRICES: Readonly<PriceTableInput> = {
+  'gpt-4o-mini*': openai(0.15, 0.6, 0.075),
+  'gpt-4o*': openai(2.5, 10, 1.25),
+  'gpt-4.1-nano*': openai(0.1, 0.4, 0.025),
+  'gpt-4.1-mini*': openai(0.4, 1.6, 0.1),
+  'gpt-4.1*': openai(2, 8, 0.5),
+  'gpt-5-nano*': openai(0.05, 0.4, 0.005),
+  'gpt-5-mini*': openai(0.25, 2, 0.025),
+  'gpt-5*': openai(1.25, 10, 0.125),
+  'o3-mini*': openai(1.1, 4.4, 0.55),
+  'o4-mini*': openai(1.1, 4.4, 0.275),
+  'o3*': openai(2, 8, 0.5),
+};
+
+/** List prices at the time of writing (`as_of`); configuration (`prices:`) extends and overrides them. */
 export const DEFAULT_PRICES: Readonly<PriceTableInput> = {
-  'openai:gpt-4o-mini*': { input_per_mtok: 0.15, output_per_mtok: 0.6 },
-  'openai:gpt-4o*': { input_per_mtok: 2.5, output_per_mtok: 10 },
-  'openai:gpt-4.1-nano*': { input_per_mtok: 0.1, output_per_mtok: 0.4 },
-  'openai:gpt-4.1-mini*': { input_per_mtok: 0.4, output_per_mtok: 1.6 },
-  'openai:gpt-4.1*': { input_per_mtok: 2, output_per_mtok: 8 },
-  'openai:gpt-5-nano*': { input_per_mtok: 0.05, output_per_mtok: 0.4 },
-  'openai:gpt-5-mini*': { input_per_mtok: 0.25, output_per_mtok: 2 },
-  'openai:gpt-5*': { input_per_mtok: 1.25, output_per_mtok: 10 },
-  'openai:o3-mini*': { input_per_mtok: 1.1, output_per_mtok: 4.4 },
-  'openai:o4-mini*': { input_per_mtok: 1.1, output_per_mtok: 4.4 },
-  'openai:o3*': { input_per_mtok: 2, output_per_mtok: 8 },
-  'anthropic:claude-opus-4-5*': { input_per_mtok: 5, output_per_mtok: 25 },
-  'anthropic:claude-opus-4-6*': { input_per_mtok: 5, output_per_mtok: 25 },
-  'anthropic:claude-opus-4-7*': { input_per_mtok: 5, output_per_mtok: 25 },
-  'anthropic:claude-opus-4*': { input_per_mtok: 15, output_per_mtok: 75 },
-  'anthropic:claude-sonnet-4*': { input_per_mtok: 3, output_per_mtok: 15 },
-  'anthropic:claude-3-7-sonnet*': { input_per_mtok: 3, output_per_mtok: 15 },
-  'anthropic:claude-haiku-4-5*': { input_per_mtok: 1, output_per_mtok: 5 },
-  'anthropic:claude-3-5-haiku*': { input_per_mtok: 0.8, output_per_mtok: 4 },
-  'scripted:*': { input_per_mtok: 0, output_per_mtok: 0 },
+  ...Object.fromEntries(Object.entries(OPENAI_PRICES).map(([glob, p]) => [`openai:${glob}`, p])),
+  ...Object.fromEntries(Object.entries(OPENAI_PRICES).map(([glob, p]) => [`openai-responses:${glob}`, p])),
+  'anthropic:claude-opus-4-5*': anthropic(5, 25),
+  'anthropic:claude-opus-4-6*': anthropic(5, 25),
+  'anthropic:claude-opus-4-7*': anthropic(5, 25),
+  'anthropic:claude-opus-4*': anthropic(15, 75),
+  'anthropic:claude-sonnet-4*': anthropic(3, 15),
+  'anthropic:claude-3-7-sonnet*': anthropic(3, 15),
+  'anthropic:claude-haiku-4-5*': anthropic(1, 5),
+  'anthropic:claude-3-5-haiku*': anthropic(0.8, 4),
+  'deepseek:deepseek-chat*': listed(0.28, 0.42, 0.028),
+  'deepseek:deepseek-reasoner*': listed(0.28, 0.42, 0.028),
+  'groq:llama-3.3-70b-versatile*': listed(0.59, 0.79),
+  'groq:llama-3.1-8b-instant*': listed(0.05, 0.08),
+  'groq:openai/gpt-oss-120b*': listed(0.15, 0.75),
+  'together:meta-llama/Llama-3.3-70B-Instruct-Turbo*': listed(0.88, 0.88),
+  'together:deepseek-ai/DeepSeek-V3*': listed(1.25, 1.25),
+  'openrouter:openai/gpt-4o-mini*': listed(0.15, 0.6, 0.075),
+  'openrouter:anthropic/claude-sonnet-4*': listed(3, 15, 0.3),
+  'ollama:*': free,
+  'lmstudio:*': free,
+  'scripted:*': free,
 };
 
 export function parsePrices(raw: unknown): PriceTableInput {
@@ -64,10 +114,24 @@ export class PriceTable {
     return undefined;
   }
 
+  /**
+   * The cost of one response. Cached input is priced at the cache read/write prices and reasoning output at the
+   * reasoning price (each defaults to the plain input or output price).
+   */
   cost(price: Price | undefined, usage: TokenUsage): number | undefined {
     if (price === undefined) return undefined;
+    const read = usage.cache_read_tokens ?? 0;
+    const write = usage.cache_write_tokens ?? 0;
+    const reasoning = usage.reasoning_tokens ?? 0;
+    const plainInput = Math.max(0, usage.input_tokens - read - write);
+    const plainOutput = Math.max(0, usage.output_tokens - reasoning);
     return (
-      (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / 1_000_000
+      (plainInput * price.input_per_mtok +
+        read * (price.cache_read_per_mtok ?? price.input_per_mtok) +
+        write * (price.cache_write_per_mtok ?? price.input_per_mtok) +
+        plainOutput * price.output_per_mtok +
+        reasoning * (price.reasoning_per_mtok ?? price.output_per_mtok)) /
+      1_000_000
     );
   }
 }

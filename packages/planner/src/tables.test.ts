@@ -66,7 +66,7 @@ describe('price table', () => {
       input_per_mtok: 3,
       output_per_mtok: 3,
     });
-    expect(prices.priceOf('anthropic', 'claude-sonnet-4-6')).toEqual({
+    expect(prices.priceOf('anthropic', 'claude-sonnet-4-6')).toMatchObject({
       input_per_mtok: 3,
       output_per_mtok: 15,
     });

@@ -36,6 +36,14 @@ export const ErrorCode = {
   ToolUnavailable: 'tool_unavailable',
   /** An MCP server answered with a protocol error (not a tool result with isError). */
   McpError: 'mcp_error',
+  /** The provider said 429: retryable, after its retry-after when it gives one. */
+  RateLimited: 'rate_limited',
+  /** The provider is overloaded (Anthropic 529, 503): retryable. */
+  Overloaded: 'overloaded',
+  /** The request does not fit the model's context window: not retryable as is. */
+  ContextTooLong: 'context_too_long',
+  /** The provider's content filter stopped the response: not retryable. */
+  ContentFiltered: 'content_filtered',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

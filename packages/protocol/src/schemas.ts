@@ -36,7 +36,21 @@ export const ErrorPayloadSchema: z.ZodType<{
   cause: z.lazy(() => ErrorPayloadSchema).optional(),
 });
 
-export const ProviderKindSchema = z.enum(['openai', 'anthropic', 'openai-compatible', 'scripted']);
+export const ProviderKindSchema = z.enum([
+  'openai',
+  'anthropic',
+  'openai-compatible',
+  'scripted',
+  'openai-responses',
+  'openrouter',
+  'ollama',
+  'vllm',
+  'lmstudio',
+  'groq',
+  'together',
+  'deepseek',
+  'huggingface',
+]);
 export type ProviderKind = z.infer<typeof ProviderKindSchema>;
 export const ToolSearchStrategySchema = z.enum(['off', 'bm25', 'regex', 'hybrid']);
 export type ToolSearchStrategy = z.infer<typeof ToolSearchStrategySchema>;
@@ -108,6 +122,8 @@ export const RunRequestSchema = z
     tool_retries: z.number().int().min(0).max(10).optional(),
     script: z.array(ScriptedTurnSchema).optional(),
     metadata: z.record(z.string(), z.unknown()).optional(),
+    /** How tools reach the model: `native` tool calls, or `text` (rendered into the prompt, fenced ```tool_call blocks). */
+    tool_protocol: z.enum(['native', 'text']).optional(),
   })
   .strict();
 export type RunRequest = z.infer<typeof RunRequestSchema>;
@@ -127,6 +143,12 @@ export const UsageSchema = z.object({
   input_tokens: z.number().int().min(0),
   output_tokens: z.number().int().min(0),
   cost_usd: z.number().min(0).optional(),
+  /** Input tokens served from the provider's prompt cache (part of input_tokens). */
+  cache_read_tokens: z.number().int().min(0).optional(),
+  /** Input tokens written to the provider's prompt cache (part of input_tokens). */
+  cache_write_tokens: z.number().int().min(0).optional(),
+  /** Output tokens spent on reasoning (part of output_tokens). */
+  reasoning_tokens: z.number().int().min(0).optional(),
 });
 export type Usage = z.infer<typeof UsageSchema>;
 
@@ -234,8 +256,18 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     iterations: z.number().int(),
     tool_calls: z.number().int(),
     usage: UsageSchema,
+    /** Present whenever the price of the model is known. */
+    cost_usd: z.number().min(0).optional(),
   }),
   z.object({ type: z.literal('run.failed'), ...eventBase, error: publicError }),
+  /** Streamed model output; `reasoning` is thinking text, never part of the final answer. */
+  z.object({
+    type: z.literal('llm.delta'),
+    ...eventBase,
+    iteration: z.number().int(),
+    kind: z.enum(['text', 'reasoning']),
+    text: z.string(),
+  }),
   /** Something about the run a person should know (e.g. `no_tools`, `unknown_tool_scope`); the run goes on. */
   z.object({ type: z.literal('run.warning'), ...eventBase, code: z.string(), message: z.string() }),
 ]);

@@ -39,9 +39,19 @@ export const runSpec: CommandSpec = {
     provider: {
       type: 'string',
       value: 'NAME',
-      description: 'openai | anthropic | openai-compatible | scripted',
+      description:
+        'openai | openai-responses | anthropic | openai-compatible | scripted, or a preset: openrouter | ollama | vllm | lmstudio | groq | together | deepseek | huggingface',
     },
-    model: { type: 'string', value: 'MODEL', description: 'model name' },
+    model: {
+      type: 'string',
+      value: 'MODEL',
+      description: 'model name, or an alias from models: in the configuration',
+    },
+    'tool-protocol': {
+      type: 'string',
+      value: 'native|text',
+      description: 'native | text (tools in the prompt, for models without tool calling)',
+    },
     'base-url': {
       type: 'string',
       value: 'URL',
@@ -126,6 +136,9 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(config.tools?.always ? { always: config.tools.always } : {}),
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
     ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
+    ...(stringFlag(args, 'tool-protocol')
+      ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
+      : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;

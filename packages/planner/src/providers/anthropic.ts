@@ -5,27 +5,30 @@ import type {
   RawMessageStreamEvent,
 } from '@anthropic-ai/sdk/resources/messages';
 import { fromProviderAlias, toProviderAlias } from '@agentmesh/protocol';
-import { providerError, providerSchema } from './errors.js';
+import { contentFilteredError, providerError, providerSchema } from './errors.js';
+import { usageOf, type ModelTuning } from './tuning.js';
 import type {
   ChatMessage,
+  ModelDelta,
   ChatToolCall,
   ModelProvider,
   ModelRequest,
   ModelTurn,
   NativeSearchRecord,
-  NativeSearchVariant,
 } from './types.js';
 
-export interface AnthropicProviderOptions {
+export interface AnthropicProviderOptions extends ModelTuning {
   model: string;
   apiKey?: string | undefined;
   baseUrl?: string | undefined;
   stream?: boolean;
   maxRetries?: number;
-  /** `max_tokens` of each response (default 4096). */
+  /** `max_tokens` of each response (default 4096; raised above the thinking budget when thinking is on). */
   maxOutputTokens?: number;
   client?: Anthropic;
 }
+
+const EPHEMERAL = { type: 'ephemeral' } as const;
 
 export function createAnthropicClient(options: {
   apiKey?: string | undefined;
@@ -40,7 +43,7 @@ export function createAnthropicClient(options: {
 }
 
 /** The server tool Anthropic runs over `defer_loading` tools. */
-export const NATIVE_SEARCH_TOOLS: Record<NativeSearchVariant, { type: string; name: string }> = {
+export const NATIVE_SEARCH_TOOLS: Record<'bm25' | 'regex', { type: string; name: string }> = {
   bm25: { type: 'tool_search_tool_bm25_20251119', name: 'tool_search_tool_bm25' },
   regex: { type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' },
 };
@@ -55,61 +58,119 @@ export class AnthropicProvider implements ModelProvider {
   private readonly stream: boolean;
   private readonly maxOutputTokens: number;
 
-  constructor(options: AnthropicProviderOptions) {
+  constructor(private readonly options: AnthropicProviderOptions) {
     this.model = options.model;
     this.client = options.client ?? createAnthropicClient(options);
     this.stream = options.stream ?? true;
     this.maxOutputTokens = options.maxOutputTokens ?? 4096;
   }
 
-  async complete(request: ModelRequest): Promise<ModelTurn> {
-    const tools: unknown[] = request.tools.map((t) => ({
+  /**
+   * The request body. With prompt caching on (the default), cache breakpoints sit on the system prompt, the last
+   * tool and the last block of the transcript, so each turn reads the previous turn's prefix from the cache.
+   */
+  private body(request: ModelRequest): MessageCreateParamsBase {
+    const o = this.options;
+    const caching = o.promptCaching !== false;
+    const tools: Record<string, unknown>[] = request.tools.map((t) => ({
       name: toProviderAlias(t.name),
       description: t.description,
       input_schema: providerSchema(t.input_schema),
       ...(t.defer_loading ? { defer_loading: true } : {}),
     }));
-    if (request.nativeSearch !== undefined) tools.push({ ...NATIVE_SEARCH_TOOLS[request.nativeSearch] });
-    const body = {
+    const lastCacheable = [...tools].reverse().find((t) => t['defer_loading'] !== true);
+    if (caching && lastCacheable) lastCacheable['cache_control'] = EPHEMERAL;
+    if (request.nativeSearch === 'bm25' || request.nativeSearch === 'regex')
+      tools.push({ ...NATIVE_SEARCH_TOOLS[request.nativeSearch] });
+    const messages = toAnthropicMessages(request.messages);
+    if (caching) markTranscriptPrefix(messages);
+    const thinking = o.thinkingBudget;
+    const parallel = o.parallelCalls ?? request.parallelCalls;
+    return {
       model: request.model,
-      max_tokens: this.maxOutputTokens,
-      ...(request.system === '' ? {} : { system: request.system }),
-      messages: toAnthropicMessages(request.messages),
+      max_tokens:
+        thinking === undefined ? this.maxOutputTokens : Math.max(this.maxOutputTokens, thinking + 1024),
+      ...(request.system === ''
+        ? {}
+        : {
+            system: caching
+              ? [{ type: 'text', text: request.system, cache_control: EPHEMERAL }]
+              : request.system,
+          }),
+      messages,
       ...(tools.length > 0 ? { tools } : {}),
-      ...(tools.length > 0 && !request.parallelCalls
+      ...(tools.length > 0 && !parallel
         ? { tool_choice: { type: 'auto', disable_parallel_tool_use: true } }
         : {}),
+      ...(thinking === undefined ? {} : { thinking: { type: 'enabled', budget_tokens: thinking } }),
+      ...(o.temperature === undefined || thinking !== undefined ? {} : { temperature: o.temperature }),
     } as unknown as MessageCreateParamsBase;
+  }
+
+  async complete(request: ModelRequest): Promise<ModelTurn> {
+    const body = this.body(request);
+    let turn: ModelTurn;
     try {
       if (!this.stream) {
         const res = await this.client.messages.create({ ...body, stream: false }, { signal: request.signal });
-        return fromBlocks(
+        turn = fromBlocks(
           res.content as unknown as Block[],
-          {
-            input_tokens: res.usage.input_tokens,
-            output_tokens: res.usage.output_tokens,
-          },
+          anthropicUsage(res.usage),
           res.stop_reason ?? undefined,
         );
+      } else {
+        const stream = await this.client.messages.create(
+          { ...body, stream: true },
+          { signal: request.signal },
+        );
+        turn = await accumulateStream(stream, request.onDelta);
       }
-      const stream = await this.client.messages.create({ ...body, stream: true }, { signal: request.signal });
-      return await accumulateStream(stream);
     } catch (error) {
       throw providerError('anthropic', error, request.signal);
     }
+    if (turn.stop_reason === 'refusal') throw contentFilteredError('anthropic', 'refusal');
+    return turn;
   }
 }
 
-async function accumulateStream(stream: AsyncIterable<RawMessageStreamEvent>): Promise<ModelTurn> {
+interface AnthropicWireUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+}
+
+/** Anthropic counts cached input apart from `input_tokens`; agentmesh's input_tokens includes it. */
+function anthropicUsage(u: AnthropicWireUsage): ModelTurn['usage'] {
+  const read = u.cache_read_input_tokens ?? 0;
+  const write = u.cache_creation_input_tokens ?? 0;
+  return usageOf((u.input_tokens ?? 0) + read + write, u.output_tokens ?? 0, {
+    cacheRead: read,
+    cacheWrite: write,
+  });
+}
+
+/** Puts a cache breakpoint on the last block of the transcript (the prefix the next turn repeats). */
+function markTranscriptPrefix(messages: MessageParam[]): void {
+  const last = messages[messages.length - 1];
+  if (last === undefined || !Array.isArray(last.content)) return;
+  const block = last.content[last.content.length - 1] as Block | undefined;
+  if (block !== undefined && (block.type === 'text' || block.type === 'tool_result'))
+    block['cache_control'] = EPHEMERAL;
+}
+
+async function accumulateStream(
+  stream: AsyncIterable<RawMessageStreamEvent>,
+  onDelta: ((delta: ModelDelta) => void) | undefined,
+): Promise<ModelTurn> {
   const blocks: Block[] = [];
   const partialJson = new Map<number, string>();
-  const usage = { input_tokens: 0, output_tokens: 0 };
+  let wire: AnthropicWireUsage = {};
   let stopReason: string | undefined;
   for await (const event of stream) {
     switch (event.type) {
       case 'message_start':
-        usage.input_tokens = event.message.usage.input_tokens;
-        usage.output_tokens = event.message.usage.output_tokens;
+        wire = { ...(event.message.usage as AnthropicWireUsage) };
         break;
       case 'content_block_start': {
         const block = { ...(event.content_block as unknown as Block) };
@@ -120,7 +181,14 @@ async function accumulateStream(stream: AsyncIterable<RawMessageStreamEvent>): P
       case 'content_block_delta': {
         const block = blocks[event.index];
         if (block === undefined) break;
-        if (event.delta.type === 'text_delta') block['text'] = String(block['text'] ?? '') + event.delta.text;
+        if (event.delta.type === 'text_delta') {
+          block['text'] = String(block['text'] ?? '') + event.delta.text;
+          onDelta?.({ kind: 'text', text: event.delta.text });
+        } else if (event.delta.type === 'thinking_delta') {
+          block['thinking'] = String(block['thinking'] ?? '') + event.delta.thinking;
+          onDelta?.({ kind: 'reasoning', text: event.delta.thinking });
+        } else if (event.delta.type === 'signature_delta')
+          block['signature'] = String(block['signature'] ?? '') + event.delta.signature;
         else if (event.delta.type === 'input_json_delta')
           partialJson.set(event.index, (partialJson.get(event.index) ?? '') + event.delta.partial_json);
         break;
@@ -139,8 +207,8 @@ async function accumulateStream(stream: AsyncIterable<RawMessageStreamEvent>): P
         break;
       }
       case 'message_delta':
-        if (event.usage.output_tokens !== undefined) usage.output_tokens = event.usage.output_tokens;
-        if (event.usage.input_tokens != null) usage.input_tokens = event.usage.input_tokens;
+        for (const [k, v] of Object.entries(event.usage))
+          if (v != null) wire[k as keyof AnthropicWireUsage] = v;
         if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
         break;
       default:
@@ -149,7 +217,7 @@ async function accumulateStream(stream: AsyncIterable<RawMessageStreamEvent>): P
   }
   return fromBlocks(
     blocks.filter((b) => b !== undefined),
-    usage,
+    anthropicUsage(wire),
     stopReason,
   );
 }

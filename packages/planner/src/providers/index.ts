@@ -5,6 +5,12 @@ import { AnthropicProvider, createAnthropicClient } from './anthropic.js';
 import { OpenAiProvider, createOpenAiClient } from './openai.js';
 import { ScriptedProvider, type ScriptedTurnInput } from './scripted.js';
 import type { ModelProvider } from './types.js';
+import { OpenAiResponsesProvider } from './openai-responses.js';
+import { NativeOrTextProtocol, TextToolProtocol } from './text-protocol.js';
+import { RetryingProvider, type ProviderRetryOptions } from './retrying.js';
+import { isPreset, PROVIDER_PRESETS, type PresetName } from './presets.js';
+import { resolveModelName, tuningOf, type ModelEntry, type ModelsConfig } from './models.js';
+import type { ModelTuning } from './tuning.js';
 
 export * from './types.js';
 export { OpenAiProvider, createOpenAiClient, type OpenAiProviderOptions } from './openai.js';
@@ -15,6 +21,28 @@ export {
   type AnthropicProviderOptions,
 } from './anthropic.js';
 export { ScriptedProvider, ScriptFileSchema, readScriptFile, type ScriptedTurnInput } from './scripted.js';
+export { OpenAiResponsesProvider, type OpenAiResponsesProviderOptions } from './openai-responses.js';
+export {
+  TextToolProtocol,
+  NativeOrTextProtocol,
+  parseToolBlocks,
+  renderToolPrompt,
+  toTextTranscript,
+  MALFORMED_CALL_NAME,
+} from './text-protocol.js';
+export { RetryingProvider, type ProviderRetryOptions } from './retrying.js';
+export { providerError, retryAfterMs, contentFilteredError } from './errors.js';
+export { PROVIDER_PRESETS, isPreset, type ProviderPreset, type PresetName } from './presets.js';
+export {
+  ModelEntrySchema,
+  ModelsConfigSchema,
+  parseModelsConfig,
+  resolveModelName,
+  splitModelSpec,
+  type ModelEntry,
+  type ModelsConfig,
+} from './models.js';
+export type { ModelTuning, ReasoningEffort } from './tuning.js';
 
 /**
  * How the planner reaches models. Everything is optional: keys and base URLs fall back to OPENAI_API_KEY,
@@ -43,6 +71,12 @@ export interface ProviderSettings {
   maxOutputTokens?: number;
   /** Where environment fallbacks are read (default `process.env`). */
   env?: Record<string, string | undefined>;
+  /** `models:` aliases, tiers and per-model overrides (see docs/models.md). */
+  models?: ModelsConfig;
+  /** Tuning of every model (a model's `models:` entry wins). */
+  tuning?: ModelTuning;
+  /** Backoff of retried provider failures (attempts come from `maxRetries`). */
+  retry?: Omit<ProviderRetryOptions, 'attempts'>;
 }
 
 export const DEFAULT_MODELS: Record<ProviderKind, string> = {
@@ -50,7 +84,9 @@ export const DEFAULT_MODELS: Record<ProviderKind, string> = {
   anthropic: 'claude-sonnet-4-6',
   'openai-compatible': 'llama3.2',
   scripted: 'script',
-};
+  'openai-responses': 'gpt-5-mini',
+  ...Object.fromEntries(Object.entries(PROVIDER_PRESETS).map(([name, p]) => [name, p.defaultModel])),
+} as Record<ProviderKind, string>;
 
 /** What a run's provider resolved to: enough to build it, with no secret in `describe`. */
 export interface ProviderChoice {
@@ -59,6 +95,12 @@ export interface ProviderChoice {
   apiKey?: string | undefined;
   baseUrl?: string | undefined;
   script?: readonly ScriptedTurnInput[] | string | undefined;
+  /** How tools reach the model; `undefined` leaves it to the capability table (native by default). */
+  toolProtocol?: 'native' | 'text' | undefined;
+  /** The model's overrides from `models:` (and the settings' tuning). */
+  tuning?: ModelTuning | undefined;
+  /** The model's context window, when configured. */
+  contextWindow?: number | undefined;
 }
 
 export const NO_PROVIDER_HELP =
@@ -72,6 +114,7 @@ export interface ProviderRequest {
   model?: string | undefined;
   base_url?: string | undefined;
   script?: readonly ScriptedTurnInput[] | undefined;
+  tool_protocol?: 'native' | 'text' | undefined;
 }
 
 /**
@@ -79,6 +122,48 @@ export interface ProviderRequest {
  * up front (through {@link checkProviderConfig}); the planner calls it for every run.
  */
 export function resolveProvider(request: ProviderRequest, settings: ProviderSettings = {}): ProviderChoice {
+  const named = request.model ?? settings.model;
+  if (named === undefined || settings.models === undefined) return resolveEndpoint(request, settings);
+  const alias = resolveModelName(named, settings.models);
+  const choice = resolveEndpoint(
+    {
+      ...request,
+      model: alias.model,
+      ...(request.provider === undefined && alias.provider !== undefined ? { provider: alias.provider } : {}),
+    },
+    settings,
+  );
+  const own = resolveModelName(`${choice.kind}:${choice.model}`, settings.models).overrides;
+  return withOverrides(choice, { ...own, ...alias.overrides }, request, settings);
+}
+
+function withOverrides(
+  choice: ProviderChoice,
+  overrides: ModelEntry,
+  request: ProviderRequest,
+  settings: ProviderSettings,
+): ProviderChoice {
+  const tuning = { ...settings.tuning, ...tuningOf(overrides) };
+  const toolProtocol = request.tool_protocol ?? overrides.tool_protocol;
+  return {
+    ...choice,
+    ...(Object.keys(tuning).length > 0 ? { tuning } : {}),
+    ...(toolProtocol === undefined ? {} : { toolProtocol }),
+    ...(overrides.context_window === undefined ? {} : { contextWindow: overrides.context_window }),
+  };
+}
+
+function resolveEndpoint(request: ProviderRequest, settings: ProviderSettings): ProviderChoice {
+  const choice = resolveKindAndKey(request, settings);
+  const tuning = settings.tuning;
+  return {
+    ...choice,
+    ...(tuning && Object.keys(tuning).length > 0 ? { tuning } : {}),
+    ...(request.tool_protocol === undefined ? {} : { toolProtocol: request.tool_protocol }),
+  };
+}
+
+function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings): ProviderChoice {
   const env = settings.env ?? process.env;
   const openaiKey = settings.openaiApiKey ?? env['OPENAI_API_KEY'] ?? undefined;
   const openaiBase = settings.openaiBaseUrl ?? env['OPENAI_BASE_URL'] ?? undefined;
@@ -105,8 +190,10 @@ export function resolveProvider(request: ProviderRequest, settings: ProviderSett
       retryable: false,
       details: { provider: kind },
     });
+  if (isPreset(kind)) return presetChoice(kind, model, request, settings, missing);
   switch (kind) {
     case 'openai':
+    case 'openai-responses':
       if (!openaiKey && !openaiBase) throw missing('OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)');
       return { kind, model, apiKey: openaiKey || undefined, baseUrl: openaiBase || undefined };
     case 'anthropic':
@@ -126,7 +213,32 @@ export function resolveProvider(request: ProviderRequest, settings: ProviderSett
     case 'scripted':
       if (script === undefined) throw missing('a script (--script FILE, or "script" in the run request)');
       return { kind, model, script };
+    default:
+      throw missing('a known provider name');
   }
+}
+
+function presetChoice(
+  kind: PresetName,
+  model: string,
+  request: ProviderRequest,
+  settings: ProviderSettings,
+  missing: (what: string) => AgentMeshError,
+): ProviderChoice {
+  const env = settings.env ?? process.env;
+  const preset = PROVIDER_PRESETS[kind];
+  const baseUrl = request.base_url ?? settings.baseUrl ?? preset.baseUrl;
+  const key = preset.keyVariable === undefined ? undefined : env[preset.keyVariable] || undefined;
+  if (
+    preset.keyRequired &&
+    preset.keyVariable !== undefined &&
+    key === undefined &&
+    baseUrl === preset.baseUrl
+  )
+    throw missing(preset.keyVariable);
+  // a base URL chosen by the run never receives the planner's key
+  const configuredBase = request.base_url === undefined || request.base_url === settings.baseUrl;
+  return { kind, model, apiKey: configuredBase ? (settings.compatibleApiKey ?? key) : undefined, baseUrl };
 }
 
 /** Throws `invalid_config` (with instructions) when a run like `request` could not reach a model. */
@@ -143,33 +255,66 @@ export class ProviderClients {
   private readonly anthropic = new Map<string, Anthropic>();
   constructor(private readonly settings: ProviderSettings = {}) {}
 
-  create(choice: ProviderChoice): ModelProvider {
+  /**
+   * The provider of a run: the wire format, wrapped in retries (honoring retry-after) and, for `toolProtocol`
+   * `text` (given here or in the choice), in the text tool protocol.
+   */
+  create(
+    choice: ProviderChoice,
+    options: { toolProtocol?: 'native' | 'text' | undefined } = {},
+  ): ModelProvider {
+    const wire = this.wire(choice);
+    const attempts = (this.settings.maxRetries ?? 2) + 1;
+    const retried =
+      choice.kind === 'scripted' || attempts <= 1
+        ? wire
+        : new RetryingProvider(wire, { ...this.settings.retry, attempts });
+    const protocol = options.toolProtocol ?? choice.toolProtocol;
+    if (protocol === 'text') return new TextToolProtocol(retried);
+    if (protocol === undefined && (choice.kind === 'ollama' || choice.kind === 'huggingface'))
+      return new NativeOrTextProtocol(retried);
+    return retried;
+  }
+
+  private wire(choice: ProviderChoice): ModelProvider {
     const common = {
       model: choice.model,
       ...(this.settings.stream === undefined ? {} : { stream: this.settings.stream }),
       ...(this.settings.maxOutputTokens === undefined
         ? {}
         : { maxOutputTokens: this.settings.maxOutputTokens }),
+      ...choice.tuning,
     };
-    const endpoint = {
-      apiKey: choice.apiKey,
-      baseUrl: choice.baseUrl,
-      maxRetries: this.settings.maxRetries ?? 2,
-    };
+    // retries happen in RetryingProvider, with the one retry helper; the SDKs do not retry on their own
+    const endpoint = { apiKey: choice.apiKey, baseUrl: choice.baseUrl, maxRetries: 0 };
     const key = `${choice.baseUrl ?? ''}\u0000${choice.apiKey ?? ''}`;
+    const openai = () => {
+      let client = this.openai.get(key);
+      if (!client) this.openai.set(key, (client = createOpenAiClient(endpoint)));
+      return client;
+    };
+    if (isPreset(choice.kind)) {
+      const preset = PROVIDER_PRESETS[choice.kind];
+      return new OpenAiProvider({
+        parallelCalls: preset.parallelCalls,
+        streamUsage: preset.streamUsage,
+        ...common,
+        kind: choice.kind,
+        client: openai(),
+      });
+    }
     switch (choice.kind) {
       case 'openai':
-      case 'openai-compatible': {
-        let client = this.openai.get(key);
-        if (!client) this.openai.set(key, (client = createOpenAiClient(endpoint)));
-        return new OpenAiProvider({ ...common, kind: choice.kind, client });
-      }
+      case 'openai-compatible':
+        return new OpenAiProvider({ ...common, kind: choice.kind, client: openai() });
+      case 'openai-responses':
+        return new OpenAiResponsesProvider({ ...common, client: openai() });
       case 'anthropic': {
         let client = this.anthropic.get(key);
         if (!client) this.anthropic.set(key, (client = createAnthropicClient(endpoint)));
         return new AnthropicProvider({ ...common, client });
       }
-      case 'scripted':
+      default:
         return new ScriptedProvider(choice.script ?? [], { model: choice.model });
     }
   }

@@ -6,18 +6,28 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import { toProviderAlias, type ProviderKind } from '@agentmesh/protocol';
-import { providerError, providerSchema } from './errors.js';
-import type { ChatMessage, ChatToolCall, ModelProvider, ModelRequest, ModelTurn } from './types.js';
+import { contentFilteredError, providerError, providerSchema } from './errors.js';
+import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
+import type {
+  ChatMessage,
+  ChatToolCall,
+  ModelDelta,
+  ModelProvider,
+  ModelRequest,
+  ModelTurn,
+} from './types.js';
 
-export interface OpenAiProviderOptions {
-  kind?: Extract<ProviderKind, 'openai' | 'openai-compatible'>;
+export interface OpenAiProviderOptions extends ModelTuning {
+  /** `openai`, `openai-compatible` or a preset name (all speak Chat Completions). */
+  kind?: ProviderKind;
   model: string;
   apiKey?: string | undefined;
   baseUrl?: string | undefined;
   /** Stream the response and accumulate deltas (default true). */
   stream?: boolean;
   maxRetries?: number;
-  maxOutputTokens?: number;
+  /** Ask for usage in the stream (`stream_options.include_usage`; default true, some servers reject it). */
+  streamUsage?: boolean;
   /** A client to reuse across runs (the planner shares one per endpoint). */
   client?: OpenAI;
 }
@@ -37,18 +47,29 @@ export function createOpenAiClient(options: {
 
 /** OpenAI Chat Completions, and any server that speaks it (Ollama, vLLM, OpenRouter). */
 export class OpenAiProvider implements ModelProvider {
-  readonly kind: Extract<ProviderKind, 'openai' | 'openai-compatible'>;
+  readonly kind: ProviderKind;
   readonly model: string;
   private readonly client: OpenAI;
   private readonly stream: boolean;
   private readonly maxOutputTokens: number | undefined;
 
-  constructor(options: OpenAiProviderOptions) {
+  constructor(private readonly options: OpenAiProviderOptions) {
     this.kind = options.kind ?? 'openai';
     this.model = options.model;
     this.client = options.client ?? createOpenAiClient(options);
     this.stream = options.stream ?? true;
     this.maxOutputTokens = options.maxOutputTokens;
+  }
+
+  private tuning(request: ModelRequest): Partial<ChatCompletionCreateParamsBase> {
+    const o = this.options;
+    return {
+      ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
+      ...(o.reasoningEffort === undefined ? {} : { reasoning_effort: o.reasoningEffort }),
+      ...(this.kind === 'openai' && o.promptCaching !== false
+        ? { prompt_cache_key: promptCacheKey(request) }
+        : {}),
+    };
   }
 
   async complete(request: ModelRequest): Promise<ModelTurn> {
@@ -63,9 +84,13 @@ export class OpenAiProvider implements ModelProvider {
     const body: ChatCompletionCreateParamsBase = {
       model: request.model,
       messages: toOpenAiMessages(request.system, request.messages),
-      ...(tools.length > 0 ? { tools, parallel_tool_calls: request.parallelCalls } : {}),
+      ...(tools.length > 0
+        ? { tools, parallel_tool_calls: this.options.parallelCalls ?? request.parallelCalls }
+        : {}),
       ...(this.maxOutputTokens === undefined ? {} : { max_completion_tokens: this.maxOutputTokens }),
+      ...this.tuning(request),
     };
+    let turn: ModelTurn;
     try {
       if (!this.stream) {
         const res = await this.client.chat.completions.create(
@@ -77,40 +102,58 @@ export class OpenAiProvider implements ModelProvider {
         for (const c of choice?.message.tool_calls ?? [])
           if (c.type === 'function')
             calls.push({ id: c.id, name: c.function.name, arguments: c.function.arguments });
-        return {
+        turn = {
           text: choice?.message.content ?? '',
           tool_calls: calls,
-          usage: {
-            input_tokens: res.usage?.prompt_tokens ?? 0,
-            output_tokens: res.usage?.completion_tokens ?? 0,
-          },
+          usage: chatUsage(res.usage),
           ...(choice?.finish_reason ? { stop_reason: choice.finish_reason } : {}),
         };
+      } else {
+        const stream = await this.client.chat.completions.create(
+          {
+            ...body,
+            stream: true,
+            ...(this.options.streamUsage === false ? {} : { stream_options: { include_usage: true } }),
+          },
+          { signal: request.signal },
+        );
+        turn = await accumulateStream(stream, request.onDelta);
       }
-      const stream = await this.client.chat.completions.create(
-        { ...body, stream: true, stream_options: { include_usage: true } },
-        { signal: request.signal },
-      );
-      return await accumulateStream(stream);
     } catch (error) {
       throw providerError(this.kind, error, request.signal);
     }
+    if (turn.stop_reason === 'content_filter') throw contentFilteredError(this.kind, 'content_filter');
+    return turn;
   }
 }
 
-async function accumulateStream(stream: AsyncIterable<ChatCompletionChunk>): Promise<ModelTurn> {
+function chatUsage(u: OpenAI.CompletionUsage | null | undefined): ModelTurn['usage'] {
+  return usageOf(u?.prompt_tokens ?? 0, u?.completion_tokens ?? 0, {
+    cacheRead: u?.prompt_tokens_details?.cached_tokens ?? null,
+    reasoning: u?.completion_tokens_details?.reasoning_tokens ?? null,
+  });
+}
+
+async function accumulateStream(
+  stream: AsyncIterable<ChatCompletionChunk>,
+  onDelta: ((delta: ModelDelta) => void) | undefined,
+): Promise<ModelTurn> {
   let text = '';
   let stopReason: string | undefined;
-  const usage = { input_tokens: 0, output_tokens: 0 };
+  let usage = usageOf(0, 0);
   const calls = new Map<number, ChatToolCall>();
   for await (const chunk of stream) {
-    if (chunk.usage) {
-      usage.input_tokens = chunk.usage.prompt_tokens;
-      usage.output_tokens = chunk.usage.completion_tokens;
-    }
+    if (chunk.usage) usage = chatUsage(chunk.usage);
     const choice = chunk.choices[0];
     if (choice === undefined) continue;
-    if (choice.delta.content) text += choice.delta.content;
+    // DeepSeek, vLLM and OpenRouter stream thinking as reasoning_content / reasoning
+    const extra = choice.delta as { reasoning_content?: string | null; reasoning?: string | null };
+    const reasoning = extra.reasoning_content ?? extra.reasoning;
+    if (reasoning) onDelta?.({ kind: 'reasoning', text: reasoning });
+    if (choice.delta.content) {
+      text += choice.delta.content;
+      onDelta?.({ kind: 'text', text: choice.delta.content });
+    }
     for (const d of choice.delta.tool_calls ?? []) {
       let call = calls.get(d.index);
       if (call === undefined) calls.set(d.index, (call = { id: '', name: '', arguments: '' }));

@@ -31,7 +31,8 @@ export interface ModelTool {
   defer_loading?: boolean;
 }
 
-export type NativeSearchVariant = 'bm25' | 'regex';
+/** Anthropic's server tool search variants, or OpenAI Responses' hosted `tool_search`. */
+export type NativeSearchVariant = 'bm25' | 'regex' | 'hosted';
 
 export interface ModelRequest {
   model: string;
@@ -42,11 +43,27 @@ export interface ModelRequest {
   /** Provider-side tool search over the `defer_loading` tools. */
   nativeSearch?: NativeSearchVariant;
   signal: AbortSignal;
+  /** Streamed pieces of the response as they arrive (`reasoning` never ends up in the final text). */
+  onDelta?: (delta: ModelDelta) => void;
+}
+
+/** One streamed piece of a response. */
+export interface ModelDelta {
+  kind: 'text' | 'reasoning';
+  text: string;
 }
 
 export interface TokenUsage {
+  /** All input tokens, cached ones included. */
   input_tokens: number;
+  /** All output tokens, reasoning included. */
   output_tokens: number;
+  /** Input tokens read from the prompt cache (part of input_tokens). */
+  cache_read_tokens?: number;
+  /** Input tokens written to the prompt cache (part of input_tokens). */
+  cache_write_tokens?: number;
+  /** Output tokens spent on reasoning (part of output_tokens). */
+  reasoning_tokens?: number;
 }
 
 /** A provider-side tool search that happened inside one response. */

@@ -155,5 +155,6 @@ export function runCompleted(
     iterations: progress?.iteration ?? 0,
     tool_calls: progress?.tool_calls ?? 0,
     usage: progress ? { ...progress.usage } : { input_tokens: 0, output_tokens: 0 },
+    ...(progress?.usage.cost_usd === undefined ? {} : { cost_usd: progress.usage.cost_usd }),
   };
 }

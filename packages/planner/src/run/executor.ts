@@ -15,7 +15,7 @@ import {
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
-import type { PriceTable } from '../prices.js';
+import type { Price, PriceTable } from '../prices.js';
 import {
   resolveProvider,
   type ProviderChoice,
@@ -213,8 +213,9 @@ export class RunExecutor {
     const caps = config.capabilities.resolve(choice.kind, choice.model);
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
-    const offered = caps.native_tools ? specs : [];
-    if (!caps.native_tools && specs.length > 0)
+    const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
+    const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
+    if (offered.length === 0 && specs.length > 0)
       io.sink.emit(
         notice(
           'no_native_tools',
@@ -222,7 +223,13 @@ export class RunExecutor {
         ),
       );
     const search = searchDefaults(config.defaults);
-    const env = this.environment(io, { caps, scope, searchLimit: search.limit ?? 10 });
+    const env = this.environment(io, {
+      caps,
+      scope,
+      searchLimit: search.limit ?? 10,
+      toolProtocol,
+      warnUnpriced: resumed === undefined,
+    });
     const ctx = new RunContext(snapshot, offered, env, {
       sink: io.sink,
       signal: run.controller.signal,
@@ -244,9 +251,28 @@ export class RunExecutor {
     return ctx;
   }
 
+  /** The model's price; a new run whose model has none starts with a `run.warning`. */
+  private priceOrWarn(io: RunIo, warn: boolean): Price | undefined {
+    const choice = io.choice!;
+    const price = this.config.prices.priceOf(choice.kind, choice.model);
+    if (price === undefined && warn)
+      io.sink.emit({
+        type: 'run.warning',
+        code: 'price_unknown',
+        message: `no price is known for ${choice.kind} model ${choice.model}: the run's cost is not counted (add it under prices: in the configuration)`,
+      });
+    return price;
+  }
+
   private environment(
     io: RunIo,
-    settings: { caps: ModelCapabilities; scope: ToolScope; searchLimit: number },
+    settings: {
+      caps: ModelCapabilities;
+      scope: ToolScope;
+      searchLimit: number;
+      toolProtocol: ModelCapabilities['tool_protocol'];
+      warnUnpriced: boolean;
+    },
   ): RunEnvironment {
     const { config } = this;
     const choice = io.choice!;
@@ -256,10 +282,10 @@ export class RunExecutor {
       subjects: config.subjects,
       plannerId: config.plannerId,
       logger: io.log,
-      provider: config.clients.create(choice),
+      provider: config.clients.create(choice, { toolProtocol: settings.toolProtocol }),
       capabilities: settings.caps,
       prices: config.prices,
-      price: config.prices.priceOf(choice.kind, choice.model),
+      price: this.priceOrWarn(io, settings.warnUnpriced),
       catalogRetryMs: config.catalogRetryMs ?? CATALOG_RETRY_MS,
       searchLimit: settings.searchLimit,
       loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...config.defaults.loop_detect },

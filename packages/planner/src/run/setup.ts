@@ -78,10 +78,13 @@ export function initialSnapshot(
   const caps = capabilities.resolve(choice.kind, choice.model);
   let mode: SearchMode = strategy === 'off' ? 'off' : 'client';
   let variant: NativeSearchVariant | undefined;
-  if (strategy !== 'off' && search.mode !== 'client' && caps.tool_search.length > 0) {
+  // a model on the text tool protocol searches client-side: nothing goes on the wire
+  const textProtocol = (choice.toolProtocol ?? caps.tool_protocol) === 'text';
+  if (strategy !== 'off' && search.mode !== 'client' && caps.tool_search.length > 0 && !textProtocol) {
     if ((strategy === 'bm25' || strategy === 'regex') && caps.tool_search.includes(strategy))
       variant = strategy;
-    else if (search.mode === 'native') variant = caps.tool_search[0];
+    // a hosted search (OpenAI Responses) is the model's own: it needs no strategy match
+    else if (search.mode === 'native' || caps.tool_search[0] === 'hosted') variant = caps.tool_search[0];
     if (variant !== undefined) mode = 'native';
   }
   return {

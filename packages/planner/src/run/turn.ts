@@ -1,5 +1,6 @@
 import { fromProviderAlias } from '@agentmesh/protocol';
-import type { ChatMessage, ChatToolCall, ModelTurn } from '../providers/types.js';
+import type { ChatMessage, ChatToolCall, ModelTurn, TokenUsage } from '../providers/types.js';
+import type { RunSnapshot } from '../run-state.js';
 import type { RunContext } from './context.js';
 import { notice } from './events.js';
 
@@ -56,10 +57,15 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
     parallelCalls: env.capabilities.parallel_calls,
     ...(native ? { nativeSearch: state.search.native_variant! } : {}),
     signal: ctx.signal,
+    onDelta: (d) => {
+      if (d.kind === 'reasoning')
+        sink.emit({ type: 'llm.delta', iteration: state.iteration, kind: d.kind, text: d.text });
+    },
   });
   const usage = turn.usage;
   state.usage.input_tokens += usage.input_tokens;
   state.usage.output_tokens += usage.output_tokens;
+  addUsageDetails(state.usage, usage);
   const cost = env.prices.cost(env.price, usage);
   if (cost !== undefined) state.usage.cost_usd = (state.usage.cost_usd ?? 0) + cost;
   const calls = withCallIds(turn.tool_calls, state.iteration);
@@ -89,4 +95,12 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
   };
   state.messages.push(message);
   return turn;
+}
+
+/** Adds the cache and reasoning token counts of one response to the run's usage. */
+function addUsageDetails(total: RunSnapshot['usage'], turn: TokenUsage): void {
+  for (const key of ['cache_read_tokens', 'cache_write_tokens', 'reasoning_tokens'] as const) {
+    const n = turn[key];
+    if (n) total[key] = (total[key] ?? 0) + n;
+  }
 }
