@@ -29,6 +29,7 @@ export async function ensureRunStreams(
   const s = subjects(prefix);
   const names = streamNames(prefix);
   const ms = (n: number) => n * 1_000_000;
+  const num_replicas = Number(process.env['AGENTMESH_REPLICAS'] ?? 1) || 1;
   const configs: (Partial<StreamConfig> & { name: string })[] = [
     {
       name: names.runs,
@@ -37,6 +38,7 @@ export async function ensureRunStreams(
       storage: StorageType.File,
       duplicate_window: ms(options.duplicateWindowMs ?? 10 * 60_000),
       max_msg_size: bus.maxPayload,
+      num_replicas,
     },
     {
       name: names.events,
@@ -46,6 +48,7 @@ export async function ensureRunStreams(
       discard: DiscardPolicy.Old,
       max_age: ms(options.eventsMaxAgeMs ?? 7 * 24 * 3_600_000),
       duplicate_window: ms(2 * 60_000),
+      num_replicas,
     },
   ];
   for (const config of configs) {

@@ -33,7 +33,10 @@ export async function openBlobStore(
 ): Promise<BlobStore> {
   if (bus instanceof NatsBus) {
     const objm = new Objm(bus.nc);
-    const os = await objm.create(bucket, options.ttlMs ? { ttl: options.ttlMs * 1_000_000 } : {});
+    const os = await objm.create(bucket, {
+      replicas: Number(process.env['AGENTMESH_REPLICAS'] ?? 1) || 1,
+      ...(options.ttlMs ? { ttl: options.ttlMs * 1_000_000 } : {}),
+    });
     return new NatsBlobStore(os);
   }
   let stores = memoryStores.get(bus);

@@ -47,6 +47,7 @@ export async function openKv(bus: Bus, bucket: string, options: KvBucketOptions 
     const kvm = new Kvm(bus.nc);
     const kv = await kvm.create(bucket, {
       history: options.history ?? 1,
+      replicas: Number(process.env['AGENTMESH_REPLICAS'] ?? 1) || 1,
       ...(options.ttlMs ? { ttl: options.ttlMs } : {}),
     });
     return new NatsKvStore(kv);
