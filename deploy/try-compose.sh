@@ -14,8 +14,10 @@ export NODE_IMAGE="${NODE_IMAGE:-localhost/agentmesh-node:local}"
 export NATS_IMAGE="${NATS_IMAGE:-localhost/agentmesh-nats:local}"
 export AGENTMESH_IMAGE="${AGENTMESH_IMAGE:-localhost/agentmesh:local}"
 COMPOSE=(podman-compose -p agentmesh-try -f deploy/compose.cluster.yml)
-CLIENT_URL="nats://client:${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}@127.0.0.1:4222,nats://client:${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}@127.0.0.1:4223,nats://client:${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}@127.0.0.1:4224"
-OPS_URL="${CLIENT_URL//client:${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}/ops:${NATS_OPS_PASSWORD:-dev-ops-CHANGE-ME}}"
+NATS_SERVERS="nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
+# the host CLI as NATS user `client` (submits runs) and `ops` (agentmesh status)
+as_client() { NATS_USER=client NATS_PASSWORD="${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}" node packages/cli/dist/main.js "$@" --nats "$NATS_SERVERS"; }
+as_ops() { NATS_USER=ops NATS_PASSWORD="${NATS_OPS_PASSWORD:-dev-ops-CHANGE-ME}" node packages/cli/dist/main.js "$@" --nats "$NATS_SERVERS"; }
 step() { printf '\n== %s\n' "$*"; }
 
 if ! podman image exists "$NODE_IMAGE" || ! podman image exists "$NATS_IMAGE"; then
@@ -36,22 +38,23 @@ step "compose up (3 NATS nodes, catalog, planner, worker)"
 step "a task through the fleet"
 ok=0
 for _ in $(seq 1 60); do
-  if node packages/cli/dist/main.js status --nats "$OPS_URL" 2>/dev/null | grep -q 'agentmesh-tool-worker'; then ok=1; break; fi
+  if as_ops status 2>/dev/null | grep -q 'agentmesh-tool-worker'; then ok=1; break; fi
   sleep 2
 done
 [ "$ok" = 1 ] || { "${COMPOSE[@]}" logs --tail 40 || true; echo "try-compose: the fleet did not come up"; exit 1; }
-node packages/cli/dist/main.js run --nats "$CLIENT_URL" --script examples/add.json "add 2 and 3"
+as_client run --script examples/add.json "add 2 and 3"
 
 step "scale workers to 3"
-"${COMPOSE[@]}" up -d --no-build --scale worker=3
+# podman-compose 1.0 parses --scale but ignores it: the compose file reads WORKER_REPLICAS for it
+WORKER_REPLICAS=3 "${COMPOSE[@]}" up -d --no-build --scale worker=3
 workers=0
 for _ in $(seq 1 60); do
-  workers="$(node packages/cli/dist/main.js status --nats "$OPS_URL" --json 2>/dev/null \
+  workers="$(as_ops status --json 2>/dev/null \
     | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s);console.log((j.services??[]).filter(a=>a.name==="agentmesh-tool-worker").length)}catch{console.log(0)}})')"
   [ "$workers" -ge 3 ] && break
   sleep 2
 done
 echo "tool workers serving: $workers"
 [ "$workers" -ge 3 ] || { echo "try-compose: scaling to 3 workers did not show 3 workers"; exit 1; }
-for i in 1 2 3 4 5 6; do node packages/cli/dist/main.js run --nats "$CLIENT_URL" --script examples/add.json "add 2 and 3 ($i)" >/dev/null; done
+for i in 1 2 3 4 5 6; do as_client run --script examples/add.json "add 2 and 3 ($i)" >/dev/null; done
 echo "try-compose: ok"
