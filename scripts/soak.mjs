@@ -162,15 +162,15 @@ async function main() {
   };
   for (const k of ['OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'AGENTMESH_CONFIG']) delete env[k];
   const actors = [];
-  const stopAll = () => {
+  const stopAll = async () => {
     for (const a of actors)
       if (a.child.exitCode === null && a.child.signalCode === null) a.child.kill('SIGKILL');
+    if (nats.child.exitCode !== null) return;
+    const exited = new Promise((resolve) => nats.child.once('exit', resolve));
     nats.child.kill('SIGTERM');
+    await exited;
   };
-  process.once('SIGINT', () => {
-    stopAll();
-    process.exit(130);
-  });
+  process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
   try {
     actors.push(await spawnActor('catalog', [CLI, 'catalog'], env));
     for (let i = 0; i < 2; i++) actors.push(await spawnActor('planner', [CLI, 'planner'], env));
@@ -335,8 +335,8 @@ async function main() {
     }
     process.exitCode = report.ok ? 0 : 1;
   } finally {
-    stopAll();
-    rmSync(dir, { recursive: true, force: true });
+    await stopAll();
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
   }
 }
 
