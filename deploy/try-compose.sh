@@ -30,7 +30,7 @@ if [ "${REBUILD:-0}" = 1 ] || ! podman image exists "$AGENTMESH_IMAGE"; then
 fi
 [ -f packages/cli/dist/main.js ] || npm run build
 
-cleanup() { [ "${KEEP:-0}" = 1 ] || "${COMPOSE[@]}" down -v >/dev/null 2>&1 || true; }
+cleanup() { [ "${KEEP:-0}" = 1 ] || WORKER_REPLICAS=3 "${COMPOSE[@]}" down -v >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 step "compose up (3 NATS nodes, catalog, planner, worker)"
 "${COMPOSE[@]}" up -d --no-build
