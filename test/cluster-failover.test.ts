@@ -1,0 +1,210 @@
+/**
+ * Issue 21, part 1: agentmesh on a 3-node NATS cluster with replicated JetStream (AGENTMESH_REPLICAS=3). 200 runs in
+ * flight on 2 planners and 3 workers, every actor given NATS_URL=a,b,c (so they spread over the nodes); mid-way the
+ * node leading the runs stream is killed with -9 (or, when no actor sits on it, the node holding the most actors),
+ * then started again. Every run ends done with the right answer, the non-idempotent `ledger.append` never runs
+ * twice, every run's events are gapless, and the actors that sat on the dead node reconnect to the survivors.
+ * Figures go to test/.results/cluster-failover.json.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NatsBus, streamNames, type RunEvent } from '@agentmesh/protocol';
+import { readRunEvents, readRunRecord, readTranscript, submitRun } from '@agentmesh/planner';
+import { REPO_ROOT, cleanEnv, startActor, type ActorProcess } from './helpers/cli.js';
+import {
+  ledgerExecutions,
+  startDurableWorker,
+  startNatsCluster,
+  type ClusterNode,
+  type NatsClusterHandle,
+} from './helpers/nats-cluster.js';
+
+const RUNS = 200;
+const TURN_DELAY_MS = 1_000;
+const LEDGER_MS = 300;
+const DOWN_MS = 5_000;
+
+/** Run i: two tool turns (math + ledger, then ledger), then the answer. */
+function runRequest(i: number, id: string) {
+  const ledger = (tag: string) => ({
+    name: 'ledger.append',
+    arguments: { entry: `${tag}-${i}`, ms: LEDGER_MS },
+  });
+  return {
+    id,
+    task: `run ${i}`,
+    provider: 'scripted' as const,
+    tools: ['math', 'ledger'],
+    script: [
+      {
+        delay_ms: TURN_DELAY_MS,
+        tool_calls: [{ name: 'math.calc', arguments: { lhs: i, rhs: 3, op: 'add' } }, ledger('a')],
+      },
+      { delay_ms: TURN_DELAY_MS, tool_calls: [ledger('b')] },
+      { text: `done ${i}` },
+    ],
+    limits: { timeout_ms: 150_000 },
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function actorConnections(nodes: ClusterNode[]): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const n of nodes.filter((x) => x.running()))
+    counts.set(n.name, (await n.clients()).filter((c) => c !== '' && c !== 'cluster-test').length);
+  return counts;
+}
+
+describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream leader under 200 runs', () => {
+  let cluster: NatsClusterHandle;
+  let bus: NatsBus;
+  let dir: string;
+  let ledgerFile: string;
+  const actors: ActorProcess[] = [];
+  const workers: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    cluster = await startNatsCluster(3);
+    dir = mkdtempSync(join(tmpdir(), 'agentmesh-cluster-test-'));
+    ledgerFile = join(dir, 'ledger.txt');
+    writeFileSync(ledgerFile, '');
+    const env = cleanEnv({
+      NATS_URL: cluster.urls,
+      AGENTMESH_REPLICAS: '3',
+      DURABLE_LEDGER: ledgerFile,
+      LOG_LEVEL: 'warn',
+    });
+    actors.push(await startActor(['catalog'], env));
+    for (let i = 0; i < 2; i++) actors.push(await startActor(['planner'], env));
+    workers.push(...(await Promise.all([0, 1, 2].map(() => startDurableWorker(env)))));
+    bus = await NatsBus.connect(cluster.urls.split(','), { name: 'cluster-test' });
+    await cluster.waitReady([streamNames().runs, streamNames().events]);
+  }, 120_000);
+
+  afterAll(async () => {
+    await bus?.close().catch(() => undefined);
+    for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGTERM');
+    await Promise.all(actors.map((a) => a.stop()));
+    await cluster?.dispose();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('every run ends done, no effect twice, gapless events, clients reconnect to the survivors', async () => {
+    const names = streamNames();
+    const runsInfo = await cluster.streamInfo(names.runs);
+    expect(runsInfo.replicas).toBe(3);
+    expect((await cluster.streamInfo(names.events)).replicas).toBe(3);
+    const before = await actorConnections(cluster.nodes);
+    const actorCount = actors.length + workers.length;
+    expect([...before.values()].reduce((a, b) => a + b, 0)).toBe(actorCount);
+    expect([...before.values()].filter((n) => n > 0).length).toBeGreaterThan(1);
+
+    const prefix = `c${Date.now().toString(36)}`;
+    const ids = Array.from({ length: RUNS }, (_, i) => `${prefix}-${i}`);
+    const started = Date.now();
+    await Promise.all(ids.map((id, i) => submitRun(bus, runRequest(i, id))));
+    const submittedMs = Date.now() - started;
+    await sleep(1_500);
+
+    const leader = (await cluster.streamInfo(names.runs)).leader;
+    const busiest = [...before].sort((a, b) => b[1] - a[1])[0]![0];
+    const victim = cluster.node(leader !== undefined && (before.get(leader) ?? 0) > 0 ? leader : busiest);
+    await victim.kill();
+    const killedAt = Date.now() - started;
+    const survivors = cluster.nodes.filter((n) => n !== victim);
+    let reconnectedMs = -1;
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await sleep(200)) {
+      const now = await actorConnections(survivors);
+      if ([...now.values()].reduce((a, b) => a + b, 0) >= actorCount) {
+        reconnectedMs = Date.now() - started - killedAt;
+        break;
+      }
+    }
+    expect(reconnectedMs, 'every actor reconnected to a surviving node').toBeGreaterThanOrEqual(0);
+    await sleep(Math.max(0, DOWN_MS - (Date.now() - started - killedAt)));
+    await victim.start();
+    const restartedAt = Date.now() - started;
+
+    const finals = new Map<string, RunEvent>();
+    const deadline = Date.now() + 150_000;
+    while (finals.size < RUNS && Date.now() < deadline) {
+      for (const id of ids) {
+        if (finals.has(id)) continue;
+        const record = await readRunRecord(bus, id).catch(() => null);
+        if (record?.state !== 'finished') continue;
+        const last = (await readRunEvents(bus, id).catch(() => [])).at(-1);
+        if (last?.type === 'run.completed' || last?.type === 'run.failed') finals.set(id, last);
+      }
+      if (finals.size < RUNS) await sleep(1_000);
+    }
+    const elapsedS = (Date.now() - started) / 1000;
+    const unfinished = ids.filter((id) => !finals.has(id));
+    if (unfinished.length > 0)
+      console.error(
+        `${unfinished.length} runs unfinished; ${unfinished[0]}:`,
+        JSON.stringify(await readRunEvents(bus, unfinished[0]!).catch((e: unknown) => String(e))).slice(
+          0,
+          3000,
+        ),
+        actors.map((a) => a.logs().slice(-1500)).join('\n----\n'),
+      );
+    expect(unfinished).toEqual([]);
+
+    const executions = ledgerExecutions(ledgerFile);
+    expect([...executions].filter(([, n]) => n > 1)).toEqual([]);
+    let ledgerLost = 0;
+    let resumedRuns = 0;
+    for (const [i, id] of ids.entries()) {
+      expect(finals.get(id), id).toMatchObject({ type: 'run.completed', status: 'done', text: `done ${i}` });
+      const events = await readRunEvents(bus, id);
+      expect(
+        events.map((e) => e.seq),
+        id,
+      ).toEqual(events.map((_, k) => k + 1));
+      expect(events.filter((e) => e.type === 'run.accepted')).toHaveLength(1);
+      if (events.some((e) => e.type === 'run.started' && e.resumed === true)) resumedRuns++;
+      const tools = (await readTranscript(bus, id))!.messages.filter((m) => m.role === 'tool');
+      expect(tools.map((m) => m.name)).toEqual(['math.calc', 'ledger.append', 'ledger.append']);
+      expect(tools[0]!.content, id).toContain(String(i + 3));
+      for (const m of tools.filter((t) => t.name === 'ledger.append')) {
+        if (m.role !== 'tool') continue;
+        if (m.is_error) {
+          expect(m.content, id).toMatch(/worker_lost|may have run/);
+          ledgerLost++;
+        } else expect(executions.get(`${id} ${m.call_id}`), `${id} ${m.content}`).toBe(1);
+      }
+    }
+
+    await cluster.waitReady([names.runs, names.events], 60_000);
+    let caughtUp = await cluster.streamInfo(names.events);
+    for (const until = Date.now() + 30_000; caughtUp.current < 3 && Date.now() < until; await sleep(500))
+      caughtUp = await cluster.streamInfo(names.events);
+    expect(caughtUp.current, 'the restarted node is a current replica again').toBe(3);
+
+    const figures = {
+      runs: RUNS,
+      submit_ms: submittedMs,
+      victim: victim.name,
+      victim_was_runs_leader: victim.name === leader,
+      actors_per_node_before: Object.fromEntries(before),
+      killed_at_ms: killedAt,
+      all_actors_reconnected_ms: reconnectedMs,
+      restarted_at_ms: restartedAt,
+      elapsed_s: Math.round(elapsedS * 10) / 10,
+      runs_per_second: Math.round((RUNS / elapsedS) * 100) / 100,
+      resumed_runs: resumedRuns,
+      ledger_calls: executions.size,
+      ledger_calls_lost_with_node: ledgerLost,
+    };
+    mkdirSync(join(REPO_ROOT, 'test', '.results'), { recursive: true });
+    writeFileSync(
+      join(REPO_ROOT, 'test', '.results', 'cluster-failover.json'),
+      JSON.stringify(figures, null, 2),
+    );
+    console.log('cluster failover figures', figures);
+  }, 300_000);
+});
