@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, NatsBus } from '@agentmesh/protocol';
+import { ErrorCode, NatsBus, connectBackend, credentialsInUrls } from '@agentmesh/protocol';
 import { startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
 
 /**
@@ -80,5 +80,26 @@ describe('NatsBus under server permissions', () => {
       });
       expect(Date.now() - started).toBeLessThan(15_000);
     }
+  });
+});
+
+describe('credentials in a comma-separated server list', () => {
+  it('are read from the URLs and used for the connection', async () => {
+    const port = new URL(server.url).port;
+    const list = `nats://requester:qpass@127.0.0.1:${port},nats://requester:qpass@localhost:${port}`;
+    const bus = await connectBackend({ servers: list, requireJetStream: false });
+    try {
+      await expect(bus.request('svc.nobody', 'x', { timeoutMs: 2_000 })).rejects.toMatchObject({
+        code: ErrorCode.NoResponders,
+      });
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it('name user and password, or a token', () => {
+    expect(credentialsInUrls(['nats://a:b%40c@h:1', 'nats://x:y@h:2'])).toEqual({ user: 'a', pass: 'b@c' });
+    expect(credentialsInUrls(['nats://h:1', 'nats://tok@h:2'])).toEqual({ token: 'tok' });
+    expect(credentialsInUrls(['nats://h:1', 'h:2'])).toBeUndefined();
   });
 });

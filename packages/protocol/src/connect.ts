@@ -26,10 +26,42 @@ export interface ConnectBackendOptions extends NatsBusOptions {
   servers: string | string[];
 }
 
+/**
+ * Credentials written into server URLs (`nats://user:pass@host`, `nats://token@host`). The NATS client applies a
+ * URL's credentials only when it has one server, so for a list they become connection options: the first URL that
+ * carries any wins.
+ */
+export function credentialsInUrls(
+  servers: readonly string[],
+): { user: string; pass: string } | { token: string } | undefined {
+  for (const server of servers) {
+    let url: URL;
+    try {
+      url = new URL(server.includes('://') ? server : `nats://${server}`);
+    } catch {
+      continue;
+    }
+    if (url.username === '') continue;
+    const user = decodeURIComponent(url.username);
+    return url.password === '' ? { token: user } : { user, pass: decodeURIComponent(url.password) };
+  }
+  return undefined;
+}
+
 /** The NATS backend (JetStream, KV, object store) on one connection to any of `servers`. */
 export function connectBackend(options: ConnectBackendOptions): Promise<Backend> {
   const { servers, ...rest } = options;
-  return NatsBus.connect(Array.isArray(servers) ? servers : parseServers(servers), rest);
+  const list = Array.isArray(servers) ? servers : parseServers(servers);
+  if (list.length < 2) return NatsBus.connect(list, rest);
+  const inUrls = rest.user === undefined && rest.token === undefined ? credentialsInUrls(list) : undefined;
+  return NatsBus.connect(list.map(withoutCredentials), { ...inUrls, ...rest });
+}
+
+function withoutCredentials(server: string): string {
+  const at = server.lastIndexOf('@');
+  if (at < 0) return server;
+  const scheme = server.indexOf('://');
+  return (scheme < 0 ? '' : server.slice(0, scheme + 3)) + server.slice(at + 1);
 }
 
 /** NATS when a URL is given, the in-process backend otherwise. */

@@ -31,6 +31,7 @@ export {
   connectBackend,
   memoryBackend,
   parseServers,
+  credentialsInUrls,
   type ConnectBusOptions,
   type ConnectBackendOptions,
 } from './connect.js';
