@@ -122,7 +122,11 @@ describe('first-hour niceties', () => {
         { encoding: 'utf8' },
       ).stdout.trim();
     expect(complete('agentmesh ru').split(' ').sort()).toEqual(['run', 'runs']);
-    expect(complete('agentmesh run --tool').split(' ').sort()).toEqual(['--tool-protocol', '--tool-search', '--tools']);
+    expect(complete('agentmesh run --tool').split(' ').sort()).toEqual([
+      '--tool-protocol',
+      '--tool-search',
+      '--tools',
+    ]);
     expect(complete('agentmesh runs s')).toBe('show');
     const zsh = await runAgentmesh(['completion', 'zsh']);
     expect(zsh.stdout).toMatch(/bashcompinit/);
