@@ -24,7 +24,7 @@ export const title = 'Planner: loop overhead per turn, submit to run.accepted, 1
 const add = { name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } };
 
 /** A catalog that answers list/get/search from fixed specs (the planner only needs those three). */
-function miniCatalog(bus, specs, prefix) {
+export function miniCatalog(bus, specs, prefix) {
   const s = subjects(prefix);
   const subs = [
     serve({
