@@ -121,7 +121,8 @@ export class RunLease {
     const { plannerId, leaseMs } = holder;
     for (let attempt = 1; ; attempt++) {
       const now = Date.now();
-      const entry = await records.get(base.run_id);
+      // a run is new far more often than not: try to create its record first, and read it only when it exists
+      const entry = attempt === 1 ? null : await records.get(base.run_id);
       try {
         if (entry === null) {
           const record = runRecord({ ...base, planner_id: plannerId, epoch: 1, lease_until: now + leaseMs });
