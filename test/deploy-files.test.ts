@@ -213,6 +213,7 @@ describe('deploy/nats/nats.conf', () => {
       S.catalogSearch,
       `${S.prefix}.catalog.>`,
       S.artifactFetch,
+      S.allPlannerHolds,
     ];
     const streams = new Set([
       RUNS_STREAM,

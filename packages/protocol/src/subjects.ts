@@ -37,6 +37,10 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     catalogGet: `${prefix}.catalog.get`,
     catalogSearch: `${prefix}.catalog.search`,
     artifactFetch: `${prefix}.artifacts.fetch`,
+    /** Where a planner answers whether it still holds a run (its liveness signal for fast failover). */
+    plannerHolds: (plannerId: string) =>
+      `${prefix}.planners.${plannerId.replace(/[^A-Za-z0-9_-]/g, '_')}.holds`,
+    allPlannerHolds: `${prefix}.planners.*.holds`,
   };
 }
 export type Subjects = ReturnType<typeof subjects>;

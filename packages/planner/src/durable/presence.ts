@@ -3,6 +3,7 @@ import {
   encodeJson,
   isAgentMeshError,
   respondJson,
+  subjects as buildSubjects,
   type Backend,
   type Logger,
   type Subscription,
@@ -14,7 +15,7 @@ const PROBE_TIMEOUT_MS = 1_000;
 const dec = new TextDecoder();
 
 function presenceSubject(prefix: string, plannerId: string): string {
-  return `${prefix}.planners.${plannerId.replace(/[^A-Za-z0-9_-]/g, '_')}.holds`;
+  return buildSubjects(prefix).plannerHolds(plannerId);
 }
 
 /**
