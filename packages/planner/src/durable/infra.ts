@@ -135,7 +135,7 @@ export async function lastStoredEvent(
   prefix: string = DEFAULT_PREFIX,
 ): Promise<RunEvent | undefined> {
   if (!bus.durable) return undefined;
-  return lastLoggedEvent(await openRunEventLog(bus, prefix), buildSubjects(prefix).runEvents(runId));
+  return lastLoggedEvent(await clientLog(bus, prefix)(), buildSubjects(prefix).runEvents(runId));
 }
 
 /**
@@ -149,7 +149,7 @@ export async function readRunEvents(
 ): Promise<RunEvent[]> {
   if (!bus.durable) return [];
   const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const log = await openRunEventLog(bus, prefix);
+  const log = await clientLog(bus, prefix)();
   return loggedEvents(log, buildSubjects(prefix).runEvents(runId), options.signal);
 }
 
