@@ -80,7 +80,7 @@ async function heapDelta(gc, build) {
   return { bytes: Math.max(0, after - before), kept };
 }
 
-async function registerAll(bus, prefix, tools, { perWorker = 100, concurrency = 8 } = {}) {
+export async function registerAll(bus, prefix, tools, { perWorker = 100, concurrency = 8 } = {}) {
   const s = subjects(prefix);
   const batches = [];
   for (let i = 0; i < tools.length; i += perWorker) batches.push(tools.slice(i, i + perWorker));

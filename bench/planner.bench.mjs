@@ -1,4 +1,5 @@
-// The planner: loop overhead per turn with a zero-latency scripted provider (embedded), submit -> run.accepted over
+// The planner: loop overhead per turn with a zero-latency scripted provider (embedded), next to OpenAI Agents' Runner
+// with a zero-latency model (bench/package.json), submit -> run.accepted over
 // NATS, and 1,000 concurrent runs in one planner against a provider that answers after 50 ms. Baselines in the same
 // run: a bare tool call on the same bus, a raw NATS request/reply, and the ideal time of the model latency alone.
 import { performance } from 'node:perf_hooks';
@@ -24,7 +25,7 @@ export const title = 'Planner: loop overhead per turn, submit to run.accepted, 1
 const add = { name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } };
 
 /** A catalog that answers list/get/search from fixed specs (the planner only needs those three). */
-function miniCatalog(bus, specs, prefix) {
+export function miniCatalog(bus, specs, prefix) {
   const s = subjects(prefix);
   const subs = [
     serve({
@@ -78,7 +79,9 @@ async function embeddedMesh(options = {}) {
 
 export async function run({ natsUrl, quick }) {
   const figures = [];
-  figures.push(...(await loopOverhead(quick)));
+  const loop = await loopOverhead(quick);
+  figures.push(...loop);
+  figures.push(...(await runnerBaseline(quick, loop)));
   figures.push(...(await submitToAccepted(natsUrl, quick)));
   figures.push(...(await concurrentRuns(quick)));
   return figures;
@@ -136,6 +139,114 @@ async function loopOverhead(quick) {
     figure('planner overhead per turn beyond tool time', perToolTurnUs - bare.p50_us, 'us'),
     figure('planner turn without execution (fail-closed call)', perTurnNoToolUs, 'us'),
     figure('run setup + teardown (1 text turn, transcript saved)', oneTurnMs * 1000, 'us'),
+  ];
+}
+
+/** A model for the OpenAI Agents Runner that answers at once: `toolTurns` turns with one math_calc call, then 'ok'. */
+class ScriptedAgentsModel {
+  constructor(Usage, toolTurns) {
+    this.Usage = Usage;
+    this.left = toolTurns;
+    this.calls = 0;
+  }
+  async getResponse() {
+    const usage = new this.Usage();
+    if (this.left-- > 0)
+      return {
+        usage,
+        output: [
+          {
+            type: 'function_call',
+            callId: `call-${++this.calls}`,
+            name: 'math_calc',
+            arguments: JSON.stringify(add.arguments),
+            status: 'completed',
+          },
+        ],
+      };
+    return {
+      usage,
+      output: [
+        {
+          type: 'message',
+          role: 'assistant',
+          status: 'completed',
+          content: [{ type: 'output_text', text: 'ok' }],
+        },
+      ],
+    };
+  }
+  async *getStreamedResponse() {
+    throw new Error('the bench model does not stream');
+  }
+}
+
+/**
+ * The agent loop's closest peer: OpenAI Agents' Runner with a zero-latency model and the same tool, measured the way
+ * loopOverhead measures the planner (runs of 1 text turn, runs of 49 tool turns + 1 text turn).
+ */
+async function runnerBaseline(quick, ours) {
+  let agents;
+  try {
+    agents = await import('@openai/agents-core');
+  } catch (error) {
+    return [{ name: `OpenAI Agents Runner not measured: ${error.message}`, value: 0, unit: 'n/a' }];
+  }
+  const { Agent, Runner, Usage, tool, setTracingDisabled } = agents;
+  setTracingDisabled(true);
+  const mathTool = tool({
+    name: 'math_calc',
+    description: 'Computes lhs op rhs.',
+    parameters: {
+      type: 'object',
+      properties: {
+        lhs: { type: 'number' },
+        rhs: { type: 'number' },
+        op: { type: 'string', enum: ['add', 'sub', 'mul', 'div'] },
+      },
+      required: ['lhs', 'rhs', 'op'],
+      additionalProperties: false,
+    },
+    strict: true,
+    execute: async ({ lhs, rhs, op }) => ({
+      value: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
+    }),
+  });
+  const runner = new Runner({ tracingDisabled: true });
+  const turns = 50;
+  const runs = quick ? 10 : 40;
+  const timeRuns = async (toolTurns) => {
+    const t0 = performance.now();
+    for (let i = 0; i < runs; i++) {
+      const model = new ScriptedAgentsModel(Usage, toolTurns);
+      const agent = new Agent({ name: 'bench', instructions: 'bench', model, tools: [mathTool] });
+      const result = await runner.run(agent, 'bench', { maxTurns: turns + 10 });
+      if (result.finalOutput !== 'ok') throw new Error(`Runner run ended with ${result.finalOutput}`);
+    }
+    return (performance.now() - t0) / runs;
+  };
+  await timeRuns(5);
+  const oneTurnMs = await timeRuns(0);
+  const toolRunMs = await timeRuns(turns - 1);
+  const perToolTurnUs = ((toolRunMs - oneTurnMs) / (turns - 1)) * 1000;
+  const runnerTurn = figure('OpenAI Agents Runner turn with 1 tool call', perToolTurnUs, 'us');
+  const runnerRun = figure('OpenAI Agents Runner run of 1 text turn', oneTurnMs * 1000, 'us');
+  const value = (name) => ours.find((f) => f.name === name)?.value;
+  return [
+    runnerTurn,
+    runnerRun,
+    figure(
+      'planner turn with 1 tool call vs OpenAI Agents Runner',
+      value('planner turn with 1 tool call (embedded)'),
+      'us',
+      runnerTurn,
+    ),
+    figure(
+      'run of 1 text turn (transcript saved) vs OpenAI Agents Runner',
+      value('run setup + teardown (1 text turn, transcript saved)'),
+      'us',
+      runnerRun,
+    ),
   ];
 }
 

@@ -213,6 +213,8 @@ describe('deploy/nats/nats.conf', () => {
       S.catalogSearch,
       `${S.prefix}.catalog.>`,
       S.artifactFetch,
+      S.catalogAvailability,
+      S.allPlannerHolds,
     ];
     const streams = new Set([
       RUNS_STREAM,

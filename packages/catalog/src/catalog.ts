@@ -93,6 +93,8 @@ type SearchRequest = z.output<typeof SearchRequestSchema>;
 
 /** How long a registration waits for its own write to come back through the bucket watch. */
 const ECHO_TIMEOUT_MS = 5000;
+/** How long the search index waits after the last registration change before it catches up (a search catches up first). */
+const INDEX_SETTLE_MS = 50;
 
 /**
  * The catalog actor: keeps the tools live workers serve (registration, heartbeats, expiry), decides their exposure,
@@ -114,6 +116,12 @@ export class Catalog {
   private readonly bucket: string;
   private readonly registry = new ToolRegistry();
   private readonly index: ToolIndex;
+  /**
+   * Index changes not applied yet (name -> spec to add, or null to remove): registering many tools only records
+   * them, and the index catches up shortly after the last change or before the next search.
+   */
+  private readonly unindexed = new Map<string, ToolSpec | null>();
+  private indexTimer: NodeJS.Timeout | undefined;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
   /** Per worker, the tools it says cannot run now (an MCP server reconnecting). */
@@ -186,6 +194,7 @@ export class Catalog {
     if (!this.started) return;
     this.started = false;
     clearTimeout(this.sweepTimer);
+    clearTimeout(this.indexTimer);
     this.stopStatus?.();
     this.stopStatus = undefined;
     const subs = this.subscriptions;
@@ -270,7 +279,7 @@ export class Catalog {
   }
 
   /** Applies one KV entry (from the watch, the snapshot or our own write); older revisions are ignored. */
-  private apply(entry: KvEntry): void {
+  private apply(entry: KvEntry, written?: WorkerRecord): void {
     const known = this.revisions.get(entry.key);
     if (known !== undefined && entry.revision <= known) return;
     this.revisions.set(entry.key, entry.revision);
@@ -278,7 +287,7 @@ export class Catalog {
     let affected: string[] = [];
     try {
       if (CatalogKeys.isWorker(entry.key)) {
-        const record = present ? parseWorkerRecord(entry.value) : undefined;
+        const record = present ? (written ?? parseWorkerRecord(entry.value)) : undefined;
         affected = this.registry.setWorker(entry.key, record, entry.revision);
         if (record !== undefined) this.seenAt.set(record.worker_id, Date.now());
       } else if (CatalogKeys.isBeat(entry.key)) {
@@ -301,13 +310,29 @@ export class Catalog {
     const current = this.live.get(name);
     if (tool === undefined) {
       if (current !== undefined) {
-        this.index.remove(name);
+        this.indexLater(name, null);
         this.live.delete(name);
       }
       return;
     }
-    if (current?.tool.hash !== tool.hash) this.index.add(tool.spec);
+    if (current?.tool.hash !== tool.hash) this.indexLater(name, tool.spec);
     this.live.set(name, { tool, loading: resolveToolLoading(name, tool.spec.loading, this.exposure) });
+  }
+
+  private indexLater(name: string, spec: ToolSpec | null): void {
+    this.unindexed.set(name, spec);
+    clearTimeout(this.indexTimer);
+    this.indexTimer = setTimeout(() => this.catchUpIndex(), INDEX_SETTLE_MS);
+    this.indexTimer.unref();
+  }
+
+  private catchUpIndex(): void {
+    clearTimeout(this.indexTimer);
+    for (const [name, spec] of this.unindexed) {
+      if (spec === null) this.index.remove(name);
+      else this.index.add(spec);
+    }
+    this.unindexed.clear();
   }
 
   private serveAll(): void {
@@ -438,7 +463,7 @@ export class Catalog {
       registered_at: registeredAt,
       tools: accepted,
     };
-    let revision = await this.write(key, record);
+    let revision = await this.write(key, record, record);
     await this.echoOf(revision);
     const lost = new Set<string>();
     for (const { hash, spec } of record.tools) {
@@ -449,7 +474,7 @@ export class Catalog {
     }
     if (lost.size > 0) {
       record = { ...record, tools: record.tools.filter((t) => !lost.has(t.hash)) };
-      revision = await this.write(key, record);
+      revision = await this.write(key, record, record);
     }
     for (const r of rejected)
       this.logger.warn(
@@ -507,10 +532,11 @@ export class Catalog {
     return { name: spec.name, error: toErrorPayload(error) };
   }
 
-  private async write(key: string, value: unknown): Promise<number> {
+  /** Writes a key and applies it at once (`record`: the worker record written, so it is not parsed back). */
+  private async write(key: string, value: unknown, record?: WorkerRecord): Promise<number> {
     const bytes = encodeJson(value);
     const revision = await this.store.put(key, bytes);
-    this.apply({ key, value: bytes, revision, operation: 'PUT' });
+    this.apply({ key, value: bytes, revision, operation: 'PUT' }, record);
     return revision;
   }
 
@@ -630,6 +656,7 @@ export class Catalog {
       if (!deferredOnly) return true;
       return live !== undefined && this.loadingOf(name, live.loading, request) === 'deferred';
     };
+    this.catchUpIndex();
     const results = this.index.search(request.query, { strategy, limit, filter });
     return { results, strategy, limit };
   }

@@ -1,11 +1,12 @@
 import {
   CatalogListReplySchema,
-  NatsBus,
   ServiceName,
+  openRunIntake,
   requestJson,
-  streamNames,
   subjects,
+  type Backend,
   type Bus,
+  type WorkQueue,
   createActorMetrics,
   setProcessMetrics,
   startMetricsServer,
@@ -21,7 +22,7 @@ export interface ActorMetricsHandle {
   readonly metrics: PrometheusActorMetrics;
   readonly server: MetricsServer;
   /** Adds the actor's polled gauges: intake lag for a planner, tools registered / available for the catalog. */
-  collectFrom(bus: Bus, prefix: string): void;
+  collectFrom(bus: Backend, prefix: string): void;
   close(): Promise<void>;
 }
 
@@ -32,13 +33,17 @@ export function actorKindOf(serviceName: string): ActorKind {
   return 'tool-worker';
 }
 
-function collectIntakeLag(metrics: PrometheusActorMetrics, bus: Bus, prefix: string): void {
-  if (!(bus instanceof NatsBus)) return;
+/** Intake lag: run requests in the durable intake that no planner has taken yet. */
+function collectIntakeLag(metrics: PrometheusActorMetrics, backend: Backend, prefix: string): void {
+  if (!backend.durable) return;
+  let intake: Promise<WorkQueue> | undefined;
   metrics.onCollect(async () => {
-    const jsm = await bus.jetstreamManager();
-    let pending = 0;
-    for await (const c of jsm.consumers.list(streamNames(prefix).runs)) pending += c.num_pending;
-    metrics.setIntakeLag(pending);
+    intake ??= openRunIntake(backend, prefix).catch((error: unknown) => {
+      intake = undefined;
+      throw error;
+    });
+    const consumers = await (await intake).consumers();
+    metrics.setIntakeLag(consumers.reduce((sum, c) => sum + c.pending, 0));
   });
 }
 

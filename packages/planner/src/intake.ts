@@ -59,7 +59,8 @@ export class RunIntake {
 
   /**
    * A run continued in this process from a checkpoint (a {@link RunSnapshot} handed to the checkpoint hook): the
-   * loop goes on from the snapshot's phase and its events continue after the snapshot's seq.
+   * loop goes on from the snapshot's phase and its events continue after the snapshot's seq, or after the last
+   * stored event when the event log holds later ones (events published after the checkpoint was taken).
    */
   async resume(snapshot: RunSnapshot, options: ExecuteOptions): Promise<RunResult> {
     const parsed = RunRequestSchema.safeParse(snapshot.request);
@@ -70,11 +71,13 @@ export class RunIntake {
         { retryable: false },
       );
     const { run_id: runId } = snapshot;
+    const lastStored = await this.deps.infra.lastStoredEvent(runId);
     const keeper = await claimRecord(this.deps.records(), {
       runId,
       plannerId: this.deps.plannerId,
       request: parsed.data,
       resume: structuredClone(snapshot),
+      lastStoredSeq: lastStored?.seq,
     });
     return this.deps.executor.run(parsed.data, runId, keeper, options);
   }

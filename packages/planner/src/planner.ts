@@ -19,7 +19,13 @@ import {
   type Subscription,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
-import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
+import {
+  DEFAULT_CHECKPOINT_TTL_MS,
+  DEFAULT_LEASE_MS,
+  DEFAULT_REDELIVER_MS,
+  type DurabilityOptions,
+} from './durable/lease.js';
+import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type PlannerInfra } from './durable/infra.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
@@ -92,6 +98,8 @@ export class Planner {
   private readonly intake: RunIntake;
   private readonly inflight = new Set<Promise<unknown>>();
   private readonly leaseMs: number;
+  private readonly redeliverMs: number;
+  private readonly presence: PlannerPresence;
   private readonly durable: boolean;
   private readyPromise: Promise<void> | undefined;
   private stores: Stores | undefined;
@@ -107,6 +115,11 @@ export class Planner {
     this.logger = (options.logger ?? silentLogger()).child({ planner_id: this.id });
     this.infra = plannerInfra(this.bus, this.prefix, this.logger);
     this.leaseMs = Math.max(1_000, options.durability?.leaseMs ?? DEFAULT_LEASE_MS);
+    this.redeliverMs = Math.min(
+      this.leaseMs,
+      Math.max(500, options.durability?.redeliverMs ?? DEFAULT_REDELIVER_MS),
+    );
+    this.presence = new PlannerPresence(this.bus, this.prefix, this.id, this.logger);
     this.durable = this.infra.durable && options.durability?.enabled !== false;
     const providers = options.providers ?? {};
     this.executor = new RunExecutor({
@@ -131,7 +144,7 @@ export class Planner {
       executor: this.executor,
       plannerId: this.id,
       logger: this.logger,
-      leaseMs: this.leaseMs,
+      leaseMs: this.redeliverMs,
       records: () => this.stores!.records,
       durable: () => this.durableDeps(),
     });
@@ -152,8 +165,8 @@ export class Planner {
   private durableDeps(): DurableDeps | undefined {
     const checkpoints = this.stores?.checkpoints;
     if (!this.durable || checkpoints === undefined) return undefined;
-    const { infra, id: plannerId, leaseMs, logger } = this;
-    return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger };
+    const { infra, id: plannerId, leaseMs, logger, presence } = this;
+    return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence };
   }
 
   private ready(): Promise<void> {
@@ -166,6 +179,7 @@ export class Planner {
         transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
       };
       this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
+      if (this.durable) this.presence.start();
     })();
     return this.readyPromise;
   }
@@ -184,7 +198,7 @@ export class Planner {
     });
     this.stopIntake = await this.infra.startIntake({
       slots: new Semaphore(this.options.maxConcurrentRuns ?? 256),
-      leaseMs: this.leaseMs,
+      leaseMs: this.redeliverMs,
       onDelivery: (delivery) => this.track(this.intake.deliver(delivery)),
     });
     this.logger.info({ prefix: this.prefix, bus: this.bus.kind }, 'planner started');
@@ -197,6 +211,7 @@ export class Planner {
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
+    this.presence.stop();
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');

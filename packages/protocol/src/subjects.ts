@@ -39,6 +39,10 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     artifactFetch: `${prefix}.artifacts.fetch`,
     /** Broadcast to every catalog replica: a worker's tools can (not) run now (an MCP server reconnecting). */
     catalogAvailability: `${prefix}.catalog.availability`,
+    /** Where a planner answers whether it still holds a run (its liveness signal for fast failover). */
+    plannerHolds: (plannerId: string) =>
+      `${prefix}.planners.${plannerId.replace(/[^A-Za-z0-9_-]/g, '_')}.holds`,
+    allPlannerHolds: `${prefix}.planners.*.holds`,
   };
 }
 export type Subjects = ReturnType<typeof subjects>;

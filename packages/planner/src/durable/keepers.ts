@@ -27,6 +27,8 @@ export async function claimRecord(
     streamSeq?: number | undefined;
     /** Continue from this checkpoint (the run id was claimed by the run that wrote it). */
     resume?: RunSnapshot | undefined;
+    /** The seq of the run's last stored event: a resumed run numbers its events after it (and the snapshot's). */
+    lastStoredSeq?: number | undefined;
   },
 ): Promise<RunKeeper> {
   const { resume } = fields;
@@ -52,7 +54,15 @@ export async function claimRecord(
     throw error;
   }
   return {
-    ...(resume === undefined ? {} : { resume: { snapshot: resume, lastSeq: resume.seq, earlier: [] } }),
+    ...(resume === undefined
+      ? {}
+      : {
+          resume: {
+            snapshot: resume,
+            lastSeq: Math.max(resume.seq, fields.lastStoredSeq ?? 0),
+            earlier: [],
+          },
+        }),
     checkpoints: (_flush, user) => ({ checkpoint: user }),
     attach: () => undefined,
     handedOff: false,

@@ -21,9 +21,17 @@ export interface DurabilityOptions {
   leaseMs?: number;
   /** How long checkpoints are kept in KV (default 24 h); a run resumed later starts over from its first turn. */
   checkpointTtlMs?: number;
+  /**
+   * How long a run request stays with a planner that stopped confirming it works on it (default 1 s, at most
+   * `leaseMs`): the intake's ack_wait. The planner confirms every third of it. A redelivered run is taken over at once
+   * when its planner is gone (its connection closed) and after the lease otherwise, so this bounds the failover
+   * after a crash without risking a takeover of a slow but live planner.
+   */
+  redeliverMs?: number;
 }
 
 export const DEFAULT_LEASE_MS = 10_000;
+export const DEFAULT_REDELIVER_MS = 1_000;
 export const DEFAULT_CHECKPOINT_TTL_MS = 24 * 3_600_000;
 /** How much earlier than its lease a planner gives a run up when renewals fail (clock skew, slow requests). */
 const SELF_FENCE_MARGIN_MS = 1_000;
@@ -47,6 +55,11 @@ export interface LeaseHolder {
   plannerId: string;
   leaseMs: number;
   log: Logger;
+  /**
+   * Whether the planner named in a live lease is gone or no longer holds the run (its liveness signal): then the
+   * run is taken over at once instead of after its lease. Without it a live lease is always waited out.
+   */
+  holderGone?: ((plannerId: string, runId: string) => Promise<boolean>) | undefined;
 }
 
 export type LeaseClaim =
@@ -108,7 +121,8 @@ export class RunLease {
     const { plannerId, leaseMs } = holder;
     for (let attempt = 1; ; attempt++) {
       const now = Date.now();
-      const entry = await records.get(base.run_id);
+      // a run is new far more often than not: try to create its record first, and read it only when it exists
+      const entry = attempt === 1 ? null : await records.get(base.run_id);
       try {
         if (entry === null) {
           const record = runRecord({ ...base, planner_id: plannerId, epoch: 1, lease_until: now + leaseMs });
@@ -123,7 +137,11 @@ export class RunLease {
         if (current.state === 'finished')
           return { kind: 'finished', record: current, revision: entry.revision };
         const leaseUntil = current.lease_until ?? 0;
-        if (leaseUntil > now && current.planner_id !== plannerId)
+        if (
+          leaseUntil > now &&
+          current.planner_id !== plannerId &&
+          !(await holder.holderGone?.(current.planner_id, base.run_id))
+        )
           return { kind: 'held', record: current, retryInMs: Math.min(leaseMs, leaseUntil - now) + 250 };
         const record: RunRecord = {
           ...current,
@@ -161,8 +179,10 @@ export class RunLease {
     this.timer = undefined;
   }
 
+  /** Called when ownership is lost (at once when it is lost already). */
   onLost(listener: (why: string) => void): void {
     this.lostListeners.add(listener);
+    if (this.lostReason !== undefined) listener(this.lostReason);
   }
 
   /** Called when `agentmesh runs cancel` marked the record (the cancel survives a takeover). */
@@ -175,6 +195,11 @@ export class RunLease {
   assertOwned(): void {
     this.checkExpiry();
     if (this.lostReason !== undefined) throw leaseLostError(this.runId, this.lostReason);
+  }
+
+  /** Gives the run up here (the planner lost its connection, so another one may take it over). */
+  fence(why: string): void {
+    this.markLost(why);
   }
 
   private checkExpiry(): void {

@@ -11,6 +11,7 @@ import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
 import type { PlannerInfra, Settlement } from './infra.js';
 import { leaseKeeper } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
+import type { PlannerPresence } from './presence.js';
 
 export interface DurableDeps {
   infra: PlannerInfra;
@@ -19,6 +20,8 @@ export interface DurableDeps {
   plannerId: string;
   leaseMs: number;
   logger: Logger;
+  /** This planner's liveness signal: which runs it holds, and whether another planner still holds one. */
+  presence?: PlannerPresence | undefined;
 }
 
 /**
@@ -31,6 +34,20 @@ export async function runDurably(
   request: RunRequest,
   ids: { runId: string; streamSeq: number },
   execute: (keeper: RunKeeper) => Promise<unknown>,
+): Promise<Settlement> {
+  const held = deps.presence?.claim(ids.runId);
+  try {
+    return await takeAndRun(deps, request, ids, { execute, attach: held?.attach });
+  } finally {
+    held?.release();
+  }
+}
+
+async function takeAndRun(
+  deps: DurableDeps,
+  request: RunRequest,
+  ids: { runId: string; streamSeq: number },
+  run: { execute: (keeper: RunKeeper) => Promise<unknown>; attach: ((lease: RunLease) => void) | undefined },
 ): Promise<Settlement> {
   const { runId, streamSeq } = ids;
   const log = deps.logger.child({ run_id: runId });
@@ -46,6 +63,7 @@ export async function runDurably(
       plannerId: deps.plannerId,
       leaseMs: deps.leaseMs,
       log,
+      holderGone: deps.presence && ((plannerId, id) => deps.presence!.holderGone(plannerId, id)),
     });
   } catch (error) {
     log.warn({ err: (error as Error).message }, 'run record unavailable; the run is redelivered later');
@@ -63,6 +81,8 @@ export async function runDurably(
     return { kind: 'nak', delayMs: claim.retryInMs };
   }
   const lease = claim.lease;
+  run.attach?.(lease);
+  if (lease.lost) return { kind: 'leave' };
   try {
     const resume = claim.previous === undefined ? fresh() : await readResume(deps, lease, log);
     if (resume === 'finished') return { kind: 'ack' };
@@ -78,7 +98,7 @@ export async function runDurably(
       );
     const writer = new CheckpointWriter(deps.checkpoints, lease, resume.revision, log);
     lease.start();
-    await execute(leaseKeeper({ lease, writer, log, ...resume }));
+    await run.execute(leaseKeeper({ lease, writer, log, ...resume }));
     return lease.lost ? { kind: 'leave' } : { kind: 'ack' };
   } catch (error) {
     log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');

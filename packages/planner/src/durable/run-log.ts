@@ -1,0 +1,155 @@
+import {
+  AgentMeshError,
+  ErrorCode,
+  RunEventSchema,
+  TERMINAL_EVENT_TYPES,
+  encodeJson,
+  retry,
+  subjects as buildSubjects,
+  validate,
+  type Backend,
+  type EventLog,
+  type Logger,
+  type LoggedEvent,
+  type RunEvent,
+} from '@agentmesh/protocol';
+
+export interface EventPublisher {
+  publish: (e: RunEvent) => void;
+  flush: () => Promise<void>;
+  /** Drops what is queued and publishes nothing more. */
+  close: () => void;
+}
+
+const dec = new TextDecoder();
+
+function parseEvent(e: LoggedEvent): RunEvent {
+  return RunEventSchema.parse(JSON.parse(dec.decode(e.data)));
+}
+
+/** A publisher for a backend without an event log that outlives the process: plain bus messages. */
+export function busPublisher(backend: Backend, prefix: string, runId: string): EventPublisher {
+  const subject = buildSubjects(prefix).runEvents(runId);
+  return {
+    publish: (e) => backend.publish(subject, encodeJson(e)),
+    flush: async () => undefined,
+    close: () => undefined,
+  };
+}
+
+/**
+ * Appends each event to the run's event log as event `seq`, one at a time and in order, retried until stored: the log
+ * holds a gapless prefix of the run's events even across a server restart. A `conflict` (the log holds another event
+ * at that seq: another planner writes the run now) closes the publisher: a fenced planner never writes again.
+ */
+export function logPublisher(
+  log: () => Promise<EventLog>,
+  options: { prefix: string; runId: string; logger: Logger },
+): EventPublisher {
+  const { runId, logger } = options;
+  const subject = buildSubjects(options.prefix).runEvents(runId);
+  const queue: RunEvent[] = [];
+  const closed = new AbortController();
+  let pumping: Promise<void> | undefined;
+  const appendOne = (e: RunEvent) =>
+    retry(async () => (await log()).append(subject, e.seq, encodeJson(e)), {
+      attempts: 120,
+      baseMs: 50,
+      capMs: 1_000,
+      signal: closed.signal,
+      retryable: (error) => error.code !== ErrorCode.Conflict,
+      onRetry: (error, attempt) => {
+        if (attempt === 1 || attempt % 10 === 0)
+          logger.warn(
+            { run_id: runId, seq: e.seq, attempt, err: error.message },
+            'event append failed; retrying',
+          );
+      },
+    }).catch((error: unknown) => {
+      if (closed.signal.aborted) return;
+      const conflict = (error as AgentMeshError).code === ErrorCode.Conflict;
+      logger.error(
+        { run_id: runId, seq: e.seq, err: (error as Error).message },
+        conflict
+          ? 'event refused: the log has another event at this seq; publishing no more'
+          : 'event not stored: giving up',
+      );
+      if (conflict) close();
+    });
+  const pump = async () => {
+    while (queue.length > 0 && !closed.signal.aborted) {
+      await appendOne(queue[0]!);
+      queue.shift();
+    }
+  };
+  const start = () => {
+    pumping ??= pump().finally(() => {
+      pumping = undefined;
+      if (queue.length > 0 && !closed.signal.aborted) start();
+    });
+  };
+  const close = () => {
+    closed.abort();
+    queue.length = 0;
+  };
+  return {
+    publish: (e) => {
+      if (closed.signal.aborted) return;
+      queue.push(e);
+      start();
+    },
+    flush: async () => {
+      while (pumping !== undefined) await pumping;
+    },
+    close,
+  };
+}
+
+/** The last stored event of a run, or undefined. */
+export async function lastLoggedEvent(log: EventLog, subject: string): Promise<RunEvent | undefined> {
+  const last = await log.last(subject);
+  return last === undefined ? undefined : parseEvent(last);
+}
+
+/** Every stored event of a run, in seq order. */
+export async function loggedEvents(
+  log: EventLog,
+  subject: string,
+  signal?: AbortSignal,
+): Promise<RunEvent[]> {
+  const stored = await log.replay(subject, signal === undefined ? {} : { signal });
+  return stored.map(parseEvent);
+}
+
+/** Follows a run's stored and live events until its final event, which it returns. */
+export async function followLoggedRun(
+  log: EventLog,
+  subject: string,
+  options: {
+    runId: string;
+    onEvent?: ((event: RunEvent) => void) | undefined;
+    signal?: AbortSignal | undefined;
+  },
+): Promise<RunEvent> {
+  let settle!: { resolve: (e: RunEvent) => void; reject: (e: Error) => void };
+  const final = new Promise<RunEvent>((resolve, reject) => (settle = { resolve, reject }));
+  const follower = await log.follow(subject, (stored) => {
+    try {
+      const event = validate(RunEventSchema, JSON.parse(dec.decode(stored.data)), 'run event');
+      options.onEvent?.(event);
+      if (TERMINAL_EVENT_TYPES.has(event.type)) settle.resolve(event);
+    } catch (error) {
+      settle.reject(error as Error);
+    }
+  });
+  const onAbort = () =>
+    settle.reject(new AgentMeshError(ErrorCode.Cancelled, `stopped following run ${options.runId}`));
+  if (options.signal?.aborted) onAbort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await final;
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    await follower.stop();
+  }
+}
