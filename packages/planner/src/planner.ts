@@ -136,7 +136,7 @@ export class Planner {
       catalogRetryMs: options.catalogRetryMs,
       checkpoint: options.checkpoint,
       active: this.active,
-      publisher: (runId) => this.infra.eventPublisher(runId),
+      publisher: (runId, options) => this.infra.eventPublisher(runId, options),
       transcripts: () => this.stores?.transcripts,
     });
     this.intake = new RunIntake({

@@ -89,7 +89,7 @@ export interface PlannerInfra {
   transcripts(): Promise<BlobStore>;
   /** Starts taking run requests; the returned function stops taking them. */
   startIntake(options: IntakeOptions): Promise<() => Promise<void>>;
-  eventPublisher(runId: string): EventPublisher;
+  eventPublisher(runId: string, options?: { onConflict?: () => void }): EventPublisher;
   lastStoredEvent(runId: string): Promise<RunEvent | undefined>;
   readRunEvents(runId: string): Promise<RunEvent[]>;
 }
@@ -121,8 +121,10 @@ export function plannerInfra(backend: Backend, prefix: string, logger: Logger): 
     transcripts: () => openTranscriptStore(backend, prefix),
     startIntake: async (options) =>
       durable ? startQueueIntake(await intake(), logger, options) : startBusIntake(backend, prefix, options),
-    eventPublisher: (runId) =>
-      durable ? logPublisher(log, { prefix, runId, logger }) : busPublisher(backend, prefix, runId),
+    eventPublisher: (runId, options) =>
+      durable
+        ? logPublisher(log, { prefix, runId, logger, onConflict: options?.onConflict })
+        : busPublisher(backend, prefix, runId),
     lastStoredEvent: async (runId) => (durable ? lastLoggedEvent(await log(), subject(runId)) : undefined),
     readRunEvents: async (runId) => (durable ? loggedEvents(await log(), subject(runId)) : []),
   };

@@ -116,6 +116,7 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
     get handedOff() {
       return lease.lost;
     },
+    giveUp: (why) => lease.fence(why),
     finish: async (status, endedAt) => {
       try {
         await lease.finish({ status, finished_at: endedAt });

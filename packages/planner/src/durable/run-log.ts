@@ -40,11 +40,12 @@ export function busPublisher(backend: Backend, prefix: string, runId: string): E
 /**
  * Appends each event to the run's event log as event `seq`, one at a time and in order, retried until stored: the log
  * holds a gapless prefix of the run's events even across a server restart. A `conflict` (the log holds another event
- * at that seq: another planner writes the run now) closes the publisher: a fenced planner never writes again.
+ * at that seq: another planner wrote the run, or a stale write of a fenced one landed late) closes the publisher and
+ * calls `onConflict`, so the run is handed over rather than finished with events missing from its log.
  */
 export function logPublisher(
   log: () => Promise<EventLog>,
-  options: { prefix: string; runId: string; logger: Logger },
+  options: { prefix: string; runId: string; logger: Logger; onConflict?: (() => void) | undefined },
 ): EventPublisher {
   const { runId, logger } = options;
   const subject = buildSubjects(options.prefix).runEvents(runId);
@@ -74,7 +75,9 @@ export function logPublisher(
           ? 'event refused: the log has another event at this seq; publishing no more'
           : 'event not stored: giving up',
       );
-      if (conflict) close();
+      if (!conflict) return;
+      close();
+      options.onConflict?.();
     });
   const pump = async () => {
     while (queue.length > 0 && !closed.signal.aborted) {

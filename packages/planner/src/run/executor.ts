@@ -68,6 +68,8 @@ export interface RunKeeper {
   attach(handle: RunHandle): void;
   /** True when the run now belongs to another planner (then it is not finalized here). */
   readonly handedOff: boolean;
+  /** Hands the run over without finishing it here (durable runs: another planner resumes it). */
+  giveUp?(why: string): void;
   finish(status: string, endedAt: string): Promise<void>;
 }
 
@@ -85,7 +87,7 @@ export interface ExecutorConfig {
   catalogRetryMs: number | undefined;
   checkpoint: CheckpointHook | undefined;
   active: ActiveRuns;
-  publisher: (runId: string) => EventPublisher;
+  publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
   transcripts: () => BlobStore | undefined;
 }
 
@@ -116,7 +118,12 @@ export class RunExecutor {
   ): Promise<RunResult> {
     const started = performance.now();
     const log = this.config.logger.child({ run_id: runId });
-    const publisher = this.config.publisher(runId);
+    const publisher = this.config.publisher(runId, {
+      onConflict: () =>
+        keeper.giveUp?.(
+          'the event log holds another event at a seq this planner wrote: handing the run over',
+        ),
+    });
     const resume = keeper.resume;
     const sink = new RunEventSink(runId, publisher.publish, {
       onEvent: options.onEvent,
