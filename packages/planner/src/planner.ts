@@ -31,6 +31,8 @@ import {
   type ProviderSettings,
 } from './providers/index.js';
 import { ActiveRuns } from './run/active-runs.js';
+import { ApprovalStore } from './hitl/approval-store.js';
+import { serveApprovals } from './hitl/approval-service.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './run-state.js';
@@ -66,9 +68,16 @@ export interface PlannerOptions {
    * checkpointed to KV after every model turn and tool result, so another planner resumes it if this one dies.
    */
   durability?: DurabilityOptions & { enabled?: boolean };
+  /**
+   * Calls that need approval (`defaults.approvals`, a tool's `needs_confirmation`, a run's `approvals`) wait for a
+   * decision on `runs.<run_id>.approve`, kept in the approvals bucket. Default: on with a durable (NATS) intake, off
+   * on the in-process bus (embedded runs ask on the terminal instead).
+   */
+  approvals?: boolean;
 }
 
 interface Stores {
+  approvals: ApprovalStore | undefined;
   records: KvStore;
   checkpoints: KvStore | undefined;
   transcripts: BlobStore | undefined;
@@ -96,6 +105,7 @@ export class Planner {
   private readyPromise: Promise<void> | undefined;
   private stores: Stores | undefined;
   private cancelSub: Subscription | undefined;
+  private approvalSub: Subscription | undefined;
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -125,6 +135,7 @@ export class Planner {
       active: this.active,
       publisher: (runId) => this.infra.eventPublisher(runId),
       transcripts: () => this.stores?.transcripts,
+      approvals: () => this.stores?.approvals,
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -164,8 +175,20 @@ export class Planner {
         records: await this.infra.runRecords(),
         checkpoints: this.durable ? await this.infra.checkpoints(ttl) : undefined,
         transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
+        approvals:
+          (this.options.approvals ?? this.infra.durable)
+            ? new ApprovalStore(await this.infra.approvals())
+            : undefined,
       };
       this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
+      if (this.stores.approvals !== undefined)
+        this.approvalSub = serveApprovals({
+          bus: this.bus,
+          prefix: this.prefix,
+          store: this.stores.approvals,
+          records: this.stores.records,
+          logger: this.logger,
+        });
     })();
     return this.readyPromise;
   }
@@ -197,6 +220,8 @@ export class Planner {
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
+    this.approvalSub?.unsubscribe();
+    this.approvalSub = undefined;
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');

@@ -74,6 +74,15 @@ export function openTranscriptStore(bus: Backend, prefix: string = DEFAULT_PREFI
   return openBlobStore(bus, transcriptsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
+/** The KV bucket of approvals, pending and decided (`agentmesh_approvals` for the default prefix). */
+export function approvalsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_approvals`;
+}
+
+export function openApprovals(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return openKv(bus, approvalsBucket(prefix), { ttlMs: WEEK_MS });
+}
+
 export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
   return openKv(bus, checkpointsBucket(prefix), { ttlMs });
 }
@@ -119,6 +128,8 @@ export interface PlannerInfra {
   runRecords(): Promise<KvStore>;
   checkpoints(ttlMs: number): Promise<KvStore>;
   transcripts(): Promise<BlobStore>;
+  /** The approvals bucket (pending and decided approvals of every run). */
+  approvals(): Promise<KvStore>;
   /** Starts taking run requests; the returned function stops taking them. */
   startIntake(options: IntakeOptions): Promise<() => Promise<void>>;
   eventPublisher(runId: string): EventPublisher;
@@ -136,6 +147,7 @@ export function plannerInfra(bus: Backend, prefix: string, logger: Logger): Plan
     runRecords: () => openRunRecords(bus, prefix),
     checkpoints: (ttlMs) => openCheckpoints(bus, prefix, ttlMs),
     transcripts: () => openTranscriptStore(bus, prefix),
+    approvals: () => openApprovals(bus, prefix),
     startIntake: (options) =>
       nats ? startJetStreamIntake(nats, prefix, logger, options) : startMemoryIntake(bus, prefix, options),
     eventPublisher: (runId) =>

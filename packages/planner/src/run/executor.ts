@@ -7,12 +7,15 @@ import {
   type RunEvent,
   type RunEventOf,
   type RunRequest,
+  type RunWaiting,
   type Subjects,
   type Bus,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
+import { approvalPolicy } from '../hitl/approval-policy.js';
+import type { ApprovalStore } from '../hitl/approval-store.js';
 import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
@@ -29,6 +32,7 @@ import { saveTranscript } from '../transcript.js';
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
+import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
@@ -69,6 +73,8 @@ export interface RunKeeper {
   /** True when the run now belongs to another planner (then it is not finalized here). */
   readonly handedOff: boolean;
   finish(status: string, endedAt: string): Promise<void>;
+  /** Records in the run record how the run waits (`awaiting_approval`, `paused`), or that it no longer does. */
+  setWaiting?(waiting: RunWaiting | undefined): Promise<void>;
 }
 
 export interface ExecutorConfig {
@@ -87,6 +93,8 @@ export interface ExecutorConfig {
   active: ActiveRuns;
   publisher: (runId: string) => EventPublisher;
   transcripts: () => BlobStore | undefined;
+  /** The approval store when calls may wait for a human decision (undefined: no approvals). */
+  approvals?: () => ApprovalStore | undefined;
 }
 
 interface RunIo {
@@ -292,6 +300,25 @@ export class RunExecutor {
       nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
       scope: settings.scope,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
+      hitl: this.hitl(io),
+    };
+  }
+
+  private hitl(io: RunIo): RunHitl | undefined {
+    const store = this.config.approvals?.();
+    if (store === undefined) return undefined;
+    const keeper = io.keeper;
+    const setWaiting = async (waiting: RunWaiting | undefined) => {
+      try {
+        await keeper.setWaiting?.(waiting);
+      } catch (error) {
+        io.log.warn({ err: (error as Error).message, waiting }, 'could not record the waiting state');
+      }
+    };
+    return {
+      store,
+      policy: approvalPolicy(this.config.defaults.approvals, io.request.approvals),
+      waits: new WaitingState(setWaiting),
     };
   }
 

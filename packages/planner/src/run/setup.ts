@@ -5,6 +5,7 @@ import {
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
 import type { CapabilityTable } from '../capabilities.js';
+import type { ApprovalConfig } from '../hitl/approval-policy.js';
 import type { SearchMode } from '../exposure.js';
 import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
@@ -37,6 +38,8 @@ export interface PlannerDefaults {
   /** The message sent after a turn with neither a tool call nor an answer. */
   nudge?: string;
   loop_detect?: Partial<LoopThresholds>;
+  /** Which calls wait for a human decision (`approvals:` in agentmesh.yaml); a run request can add to it. */
+  approvals?: ApprovalConfig;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
