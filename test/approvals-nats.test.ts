@@ -16,6 +16,7 @@ import {
 } from '@agentmesh/planner';
 import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
+import { cleanEnv, runAgentmesh } from './helpers/cli.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('ap');
@@ -196,5 +197,35 @@ describe('approvals over NATS', () => {
     });
     expect(all.find((e) => e.type === 'tool.failed')).toMatchObject({ error: { code: 'approval_denied' } });
     expect(calcCalls('ap-nats-timeout')).toBe(0);
+  });
+
+  it('the CLI: runs pending lists it, runs show says awaiting_approval, runs deny decides it once', async () => {
+    const cli = (args: string[]) =>
+      runAgentmesh(['runs', ...args, '--nats', natsUrl, '--prefix', prefix], { env: cleanEnv() });
+    await submit('ap-nats-cli');
+    const req = await requested('ap-nats-cli');
+    await until('awaiting_approval', async () =>
+      (await readRunRecord(client, 'ap-nats-cli', { prefix }))?.waiting === 'awaiting_approval'
+        ? true
+        : undefined,
+    );
+    const pending = await cli(['pending']);
+    expect(pending.code).toBe(0);
+    expect(pending.stdout).toMatch(new RegExp(`ap-nats-cli\\s+${req.approval_id}\\s+math\\.calc`));
+    const show = await cli(['show', 'ap-nats-cli']);
+    expect(show.stdout).toContain('(awaiting_approval)');
+    const deny = await cli(['deny', 'ap-nats-cli', req.approval_id, '--reason', 'not today']);
+    expect(deny).toMatchObject({ code: 0 });
+    expect(deny.stdout).toContain(`denied ${req.approval_id} of run ap-nats-cli`);
+    const final = await finalOf('ap-nats-cli');
+    expect(final).toMatchObject({ status: 'done' });
+    const failed = (await events('ap-nats-cli')).find((e) => e.type === 'tool.failed');
+    expect(failed?.type === 'tool.failed' && failed.error.message).toContain('not today');
+    const again = await cli(['approve', 'ap-nats-cli', req.approval_id]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/run_finished|already_decided/);
+    const unknown = await cli(['approve', 'ap-nats-cli']);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain('needs a run id and an approval id');
   });
 });

@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline/promises';
 import { MemoryBus, type Logger } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
 import { McpToolSource, ToolWorker } from '@agentmesh/tool-worker';
@@ -6,6 +5,7 @@ import { Planner } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 import type { Io } from './context.js';
 import { plannerOptions } from './planner-options.js';
+import { PromptQueue } from './prompt-queue.js';
 import { packTools, selectTools, type KnownTools } from './tools.js';
 
 export interface EmbeddedOptions {
@@ -15,9 +15,16 @@ export interface EmbeddedOptions {
   baseUrl?: string | undefined;
   tools?: string[] | undefined;
   io?: Io;
-  /** Ask on the terminal before a tool that writes runs. */
+  /** Ask on the terminal before a tool that writes runs (one prompt per call, each with its own answer). */
   askBeforeWrites?: boolean;
+  /** Deny every tool that writes or runs commands (no terminal to ask on and no --yes). */
+  denyWrites?: boolean;
 }
+
+/** Why a write is denied when there is no terminal to ask on. */
+export const NO_TERMINAL_DENIAL =
+  'no terminal to ask for approval on: run again with --yes to approve writes and commands, or run over NATS ' +
+  '(agentmesh run --nats URL) and decide with "agentmesh runs approve RUN_ID APPROVAL_ID"';
 
 export interface EmbeddedMesh {
   bus: MemoryBus;
@@ -34,18 +41,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const { config, logger } = options;
   const bus = new MemoryBus({ logger });
   const io = options.io;
-  const confirm =
-    options.askBeforeWrites && io
-      ? async (request: { tool: string; summary: string }) => {
-          const rl = createInterface({ input: io.stdin });
-          try {
-            io.stderr.write(`${request.tool} wants to ${request.summary}. Allow? [y/N] `);
-            const answer = await rl.question('');
-            return /^y(es)?$/i.test(answer.trim());
-          } finally {
-            rl.close();
-          }
-        }
+  const prompts = options.askBeforeWrites && io ? new PromptQueue(io.stdin, io.stderr) : undefined;
+  const confirm = prompts
+    ? (request: { tool: string; summary: string }) =>
+        prompts.confirm(`${request.tool} wants to ${request.summary}. Allow?`)
+    : options.denyWrites
+      ? () => Promise.reject(new Error(NO_TERMINAL_DENIAL))
       : undefined;
   const catalog = new Catalog({
     bus,
@@ -87,6 +88,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     stop: async () => {
       await planner.drain();
       await worker.drain();
+      prompts?.close();
       await selected.close();
       await mcp?.close();
       await catalog.stop();

@@ -5,10 +5,17 @@ import {
   publishJson,
   subjects,
   validate,
+  type Backend,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { checkProviderConfig, followRun, readScriptFile, submitRun } from '@agentmesh/planner';
+import {
+  checkProviderConfig,
+  followRun,
+  readScriptFile,
+  sendApprovalDecision,
+  submitRun,
+} from '@agentmesh/planner';
 import { plannerOptions } from '../planner-options.js';
 import {
   ACTOR_FLAGS,
@@ -21,6 +28,7 @@ import {
 } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { startEmbedded } from '../embedded.js';
+import { PromptQueue } from '../prompt-queue.js';
 import { createHumanRenderer, runWarning } from '../render.js';
 import { resolveToolEntries } from '../tools.js';
 import { checkFleetTools, checkRunStream, expandPacks } from './run-nats.js';
@@ -87,8 +95,8 @@ export const runSpec: CommandSpec = {
     yes: {
       type: 'boolean',
       short: 'y',
-      description: 'do not ask before tools that write',
-      only: EMBEDDED_ONLY('embedded runs; on NATS the workers decide (approvals)'),
+      description:
+        'approve every call that needs approval (tools that write or run commands, approvals: in the configuration) instead of asking',
     },
   },
 };
@@ -178,8 +186,8 @@ async function runEmbedded(
 ): Promise<RunEvent> {
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   checkProviderConfig(plannerOptions(ctx.config, baseUrl).providers, request);
-  const interactive =
-    Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY) && ctx.args.values['yes'] !== true;
+  const yes = ctx.args.values['yes'] === true;
+  const interactive = !yes && isTerminal(ctx);
   const mesh = await startEmbedded({
     config: ctx.config,
     logger: ctx.logger,
@@ -187,6 +195,7 @@ async function runEmbedded(
     baseUrl,
     io: ctx.io,
     askBeforeWrites: interactive,
+    denyWrites: !yes && !interactive,
   });
   const controller = new AbortController();
   const onSignal = () => controller.abort(new Error('interrupted'));
@@ -221,6 +230,7 @@ async function runOverNats(
     if (request.tools) request.tools = expandPacks(request.tools);
     await checkFleetTools(bus, ctx, out.warn);
     const { run_id: runId, duplicate } = await submitRun(bus, request, { prefix: ctx.prefix });
+    const approvals = natsApprovals(ctx, bus, runId);
     if (duplicate) ctx.io.stderr.write(`run ${runId} was submitted before: following its events\n`);
     let accepted = false;
     const waiting = setTimeout(() => {
@@ -240,13 +250,60 @@ async function runOverNats(
         onEvent: (event) => {
           accepted = true;
           out.render(event);
+          approvals.onEvent(event);
         },
       });
     } finally {
+      approvals.close();
       clearTimeout(waiting);
       process.off('SIGINT', onSignal);
     }
   } finally {
     await bus.close();
   }
+}
+
+function isTerminal(ctx: CommandContext): boolean {
+  return Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY);
+}
+
+/**
+ * Approvals of a run followed over NATS: asked on a TTY (one prompt per call), approved with --yes, otherwise left
+ * pending with a hint naming `agentmesh runs approve`.
+ */
+function natsApprovals(ctx: CommandContext, bus: Backend, runId: string) {
+  const yes = ctx.args.values['yes'] === true;
+  const prompts = !yes && isTerminal(ctx) ? new PromptQueue(ctx.io.stdin, ctx.io.stderr) : undefined;
+  const by = `cli:${process.env['USER'] ?? 'user'}`;
+  const decide = async (approvalId: string, approve: boolean) => {
+    try {
+      await sendApprovalDecision(
+        bus,
+        runId,
+        {
+          approval_id: approvalId,
+          decision: approve ? 'approve' : 'deny',
+          by,
+          ...(approve ? {} : { reason: 'declined on the terminal' }),
+        },
+        { prefix: ctx.prefix },
+      );
+    } catch (error) {
+      ctx.io.stderr.write(`agentmesh run: approval ${approvalId}: ${(error as Error).message}\n`);
+    }
+  };
+  return {
+    onEvent(event: RunEvent): void {
+      if (event.type !== 'approval.requested') return;
+      if (yes) void decide(event.approval_id, true);
+      else if (prompts)
+        void prompts.confirm(`${event.summary}. Allow?`).then((ok) => decide(event.approval_id, ok));
+      else
+        ctx.io.stderr.write(
+          `run ${runId} waits for approval ${event.approval_id} (${event.summary}): ` +
+            `agentmesh runs approve ${runId} ${event.approval_id}, or deny it with agentmesh runs deny; --yes approves all\n`,
+        );
+    },
+    close: () => prompts?.close(),
+  };
 }
