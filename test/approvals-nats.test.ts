@@ -9,9 +9,11 @@ import {
   Planner,
   approvalsBucket,
   checkpointsBucket,
+  controlsBucket,
   readRunEvents,
   readRunRecord,
   sendApprovalDecision,
+  sendRunControl,
   submitRun,
 } from '@agentmesh/planner';
 import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
@@ -92,7 +94,7 @@ afterAll(async () => {
   for (const p of planners) await p.drain().catch(() => undefined);
   mesh.stop();
   const jsm = await client.jetstreamManager();
-  for (const bucket of [checkpointsBucket(prefix), approvalsBucket(prefix)])
+  for (const bucket of [checkpointsBucket(prefix), approvalsBucket(prefix), controlsBucket(prefix)])
     await jsm.streams.delete(`KV_${bucket}`).catch(() => undefined);
   await dropPrefix(client, prefix);
   for (const b of buses) await b.close().catch(() => undefined);
@@ -227,5 +229,34 @@ describe('approvals over NATS', () => {
     const unknown = await cli(['approve', 'ap-nats-cli']);
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toContain('needs a run id and an approval id');
+  });
+
+  it('pause, input and resume are durable: made while the holding planner is dead, applied once by the next', async () => {
+    for (const p of planners) await p.drain();
+    const a = await startPlanner('ctl-planner-a');
+    const cli = (args: string[]) =>
+      runAgentmesh(['runs', ...args, '--nats', natsUrl, '--prefix', prefix], { env: cleanEnv() });
+    await sendRunControl(client, 'ctl-nats', { kind: 'pause' }, { prefix });
+    await submitRun(client, { id: 'ctl-nats', task: 'wait for me', script: [{ text: 'ok' }] }, { prefix });
+    await until('run.paused', async () => (await events('ctl-nats')).find((e) => e.type === 'run.paused'));
+    await until('paused in the run record', async () =>
+      (await readRunRecord(client, 'ctl-nats', { prefix }))?.waiting === 'paused' ? true : undefined,
+    );
+    await a.bus.close();
+    await startPlanner('ctl-planner-b');
+    const input = await cli(['input', 'ctl-nats', 'please also be brief']);
+    expect(input).toMatchObject({ code: 0 });
+    expect((await cli(['resume', 'ctl-nats'])).code).toBe(0);
+    expect(await finalOf('ctl-nats')).toMatchObject({ status: 'done' });
+    const all = await events('ctl-nats');
+    expect(all.filter((e) => e.type === 'run.input')).toEqual([
+      expect.objectContaining({ text: 'please also be brief' }),
+    ]);
+    const types = all.map((e) => e.type);
+    expect(types.indexOf('run.resumed')).toBeGreaterThan(types.indexOf('run.paused'));
+    expect(types.indexOf('llm.request')).toBeGreaterThan(types.indexOf('run.input'));
+    const late = await cli(['input', 'ctl-nats', 'too late']);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toContain('run_finished');
   });
 });

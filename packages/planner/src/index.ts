@@ -82,3 +82,5 @@ export { approvalPolicy, approvalReason, type ApprovalConfig } from './hitl/appr
 export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
 export { APPROVAL_DENIED } from './run/approval-gate.js';
 export { openApprovals, approvalsBucket } from './durable/infra.js';
+export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
+export { openRunControls, controlsBucket } from './durable/infra.js';

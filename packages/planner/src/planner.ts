@@ -33,6 +33,7 @@ import {
 import { ActiveRuns } from './run/active-runs.js';
 import { ApprovalStore } from './hitl/approval-store.js';
 import { serveApprovals } from './hitl/approval-service.js';
+import { RunControlStore, serveRunControls } from './hitl/run-controls.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './run-state.js';
@@ -71,13 +72,15 @@ export interface PlannerOptions {
   /**
    * Calls that need approval (`defaults.approvals`, a tool's `needs_confirmation`, a run's `approvals`) wait for a
    * decision on `runs.<run_id>.approve`, kept in the approvals bucket. Default: on with a durable (NATS) intake, off
-   * on the in-process bus (embedded runs ask on the terminal instead).
+   * on the in-process bus (embedded runs ask on the terminal instead). The same switch turns on input and
+   * pause/resume (`runs.<run_id>.input|pause|resume`, kept in the controls bucket until applied).
    */
   approvals?: boolean;
 }
 
 interface Stores {
   approvals: ApprovalStore | undefined;
+  controls: RunControlStore | undefined;
   records: KvStore;
   checkpoints: KvStore | undefined;
   transcripts: BlobStore | undefined;
@@ -106,6 +109,7 @@ export class Planner {
   private stores: Stores | undefined;
   private cancelSub: Subscription | undefined;
   private approvalSub: Subscription | undefined;
+  private controlSubs: Subscription[] = [];
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -136,6 +140,7 @@ export class Planner {
       publisher: (runId) => this.infra.eventPublisher(runId),
       transcripts: () => this.stores?.transcripts,
       approvals: () => this.stores?.approvals,
+      controls: () => this.stores?.controls,
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -167,6 +172,14 @@ export class Planner {
     return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger };
   }
 
+  private async hitlStores(): Promise<Pick<Stores, 'approvals' | 'controls'>> {
+    if (!(this.options.approvals ?? this.infra.durable)) return { approvals: undefined, controls: undefined };
+    return {
+      approvals: new ApprovalStore(await this.infra.approvals()),
+      controls: new RunControlStore(await this.infra.controls()),
+    };
+  }
+
   private ready(): Promise<void> {
     this.readyPromise ??= (async () => {
       await this.infra.prepare();
@@ -175,10 +188,7 @@ export class Planner {
         records: await this.infra.runRecords(),
         checkpoints: this.durable ? await this.infra.checkpoints(ttl) : undefined,
         transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
-        approvals:
-          (this.options.approvals ?? this.infra.durable)
-            ? new ApprovalStore(await this.infra.approvals())
-            : undefined,
+        ...(await this.hitlStores()),
       };
       this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
       if (this.stores.approvals !== undefined)
@@ -186,6 +196,14 @@ export class Planner {
           bus: this.bus,
           prefix: this.prefix,
           store: this.stores.approvals,
+          records: this.stores.records,
+          logger: this.logger,
+        });
+      if (this.stores.controls !== undefined)
+        this.controlSubs = serveRunControls({
+          bus: this.bus,
+          prefix: this.prefix,
+          store: this.stores.controls,
           records: this.stores.records,
           logger: this.logger,
         });
@@ -222,6 +240,7 @@ export class Planner {
     this.cancelSub = undefined;
     this.approvalSub?.unsubscribe();
     this.approvalSub = undefined;
+    for (const sub of this.controlSubs.splice(0)) sub.unsubscribe();
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');

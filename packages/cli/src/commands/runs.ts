@@ -9,10 +9,11 @@ export const runsSpec: CommandSpec = {
   name: 'runs',
   usage:
     'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
-    'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT]',
+    'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
+    'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID',
   summary:
     'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
-    'lists the approvals waiting across the fleet, or approves or denies one.',
+    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, or pauses and resumes it between turns.',
   flags: {
     ...CONNECTION_FLAGS,
     state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },

@@ -83,6 +83,15 @@ export function openApprovals(bus: Backend, prefix: string = DEFAULT_PREFIX): Pr
   return openKv(bus, approvalsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
+/** The KV bucket of input and pause requests waiting for their runs (`agentmesh_controls`). */
+export function controlsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_controls`;
+}
+
+export function openRunControls(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return openKv(bus, controlsBucket(prefix), { ttlMs: WEEK_MS });
+}
+
 export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
   return openKv(bus, checkpointsBucket(prefix), { ttlMs });
 }
@@ -130,6 +139,8 @@ export interface PlannerInfra {
   transcripts(): Promise<BlobStore>;
   /** The approvals bucket (pending and decided approvals of every run). */
   approvals(): Promise<KvStore>;
+  /** The controls bucket (input and pause requests of every run). */
+  controls(): Promise<KvStore>;
   /** Starts taking run requests; the returned function stops taking them. */
   startIntake(options: IntakeOptions): Promise<() => Promise<void>>;
   eventPublisher(runId: string): EventPublisher;
@@ -148,6 +159,7 @@ export function plannerInfra(bus: Backend, prefix: string, logger: Logger): Plan
     checkpoints: (ttlMs) => openCheckpoints(bus, prefix, ttlMs),
     transcripts: () => openTranscriptStore(bus, prefix),
     approvals: () => openApprovals(bus, prefix),
+    controls: () => openRunControls(bus, prefix),
     startIntake: (options) =>
       nats ? startJetStreamIntake(nats, prefix, logger, options) : startMemoryIntake(bus, prefix, options),
     eventPublisher: (runId) =>

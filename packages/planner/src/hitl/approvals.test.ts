@@ -14,6 +14,8 @@ import { Planner, type PlannerOptions } from '../planner.js';
 import { openRunRecords } from '../durable/infra.js';
 import { parseRecord } from '../durable/lease.js';
 import { sendApprovalDecision } from './approval-service.js';
+import { sendRunControl } from './run-controls.js';
+import type { RunSnapshot } from '../run-state.js';
 
 const written: string[] = [];
 const write = defineTool({
@@ -222,5 +224,56 @@ describe('approvals (planner, in-process bus)', () => {
     await expect(
       sendApprovalDecision(bus, 'ap-bad', { approval_id: req.approval_id, decision: 'deny' }),
     ).rejects.toMatchObject({ code: 'run_finished' });
+  });
+});
+
+describe('input and pause/resume (planner, in-process bus)', () => {
+  it('a paused run holds before its model turn; input is added as a user message; resume releases it', async () => {
+    const snapshots: RunSnapshot[] = [];
+    const { bus, planner } = await mesh({ checkpoint: (s) => void snapshots.push(structuredClone(s)) });
+    await sendRunControl(bus, 'ctl-1', { kind: 'pause' });
+    const events: RunEvent[] = [];
+    let paused: () => void = () => undefined;
+    const pausedSeen = new Promise<void>((resolve) => (paused = resolve));
+    const done = planner.execute(
+      {
+        id: 'ctl-1',
+        task: 'add',
+        script: [{ tool_calls: [{ name: 'math__add', arguments: { a: 1, b: 2 } }] }, { text: 'ok' }],
+      },
+      {
+        onEvent: (e) => {
+          events.push(e);
+          if (e.type === 'run.paused') paused();
+        },
+      },
+    );
+    await pausedSeen;
+    const records = await openRunRecords(bus);
+    await expect
+      .poll(async () => parseRecord((await records.get('ctl-1'))!.value).waiting, { timeout: 10_000 })
+      .toBe('paused');
+    expect(events.some((e) => e.type === 'llm.request')).toBe(false);
+    await sendRunControl(bus, 'ctl-1', { kind: 'input', text: 'also say hi' });
+    await sendRunControl(bus, 'ctl-1', { kind: 'resume' });
+    expect(await done).toMatchObject({ status: 'done' });
+    const order = events
+      .map((e) => e.type)
+      .filter((t) => ['run.paused', 'run.resumed', 'run.input', 'llm.request'].includes(t));
+    expect(order.slice(0, 4)).toEqual(['run.paused', 'run.resumed', 'run.input', 'llm.request']);
+    expect(events.filter((e) => e.type === 'run.input')).toHaveLength(1);
+    const last = snapshots.at(-1)!;
+    expect(last.messages.filter((m) => m.role === 'user').map((m) => m.content)).toContain('also say hi');
+    expect(parseRecord((await records.get('ctl-1'))!.value).waiting).toBeUndefined();
+  });
+
+  it('input to a finished run is refused with run_finished; a malformed input with invalid_message', async () => {
+    const { bus, planner } = await mesh();
+    await planner.execute({ id: 'ctl-2', task: 't', script: [{ text: 'ok' }] });
+    await expect(sendRunControl(bus, 'ctl-2', { kind: 'input', text: 'late' })).rejects.toMatchObject({
+      code: 'run_finished',
+    });
+    const reply = await bus.request(runControlSubjects().input('ctl-3'), encodeJson({ txt: 'x' }));
+    expect(reply.text()).toContain('invalid_message');
   });
 });

@@ -6,6 +6,7 @@ import {
   type ApprovalPolicy,
 } from '../hitl/approval-policy.js';
 import type { ApprovalRecord, ApprovalStore } from '../hitl/approval-store.js';
+import type { RunControlStore } from '../hitl/run-controls.js';
 import type { RunContext } from './context.js';
 import { toolFailed } from './events.js';
 
@@ -14,6 +15,8 @@ export interface RunHitl {
   store: ApprovalStore;
   policy: ApprovalPolicy;
   waits: WaitingState;
+  /** Input and pause requests (undefined: the run takes none). */
+  controls?: RunControlStore | undefined;
 }
 
 /** The error code of a call a human (or the approval timeout) denied. */

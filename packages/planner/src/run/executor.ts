@@ -16,6 +16,7 @@ import {
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import { approvalPolicy } from '../hitl/approval-policy.js';
 import type { ApprovalStore } from '../hitl/approval-store.js';
+import type { RunControlStore } from '../hitl/run-controls.js';
 import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
@@ -95,6 +96,8 @@ export interface ExecutorConfig {
   transcripts: () => BlobStore | undefined;
   /** The approval store when calls may wait for a human decision (undefined: no approvals). */
   approvals?: () => ApprovalStore | undefined;
+  /** Where input and pause requests wait for the run (undefined: none). */
+  controls?: () => RunControlStore | undefined;
 }
 
 interface RunIo {
@@ -319,6 +322,7 @@ export class RunExecutor {
       store,
       policy: approvalPolicy(this.config.defaults.approvals, io.request.approvals),
       waits: new WaitingState(setWaiting),
+      controls: this.config.controls?.(),
     };
   }
 
