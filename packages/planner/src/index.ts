@@ -84,3 +84,11 @@ export { APPROVAL_DENIED } from './run/approval-gate.js';
 export { openApprovals, approvalsBucket } from './durable/infra.js';
 export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
 export { openRunControls, controlsBucket } from './durable/infra.js';
+export {
+  SessionStore,
+  assertSessionId,
+  type SessionRecord,
+  type SessionSummary,
+} from './hitl/session-store.js';
+export { openSessionStores } from './durable/infra.js';
+export type { SessionDefaults } from './run/session.js';

@@ -34,6 +34,8 @@ import { ActiveRuns } from './run/active-runs.js';
 import { ApprovalStore } from './hitl/approval-store.js';
 import { serveApprovals } from './hitl/approval-service.js';
 import { RunControlStore, serveRunControls } from './hitl/run-controls.js';
+import { SessionStore } from './hitl/session-store.js';
+import { openSessionStores } from './durable/infra.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './run-state.js';
@@ -110,6 +112,7 @@ export class Planner {
   private cancelSub: Subscription | undefined;
   private approvalSub: Subscription | undefined;
   private controlSubs: Subscription[] = [];
+  private sessions: Promise<SessionStore> | undefined;
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -141,6 +144,7 @@ export class Planner {
       transcripts: () => this.stores?.transcripts,
       approvals: () => this.stores?.approvals,
       controls: () => this.stores?.controls,
+      sessions: () => this.sessionStore(),
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -170,6 +174,13 @@ export class Planner {
     if (!this.durable || checkpoints === undefined) return undefined;
     const { infra, id: plannerId, leaseMs, logger } = this;
     return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger };
+  }
+
+  private sessionStore(): Promise<SessionStore> {
+    this.sessions ??= openSessionStores(this.bus, this.prefix).then(
+      ({ blobs, meta }) => new SessionStore(blobs, meta),
+    );
+    return this.sessions;
   }
 
   private async hitlStores(): Promise<Pick<Stores, 'approvals' | 'controls'>> {

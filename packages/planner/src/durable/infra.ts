@@ -92,6 +92,17 @@ export function openRunControls(bus: Backend, prefix: string = DEFAULT_PREFIX): 
   return openKv(bus, controlsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
+/** Session transcripts (blobs) and their index and locks (KV), per tenant. */
+export async function openSessionStores(
+  bus: Backend,
+  prefix: string = DEFAULT_PREFIX,
+): Promise<{ blobs: BlobStore; meta: KvStore }> {
+  return {
+    blobs: await openBlobStore(bus, `${bucketPrefix(prefix)}_sessions`),
+    meta: await openKv(bus, `${bucketPrefix(prefix)}_session_index`),
+  };
+}
+
 export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
   return openKv(bus, checkpointsBucket(prefix), { ttlMs });
 }

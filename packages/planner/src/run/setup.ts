@@ -12,6 +12,7 @@ import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../run-state.js';
 import type { ToolScope } from './context.js';
+import type { SessionDefaults } from './session.js';
 
 /** Tool search settings (`tools.search` in agentmesh.yaml). */
 export interface ToolSearchDefaults {
@@ -40,6 +41,8 @@ export interface PlannerDefaults {
   loop_detect?: Partial<LoopThresholds>;
   /** Which calls wait for a human decision (`approvals:` in agentmesh.yaml); a run request can add to it. */
   approvals?: ApprovalConfig;
+  /** `sessions:` in agentmesh.yaml: when a session's transcript is compacted. */
+  sessions?: SessionDefaults;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
