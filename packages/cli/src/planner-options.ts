@@ -20,6 +20,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
       ...(config.tools?.always ? { always: config.tools.always } : {}),
       ...(config.approvals ? { approvals: config.approvals } : {}),
+      ...(config.sessions ? { sessions: config.sessions } : {}),
     },
   };
 }

@@ -92,6 +92,12 @@ export const runSpec: CommandSpec = {
     system: { type: 'string', value: 'TEXT', description: 'system prompt' },
     id: { type: 'string', value: 'ID', description: 'run id (default: generated)' },
     json: { type: 'boolean', description: 'events as JSON lines on stdout, run.completed last' },
+    session: {
+      type: 'string',
+      value: 'ID',
+      description:
+        'continue this conversation (the model sees the earlier runs of the session; one run at a time); embedded runs keep sessions only for the process',
+    },
     yes: {
       type: 'boolean',
       short: 'y',
@@ -147,6 +153,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(stringFlag(args, 'tool-protocol')
       ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
       : {}),
+    ...(stringFlag(args, 'session') ? { session: stringFlag(args, 'session')! } : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;
