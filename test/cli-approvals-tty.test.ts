@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CLI, cleanEnv } from './helpers/cli.js';
+import { CLI, cleanEnv, runAgentmesh } from './helpers/cli.js';
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -69,5 +69,52 @@ describe('agentmesh run on a TTY', () => {
     );
     expect(output).toMatch(/user declined/);
     expect(code, output).toBe(0);
+  });
+});
+
+describe('agentmesh run with approvals: in the configuration, embedded', () => {
+  const setup = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentmesh-approvals-'));
+    writeFileSync(join(dir, 'agentmesh.yaml'), 'approvals: { require: ["math.*"] }\n');
+    writeFileSync(
+      join(dir, 'turns.json'),
+      JSON.stringify([
+        { tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } }] },
+        { text: 'done' },
+      ]),
+    );
+    return dir;
+  };
+  const run = (dir: string, extra: string[]) =>
+    runAgentmesh(
+      [
+        'run',
+        '--config',
+        join(dir, 'agentmesh.yaml'),
+        '--script',
+        join(dir, 'turns.json'),
+        '--json',
+        ...extra,
+        'add',
+      ],
+      { env: cleanEnv() },
+    );
+
+  it('without a terminal and without --yes the call is denied with a reason naming --yes; with --yes it runs', async () => {
+    const dir = setup();
+    const denied = await run(dir, []);
+    const events = denied.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
+    expect(events.find((e) => e.type === 'approval.requested')).toMatchObject({ name: 'math.calc' });
+    expect(events.find((e) => e.type === 'approval.decided')).toMatchObject({ decision: 'deny' });
+    expect(JSON.stringify(events.find((e) => e.type === 'tool.failed'))).toMatch(
+      /--yes.*agentmesh runs approve/,
+    );
+    const approved = await run(dir, ['--yes']);
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stdout).toMatch(/"type":"approval.decided"[^\n]*"decision":"approve"/);
+    expect(approved.stdout).toMatch(/"type":"tool.completed"[^\n]*"name":"math.calc"/);
   });
 });

@@ -19,6 +19,8 @@ export interface EmbeddedOptions {
   askBeforeWrites?: boolean;
   /** Deny every tool that writes or runs commands (no terminal to ask on and no --yes). */
   denyWrites?: boolean;
+  /** The planner's approvals (`approvals:` in the configuration or the request) on the in-process bus. */
+  approvals?: boolean;
 }
 
 /** Why a write is denied when there is no terminal to ask on. */
@@ -33,6 +35,8 @@ export interface EmbeddedMesh {
   planner: Planner;
   /** The tools this mesh serves, and the packs they come from (what `--tools` entries are checked against). */
   known: KnownTools;
+  /** The one prompt queue on the terminal (when the run is interactive): every question goes through it. */
+  prompts: PromptQueue | undefined;
   stop(): Promise<void>;
 }
 
@@ -68,7 +72,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const worker = new ToolWorker({ bus, logger, tools: [...selected.tools, ...(mcp?.tools ?? [])] });
   mcp?.reportTo(bus, worker.workerId);
   await worker.start();
-  const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
+  const planner = new Planner({
+    bus,
+    logger,
+    ...plannerOptions(config, options.baseUrl),
+    ...(options.approvals === true ? { approvals: true } : {}),
+  });
   await planner.start();
   const names = selected.tools.map((t) => t.spec.name);
   const packs = packTools();
@@ -85,6 +94,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     worker,
     planner,
     known,
+    prompts,
     stop: async () => {
       await planner.drain();
       await worker.drain();

@@ -27,7 +27,7 @@ import {
   type CommandSpec,
 } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
-import { startEmbedded } from '../embedded.js';
+import { NO_TERMINAL_DENIAL, startEmbedded } from '../embedded.js';
 import { PromptQueue } from '../prompt-queue.js';
 import { createHumanRenderer, runWarning } from '../render.js';
 import { resolveToolEntries } from '../tools.js';
@@ -203,6 +203,7 @@ async function runEmbedded(
     io: ctx.io,
     askBeforeWrites: interactive,
     denyWrites: !yes && !interactive,
+    approvals: ctx.config.approvals !== undefined || request.approvals !== undefined,
   });
   const controller = new AbortController();
   const onSignal = () => controller.abort(new Error('interrupted'));
@@ -211,7 +212,18 @@ async function runEmbedded(
     const scoped = request.tools
       ? { ...request, tools: resolveToolEntries(request.tools, mesh.known) }
       : request;
-    return await mesh.planner.execute(scoped, { signal: controller.signal, onEvent: render });
+    const approvals = runApprovals(ctx, mesh.bus, scoped.id!, {
+      prompts: mesh.prompts,
+      embedded: true,
+      prefix: mesh.planner.prefix,
+    });
+    return await mesh.planner.execute(scoped, {
+      signal: controller.signal,
+      onEvent: (e) => {
+        render(e);
+        approvals.onEvent(e);
+      },
+    });
   } finally {
     process.off('SIGINT', onSignal);
     await mesh.stop();
@@ -237,7 +249,7 @@ async function runOverNats(
     if (request.tools) request.tools = expandPacks(request.tools);
     await checkFleetTools(bus, ctx, out.warn);
     const { run_id: runId, duplicate } = await submitRun(bus, request, { prefix: ctx.prefix });
-    const approvals = natsApprovals(ctx, bus, runId);
+    const approvals = runApprovals(ctx, bus, runId, {});
     if (duplicate) ctx.io.stderr.write(`run ${runId} was submitted before: following its events\n`);
     let accepted = false;
     const waiting = setTimeout(() => {
@@ -275,14 +287,22 @@ function isTerminal(ctx: CommandContext): boolean {
 }
 
 /**
- * Approvals of a run followed over NATS: asked on a TTY (one prompt per call), approved with --yes, otherwise left
- * pending with a hint naming `agentmesh runs approve`.
+ * Approvals of a run: asked on a TTY (one prompt per call, through the run's one prompt queue), approved with
+ * --yes, otherwise left pending with a hint naming `agentmesh runs approve` (over NATS) or denied with a reason
+ * naming --yes (embedded: nobody else can decide).
  */
-function natsApprovals(ctx: CommandContext, bus: Backend, runId: string) {
+function runApprovals(
+  ctx: CommandContext,
+  bus: Backend,
+  runId: string,
+  options: { prompts?: PromptQueue | undefined; embedded?: boolean; prefix?: string },
+) {
   const yes = ctx.args.values['yes'] === true;
-  const prompts = !yes && isTerminal(ctx) ? new PromptQueue(ctx.io.stdin, ctx.io.stderr) : undefined;
+  const prompts =
+    options.prompts ?? (!yes && isTerminal(ctx) ? new PromptQueue(ctx.io.stdin, ctx.io.stderr) : undefined);
+  const owned = options.prompts === undefined;
   const by = `cli:${process.env['USER'] ?? 'user'}`;
-  const decide = async (approvalId: string, approve: boolean) => {
+  const decide = async (approvalId: string, approve: boolean, reason = 'declined on the terminal') => {
     try {
       await sendApprovalDecision(
         bus,
@@ -291,9 +311,9 @@ function natsApprovals(ctx: CommandContext, bus: Backend, runId: string) {
           approval_id: approvalId,
           decision: approve ? 'approve' : 'deny',
           by,
-          ...(approve ? {} : { reason: 'declined on the terminal' }),
+          ...(approve ? {} : { reason }),
         },
-        { prefix: ctx.prefix },
+        { prefix: options.prefix ?? ctx.prefix },
       );
     } catch (error) {
       ctx.io.stderr.write(`agentmesh run: approval ${approvalId}: ${(error as Error).message}\n`);
@@ -305,12 +325,15 @@ function natsApprovals(ctx: CommandContext, bus: Backend, runId: string) {
       if (yes) void decide(event.approval_id, true);
       else if (prompts)
         void prompts.confirm(`${event.summary}. Allow?`).then((ok) => decide(event.approval_id, ok));
+      else if (options.embedded === true) void decide(event.approval_id, false, NO_TERMINAL_DENIAL);
       else
         ctx.io.stderr.write(
           `run ${runId} waits for approval ${event.approval_id} (${event.summary}): ` +
             `agentmesh runs approve ${runId} ${event.approval_id}, or deny it with agentmesh runs deny; --yes approves all\n`,
         );
     },
-    close: () => prompts?.close(),
+    close: () => {
+      if (owned) prompts?.close();
+    },
   };
 }
