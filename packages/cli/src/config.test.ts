@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
+import { plannerOptions } from './planner-options.js';
 
 function file(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'agentmesh-config-'));
@@ -36,6 +37,18 @@ limits: { max_iterations: 12, max_tool_calls: 64, max_output_bytes: 65536 }
     ['invalid YAML', 'tools: [\n', /not valid YAML/],
   ])('names the key for %s', (_what, text, pattern) => {
     expect(() => loadConfig(file(text))).toThrow(pattern);
+  });
+
+  it('reads approvals: and hands it to the planner defaults', () => {
+    const config = loadConfig(
+      file('approvals: { require: ["fs.write_file", "shell.*"], auto_approve: [], timeout_ms: 60000 }\n'),
+    );
+    expect(plannerOptions(config).defaults?.approvals).toEqual({
+      require: ['fs.write_file', 'shell.*'],
+      auto_approve: [],
+      timeout_ms: 60_000,
+    });
+    expect(() => loadConfig(file('approvals: { timeout_ms: -1 }\n'))).toThrow(/approvals\.timeout_ms/);
   });
 
   it('says which file it cannot read', () => {

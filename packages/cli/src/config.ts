@@ -6,6 +6,7 @@ import {
   AgentMeshError,
   ErrorCode,
   ProviderKindSchema,
+  RunApprovalsSchema,
   RunLimitsSchema,
   SearchStrategySchema,
   ToolSearchStrategySchema,
@@ -85,6 +86,13 @@ export const ConfigSchema = z
       .strict()
       .optional(),
     mcp: McpConfigSchema.optional(),
+    /** Which tool calls wait for a human decision (globs); a run request can add requirements, never remove them. */
+    approvals: RunApprovalsSchema.optional(),
+    /** Conversations: compact a session's transcript past `max_tokens` (an estimate, characters / 4). */
+    sessions: z
+      .object({ max_tokens: z.number().int().min(100).optional() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;

@@ -58,3 +58,72 @@ describe('embedded mesh asks before tools that write when run interactively', ()
     }
   });
 });
+
+describe('embedded approvals: one answer per call, no terminal denies', () => {
+  it('two writes in one turn get two prompts; "y" then "n" writes exactly the first', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'agentmesh-confirm-'));
+    const stdin = Object.assign(new PassThrough(), { isTTY: true });
+    const prompts: string[] = [];
+    const io = {
+      stdin,
+      stdout: { write: () => undefined },
+      stderr: {
+        write: (t: string) => {
+          prompts.push(t);
+          stdin.write(prompts.length === 1 ? 'y\n' : 'n\n');
+        },
+      },
+    };
+    const mesh = await startEmbedded({
+      config: {},
+      logger: silentLogger(),
+      workspace: root,
+      io,
+      askBeforeWrites: true,
+    });
+    try {
+      const final = await mesh.planner.execute({
+        task: 'write two',
+        limits: { tool_concurrency: 2 },
+        script: [
+          {
+            tool_calls: [
+              { name: 'fs.write_file', arguments: { path: 'one.txt', content: '1', mode: 'create' } },
+              { name: 'fs.write_file', arguments: { path: 'two.txt', content: '2', mode: 'create' } },
+            ],
+          },
+          { text: 'done' },
+        ],
+      });
+      expect(final).toMatchObject({ type: 'run.completed', status: 'done' });
+      expect(prompts).toHaveLength(2);
+      expect([existsSync(join(root, 'one.txt')), existsSync(join(root, 'two.txt'))].sort()).toEqual([
+        false,
+        true,
+      ]);
+    } finally {
+      await mesh.stop();
+    }
+  });
+
+  it('without a terminal and without --yes a write is denied, naming --yes and agentmesh runs approve', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'agentmesh-confirm-'));
+    const { io } = terminal('');
+    const mesh = await startEmbedded({
+      config: {},
+      logger: silentLogger(),
+      workspace: root,
+      io,
+      denyWrites: true,
+    });
+    try {
+      const events: RunEvent[] = [];
+      await mesh.planner.execute({ task: 'write', script: writeScript }, { onEvent: (e) => events.push(e) });
+      const failed = events.find((e) => e.type === 'tool.failed');
+      expect(failed?.type === 'tool.failed' && failed.error.message).toMatch(/--yes.*agentmesh runs approve/);
+      expect(existsSync(join(root, 'notes.txt'))).toBe(false);
+    } finally {
+      await mesh.stop();
+    }
+  });
+});

@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline/promises';
 import { MemoryBus, type Logger } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
 import { McpToolSource, ToolWorker } from '@agentmesh/tool-worker';
@@ -6,6 +5,7 @@ import { Planner } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 import type { Io } from './context.js';
 import { plannerOptions } from './planner-options.js';
+import { PromptQueue } from './prompt-queue.js';
 import { packTools, selectTools, type KnownTools } from './tools.js';
 
 export interface EmbeddedOptions {
@@ -15,9 +15,18 @@ export interface EmbeddedOptions {
   baseUrl?: string | undefined;
   tools?: string[] | undefined;
   io?: Io;
-  /** Ask on the terminal before a tool that writes runs. */
+  /** Ask on the terminal before a tool that writes runs (one prompt per call, each with its own answer). */
   askBeforeWrites?: boolean;
+  /** Deny every tool that writes or runs commands (no terminal to ask on and no --yes). */
+  denyWrites?: boolean;
+  /** The planner's approvals (`approvals:` in the configuration or the request) on the in-process bus. */
+  approvals?: boolean;
 }
+
+/** Why a write is denied when there is no terminal to ask on. */
+export const NO_TERMINAL_DENIAL =
+  'no terminal to ask for approval on: run again with --yes to approve writes and commands, or run over NATS ' +
+  '(agentmesh run --nats URL) and decide with "agentmesh runs approve RUN_ID APPROVAL_ID"';
 
 export interface EmbeddedMesh {
   bus: MemoryBus;
@@ -26,6 +35,8 @@ export interface EmbeddedMesh {
   planner: Planner;
   /** The tools this mesh serves, and the packs they come from (what `--tools` entries are checked against). */
   known: KnownTools;
+  /** The one prompt queue on the terminal (when the run is interactive): every question goes through it. */
+  prompts: PromptQueue | undefined;
   stop(): Promise<void>;
 }
 
@@ -34,18 +45,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const { config, logger } = options;
   const bus = new MemoryBus({ logger });
   const io = options.io;
-  const confirm =
-    options.askBeforeWrites && io
-      ? async (request: { tool: string; summary: string }) => {
-          const rl = createInterface({ input: io.stdin });
-          try {
-            io.stderr.write(`${request.tool} wants to ${request.summary}. Allow? [y/N] `);
-            const answer = await rl.question('');
-            return /^y(es)?$/i.test(answer.trim());
-          } finally {
-            rl.close();
-          }
-        }
+  const prompts = options.askBeforeWrites && io ? new PromptQueue(io.stdin, io.stderr) : undefined;
+  const confirm = prompts
+    ? (request: { tool: string; summary: string }) =>
+        prompts.confirm(`${request.tool} wants to ${request.summary}. Allow?`)
+    : options.denyWrites
+      ? () => Promise.reject(new Error(NO_TERMINAL_DENIAL))
       : undefined;
   const catalog = new Catalog({
     bus,
@@ -67,7 +72,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const worker = new ToolWorker({ bus, logger, tools: [...selected.tools, ...(mcp?.tools ?? [])] });
   mcp?.reportTo(bus, worker.workerId);
   await worker.start();
-  const planner = new Planner({ bus, logger, ...plannerOptions(config, options.baseUrl) });
+  const planner = new Planner({
+    bus,
+    logger,
+    ...plannerOptions(config, options.baseUrl),
+    ...(options.approvals === true ? { approvals: true } : {}),
+  });
   await planner.start();
   const names = selected.tools.map((t) => t.spec.name);
   const packs = packTools();
@@ -84,9 +94,11 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     worker,
     planner,
     known,
+    prompts,
     stop: async () => {
       await planner.drain();
       await worker.drain();
+      prompts?.close();
       await selected.close();
       await mcp?.close();
       await catalog.stop();

@@ -19,6 +19,8 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.provider?.system ? { system: config.provider.system } : {}),
       ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
       ...(config.tools?.always ? { always: config.tools.always } : {}),
+      ...(config.approvals ? { approvals: config.approvals } : {}),
+      ...(config.sessions ? { sessions: config.sessions } : {}),
     },
   };
 }

@@ -129,6 +129,24 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
       case 'run.failed':
         out.write(`${red('✘ failed')}: ${withoutCode(event.error.message)}\n`);
         break;
+      case 'approval.requested':
+        out.write(`  ${paint('33', '?')} approval ${event.approval_id}: ${inline(event.summary)}\n`);
+        break;
+      case 'approval.decided':
+        out.write(
+          `  ${event.decision === 'approve' ? green('✓') : red('✗')} ${event.approval_id} ${event.decision === 'approve' ? 'approved' : 'denied'} by ${event.by}${event.reason ? `: ${event.reason}` : ''}\n`,
+        );
+        break;
+      case 'run.input':
+        out.write(`  ${paint('36', '»')} input: ${inline(event.text)}\n`);
+        break;
+      case 'run.paused':
+      case 'run.resumed':
+        out.write(`  ${paint('33', '‖')} ${event.type === 'run.paused' ? 'paused' : 'resumed'}\n`);
+        break;
+      case 'session.compacted':
+        out.write(`  ${dim(`session compacted: ${event.before_tokens} → ${event.after_tokens} tokens`)}\n`);
+        break;
     }
   };
 }

@@ -72,3 +72,23 @@ export {
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './run-state.js';
 export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';
+export {
+  ApprovalStore,
+  approvalIdFor,
+  type ApprovalRecord,
+  type ApprovalState,
+} from './hitl/approval-store.js';
+export { approvalPolicy, approvalReason, type ApprovalConfig } from './hitl/approval-policy.js';
+export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
+export { APPROVAL_DENIED } from './run/approval-gate.js';
+export { openApprovals, approvalsBucket } from './durable/infra.js';
+export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
+export { openRunControls, controlsBucket } from './durable/infra.js';
+export {
+  SessionStore,
+  assertSessionId,
+  type SessionRecord,
+  type SessionSummary,
+} from './hitl/session-store.js';
+export { openSessionStores } from './durable/infra.js';
+export type { SessionDefaults } from './run/session.js';

@@ -37,6 +37,11 @@ import {
   type ProviderSettings,
 } from './providers/index.js';
 import { ActiveRuns } from './run/active-runs.js';
+import { ApprovalStore } from './hitl/approval-store.js';
+import { serveApprovals } from './hitl/approval-service.js';
+import { RunControlStore, serveRunControls } from './hitl/run-controls.js';
+import { SessionStore } from './hitl/session-store.js';
+import { openSessionStores } from './durable/infra.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './run-state.js';
@@ -72,9 +77,18 @@ export interface PlannerOptions {
    * checkpointed to KV after every model turn and tool result, so another planner resumes it if this one dies.
    */
   durability?: DurabilityOptions & { enabled?: boolean };
+  /**
+   * Calls that need approval (`defaults.approvals`, a tool's `needs_confirmation`, a run's `approvals`) wait for a
+   * decision on `runs.<run_id>.approve`, kept in the approvals bucket. Default: on with a durable (NATS) intake, off
+   * on the in-process bus (embedded runs ask on the terminal instead). The same switch turns on input and
+   * pause/resume (`runs.<run_id>.input|pause|resume`, kept in the controls bucket until applied).
+   */
+  approvals?: boolean;
 }
 
 interface Stores {
+  approvals: ApprovalStore | undefined;
+  controls: RunControlStore | undefined;
   records: KvStore;
   checkpoints: KvStore | undefined;
   transcripts: BlobStore | undefined;
@@ -104,6 +118,9 @@ export class Planner {
   private readyPromise: Promise<void> | undefined;
   private stores: Stores | undefined;
   private cancelSub: Subscription | undefined;
+  private approvalSub: Subscription | undefined;
+  private controlSubs: Subscription[] = [];
+  private sessions: Promise<SessionStore> | undefined;
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -138,6 +155,9 @@ export class Planner {
       active: this.active,
       publisher: (runId, options) => this.infra.eventPublisher(runId, options),
       transcripts: () => this.stores?.transcripts,
+      approvals: () => this.stores?.approvals,
+      controls: () => this.stores?.controls,
+      sessions: () => this.sessionStore(),
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -169,6 +189,21 @@ export class Planner {
     return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence };
   }
 
+  private sessionStore(): Promise<SessionStore> {
+    this.sessions ??= openSessionStores(this.bus, this.prefix).then(
+      ({ blobs, meta }) => new SessionStore(blobs, meta),
+    );
+    return this.sessions;
+  }
+
+  private async hitlStores(): Promise<Pick<Stores, 'approvals' | 'controls'>> {
+    if (!(this.options.approvals ?? this.infra.durable)) return { approvals: undefined, controls: undefined };
+    return {
+      approvals: new ApprovalStore(await this.infra.approvals()),
+      controls: new RunControlStore(await this.infra.controls()),
+    };
+  }
+
   private ready(): Promise<void> {
     this.readyPromise ??= (async () => {
       await this.infra.prepare();
@@ -177,9 +212,26 @@ export class Planner {
         records: await this.infra.runRecords(),
         checkpoints: this.durable ? await this.infra.checkpoints(ttl) : undefined,
         transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
+        ...(await this.hitlStores()),
       };
       this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
       if (this.durable) this.presence.start();
+      if (this.stores.approvals !== undefined)
+        this.approvalSub = serveApprovals({
+          bus: this.bus,
+          prefix: this.prefix,
+          store: this.stores.approvals,
+          records: this.stores.records,
+          logger: this.logger,
+        });
+      if (this.stores.controls !== undefined)
+        this.controlSubs = serveRunControls({
+          bus: this.bus,
+          prefix: this.prefix,
+          store: this.stores.controls,
+          records: this.stores.records,
+          logger: this.logger,
+        });
     })();
     return this.readyPromise;
   }
@@ -212,6 +264,9 @@ export class Planner {
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
     this.presence.stop();
+    this.approvalSub?.unsubscribe();
+    this.approvalSub = undefined;
+    for (const sub of this.controlSubs.splice(0)) sub.unsubscribe();
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');

@@ -46,6 +46,8 @@ export interface RunSnapshot {
    * ids (and so the same idempotency keys).
    */
   batch?: ToolBatch | undefined;
+  /** Input and pause requests already applied (keys of the controls bucket), and whether the run is paused. */
+  controls?: { applied_inputs: string[]; paused?: boolean } | undefined;
   status?: RunStatus;
   reason?: string;
 }

@@ -6,6 +6,7 @@ import {
   type RunEvent,
   type RunRequest,
   type RunStatus,
+  type RunWaiting,
   type ScriptedTurn,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
@@ -58,6 +59,8 @@ export interface RunRecord {
   takeovers?: number;
   /** Set by `agentmesh runs cancel`; the owner (or the planner that resumes the run) cancels it. */
   cancel_requested?: string;
+  /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
+  waiting?: RunWaiting;
 }
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {

@@ -103,6 +103,23 @@ export const ScriptedTurnSchema = z
   .strict();
 export type ScriptedTurn = z.infer<typeof ScriptedTurnSchema>;
 
+/** Per-run approval policy: adds requirements to the configured `approvals:` (never removes them). */
+export const RunApprovalsSchema = z
+  .object({
+    require: z.array(z.string().min(1)).optional(),
+    auto_approve: z.array(z.string().min(1)).optional(),
+    timeout_ms: z.number().int().min(0).optional(),
+  })
+  .strict();
+export type RunApprovals = z.infer<typeof RunApprovalsSchema>;
+
+/** A conversation id: 1-128 characters of [A-Za-z0-9._-]. */
+export const SessionIdSchema = z
+  .string()
+  .min(1, 'session id must not be empty')
+  .max(128, 'session id must be at most 128 characters')
+  .regex(/^[A-Za-z0-9._-]+$/, 'session id may only contain A-Z a-z 0-9 . _ -');
+
 export const RunRequestSchema = z
   .object({
     id: RunIdSchema.optional(),
@@ -124,6 +141,10 @@ export const RunRequestSchema = z
     metadata: z.record(z.string(), z.unknown()).optional(),
     /** How tools reach the model: `native` tool calls, or `text` (rendered into the prompt, fenced ```tool_call blocks). */
     tool_protocol: z.enum(['native', 'text']).optional(),
+    /** Which calls of this run wait for a human decision (adds to the configured policy). */
+    approvals: RunApprovalsSchema.optional(),
+    /** Continue this conversation (per tenant); `identity.session` is an alias. */
+    session: SessionIdSchema.optional(),
   })
   .strict();
 export type RunRequest = z.infer<typeof RunRequestSchema>;
@@ -270,6 +291,33 @@ export const RunEventSchema = z.discriminatedUnion('type', [
   }),
   /** Something about the run a person should know (e.g. `no_tools`, `unknown_tool_scope`); the run goes on. */
   z.object({ type: z.literal('run.warning'), ...eventBase, code: z.string(), message: z.string() }),
+  /** A call waits for a human: decide with a request on `runs.<run_id>.approve`. */
+  z.object({
+    type: z.literal('approval.requested'),
+    ...eventBase,
+    approval_id: z.string(),
+    call_id: z.string(),
+    name: z.string(),
+    args: z.unknown(),
+    summary: z.string(),
+  }),
+  z.object({
+    type: z.literal('approval.decided'),
+    ...eventBase,
+    approval_id: z.string(),
+    decision: z.enum(['approve', 'deny']),
+    by: z.string(),
+    reason: z.string().optional(),
+  }),
+  z.object({ type: z.literal('run.input'), ...eventBase, text: z.string() }),
+  z.object({ type: z.literal('run.paused'), ...eventBase }),
+  z.object({ type: z.literal('run.resumed'), ...eventBase }),
+  z.object({
+    type: z.literal('session.compacted'),
+    ...eventBase,
+    before_tokens: z.number().int(),
+    after_tokens: z.number().int(),
+  }),
 ]);
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type RunEventType = RunEvent['type'];
@@ -541,3 +589,22 @@ export const CatalogAvailabilitySchema = z
   })
   .strict();
 export type CatalogAvailability = z.infer<typeof CatalogAvailabilitySchema>;
+
+/** A human's decision on `runs.<run_id>.approve`; the reply is `{ ok: true }` or `not_found` / `already_decided`. */
+export const ApprovalDecisionSchema = z
+  .object({
+    approval_id: z.string().min(1).max(128),
+    decision: z.enum(['approve', 'deny']),
+    reason: z.string().max(4_096).optional(),
+    by: z.string().max(256).optional(),
+  })
+  .strict();
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
+
+/** A user message added to a running run (`runs.<run_id>.input`), applied before its next model turn. */
+export const RunInputSchema = z.object({ text: z.string().min(1).max(100_000) }).strict();
+export type RunInput = z.infer<typeof RunInputSchema>;
+
+/** How a run that is not finished waits: for a human decision, or paused between turns. */
+export const RunWaitingSchema = z.enum(['awaiting_approval', 'paused']);
+export type RunWaiting = z.infer<typeof RunWaitingSchema>;

@@ -51,3 +51,17 @@ export type Subjects = ReturnType<typeof subjects>;
 export function toolQueueGroup(toolName: string): string {
   return `tool.${toolName}`;
 }
+
+/** The human-in-the-loop subjects of a run: approvals (request/reply, any planner answers), input, pause, resume. */
+export function runControlSubjects(prefix: string = DEFAULT_PREFIX) {
+  return {
+    approve: (runId: string) => `${prefix}.runs.${runId}.approve`,
+    allApprovals: `${prefix}.runs.*.approve`,
+    input: (runId: string) => `${prefix}.runs.${runId}.input`,
+    pause: (runId: string) => `${prefix}.runs.${runId}.pause`,
+    resume: (runId: string) => `${prefix}.runs.${runId}.resume`,
+    allInputs: `${prefix}.runs.*.input`,
+    allPauses: `${prefix}.runs.*.pause`,
+    allResumes: `${prefix}.runs.*.resume`,
+  } as const;
+}

@@ -14,6 +14,7 @@ import { a2aCommand, a2aSpec } from '../interop/a2a-command.js';
 import { mcpCommand, mcpSpec } from '../interop/mcp-command.js';
 import { runCommand, runSpec } from './run.js';
 import { runsCommand, runsSpec } from './runs.js';
+import { sessionsCommand, sessionsSpec } from './sessions.js';
 import { statusCommand, statusSpec } from './status.js';
 import { toolsCommand, toolsSpec } from './tools.js';
 
@@ -37,6 +38,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: toolsSpec, handler: toolsCommand },
   { spec: statusSpec, handler: statusCommand },
   { spec: runsSpec, handler: runsCommand },
+  { spec: sessionsSpec, handler: sessionsCommand },
   { spec: consoleSpec, handler: consoleCommand },
   { spec: mcpSpec, handler: mcpCommand },
   { spec: a2aSpec, handler: a2aCommand },

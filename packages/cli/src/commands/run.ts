@@ -5,10 +5,17 @@ import {
   publishJson,
   subjects,
   validate,
+  type Backend,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { checkProviderConfig, followRun, readScriptFile, submitRun } from '@agentmesh/planner';
+import {
+  checkProviderConfig,
+  followRun,
+  readScriptFile,
+  sendApprovalDecision,
+  submitRun,
+} from '@agentmesh/planner';
 import { plannerOptions } from '../planner-options.js';
 import {
   ACTOR_FLAGS,
@@ -20,7 +27,8 @@ import {
   type CommandSpec,
 } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
-import { startEmbedded } from '../embedded.js';
+import { NO_TERMINAL_DENIAL, startEmbedded } from '../embedded.js';
+import { PromptQueue } from '../prompt-queue.js';
 import { createHumanRenderer, runWarning } from '../render.js';
 import { resolveToolEntries } from '../tools.js';
 import { checkFleetTools, checkRunStream, expandPacks } from './run-nats.js';
@@ -84,11 +92,17 @@ export const runSpec: CommandSpec = {
     system: { type: 'string', value: 'TEXT', description: 'system prompt' },
     id: { type: 'string', value: 'ID', description: 'run id (default: generated)' },
     json: { type: 'boolean', description: 'events as JSON lines on stdout, run.completed last' },
+    session: {
+      type: 'string',
+      value: 'ID',
+      description:
+        'continue this conversation (the model sees the earlier runs of the session; one run at a time); embedded runs keep sessions only for the process',
+    },
     yes: {
       type: 'boolean',
       short: 'y',
-      description: 'do not ask before tools that write',
-      only: EMBEDDED_ONLY('embedded runs; on NATS the workers decide (approvals)'),
+      description:
+        'approve every call that needs approval (tools that write or run commands, approvals: in the configuration) instead of asking',
     },
   },
 };
@@ -139,6 +153,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(stringFlag(args, 'tool-protocol')
       ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
       : {}),
+    ...(stringFlag(args, 'session') ? { session: stringFlag(args, 'session')! } : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;
@@ -178,8 +193,8 @@ async function runEmbedded(
 ): Promise<RunEvent> {
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   checkProviderConfig(plannerOptions(ctx.config, baseUrl).providers, request);
-  const interactive =
-    Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY) && ctx.args.values['yes'] !== true;
+  const yes = ctx.args.values['yes'] === true;
+  const interactive = !yes && isTerminal(ctx);
   const mesh = await startEmbedded({
     config: ctx.config,
     logger: ctx.logger,
@@ -187,6 +202,8 @@ async function runEmbedded(
     baseUrl,
     io: ctx.io,
     askBeforeWrites: interactive,
+    denyWrites: !yes && !interactive,
+    approvals: ctx.config.approvals !== undefined || request.approvals !== undefined,
   });
   const controller = new AbortController();
   const onSignal = () => controller.abort(new Error('interrupted'));
@@ -195,7 +212,18 @@ async function runEmbedded(
     const scoped = request.tools
       ? { ...request, tools: resolveToolEntries(request.tools, mesh.known) }
       : request;
-    return await mesh.planner.execute(scoped, { signal: controller.signal, onEvent: render });
+    const approvals = runApprovals(ctx, mesh.bus, scoped.id!, {
+      prompts: mesh.prompts,
+      embedded: true,
+      prefix: mesh.planner.prefix,
+    });
+    return await mesh.planner.execute(scoped, {
+      signal: controller.signal,
+      onEvent: (e) => {
+        render(e);
+        approvals.onEvent(e);
+      },
+    });
   } finally {
     process.off('SIGINT', onSignal);
     await mesh.stop();
@@ -221,6 +249,7 @@ async function runOverNats(
     if (request.tools) request.tools = expandPacks(request.tools);
     await checkFleetTools(bus, ctx, out.warn);
     const { run_id: runId, duplicate } = await submitRun(bus, request, { prefix: ctx.prefix });
+    const approvals = runApprovals(ctx, bus, runId, {});
     if (duplicate) ctx.io.stderr.write(`run ${runId} was submitted before: following its events\n`);
     let accepted = false;
     const waiting = setTimeout(() => {
@@ -240,13 +269,71 @@ async function runOverNats(
         onEvent: (event) => {
           accepted = true;
           out.render(event);
+          approvals.onEvent(event);
         },
       });
     } finally {
+      approvals.close();
       clearTimeout(waiting);
       process.off('SIGINT', onSignal);
     }
   } finally {
     await bus.close();
   }
+}
+
+function isTerminal(ctx: CommandContext): boolean {
+  return Boolean(ctx.io.stdin.isTTY) && Boolean(ctx.io.stdout.isTTY);
+}
+
+/**
+ * Approvals of a run: asked on a TTY (one prompt per call, through the run's one prompt queue), approved with
+ * --yes, otherwise left pending with a hint naming `agentmesh runs approve` (over NATS) or denied with a reason
+ * naming --yes (embedded: nobody else can decide).
+ */
+function runApprovals(
+  ctx: CommandContext,
+  bus: Backend,
+  runId: string,
+  options: { prompts?: PromptQueue | undefined; embedded?: boolean; prefix?: string },
+) {
+  const yes = ctx.args.values['yes'] === true;
+  const prompts =
+    options.prompts ?? (!yes && isTerminal(ctx) ? new PromptQueue(ctx.io.stdin, ctx.io.stderr) : undefined);
+  const owned = options.prompts === undefined;
+  const by = `cli:${process.env['USER'] ?? 'user'}`;
+  const decide = async (approvalId: string, approve: boolean, reason = 'declined on the terminal') => {
+    try {
+      await sendApprovalDecision(
+        bus,
+        runId,
+        {
+          approval_id: approvalId,
+          decision: approve ? 'approve' : 'deny',
+          by,
+          ...(approve ? {} : { reason }),
+        },
+        { prefix: options.prefix ?? ctx.prefix },
+      );
+    } catch (error) {
+      ctx.io.stderr.write(`agentmesh run: approval ${approvalId}: ${(error as Error).message}\n`);
+    }
+  };
+  return {
+    onEvent(event: RunEvent): void {
+      if (event.type !== 'approval.requested') return;
+      if (yes) void decide(event.approval_id, true);
+      else if (prompts)
+        void prompts.confirm(`${event.summary}. Allow?`).then((ok) => decide(event.approval_id, ok));
+      else if (options.embedded === true) void decide(event.approval_id, false, NO_TERMINAL_DENIAL);
+      else
+        ctx.io.stderr.write(
+          `run ${runId} waits for approval ${event.approval_id} (${event.summary}): ` +
+            `agentmesh runs approve ${runId} ${event.approval_id}, or deny it with agentmesh runs deny; --yes approves all\n`,
+        );
+    },
+    close: () => {
+      if (owned) prompts?.close();
+    },
+  };
 }

@@ -3,32 +3,49 @@ import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type Comman
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { createHumanRenderer } from '../render.js';
+import { HITL_VERBS, isHitlVerb, runsHitlCommand } from './runs-hitl.js';
 
 export const runsSpec: CommandSpec = {
   name: 'runs',
   usage:
-    'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT]',
+    'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
+    'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
+    'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID',
   summary:
-    'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), or cancels one.',
+    'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
+    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, or pauses and resumes it between turns.',
   flags: {
     ...CONNECTION_FLAGS,
     state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },
     limit: { type: 'string', value: 'N', description: 'list: newest N runs (default 50)' },
-    reason: { type: 'string', value: 'TEXT', description: 'cancel: the reason recorded with the cancel' },
+    reason: {
+      type: 'string',
+      value: 'TEXT',
+      description: 'cancel, deny: the reason recorded (a denial reason is what the model is told)',
+    },
+    by: { type: 'string', value: 'NAME', description: 'approve, deny: who decided (default cli:$USER)' },
     json: { type: 'boolean', description: 'print JSON' },
   },
-  verbs: ['list', 'show', 'cancel'],
+  verbs: ['list', 'show', 'cancel', ...HITL_VERBS],
 };
 
 const usageError = (message: string) => usage(runsSpec, message);
 
 export async function runsCommand(ctx: CommandContext): Promise<number> {
   const [verb, id, ...extra] = ctx.args.positionals;
+  if (isHitlVerb(verb)) {
+    const bus = await connectNats(ctx, 'agentmesh-cli');
+    try {
+      return await runsHitlCommand(ctx, runsSpec, bus, verb, ctx.args.positionals.slice(1));
+    } finally {
+      await bus.close();
+    }
+  }
   if (verb !== 'list' && verb !== 'show' && verb !== 'cancel')
     throw usageError(
       verb === undefined
-        ? 'runs needs a subcommand: list, show or cancel'
-        : `unknown subcommand "${verb}"${suggestion(verb, runsSpec.verbs!)}: runs takes list, show or cancel`,
+        ? `runs needs a subcommand: ${runsSpec.verbs!.join(', ')}`
+        : `unknown subcommand "${verb}"${suggestion(verb, runsSpec.verbs!)}: runs takes ${runsSpec.verbs!.join(', ')}`,
     );
   if (verb !== 'list' && id === undefined) throw usageError(`runs ${verb} needs a run id`);
   if (extra.length > 0 || (verb === 'list' && id !== undefined))
@@ -52,7 +69,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
       else
         for (const r of runs)
           out.write(
-            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : 'running'}  ${r.accepted_at}  ` +
+            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : (r.waiting ?? 'running')}  ${r.accepted_at}  ` +
               `${r.planner_id}${r.takeovers ? ` (resumed ${r.takeovers}x)` : ''}  ${r.task ?? ''}\n`,
           );
       return 0;
@@ -70,7 +87,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
       const r = details.record;
       if (r)
         out.write(
-          `run ${r.run_id}: ${r.state}${r.status ? ` (${r.status})` : ''}, planner ${r.planner_id}, accepted ${r.accepted_at}` +
+          `run ${r.run_id}: ${r.state}${r.status ? ` (${r.status})` : ''}${r.waiting ? ` (${r.waiting})` : ''}, planner ${r.planner_id}, accepted ${r.accepted_at}` +
             `${r.finished_at ? `, finished ${r.finished_at}` : ''}${r.takeovers ? `, resumed ${r.takeovers}x` : ''}\n`,
         );
       const render = createHumanRenderer(out);

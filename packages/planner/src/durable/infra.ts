@@ -75,6 +75,35 @@ export function openTranscriptStore(bus: Backend, prefix: string = DEFAULT_PREFI
   return bus.blobs(transcriptsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
+/** The KV bucket of approvals, pending and decided (`agentmesh_approvals` for the default prefix). */
+export function approvalsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_approvals`;
+}
+
+export function openApprovals(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return bus.kv(approvalsBucket(prefix), { ttlMs: WEEK_MS });
+}
+
+/** The KV bucket of input and pause requests waiting for their runs (`agentmesh_controls`). */
+export function controlsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_controls`;
+}
+
+export function openRunControls(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return bus.kv(controlsBucket(prefix), { ttlMs: WEEK_MS });
+}
+
+/** Session transcripts (blobs) and their index and locks (KV), per tenant. */
+export async function openSessionStores(
+  bus: Backend,
+  prefix: string = DEFAULT_PREFIX,
+): Promise<{ blobs: BlobStore; meta: KvStore }> {
+  return {
+    blobs: await bus.blobs(`${bucketPrefix(prefix)}_sessions`),
+    meta: await bus.kv(`${bucketPrefix(prefix)}_session_index`),
+  };
+}
+
 export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
   return bus.kv(checkpointsBucket(prefix), { ttlMs });
 }
@@ -87,6 +116,10 @@ export interface PlannerInfra {
   runRecords(): Promise<KvStore>;
   checkpoints(ttlMs: number): Promise<KvStore>;
   transcripts(): Promise<BlobStore>;
+  /** The approvals bucket (pending and decided approvals of every run). */
+  approvals(): Promise<KvStore>;
+  /** The controls bucket (input and pause requests of every run). */
+  controls(): Promise<KvStore>;
   /** Starts taking run requests; the returned function stops taking them. */
   startIntake(options: IntakeOptions): Promise<() => Promise<void>>;
   eventPublisher(runId: string, options?: { onConflict?: () => void }): EventPublisher;
@@ -119,6 +152,8 @@ export function plannerInfra(backend: Backend, prefix: string, logger: Logger): 
     runRecords: () => openRunRecords(backend, prefix),
     checkpoints: (ttlMs) => openCheckpoints(backend, prefix, ttlMs),
     transcripts: () => openTranscriptStore(backend, prefix),
+    approvals: () => openApprovals(backend, prefix),
+    controls: () => openRunControls(backend, prefix),
     startIntake: async (options) =>
       durable ? startQueueIntake(await intake(), logger, options) : startBusIntake(backend, prefix, options),
     eventPublisher: (runId, options) =>

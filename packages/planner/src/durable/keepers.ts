@@ -13,6 +13,7 @@ import type { CheckpointHook, RunSnapshot } from '../run-state.js';
 import type { CheckpointWriter } from './checkpoint.js';
 import { leaseLostError, type RunLease } from './lease.js';
 import { runRecord } from './records.js';
+import type { RunRecord } from '../transcript.js';
 
 /**
  * The keeper of a run that is not durable: its record is created on accept (a second run with the same id is
@@ -66,6 +67,13 @@ export async function claimRecord(
     checkpoints: (_flush, user) => ({ checkpoint: user }),
     attach: () => undefined,
     handedOff: false,
+    setWaiting: async (waiting) => {
+      const entry = await records.get(fields.runId);
+      if (entry === null) return;
+      const current = JSON.parse(new TextDecoder().decode(entry.value)) as RunRecord;
+      if (current.state === 'finished') return;
+      await records.put(fields.runId, encodeJson({ ...current, waiting }));
+    },
     finish: async (status, endedAt) => {
       const record = runRecord({
         run_id: fields.runId,
@@ -117,6 +125,7 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
       return lease.lost;
     },
     giveUp: (why) => lease.fence(why),
+    setWaiting: (waiting) => lease.setWaiting(waiting),
     finish: async (status, endedAt) => {
       try {
         await lease.finish({ status, finished_at: endedAt });

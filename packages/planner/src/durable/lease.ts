@@ -7,6 +7,7 @@ import {
   sleep,
   type KvStore,
   type Logger,
+  type RunWaiting,
 } from '@agentmesh/protocol';
 import type { RunRecord } from '../transcript.js';
 import { runRecord } from './records.js';
@@ -223,11 +224,17 @@ export class RunLease {
     return this.renewing;
   }
 
+  /** Records how the run waits (`awaiting_approval`, `paused`) or that it no longer waits. */
+  async setWaiting(waiting: RunWaiting | undefined): Promise<void> {
+    await this.renewing?.catch(() => undefined);
+    await this.write({ waiting }, 3);
+  }
+
   /** Marks the run finished (a CAS write, so a planner that lost the run cannot). */
   async finish(fields: Pick<RunRecord, 'status' | 'finished_at'>): Promise<void> {
     this.stop();
     await this.renewing?.catch(() => undefined);
-    await this.write({ ...fields, state: 'finished' }, 6);
+    await this.write({ ...fields, state: 'finished', waiting: undefined }, 6);
   }
 
   private async write(fields: Partial<RunRecord>, tries = 1): Promise<void> {

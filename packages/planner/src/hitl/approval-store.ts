@@ -7,18 +7,11 @@ import {
   isAgentMeshError,
   type KvEntry,
   type KvStore,
+  type ApprovalDecision,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 
-export const ApprovalDecisionSchema = z
-  .object({
-    approval_id: z.string().min(1).max(128),
-    decision: z.enum(['approve', 'deny']),
-    reason: z.string().max(4_096).optional(),
-    by: z.string().max(256).optional(),
-  })
-  .strict();
-export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
+export { ApprovalDecisionSchema, type ApprovalDecision } from '@agentmesh/protocol';
 
 export type ApprovalState = 'pending' | 'approved' | 'denied';
 

@@ -36,8 +36,8 @@ export function readScriptFile(path: string): ScriptedTurn[] {
 /**
  * Replays model turns from a script: for demos, tests and benchmarks, with no API key. Tool calls may name tools
  * canonically (`math.calc`) or by provider alias (`math__calc`); string arguments are sent as raw JSON text, so a
- * script can exercise malformed arguments. The turn played is the number of assistant messages so far, which
- * makes the provider stateless (one instance serves any number of runs, and a resumed run picks up where it was).
+ * script can exercise malformed arguments. The turn played is the run's turn index (else the number of assistant
+ * messages so far, a session's earlier turns included), which makes the provider stateless (one instance serves any number of runs, and a resumed run picks up where it was).
  */
 export class ScriptedProvider implements ModelProvider {
   readonly kind = 'scripted' as const;
@@ -51,7 +51,7 @@ export class ScriptedProvider implements ModelProvider {
   }
 
   async complete(request: ModelRequest): Promise<ModelTurn> {
-    const index = request.messages.filter((m) => m.role === 'assistant').length;
+    const index = request.turn ?? request.messages.filter((m) => m.role === 'assistant').length;
     const turn = this.turns[index];
     if (turn === undefined)
       throw new AgentMeshError(

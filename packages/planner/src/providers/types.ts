@@ -45,6 +45,8 @@ export interface ModelRequest {
   signal: AbortSignal;
   /** Streamed pieces of the response as they arrive (`reasoning` never ends up in the final text). */
   onDelta?: (delta: ModelDelta) => void;
+  /** The 0-based index of this model turn within its run (a session's earlier turns do not count). */
+  turn?: number;
 }
 
 /** One streamed piece of a response. */

@@ -14,6 +14,7 @@ import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { RunHitl } from './approval-gate.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
@@ -50,6 +51,8 @@ export interface RunEnvironment {
   checkpoint?: CheckpointHook | undefined;
   /** Called after each single tool result inside a batch (durable runs store these too). */
   resultCheckpoint?: CheckpointHook | undefined;
+  /** Approvals (and the run's waiting state) when calls may wait for a human decision. */
+  hitl?: RunHitl | undefined;
 }
 
 /**

@@ -14,6 +14,7 @@ import { isMetaTool } from '../meta-tools.js';
 import type { ChatToolCall } from '../providers/types.js';
 import type { BatchCall, ToolBatch } from '../run-state.js';
 import { Semaphore, capText } from '../util.js';
+import { gateCall } from './approval-gate.js';
 import type { RunContext } from './context.js';
 import { notice, toolCompleted, toolFailed, toolStarted } from './events.js';
 import { runMeta } from './meta-tools.js';
@@ -93,8 +94,8 @@ function prepareCall(ctx: RunContext, call: ChatToolCall, index: number): Prepar
 /**
  * Runs the calls of one response: fail-closed checks in order, then execution in parallel (bounded by
  * tool_concurrency), results appended in call order. The plan and each result are kept in `state.batch` and
- * checkpointed as they come, so a resumed run re-sends only the calls that have no result yet. This is where a call
- * that needs an approval will wait.
+ * checkpointed as they come, so a resumed run re-sends only the calls that have no result yet. A call that needs an
+ * approval waits for the decision here (outside the concurrency bound) while the other calls run.
  */
 export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCall[]): Promise<BatchOutcome> {
   const { state, limits } = ctx;
@@ -105,12 +106,16 @@ export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCal
     prepared.map(async (p, i) => {
       const planned = batch.calls[i];
       if (planned === undefined || planned.result !== undefined || planned.plan !== 'run') return;
-      const release = await gate.acquire();
+      const denied = isMetaTool(p.name) ? undefined : await gateCall(ctx, p);
       let r: CallResult;
-      try {
-        r = isMetaTool(p.name) ? await runMeta(ctx, p, p.name) : await runRemote(ctx, p);
-      } finally {
-        release();
+      if (denied !== undefined) r = denied;
+      else {
+        const release = await gate.acquire();
+        try {
+          r = isMetaTool(p.name) ? await runMeta(ctx, p, p.name) : await runRemote(ctx, p);
+        } finally {
+          release();
+        }
       }
       const verdict = planned.verdict ?? { action: 'ok', count: 1 };
       if (verdict.action === 'warn')

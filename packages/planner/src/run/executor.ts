@@ -7,12 +7,17 @@ import {
   type RunEvent,
   type RunEventOf,
   type RunRequest,
+  type RunWaiting,
   type Subjects,
   type Bus,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
+import { approvalPolicy } from '../hitl/approval-policy.js';
+import type { ApprovalStore } from '../hitl/approval-store.js';
+import type { RunControlStore } from '../hitl/run-controls.js';
+import type { SessionStore } from '../hitl/session-store.js';
 import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
@@ -29,11 +34,13 @@ import { saveTranscript } from '../transcript.js';
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
+import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, listToolNames, loadRunTools } from './meta-tools.js';
 import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
+import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { startWarnings } from './warnings.js';
 
 export type RunResult = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
@@ -71,6 +78,8 @@ export interface RunKeeper {
   /** Hands the run over without finishing it here (durable runs: another planner resumes it). */
   giveUp?(why: string): void;
   finish(status: string, endedAt: string): Promise<void>;
+  /** Records in the run record how the run waits (`awaiting_approval`, `paused`), or that it no longer does. */
+  setWaiting?(waiting: RunWaiting | undefined): Promise<void>;
 }
 
 export interface ExecutorConfig {
@@ -89,6 +98,12 @@ export interface ExecutorConfig {
   active: ActiveRuns;
   publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
   transcripts: () => BlobStore | undefined;
+  /** The approval store when calls may wait for a human decision (undefined: no approvals). */
+  approvals?: () => ApprovalStore | undefined;
+  /** Where input and pause requests wait for the run (undefined: none). */
+  controls?: () => RunControlStore | undefined;
+  /** The session store (opened on first use). */
+  sessions?: () => Promise<SessionStore>;
 }
 
 interface RunIo {
@@ -101,6 +116,7 @@ interface RunIo {
   startedAt: string;
   choice?: ProviderChoice;
   snapshot?: RunSnapshot;
+  session?: RunSession;
 }
 
 /**
@@ -144,8 +160,10 @@ export class RunExecutor {
       final = await this.drive(io, options.signal);
       return final;
     } finally {
-      if (keeper.handedOff) log.info('run handed to another planner: not finalized here');
-      else await this.finalize(io);
+      if (keeper.handedOff) {
+        io.session?.stop();
+        log.info('run handed to another planner: not finalized here');
+      } else await this.finalize(io);
       const ending = final ?? sink.events[sink.events.length - 1];
       log.info(
         {
@@ -242,6 +260,7 @@ export class RunExecutor {
       signal: run.controller.signal,
       stopReason: () => run.stop,
     });
+    await this.joinSession(io, ctx, resumed === undefined);
     if (resumed === undefined)
       snapshot.system = buildSystemPrompt({
         system: request.system ?? config.defaults.system,
@@ -256,6 +275,29 @@ export class RunExecutor {
         'run resumed',
       );
     return ctx;
+  }
+
+  /** A run with a session waits for the session's lock, then (when new) starts from its earlier transcript. */
+  private async joinSession(io: RunIo, ctx: RunContext, fresh: boolean): Promise<void> {
+    const sessionId = requestedSession(io.request);
+    if (sessionId === undefined) return;
+    const store = await this.config.sessions?.();
+    if (store === undefined)
+      throw new AgentMeshError('invalid_request', 'this planner keeps no sessions: run without "session"');
+    io.session = await RunSession.open(
+      store,
+      { tenant: ctx.identity.tenant, session: sessionId, runId: io.runId },
+      ctx.signal,
+    );
+    if (!fresh) return;
+    const earlier = await io.session.startingMessages({
+      maxTokens: this.config.defaults.sessions?.max_tokens ?? DEFAULT_SESSION_MAX_TOKENS,
+      provider: ctx.env.provider,
+      sink: io.sink,
+      signal: ctx.signal,
+      log: io.log,
+    });
+    ctx.state.messages = [...earlier, ...ctx.state.messages];
   }
 
   /** The model's price; a new run whose model has none starts with a `run.warning`. */
@@ -299,6 +341,26 @@ export class RunExecutor {
       nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
       scope: settings.scope,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
+      hitl: this.hitl(io),
+    };
+  }
+
+  private hitl(io: RunIo): RunHitl | undefined {
+    const store = this.config.approvals?.();
+    if (store === undefined) return undefined;
+    const keeper = io.keeper;
+    const setWaiting = async (waiting: RunWaiting | undefined) => {
+      try {
+        await keeper.setWaiting?.(waiting);
+      } catch (error) {
+        io.log.warn({ err: (error as Error).message, waiting }, 'could not record the waiting state');
+      }
+    };
+    return {
+      store,
+      policy: approvalPolicy(this.config.defaults.approvals, io.request.approvals),
+      waits: new WaitingState(setWaiting),
+      controls: this.config.controls?.(),
     };
   }
 
@@ -364,6 +426,9 @@ export class RunExecutor {
             { timeoutMs: TRANSCRIPT_SAVE_TIMEOUT_MS, retryable: () => true },
           ).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
     ]);
+    await io.session
+      ?.finish(io.runId, io.snapshot?.messages ?? [])
+      .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'session not saved'));
     await io.keeper
       .finish(status, endedAt)
       .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated'));

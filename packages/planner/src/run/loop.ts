@@ -1,5 +1,6 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
 import type { RunContext } from './context.js';
+import { applyRunControls } from './controls.js';
 import { dispatchTools } from './dispatch.js';
 import { notice, runCompleted } from './events.js';
 import { modelTurn } from './turn.js';
@@ -48,6 +49,7 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
       return { status: 'done', reason: `stop_after_successful_tools: ${outcome.stopAfter} succeeded` };
     return undefined;
   }
+  await applyRunControls(ctx);
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
   const turn = await modelTurn(ctx);

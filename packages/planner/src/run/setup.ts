@@ -5,12 +5,14 @@ import {
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
 import type { CapabilityTable } from '../capabilities.js';
+import type { ApprovalConfig } from '../hitl/approval-policy.js';
 import type { SearchMode } from '../exposure.js';
 import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../run-state.js';
 import type { ToolScope } from './context.js';
+import type { SessionDefaults } from './session.js';
 
 /** Tool search settings (`tools.search` in agentmesh.yaml). */
 export interface ToolSearchDefaults {
@@ -37,6 +39,10 @@ export interface PlannerDefaults {
   /** The message sent after a turn with neither a tool call nor an answer. */
   nudge?: string;
   loop_detect?: Partial<LoopThresholds>;
+  /** Which calls wait for a human decision (`approvals:` in agentmesh.yaml); a run request can add to it. */
+  approvals?: ApprovalConfig;
+  /** `sessions:` in agentmesh.yaml: when a session's transcript is compacted. */
+  sessions?: SessionDefaults;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {

@@ -57,6 +57,7 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
     parallelCalls: env.capabilities.parallel_calls,
     ...(native ? { nativeSearch: state.search.native_variant! } : {}),
     signal: ctx.signal,
+    turn: state.iteration - 1,
     onDelta: (d) => {
       if (d.kind === 'reasoning')
         sink.emit({ type: 'llm.delta', iteration: state.iteration, kind: d.kind, text: d.text });

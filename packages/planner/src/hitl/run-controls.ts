@@ -1,0 +1,159 @@
+import { randomUUID } from 'node:crypto';
+import {
+  AgentMeshError,
+  ErrorCode,
+  RunInputSchema,
+  decodeMessage,
+  encodeJson,
+  requestJson,
+  respondError,
+  respondJson,
+  runControlSubjects,
+  type Bus,
+  type BusMessage,
+  type KvStore,
+  type Logger,
+  type Subscription,
+} from '@agentmesh/protocol';
+import { z } from 'zod';
+import { parseRecord } from '../durable/lease.js';
+
+/** A user message waiting to be added to a run before its next model turn. */
+export interface PendingInput {
+  key: string;
+  text: string;
+  at: string;
+}
+
+const InputRecordSchema = z.object({ text: z.string(), at: z.string() });
+const PausedRecordSchema = z.object({ paused: z.boolean(), at: z.string() });
+
+/**
+ * Input and pause requests of runs, kept in a KV bucket until the run applies them: `<run>.input.<id>` per message
+ * (deleted once applied and checkpointed) and `<run>.paused`. A request made while no planner holds the run is
+ * applied by the planner that resumes it.
+ */
+export class RunControlStore {
+  constructor(private readonly kv: KvStore) {}
+
+  async addInput(runId: string, text: string): Promise<string> {
+    const key = `${runId}.input.${Date.now().toString(36).padStart(10, '0')}${randomUUID().slice(0, 8)}`;
+    await this.kv.put(key, encodeJson({ text, at: new Date().toISOString() }));
+    return key;
+  }
+
+  /** Inputs not applied yet, oldest first. */
+  async inputs(runId: string): Promise<PendingInput[]> {
+    const keys = (await this.kv.keys(`${runId}.input.>`)).sort();
+    const out: PendingInput[] = [];
+    for (const key of keys) {
+      const entry = await this.kv.get(key);
+      if (entry === null) continue;
+      const value = decodeMessage(InputRecordSchema, entry.value, 'run input');
+      out.push({ key, text: value.text, at: value.at });
+    }
+    return out;
+  }
+
+  async dropInput(key: string): Promise<void> {
+    await this.kv.delete(key);
+  }
+
+  async setPaused(runId: string, paused: boolean): Promise<void> {
+    await this.kv.put(`${runId}.paused`, encodeJson({ paused, at: new Date().toISOString() }));
+  }
+
+  async paused(runId: string): Promise<boolean> {
+    const entry = await this.kv.get(`${runId}.paused`);
+    return entry !== null && decodeMessage(PausedRecordSchema, entry.value, 'pause state').paused;
+  }
+
+  /** Resolves once the run is no longer paused; rejects with `cancelled` when the signal aborts. */
+  async waitUntilResumed(runId: string, signal: AbortSignal): Promise<void> {
+    let resumed: (() => void) | undefined;
+    const done = new Promise<void>((resolve) => (resumed = resolve));
+    const watcher = await this.kv.watch(
+      (entry) => {
+        if (entry.operation !== 'PUT') return resumed?.();
+        if (!decodeMessage(PausedRecordSchema, entry.value, 'pause state').paused) resumed?.();
+      },
+      { key: `${runId}.paused` },
+    );
+    const onAbort = () => resumed?.();
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      if (await this.paused(runId)) await done;
+      if (signal.aborted)
+        throw new AgentMeshError(ErrorCode.Cancelled, 'stopped waiting while paused', { retryable: false });
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      watcher.stop();
+    }
+  }
+}
+
+type ControlKind = 'input' | 'pause' | 'resume';
+
+/**
+ * Records `runs.<id>.input|pause|resume` in the controls bucket (a queue group of every planner, so any live one
+ * records it). Replies `{ ok: true }` when asked with a reply subject, or a named error: `invalid_message`,
+ * `run_finished`.
+ */
+export function serveRunControls(deps: {
+  bus: Bus;
+  prefix: string;
+  store: RunControlStore;
+  records: KvStore;
+  logger: Logger;
+}): Subscription[] {
+  const subjects = runControlSubjects(deps.prefix);
+  const head = `${deps.prefix}.runs.`;
+  const handle = (kind: ControlKind) => async (msg: BusMessage) => {
+    const runId = msg.subject.slice(head.length, -`.${kind}`.length);
+    try {
+      const entry = await deps.records.get(runId);
+      if (entry !== null && parseRecord(entry.value).state === 'finished')
+        throw new AgentMeshError('run_finished', `run "${runId}" already finished: nothing to ${kind}`, {
+          retryable: false,
+          details: { run_id: runId },
+        });
+      if (kind === 'input') {
+        const body = decodeMessage(RunInputSchema, msg.data, 'run input');
+        await deps.store.addInput(runId, body.text);
+      } else await deps.store.setPaused(runId, kind === 'pause');
+      deps.logger.info({ run_id: runId, kind }, 'run control recorded');
+      if (msg.reply !== undefined) respondJson(deps.bus, msg, { ok: true });
+    } catch (error) {
+      deps.logger.warn({ run_id: runId, kind, err: (error as Error).message }, 'run control refused');
+      if (msg.reply !== undefined) respondError(deps.bus, msg, error);
+    }
+  };
+  const queue = { queue: 'agentmesh-planners' };
+  return [
+    deps.bus.subscribe(subjects.allInputs, handle('input'), queue),
+    deps.bus.subscribe(subjects.allPauses, handle('pause'), queue),
+    deps.bus.subscribe(subjects.allResumes, handle('resume'), queue),
+  ];
+}
+
+const ReplySchema = z.object({ ok: z.literal(true) });
+
+/** Sends input, pause or resume to a run and waits until a planner recorded it. */
+export async function sendRunControl(
+  bus: Bus,
+  runId: string,
+  control: { kind: 'input'; text: string } | { kind: 'pause' | 'resume' },
+  options: { prefix?: string; timeoutMs?: number } = {},
+): Promise<void> {
+  const subjects = runControlSubjects(options.prefix);
+  const subject =
+    control.kind === 'input'
+      ? subjects.input(runId)
+      : control.kind === 'pause'
+        ? subjects.pause(runId)
+        : subjects.resume(runId);
+  await requestJson(bus, subject, control.kind === 'input' ? { text: control.text } : {}, ReplySchema, {
+    timeoutMs: options.timeoutMs ?? 10_000,
+    what: `${control.kind} reply`,
+  });
+}

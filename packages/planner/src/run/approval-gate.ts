@@ -1,0 +1,170 @@
+import { AgentMeshError, ErrorCode, type RunWaiting } from '@agentmesh/protocol';
+import {
+  approvalReason,
+  approvalSummary,
+  redactSecretArgs,
+  type ApprovalPolicy,
+} from '../hitl/approval-policy.js';
+import type { ApprovalRecord, ApprovalStore } from '../hitl/approval-store.js';
+import type { RunControlStore } from '../hitl/run-controls.js';
+import type { RunContext } from './context.js';
+import { toolFailed } from './events.js';
+
+/** What a run needs to let calls wait for a human: the store, its policy and its waiting state. */
+export interface RunHitl {
+  store: ApprovalStore;
+  policy: ApprovalPolicy;
+  waits: WaitingState;
+  /** Input and pause requests (undefined: the run takes none). */
+  controls?: RunControlStore | undefined;
+}
+
+/** The error code of a call a human (or the approval timeout) denied. */
+export const APPROVAL_DENIED = 'approval_denied';
+
+/**
+ * How a run waits, kept in its run record: `paused` while paused, `awaiting_approval` while any call waits for a
+ * decision, nothing otherwise. Writes are serialized and only made when the state changes.
+ */
+export class WaitingState {
+  private approvals = 0;
+  private paused = false;
+  private recorded: RunWaiting | undefined;
+  private writes: Promise<void> = Promise.resolve();
+
+  constructor(private readonly record: (waiting: RunWaiting | undefined) => Promise<void>) {}
+
+  enterApproval(): Promise<void> {
+    this.approvals++;
+    return this.sync();
+  }
+
+  leaveApproval(): Promise<void> {
+    this.approvals = Math.max(0, this.approvals - 1);
+    return this.sync();
+  }
+
+  setPaused(paused: boolean): Promise<void> {
+    this.paused = paused;
+    return this.sync();
+  }
+
+  get current(): RunWaiting | undefined {
+    return this.paused ? 'paused' : this.approvals > 0 ? 'awaiting_approval' : undefined;
+  }
+
+  private sync(): Promise<void> {
+    this.writes = this.writes.then(async () => {
+      const next = this.current;
+      if (next === this.recorded) return;
+      this.recorded = next;
+      await this.record(next);
+    });
+    return this.writes;
+  }
+}
+
+export interface GateCall {
+  call: { id: string; name: string };
+  name: string;
+  args: unknown;
+}
+
+/**
+ * Holds a call that needs approval until a human decides: records the approval durably, emits
+ * `approval.requested` once, waits (ending as denied with reason `timeout` when the policy says so) and emits
+ * `approval.decided`. Returns undefined when the call may run, else the error result the model gets.
+ */
+export async function gateCall(
+  ctx: RunContext,
+  p: GateCall,
+): Promise<{ content: string; isError: true; succeeded: false } | undefined> {
+  const hitl = ctx.env.hitl;
+  if (hitl === undefined) return undefined;
+  const spec = ctx.exposure.spec(p.name);
+  if (approvalReason(p.name, spec?.safety, hitl.policy) === undefined) return undefined;
+  const runId = ctx.state.run_id;
+  const args = redactSecretArgs(p.args, spec?.input_schema);
+  const timeoutMs = hitl.policy.timeoutMs;
+  const record = await hitl.store.request({
+    run_id: runId,
+    call_id: p.call.id,
+    name: p.name,
+    args,
+    summary: approvalSummary(p.name, args),
+    tenant: ctx.identity.tenant,
+    ...(timeoutMs > 0 ? { expires_at: new Date(Date.now() + timeoutMs).toISOString() } : {}),
+  });
+  const seen = (type: string) =>
+    ctx.sink.events.some(
+      (e) => e.type === type && (e as { approval_id?: string }).approval_id === record.approval_id,
+    );
+  if (!seen('approval.requested'))
+    ctx.sink.emit({
+      type: 'approval.requested',
+      approval_id: record.approval_id,
+      call_id: p.call.id,
+      name: p.name,
+      args,
+      summary: record.summary,
+    });
+  const decided = record.state === 'pending' ? await waitForDecision(ctx, hitl, record) : record;
+  if (!seen('approval.decided'))
+    ctx.sink.emit({
+      type: 'approval.decided',
+      approval_id: decided.approval_id,
+      decision: decided.decision ?? (decided.state === 'approved' ? 'approve' : 'deny'),
+      by: decided.by ?? 'unknown',
+      ...(decided.reason === undefined ? {} : { reason: decided.reason }),
+    });
+  ctx.log.info(
+    { call_id: p.call.id, approval_id: decided.approval_id, state: decided.state, by: decided.by },
+    'approval decided',
+  );
+  if (decided.state === 'approved') return undefined;
+  const error = new AgentMeshError(
+    APPROVAL_DENIED,
+    `the call to ${p.name} was denied by ${decided.by ?? 'unknown'}` +
+      (decided.reason === undefined || decided.reason === '' ? '' : `: ${decided.reason}`) +
+      '. It was not executed.',
+    { retryable: false },
+  );
+  ctx.sink.emit(
+    toolFailed({ call_id: p.call.id, name: p.name, worker_id: ctx.env.plannerId, elapsed_ms: 0 }, error),
+  );
+  return { content: `error (${error.code}): ${error.message}`, isError: true, succeeded: false };
+}
+
+async function waitForDecision(
+  ctx: RunContext,
+  hitl: RunHitl,
+  record: ApprovalRecord,
+): Promise<ApprovalRecord> {
+  const runId = ctx.state.run_id;
+  await hitl.waits.enterApproval();
+  const stop = new AbortController();
+  const onAbort = () => stop.abort();
+  ctx.signal.addEventListener('abort', onAbort, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  if (record.expires_at !== undefined) {
+    const delay = Math.max(0, Date.parse(record.expires_at) - Date.now());
+    timer = setTimeout(() => {
+      hitl.store.expire(runId, record.approval_id).catch((error: unknown) => {
+        ctx.log.warn(
+          { err: (error as Error).message, approval_id: record.approval_id },
+          'approval expiry failed',
+        );
+      });
+    }, delay);
+  }
+  try {
+    return await hitl.store.waitForDecision(runId, record.approval_id, stop.signal);
+  } catch (error) {
+    if (ctx.signal.aborted) throw AgentMeshError.from(ctx.signal.reason ?? error);
+    throw new AgentMeshError(ErrorCode.Internal, 'waiting for an approval failed', { cause: error });
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+    ctx.signal.removeEventListener('abort', onAbort);
+    await hitl.waits.leaveApproval();
+  }
+}

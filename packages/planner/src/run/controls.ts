@@ -1,0 +1,44 @@
+import type { RunContext } from './context.js';
+
+/**
+ * Applies the run's pause and input requests before a model turn: waits while paused (`run.paused`, status
+ * `paused`, then `run.resumed`), then adds each pending input as a user message (`run.input`). Applied inputs are
+ * checkpointed before they are dropped from the controls bucket, so a resumed run applies each exactly once.
+ */
+export async function applyRunControls(ctx: RunContext): Promise<void> {
+  const hitl = ctx.env.hitl;
+  const store = hitl?.controls;
+  if (hitl === undefined || store === undefined) return;
+  const runId = ctx.state.run_id;
+  const applied = (ctx.state.controls ??= { applied_inputs: [] });
+  if (await store.paused(runId)) {
+    if (applied.paused !== true) {
+      applied.paused = true;
+      ctx.sink.emit({ type: 'run.paused' });
+      await ctx.checkpoint();
+    }
+    await hitl.waits.setPaused(true);
+    ctx.log.info('run paused');
+    try {
+      await store.waitUntilResumed(runId, ctx.signal);
+    } finally {
+      await hitl.waits.setPaused(false);
+    }
+  }
+  if (applied.paused === true) {
+    applied.paused = false;
+    ctx.sink.emit({ type: 'run.resumed' });
+    ctx.log.info('run resumed');
+  }
+  const inputs = await store.inputs(runId);
+  if (inputs.length === 0) return;
+  for (const input of inputs) {
+    if (applied.applied_inputs.includes(input.key)) continue;
+    ctx.state.messages.push({ role: 'user', content: input.text });
+    applied.applied_inputs.push(input.key);
+    ctx.sink.emit({ type: 'run.input', text: input.text });
+  }
+  await ctx.checkpoint();
+  for (const input of inputs) await store.dropInput(input.key);
+  applied.applied_inputs = applied.applied_inputs.filter((k) => !inputs.some((i) => i.key === k));
+}
