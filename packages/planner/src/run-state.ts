@@ -48,6 +48,10 @@ export interface RunSnapshot {
   batch?: ToolBatch | undefined;
   status?: RunStatus;
   reason?: string;
+  /** The validated final answer of a run with output_schema. */
+  output?: unknown;
+  /** The one repair turn for an answer that did not match output_schema was given. */
+  output_repaired?: boolean | undefined;
 }
 
 /** The plan and results of one batch of tool calls, in call order. */

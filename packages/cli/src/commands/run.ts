@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import {
+  AgentMeshError,
   ErrorCode,
   RunRequestSchema,
   publishJson,
@@ -76,6 +78,11 @@ export const runSpec: CommandSpec = {
       value: 'FILE',
       description: 'scripted provider: a JSON file of model turns (no API key needed)',
     },
+    'output-schema': {
+      type: 'string',
+      value: 'FILE',
+      description: 'a JSON Schema file the final answer must match (run.completed.output holds the value)',
+    },
     deferred: {
       type: 'string',
       value: 'GLOBS',
@@ -110,6 +117,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
   if (task === '')
     throw usageError(runSpec, 'run needs a task: agentmesh run "TASK" (or "-" to read it from stdin)');
   const scriptPath = stringFlag(args, 'script');
+  const outputSchemaPath = stringFlag(args, 'output-schema');
   const baseUrl = stringFlag(args, 'base-url') ?? config.provider?.base_url;
   let provider =
     stringFlag(args, 'provider') ?? (scriptPath ? 'scripted' : undefined) ?? config.provider?.name;
@@ -136,12 +144,34 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(config.tools?.always ? { always: config.tools.always } : {}),
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
     ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
+    ...(outputSchemaPath ? { output_schema: readOutputSchema(outputSchemaPath) } : {}),
     ...(stringFlag(args, 'tool-protocol')
       ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
       : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;
+}
+
+/** Reads `--output-schema FILE`: a JSON object; anything else is a configuration error naming the file. */
+export function readOutputSchema(path: string): Record<string, unknown> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `--output-schema ${path}: cannot read a JSON Schema: ${(error as Error).message}`,
+      { retryable: false },
+    );
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `--output-schema ${path}: a JSON Schema must be a JSON object`,
+      { retryable: false },
+    );
+  return raw as Record<string, unknown>;
 }
 
 export async function runCommand(ctx: CommandContext): Promise<number> {

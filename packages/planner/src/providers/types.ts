@@ -45,7 +45,12 @@ export interface ModelRequest {
   signal: AbortSignal;
   /** Streamed pieces of the response as they arrive (`reasoning` never ends up in the final text). */
   onDelta?: (delta: ModelDelta) => void;
+  /** The run's output_schema: the final answer must be JSON matching it (sent natively where the wire allows). */
+  outputSchema?: Record<string, unknown> | undefined;
 }
+
+/** The name of the forced tool that carries a structured answer where the wire has no response format (Anthropic). */
+export const FINAL_ANSWER_TOOL = 'final_answer';
 
 /** One streamed piece of a response. */
 export interface ModelDelta {

@@ -12,6 +12,7 @@ import {
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
+import { outputValidator } from '../agents/structured-output.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
@@ -155,6 +156,7 @@ export class RunExecutor {
   private async drive(io: RunIo, external: AbortSignal | undefined): Promise<RunResult> {
     const { request, sink, runId } = io;
     try {
+      if (request.output_schema !== undefined) outputValidator(request.output_schema);
       io.choice = resolveProvider(request, this.config.providers);
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
