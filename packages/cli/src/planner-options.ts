@@ -19,6 +19,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.provider?.system ? { system: config.provider.system } : {}),
       ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
       ...(config.tools?.always ? { always: config.tools.always } : {}),
+      ...(config.subagents ? { subagents: config.subagents } : {}),
     },
   };
 }

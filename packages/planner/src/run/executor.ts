@@ -8,10 +8,11 @@ import {
   type RunEventOf,
   type RunRequest,
   type Subjects,
-  type Bus,
+  type Backend,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
+import { AGENT_TOOL_SPECS, offersAgentTools } from '../agents/agent-tools.js';
 import { outputValidator } from '../agents/structured-output.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import type { EventPublisher } from '../durable/infra.js';
@@ -73,7 +74,7 @@ export interface RunKeeper {
 }
 
 export interface ExecutorConfig {
-  bus: Bus;
+  bus: Backend;
   prefix: string;
   subjects: Subjects;
   plannerId: string;
@@ -215,6 +216,7 @@ export class RunExecutor {
     const caps = config.capabilities.resolve(choice.kind, choice.model);
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
+    if (offersAgentTools(request.tools, config.defaults.subagents)) specs.push(...AGENT_TOOL_SPECS);
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
     const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
     if (offered.length === 0 && specs.length > 0)
@@ -293,6 +295,7 @@ export class RunExecutor {
       loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...config.defaults.loop_detect },
       nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
       scope: settings.scope,
+      subagents: config.defaults.subagents,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
     };
   }
@@ -309,7 +312,9 @@ export class RunExecutor {
       const specs = await loadRunTools(bus, subjects, scope, { signal, retryForMs: catalogRetryMs });
       if (!warn) return specs;
       const unmatched = (scope.allow ?? []).filter(
-        (entry) => !specs.some((s) => matchesToolPattern(s.name, entry)),
+        (entry) =>
+          !specs.some((s) => matchesToolPattern(s.name, entry)) &&
+          !AGENT_TOOL_SPECS.some((s) => matchesToolPattern(s.name, entry)),
       );
       if (specs.length > 0 && unmatched.length === 0) return specs;
       const known =

@@ -1,5 +1,6 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
 import { checkOutput, invalidOutputError, repairMessage } from '../agents/structured-output.js';
+import { cancelChildren } from '../agents/children.js';
 import type { RunContext } from './context.js';
 import { dispatchTools } from './dispatch.js';
 import { notice, runCompleted } from './events.js';
@@ -140,6 +141,7 @@ function budgetCheck(ctx: RunContext): string | undefined {
 
 function finish(ctx: RunContext, ending: Ending): CompletedEvent {
   const { state } = ctx;
+  cancelChildren(ctx);
   state.phase = 'finished';
   state.status = ending.status;
   state.reason = ending.reason;

@@ -4,6 +4,7 @@ import {
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
+import type { SubagentConfig } from '../agents/child-rules.js';
 import type { CapabilityTable } from '../capabilities.js';
 import type { SearchMode } from '../exposure.js';
 import type { LoopThresholds } from '../loop-detector.js';
@@ -37,6 +38,8 @@ export interface PlannerDefaults {
   /** The message sent after a turn with neither a tool call nor an answer. */
   nudge?: string;
   loop_detect?: Partial<LoopThresholds>;
+  /** Child runs (agent.* tools): offered to every run when enabled, depth and fan-out limits. */
+  subagents?: SubagentConfig;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
