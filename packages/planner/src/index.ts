@@ -72,3 +72,7 @@ export {
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './run-state.js';
 export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';
+export { childRunId } from './agents/children.js';
+export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
+export type { SubagentConfig } from './agents/child-rules.js';
+export type { ChildRecord } from './run-state.js';
