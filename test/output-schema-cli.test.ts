@@ -30,3 +30,30 @@ describe('agentmesh run --output-schema', () => {
     expect(r.stderr).toContain('bad.json');
   });
 });
+
+describe('examples/subagents.json', () => {
+  it('runs two child agents with the scripted provider, no key needed', async () => {
+    const r = await runAgentmesh([
+      'run',
+      '--script',
+      'examples/subagents.json',
+      '--tools',
+      'agent,math',
+      '--json',
+      'Compute 2+3 and 4*5 with two child agents',
+    ]);
+    expect(r.code).toBe(0);
+    const events = r.stdout
+      .trim()
+      .split('\n')
+      .map((line) => RunEventSchema.parse(JSON.parse(line)));
+    expect(
+      events.filter((e) => e.type === 'agent.completed').map((e) => e.type === 'agent.completed' && e.status),
+    ).toEqual(['done', 'done']);
+    const results = events.flatMap((e) => (e.type === 'tool.completed' ? [e.preview] : []));
+    expect(results.sort()).toEqual(['2 + 3 = 5', '{"product":20}']);
+    const last = events.at(-1)!;
+    expect(last).toMatchObject({ type: 'run.completed', status: 'done', tool_calls: 4 });
+    expect(last.type === 'run.completed' && last.usage.children).toHaveLength(2);
+  });
+});

@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { NatsBus, subjects, type RunEvent, type RunEventOf } from '@agentmesh/protocol';
-import { childRunId, submitRun } from '@agentmesh/planner';
+import { childRunId, runTree, submitRun } from '@agentmesh/planner';
+import { runAgentmesh } from './helpers/cli.js';
 import { calcTool, sha256Tool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
 
@@ -153,6 +154,15 @@ describe('sub-agents across two planner processes', () => {
     expect(of('fan-parent', 'agent.completed').map((e) => e.status)).toEqual(['done', 'done', 'done']);
     expect(final.usage).toMatchObject({ input_tokens: 200 + 3 * 30, output_tokens: 20 + 3 * 3 });
     expect(final.usage.children?.map((c) => c.run_id).sort()).toEqual([...ids].sort());
+
+    const tree = await runTree(bus, 'fan-parent', { prefix });
+    expect(tree).toMatchObject({ run_id: 'fan-parent', status: 'done', task: 'fan out' });
+    expect(tree.children.map((c) => [c.run_id, c.status])).toEqual(ids.map((id) => [id, 'done']));
+    expect(tree.children.every((c) => typeof c.duration_ms === 'number' && c.duration_ms >= 0)).toBe(true);
+    const shown = await runAgentmesh(['runs', 'show', 'fan-parent', '--nats', natsUrl, '--prefix', prefix]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/tree:\nfan-parent {2}done {2}[\d.]+ s {2}\(planner-[ab]\) {2}fan out/);
+    for (const id of ids) expect(shown.stdout).toMatch(new RegExp(`[├└]─ ${id} {2}done {2}[\\d.]+ s`));
   });
 
   it('refuses a child asking for tools outside its parent allow-list', async () => {

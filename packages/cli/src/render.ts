@@ -129,6 +129,12 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
       case 'run.failed':
         out.write(`${red('✘ failed')}: ${withoutCode(event.error.message)}\n`);
         break;
+      case 'agent.started':
+        out.write(`    ${dim(`↳ child run ${event.child_run_id} [${event.call_id}]`)}\n`);
+        break;
+      case 'agent.completed':
+        out.write(`    ${dim(`↳ child run ${event.child_run_id} ${event.status}`)}\n`);
+        break;
     }
   };
 }

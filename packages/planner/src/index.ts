@@ -76,3 +76,4 @@ export { childRunId } from './agents/children.js';
 export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
 export type { SubagentConfig } from './agents/child-rules.js';
 export type { ChildRecord } from './run-state.js';
+export { runTree, formatRunTree, type RunTreeNode } from './agents/run-tree.js';

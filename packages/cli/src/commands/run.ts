@@ -4,13 +4,20 @@ import {
   AgentMeshError,
   ErrorCode,
   RunRequestSchema,
+  matchesToolPattern,
   publishJson,
   subjects,
   validate,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { checkProviderConfig, followRun, readScriptFile, submitRun } from '@agentmesh/planner';
+import {
+  AGENT_TOOL_NAMES,
+  checkProviderConfig,
+  followRun,
+  readScriptFile,
+  submitRun,
+} from '@agentmesh/planner';
 import { plannerOptions } from '../planner-options.js';
 import {
   ACTOR_FLAGS,
@@ -201,6 +208,16 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
   return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
 }
 
+/** Resolves `--tools` entries against the embedded tools; entries naming the planner's agent.* tools pass as is. */
+function scopeTools(entries: readonly string[], known: Parameters<typeof resolveToolEntries>[1]): string[] {
+  const isAgent = (entry: string) => AGENT_TOOL_NAMES.some((name) => matchesToolPattern(name, entry));
+  const agent = entries.filter(isAgent);
+  const rest = entries.filter((e) => !isAgent(e));
+  if (rest.length > 0) resolveToolEntries(rest, known);
+  // namespaces stay namespaces, so a child run may ask for one its parent was given
+  return [...agent, ...rest.flatMap((entry) => known.packs?.[entry] ?? [entry])];
+}
+
 async function runEmbedded(
   ctx: CommandContext,
   request: RunRequestInput,
@@ -222,9 +239,7 @@ async function runEmbedded(
   const onSignal = () => controller.abort(new Error('interrupted'));
   process.once('SIGINT', onSignal);
   try {
-    const scoped = request.tools
-      ? { ...request, tools: resolveToolEntries(request.tools, mesh.known) }
-      : request;
+    const scoped = request.tools ? { ...request, tools: scopeTools(request.tools, mesh.known) } : request;
     return await mesh.planner.execute(scoped, { signal: controller.signal, onEvent: render });
   } finally {
     process.off('SIGINT', onSignal);
