@@ -18,7 +18,9 @@ let mesh: FakeMesh;
 const events = new Map<string, RunEvent[]>();
 const waiters: { test: (e: RunEvent) => boolean; resolve: (e: RunEvent) => void }[] = [];
 
-function startPlanner(id: string): Promise<void> {
+const plannerProcesses = new Map<string, ChildProcess>();
+
+function startPlanner(id: string, maxRuns = 2): Promise<void> {
   const child = spawn(
     process.execPath,
     [fileURLToPath(new URL('./fixtures/llm/subagent-planner-process.mjs', import.meta.url))],
@@ -31,13 +33,15 @@ function startPlanner(id: string): Promise<void> {
         PLANNER_ID: id,
         LOG_LEVEL: 'warn',
         // two runs at a time: a parent and one child here, so three children must spread over both planners
-        MAX_RUNS: '2',
+        MAX_RUNS: String(maxRuns),
+        LEASE_MS: '2000',
         SUBAGENTS: JSON.stringify({ max_depth: 2, max_children: 3 }),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
   processes.push(child);
+  plannerProcesses.set(id, child);
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('ready')) resolve();
@@ -91,7 +95,7 @@ afterAll(async () => {
     processes.map(
       (c) =>
         new Promise<void>((resolve) => {
-          if (c.exitCode !== null) return resolve();
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
           const kill = setTimeout(() => c.kill('SIGKILL'), 5_000);
           c.once('exit', () => {
             clearTimeout(kill);
@@ -251,4 +255,50 @@ describe('sub-agents across two planner processes', () => {
     expect(await finalOf(parentId)).toMatchObject({ status: 'cancelled' });
     expect(await finalOf(childId)).toMatchObject({ status: 'cancelled' });
   });
+
+  it('a planner killed mid-way: the parent resumes elsewhere and re-attaches, no child runs twice', async () => {
+    await startPlanner('planner-c', 8);
+    const parentId = 'kill-parent';
+    const child = (n: number) =>
+      agentRun(`k${n}`, {
+        task: `slow ${n}`,
+        script: [
+          {
+            text: '',
+            tool_calls: [{ name: 'math__calc', arguments: { lhs: n, rhs: 1, op: 'add' } }],
+            delay_ms: 2_500,
+          },
+          { text: `slow ${n} done` },
+        ],
+      });
+    await submitRun(
+      bus,
+      {
+        id: parentId,
+        task: 'survive',
+        tools: ['agent', 'math'],
+        script: [{ tool_calls: [child(1), child(2), child(3)] }, { text: 'survived' }],
+      },
+      { prefix },
+    );
+    const ids = [1, 2, 3].map((n) => childRunId(parentId, 1, `k${n}`));
+    await Promise.all(ids.map((id) => eventWhere((e) => e.run_id === id && e.type === 'llm.request')));
+    const owner = of(parentId, 'run.started')[0]!.planner_id;
+    plannerProcesses.get(owner)!.kill('SIGKILL');
+    const final = await finalOf(parentId);
+    expect(final).toMatchObject({ status: 'done', text: 'survived' });
+    expect(of(parentId, 'run.started').some((e) => e.resumed === true && e.planner_id !== owner)).toBe(true);
+    for (const id of ids) {
+      expect(await finalOf(id)).toMatchObject({ status: 'done' });
+      // each child was accepted once: re-attaching found it, a resumed child continued from its checkpoint
+      expect(of(id, 'run.accepted')).toHaveLength(1);
+      expect(of(id, 'run.started').filter((e) => e.resumed !== true)).toHaveLength(1);
+    }
+    expect(
+      of(parentId, 'tool.completed')
+        .map((e) => e.preview)
+        .sort(),
+    ).toEqual(['slow 1 done', 'slow 2 done', 'slow 3 done']);
+    expect(final.usage.children?.map((c) => c.run_id).sort()).toEqual([...ids].sort());
+  }, 90_000);
 });
