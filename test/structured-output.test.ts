@@ -139,6 +139,23 @@ describe.each(['openai', 'openai-responses', 'anthropic'] as const)('structured 
 });
 
 describe('structured output, provider independent', () => {
+  it('on the text tool protocol puts the schema in the prompt instead of forcing a JSON response', async () => {
+    const { server, h } = await setup('openai', [
+      { text: '```tool_call\n{"name": "math.calc", "arguments": {"lhs": 2, "rhs": 3, "op": "add"}}\n```' },
+      { text: '{"sum": 5, "note": "added"}' },
+    ]);
+    const { final } = await h.run({
+      task: 'add 2 and 3',
+      provider: 'openai',
+      model: MODELS.openai,
+      tool_protocol: 'text',
+      output_schema: STRICT_SCHEMA,
+    });
+    expect(final).toMatchObject({ status: 'done', output: { sum: 5, note: 'added' } });
+    expect(server.requests[0]!['response_format']).toBeUndefined();
+    expect(JSON.stringify(server.requests[0]!['messages'][0])).toContain('matching this JSON Schema');
+  });
+
   it('accepts a fenced JSON answer from the scripted provider', async () => {
     h = harness([calcTool]);
     const { final } = await h.run({

@@ -258,4 +258,46 @@ describe('agent.* meta-tools on the in-process bus', () => {
     expect(elapsed).toBeLessThan(2_000);
     expect((await parent).final).toMatchObject({ status: 'cancelled' });
   });
+
+  it('agent.cancel stops a spawned child, agent.send_input reaches it, and a parent ending cancels the rest', async () => {
+    const m = await startMesh();
+    const parentId = 'parent-steer';
+    const first = childRunId(parentId, 1, 's1');
+    const second = childRunId(parentId, 1, 's2');
+    const inputs: string[] = [];
+    m.bus.subscribe(`agentmesh.runs.${first}.input`, (msg) => inputs.push(msg.text()));
+    const slow = (task: string) => ({ task, script: [{ text: 'late', delay_ms: 60_000 }] });
+    const finals = [followRun(m.bus, first), followRun(m.bus, second)];
+    const { final, events } = await execute(m, {
+      id: parentId,
+      task: 'steer',
+      tools: ['agent'],
+      script: [
+        {
+          tool_calls: [
+            childCall('s1', slow('one'), 'agent__spawn'),
+            childCall('s2', slow('two'), 'agent__spawn'),
+          ],
+        },
+        {
+          tool_calls: [
+            childCall('i1', { run_id: first, text: 'hurry' }, 'agent__send_input'),
+            childCall('x1', { run_id: first }, 'agent__cancel'),
+            childCall('x2', { run_id: 'someone-else' }, 'agent__cancel'),
+          ],
+        },
+        { tool_calls: [childCall('w1', { run_ids: [first], timeout_ms: 30_000 }, 'agent__wait')] },
+        { text: 'leaving the second child behind' },
+      ],
+    });
+    expect(final).toMatchObject({ status: 'done' });
+    expect(inputs).toEqual([JSON.stringify({ text: 'hurry' })]);
+    const failed = of(events, 'tool.failed');
+    expect(failed.map((e) => [e.call_id, e.error.code])).toEqual([['x2', 'not_found']]);
+    const waited = JSON.parse(of(events, 'tool.completed').find((e) => e.call_id === 'w1')!.preview);
+    expect(waited.children[0]).toMatchObject({ run_id: first, status: 'cancelled' });
+    // the second child was still running when the parent ended: it is cancelled too
+    expect(await finals[1]).toMatchObject({ type: 'run.completed', status: 'cancelled' });
+    expect(await finals[0]).toMatchObject({ status: 'cancelled' });
+  });
 });
