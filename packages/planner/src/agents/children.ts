@@ -82,7 +82,18 @@ export async function startChild(ctx: RunContext, callId: string, args: ChildArg
     children.push({ run_id: id, call_id: callId, task: args.task, status: 'running', started_at: now() });
   ctx.sink.emit({ type: 'agent.started', call_id: callId, child_run_id: id });
   void follow(ctx, id).catch(() => undefined);
-  await submitRun(env.bus, body, { prefix: env.prefix });
+  try {
+    await submitRun(env.bus, body, { prefix: env.prefix });
+  } catch (error) {
+    // never submitted: it does not count as a child, and its follower is not waited on
+    if (known === undefined)
+      children.splice(
+        children.findIndex((c) => c.run_id === id),
+        1,
+      );
+    ctx.sink.emit({ type: 'agent.completed', call_id: callId, child_run_id: id, status: 'failed' });
+    throw error;
+  }
   return id;
 }
 

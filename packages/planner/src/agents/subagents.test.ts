@@ -39,14 +39,14 @@ afterEach(async () => {
 });
 
 /** A real Catalog and ToolWorker, and a started planner that also takes the children from `runs.submit`. */
-async function startMesh(options: Partial<PlannerOptions> = {}): Promise<Mesh> {
+async function startMesh(options: Partial<PlannerOptions> = {}, intake = true): Promise<Mesh> {
   const bus = new MemoryBus();
   const catalog = new Catalog({ bus, logger: silentLogger() });
   await catalog.start();
   const worker = new ToolWorker({ bus, tools: [add, digest], logger: silentLogger(), threads: 1 });
   await worker.start();
   const planner = new Planner({ bus, logger: silentLogger(), plannerId: 'planner-sub', ...options });
-  await planner.start();
+  if (intake) await planner.start();
   mesh = {
     bus,
     planner,
@@ -299,5 +299,22 @@ describe('agent.* meta-tools on the in-process bus', () => {
     // the second child was still running when the parent ended: it is cancelled too
     expect(await finals[1]).toMatchObject({ type: 'run.completed', status: 'cancelled' });
     expect(await finals[0]).toMatchObject({ status: 'cancelled' });
+  });
+
+  it('names the failure when no planner takes the child, and does not count it', async () => {
+    const m = await startMesh({}, false);
+    const { events } = await execute(m, {
+      id: 'parent-alone',
+      task: 'alone',
+      tools: ['agent'],
+      script: [
+        { tool_calls: [childCall('c1', { task: 'a', script: [{ text: 'a' }] })] },
+        { tool_calls: [childCall('l1', {}, 'agent__list')] },
+        { text: 'nobody took it' },
+      ],
+    });
+    expect(of(events, 'tool.failed')[0]?.error.code).toMatch(/no_responders|unavailable|timeout/);
+    expect(of(events, 'agent.completed')[0]).toMatchObject({ call_id: 'c1', status: 'failed' });
+    expect(JSON.parse(of(events, 'tool.completed')[0]!.preview)).toEqual({ children: [] });
   });
 });
