@@ -23,12 +23,6 @@ export function isAgentTool(name: string): name is AgentToolName {
   return (AGENT_TOOL_NAMES as readonly string[]).includes(name);
 }
 
-/** Whether a run is offered the agent.* tools: its allow-list names the `agent` namespace, or the config enables them. */
-export function offersAgentTools(tools: readonly string[] | undefined, config: SubagentConfig = {}): boolean {
-  if (config.enabled === true) return true;
-  return tools !== undefined && matchesAnyToolPattern('agent.run', tools);
-}
-
 /** Arguments of agent.run and agent.spawn. `script` (scripted provider only) lets demos and tests script a child. */
 export const ChildArgsSchema = z
   .object({
@@ -139,3 +133,16 @@ export const AGENT_TOOL_SPECS: readonly ToolSpec[] = AGENT_TOOL_NAMES.map((name)
     loading: 'always',
   }),
 );
+
+/**
+ * The agent.* tools a run is offered: those its allow-list selects (the `agent` namespace selects all), or all of
+ * them when the configuration enables sub-agents.
+ */
+export function offeredAgentTools(
+  tools: readonly string[] | undefined,
+  config: SubagentConfig = {},
+): ToolSpec[] {
+  if (config.enabled === true) return [...AGENT_TOOL_SPECS];
+  if (tools === undefined) return [];
+  return AGENT_TOOL_SPECS.filter((spec) => matchesAnyToolPattern(spec.name, tools));
+}

@@ -12,7 +12,7 @@ import {
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
-import { AGENT_TOOL_SPECS, offersAgentTools } from '../agents/agent-tools.js';
+import { AGENT_TOOL_SPECS, offeredAgentTools } from '../agents/agent-tools.js';
 import { outputValidator } from '../agents/structured-output.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import type { EventPublisher } from '../durable/infra.js';
@@ -216,7 +216,7 @@ export class RunExecutor {
     const caps = config.capabilities.resolve(choice.kind, choice.model);
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
-    if (offersAgentTools(request.tools, config.defaults.subagents)) specs.push(...AGENT_TOOL_SPECS);
+    specs.push(...offeredAgentTools(request.tools, config.defaults.subagents));
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
     const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
     if (offered.length === 0 && specs.length > 0)
