@@ -93,6 +93,14 @@ export const ConfigSchema = z
       .object({ max_tokens: z.number().int().min(100).optional() })
       .strict()
       .optional(),
+    subagents: z
+      .object({
+        enabled: z.boolean().optional(),
+        max_depth: z.number().int().min(0).max(16).optional(),
+        max_children: z.number().int().min(0).max(1000).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;

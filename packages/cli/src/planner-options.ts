@@ -21,6 +21,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.tools?.always ? { always: config.tools.always } : {}),
       ...(config.approvals ? { approvals: config.approvals } : {}),
       ...(config.sessions ? { sessions: config.sessions } : {}),
+      ...(config.subagents ? { subagents: config.subagents } : {}),
     },
   };
 }

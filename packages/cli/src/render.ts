@@ -147,6 +147,12 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
       case 'session.compacted':
         out.write(`  ${dim(`session compacted: ${event.before_tokens} → ${event.after_tokens} tokens`)}\n`);
         break;
+      case 'agent.started':
+        out.write(`    ${dim(`↳ child run ${event.child_run_id} [${event.call_id}]`)}\n`);
+        break;
+      case 'agent.completed':
+        out.write(`    ${dim(`↳ child run ${event.child_run_id} ${event.status}`)}\n`);
+        break;
     }
   };
 }

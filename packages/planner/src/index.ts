@@ -92,3 +92,8 @@ export {
 } from './hitl/session-store.js';
 export { openSessionStores } from './durable/infra.js';
 export type { SessionDefaults } from './run/session.js';
+export { childRunId } from './agents/children.js';
+export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
+export type { SubagentConfig } from './agents/child-rules.js';
+export type { ChildRecord } from './run-state.js';
+export { runTree, formatRunTree, type RunTreeNode } from './agents/run-tree.js';

@@ -50,6 +50,22 @@ export interface RunSnapshot {
   controls?: { applied_inputs: string[]; paused?: boolean } | undefined;
   status?: RunStatus;
   reason?: string;
+  /** The validated final answer of a run with output_schema. */
+  output?: unknown;
+  /** The one repair turn for an answer that did not match output_schema was given. */
+  output_repaired?: boolean | undefined;
+  /** Child runs started by agent.run / agent.spawn, in start order. */
+  children?: ChildRecord[] | undefined;
+}
+
+/** One child run of a run: `running` until its final event is seen, then its final status. */
+export interface ChildRecord {
+  run_id: string;
+  call_id: string;
+  task: string;
+  status: string;
+  started_at: string;
+  ended_at?: string | undefined;
 }
 
 /** The plan and results of one batch of tool calls, in call order. */

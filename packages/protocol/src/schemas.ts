@@ -145,6 +145,17 @@ export const RunRequestSchema = z
     approvals: RunApprovalsSchema.optional(),
     /** Continue this conversation (per tenant); `identity.session` is an alias. */
     session: SessionIdSchema.optional(),
+    /** A JSON Schema the final answer must satisfy; run.completed.output holds the validated value. */
+    output_schema: z.record(z.string(), z.unknown()).optional(),
+    /** Set on a child run started by agent.run / agent.spawn; depth is the child's nesting level (1 = child of a top-level run). */
+    parent: z
+      .object({
+        run_id: z.string().min(1),
+        call_id: z.string().min(1),
+        depth: z.number().int().min(1).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type RunRequest = z.infer<typeof RunRequestSchema>;
@@ -170,6 +181,20 @@ export const UsageSchema = z.object({
   cache_write_tokens: z.number().int().min(0).optional(),
   /** Output tokens spent on reasoning (part of output_tokens). */
   reasoning_tokens: z.number().int().min(0).optional(),
+  /** On a parent's run.completed: each child run's own usage (already included in the totals above). */
+  children: z
+    .array(
+      z.object({
+        run_id: z.string(),
+        call_id: z.string(),
+        status: z.string(),
+        input_tokens: z.number().int().min(0),
+        output_tokens: z.number().int().min(0),
+        cost_usd: z.number().min(0).optional(),
+        tool_calls: z.number().int().min(0).optional(),
+      }),
+    )
+    .optional(),
 });
 export type Usage = z.infer<typeof UsageSchema>;
 
@@ -279,6 +304,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     usage: UsageSchema,
     /** Present whenever the price of the model is known. */
     cost_usd: z.number().min(0).optional(),
+    /** The validated final answer of a run with output_schema. */
+    output: z.unknown().optional(),
   }),
   z.object({ type: z.literal('run.failed'), ...eventBase, error: publicError }),
   /** Streamed model output; `reasoning` is thinking text, never part of the final answer. */
@@ -317,6 +344,15 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     ...eventBase,
     before_tokens: z.number().int(),
     after_tokens: z.number().int(),
+  }),
+  /** A child run started by agent.run / agent.spawn (in the parent's stream). */
+  z.object({ type: z.literal('agent.started'), ...eventBase, call_id: z.string(), child_run_id: z.string() }),
+  z.object({
+    type: z.literal('agent.completed'),
+    ...eventBase,
+    call_id: z.string(),
+    child_run_id: z.string(),
+    status: z.string(),
   }),
 ]);
 export type RunEvent = z.infer<typeof RunEventSchema>;

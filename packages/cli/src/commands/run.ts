@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import {
+  AgentMeshError,
   ErrorCode,
   RunRequestSchema,
+  matchesToolPattern,
   publishJson,
   subjects,
   validate,
@@ -10,6 +13,7 @@ import {
   type RunRequestInput,
 } from '@agentmesh/protocol';
 import {
+  AGENT_TOOL_NAMES,
   checkProviderConfig,
   followRun,
   readScriptFile,
@@ -84,6 +88,11 @@ export const runSpec: CommandSpec = {
       value: 'FILE',
       description: 'scripted provider: a JSON file of model turns (no API key needed)',
     },
+    'output-schema': {
+      type: 'string',
+      value: 'FILE',
+      description: 'a JSON Schema file the final answer must match (run.completed.output holds the value)',
+    },
     deferred: {
       type: 'string',
       value: 'GLOBS',
@@ -124,6 +133,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
   if (task === '')
     throw usageError(runSpec, 'run needs a task: agentmesh run "TASK" (or "-" to read it from stdin)');
   const scriptPath = stringFlag(args, 'script');
+  const outputSchemaPath = stringFlag(args, 'output-schema');
   const baseUrl = stringFlag(args, 'base-url') ?? config.provider?.base_url;
   let provider =
     stringFlag(args, 'provider') ?? (scriptPath ? 'scripted' : undefined) ?? config.provider?.name;
@@ -150,6 +160,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(config.tools?.always ? { always: config.tools.always } : {}),
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
     ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
+    ...(outputSchemaPath ? { output_schema: readOutputSchema(outputSchemaPath) } : {}),
     ...(stringFlag(args, 'tool-protocol')
       ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
       : {}),
@@ -157,6 +168,27 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;
+}
+
+/** Reads `--output-schema FILE`: a JSON object; anything else is a configuration error naming the file. */
+export function readOutputSchema(path: string): Record<string, unknown> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `--output-schema ${path}: cannot read a JSON Schema: ${(error as Error).message}`,
+      { retryable: false },
+    );
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `--output-schema ${path}: a JSON Schema must be a JSON object`,
+      { retryable: false },
+    );
+  return raw as Record<string, unknown>;
 }
 
 export async function runCommand(ctx: CommandContext): Promise<number> {
@@ -186,6 +218,16 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
   return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
 }
 
+/** Resolves `--tools` entries against the embedded tools; entries naming the planner's agent.* tools pass as is. */
+function scopeTools(entries: readonly string[], known: Parameters<typeof resolveToolEntries>[1]): string[] {
+  const isAgent = (entry: string) => AGENT_TOOL_NAMES.some((name) => matchesToolPattern(name, entry));
+  const agent = entries.filter(isAgent);
+  const rest = entries.filter((e) => !isAgent(e));
+  if (rest.length > 0) resolveToolEntries(rest, known);
+  // namespaces stay namespaces, so a child run may ask for one its parent was given
+  return [...agent, ...rest.flatMap((entry) => known.packs?.[entry] ?? [entry])];
+}
+
 async function runEmbedded(
   ctx: CommandContext,
   request: RunRequestInput,
@@ -209,9 +251,7 @@ async function runEmbedded(
   const onSignal = () => controller.abort(new Error('interrupted'));
   process.once('SIGINT', onSignal);
   try {
-    const scoped = request.tools
-      ? { ...request, tools: resolveToolEntries(request.tools, mesh.known) }
-      : request;
+    const scoped = request.tools ? { ...request, tools: scopeTools(request.tools, mesh.known) } : request;
     const approvals = runApprovals(ctx, mesh.bus, scoped.id!, {
       prompts: mesh.prompts,
       embedded: true,

@@ -1,4 +1,4 @@
-import { cancelRun, listRuns, showRun } from '@agentmesh/planner';
+import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
 import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -80,8 +80,9 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
         ctx.io.stderr.write(`agentmesh runs: no run "${id}" is known (no record, events or transcript)\n`);
         return 1;
       }
+      const tree = await runTree(bus, id!, { prefix: ctx.prefix, events: details.events });
       if (json) {
-        out.write(`${JSON.stringify(details)}\n`);
+        out.write(`${JSON.stringify({ ...details, tree })}\n`);
         return 0;
       }
       const r = details.record;
@@ -92,6 +93,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
         );
       const render = createHumanRenderer(out);
       for (const event of details.events) render(event);
+      if (tree.children.length > 0) out.write(`tree:\n${formatRunTree(tree).join('\n')}\n`);
       const t = details.transcript;
       if (t)
         out.write(

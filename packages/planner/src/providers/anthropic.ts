@@ -16,6 +16,7 @@ import type {
   ModelTurn,
   NativeSearchRecord,
 } from './types.js';
+import { FINAL_ANSWER_TOOL } from './types.js';
 
 export interface AnthropicProviderOptions extends ModelTuning {
   model: string;
@@ -78,6 +79,8 @@ export class AnthropicProvider implements ModelProvider {
       input_schema: providerSchema(t.input_schema),
       ...(t.defer_loading ? { defer_loading: true } : {}),
     }));
+    const structured = request.outputSchema === undefined ? undefined : finalAnswerTool(request.outputSchema);
+    if (structured) tools.push(structured);
     const lastCacheable = [...tools].reverse().find((t) => t['defer_loading'] !== true);
     if (caching && lastCacheable) lastCacheable['cache_control'] = EPHEMERAL;
     if (request.nativeSearch === 'bm25' || request.nativeSearch === 'regex')
@@ -99,9 +102,11 @@ export class AnthropicProvider implements ModelProvider {
           }),
       messages,
       ...(tools.length > 0 ? { tools } : {}),
-      ...(tools.length > 0 && !parallel
-        ? { tool_choice: { type: 'auto', disable_parallel_tool_use: true } }
-        : {}),
+      ...(structured
+        ? { tool_choice: finalAnswerChoice(tools.length > 1, parallel) }
+        : tools.length > 0 && !parallel
+          ? { tool_choice: { type: 'auto', disable_parallel_tool_use: true } }
+          : {}),
       ...(thinking === undefined ? {} : { thinking: { type: 'enabled', budget_tokens: thinking } }),
       ...(o.temperature === undefined || thinking !== undefined ? {} : { temperature: o.temperature }),
     } as unknown as MessageCreateParamsBase;
@@ -129,7 +134,7 @@ export class AnthropicProvider implements ModelProvider {
       throw providerError('anthropic', error, request.signal);
     }
     if (turn.stop_reason === 'refusal') throw contentFilteredError('anthropic', 'refusal');
-    return turn;
+    return request.outputSchema === undefined ? turn : takeFinalAnswer(turn, request.outputSchema);
   }
 }
 
@@ -308,4 +313,41 @@ function toAnthropicMessages(messages: readonly ChatMessage[]): MessageParam[] {
     }
   }
   return out as unknown as MessageParam[];
+}
+
+/** Anthropic tool inputs are objects: any other schema travels wrapped as `{value}`. */
+function wrapsValue(schema: Record<string, unknown>): boolean {
+  return schema['type'] !== 'object';
+}
+
+/** The forced tool whose input is the structured answer (Anthropic has no response format). */
+function finalAnswerTool(schema: Record<string, unknown>): Record<string, unknown> {
+  return {
+    name: FINAL_ANSWER_TOOL,
+    description:
+      'Gives your final answer. Call it exactly once, when the task is done; its input is the answer.',
+    input_schema: wrapsValue(schema)
+      ? { type: 'object', properties: { value: schema }, required: ['value'] }
+      : schema,
+  };
+}
+
+/** With other tools the model must call some tool (the final answer among them); without, the answer tool. */
+function finalAnswerChoice(otherTools: boolean, parallel: boolean): Record<string, unknown> {
+  const choice = otherTools ? { type: 'any' } : { type: 'tool', name: FINAL_ANSWER_TOOL };
+  return parallel ? choice : { ...choice, disable_parallel_tool_use: true };
+}
+
+/** A call of the answer tool becomes the turn's final text (its JSON input); the turn's other calls are dropped. */
+function takeFinalAnswer(turn: ModelTurn, schema: Record<string, unknown>): ModelTurn {
+  const answer = turn.tool_calls.find((c) => c.name === FINAL_ANSWER_TOOL);
+  if (answer === undefined) return turn;
+  let text = answer.arguments;
+  if (wrapsValue(schema))
+    try {
+      text = JSON.stringify((JSON.parse(answer.arguments) as { value?: unknown }).value ?? null);
+    } catch {
+      // left as is: the loop names the parse problem in its repair turn
+    }
+  return { ...turn, text, tool_calls: [] };
 }

@@ -7,7 +7,7 @@ import type {
   ResponseUsage,
 } from 'openai/resources/responses/responses';
 import { fromProviderAlias, toProviderAlias } from '@agentmesh/protocol';
-import { createOpenAiClient } from './openai.js';
+import { createOpenAiClient, jsonSchemaFormat } from './openai.js';
 import { contentFilteredError, providerError, providerSchema } from './errors.js';
 import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
 import type {
@@ -80,6 +80,9 @@ export class OpenAiResponsesProvider implements ModelProvider {
             include: ['reasoning.encrypted_content' as const],
           }),
       ...(o.promptCaching === false ? {} : { prompt_cache_key: promptCacheKey(request) }),
+      ...(request.outputSchema === undefined
+        ? {}
+        : { text: { format: { type: 'json_schema' as const, ...jsonSchemaFormat(request.outputSchema) } } }),
     };
   }
 

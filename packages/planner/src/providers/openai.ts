@@ -6,6 +6,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import { toProviderAlias, type ProviderKind } from '@agentmesh/protocol';
+import { allowsStrictMode } from '../agents/structured-output.js';
 import { contentFilteredError, providerError, providerSchema } from './errors.js';
 import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
 import type {
@@ -89,6 +90,9 @@ export class OpenAiProvider implements ModelProvider {
         : {}),
       ...(this.maxOutputTokens === undefined ? {} : { max_completion_tokens: this.maxOutputTokens }),
       ...this.tuning(request),
+      ...(request.outputSchema === undefined
+        ? {}
+        : { response_format: { type: 'json_schema', json_schema: jsonSchemaFormat(request.outputSchema) } }),
     };
     let turn: ModelTurn;
     try {
@@ -193,4 +197,13 @@ function toOpenAiMessages(system: string, messages: readonly ChatMessage[]): Cha
       });
   }
   return out;
+}
+
+/** The `json_schema` response format of an output schema: strict when OpenAI's strict mode accepts the schema. */
+export function jsonSchemaFormat(schema: Record<string, unknown>): {
+  name: string;
+  schema: Record<string, unknown>;
+  strict: boolean;
+} {
+  return { name: 'final_answer', schema, strict: allowsStrictMode(schema) };
 }

@@ -123,11 +123,16 @@ export class TextToolProtocol implements ModelProvider {
 
   async complete(request: ModelRequest): Promise<ModelTurn> {
     const tools = request.tools.filter((t) => !t.defer_loading);
+    // a forced JSON response format would leave no room for tool call blocks: the schema goes in the prompt instead
+    const schema = tools.length > 0 ? request.outputSchema : undefined;
     const system =
       tools.length === 0
         ? request.system
-        : [request.system, renderToolPrompt(tools)].filter(Boolean).join('\n\n');
-    const { nativeSearch: _nativeSearch, ...rest } = request;
+        : [request.system, renderToolPrompt(tools), schema === undefined ? '' : schemaPrompt(schema)]
+            .filter(Boolean)
+            .join('\n\n');
+    const { nativeSearch: _nativeSearch, ...all } = request;
+    const rest = schema === undefined ? all : { ...all, outputSchema: undefined };
     const turn = await this.inner.complete({
       ...rest,
       system,
@@ -170,4 +175,8 @@ export class NativeOrTextProtocol implements ModelProvider {
       return this.text.complete(request);
     }
   }
+}
+
+function schemaPrompt(schema: Record<string, unknown>): string {
+  return `When the task is done, reply with only a JSON value matching this JSON Schema:\n${JSON.stringify(schema)}`;
 }

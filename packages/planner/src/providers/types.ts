@@ -47,7 +47,12 @@ export interface ModelRequest {
   onDelta?: (delta: ModelDelta) => void;
   /** The 0-based index of this model turn within its run (a session's earlier turns do not count). */
   turn?: number;
+  /** The run's output_schema: the final answer must be JSON matching it (sent natively where the wire allows). */
+  outputSchema?: Record<string, unknown> | undefined;
 }
+
+/** The name of the forced tool that carries a structured answer where the wire has no response format (Anthropic). */
+export const FINAL_ANSWER_TOOL = 'final_answer';
 
 /** One streamed piece of a response. */
 export interface ModelDelta {

@@ -1,5 +1,5 @@
 import type {
-  Bus,
+  Backend,
   Identity,
   Logger,
   RunLimits,
@@ -8,6 +8,7 @@ import type {
   Subjects,
   ToolSpec,
 } from '@agentmesh/protocol';
+import type { SubagentConfig } from '../agents/child-rules.js';
 import type { ModelCapabilities } from '../capabilities.js';
 import { ToolExposure } from '../exposure.js';
 import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
@@ -32,7 +33,7 @@ export interface ToolScope {
 
 /** What a run needs from its planner: the bus, the model, the settings; none of it changes during the run. */
 export interface RunEnvironment {
-  bus: Bus;
+  bus: Backend;
   prefix: string;
   subjects: Subjects;
   plannerId: string;
@@ -47,6 +48,8 @@ export interface RunEnvironment {
   loopThresholds: LoopThresholds;
   nudge: string;
   scope: ToolScope;
+  /** `subagents:` settings (depth and fan-out of child runs). */
+  subagents?: SubagentConfig | undefined;
   /** Called after each model turn and tool batch. */
   checkpoint?: CheckpointHook | undefined;
   /** Called after each single tool result inside a batch (durable runs store these too). */

@@ -9,6 +9,7 @@ import {
   type ToolProgress,
   type ToolSpec,
 } from '@agentmesh/protocol';
+import { isAgentTool } from '../agents/agent-tools.js';
 import { loopHint, loopRedirect } from '../loop-detector.js';
 import { isMetaTool } from '../meta-tools.js';
 import type { ChatToolCall } from '../providers/types.js';
@@ -112,7 +113,10 @@ export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCal
       else {
         const release = await gate.acquire();
         try {
-          r = isMetaTool(p.name) ? await runMeta(ctx, p, p.name) : await runRemote(ctx, p);
+          r =
+            isMetaTool(p.name) || isAgentTool(p.name)
+              ? await runMeta(ctx, p, p.name)
+              : await runRemote(ctx, p);
         } finally {
           release();
         }

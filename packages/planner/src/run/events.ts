@@ -145,7 +145,9 @@ export function runFailed(error: EventError): EventOf<'run.failed'> {
 export function runCompleted(
   status: RunStatus,
   reason: string,
-  progress: Pick<RunSnapshot, 'last_text' | 'iteration' | 'tool_calls' | 'usage'> | undefined,
+  progress:
+    | (Pick<RunSnapshot, 'last_text' | 'iteration' | 'tool_calls' | 'usage'> & { output?: unknown })
+    | undefined,
 ): EventOf<'run.completed'> {
   return {
     type: 'run.completed',
@@ -156,5 +158,6 @@ export function runCompleted(
     tool_calls: progress?.tool_calls ?? 0,
     usage: progress ? { ...progress.usage } : { input_tokens: 0, output_tokens: 0 },
     ...(progress?.usage.cost_usd === undefined ? {} : { cost_usd: progress.usage.cost_usd }),
+    ...(progress?.output === undefined ? {} : { output: progress.output }),
   };
 }

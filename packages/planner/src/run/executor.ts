@@ -9,10 +9,12 @@ import {
   type RunRequest,
   type RunWaiting,
   type Subjects,
-  type Bus,
+  type Backend,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
+import { AGENT_TOOL_SPECS, offeredAgentTools } from '../agents/agent-tools.js';
+import { outputValidator } from '../agents/structured-output.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import { approvalPolicy } from '../hitl/approval-policy.js';
 import type { ApprovalStore } from '../hitl/approval-store.js';
@@ -83,7 +85,7 @@ export interface RunKeeper {
 }
 
 export interface ExecutorConfig {
-  bus: Bus;
+  bus: Backend;
   prefix: string;
   subjects: Subjects;
   plannerId: string;
@@ -180,6 +182,7 @@ export class RunExecutor {
   private async drive(io: RunIo, external: AbortSignal | undefined): Promise<RunResult> {
     const { request, sink, runId } = io;
     try {
+      if (request.output_schema !== undefined) outputValidator(request.output_schema);
       io.choice = resolveProvider(request, this.config.providers);
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
@@ -238,6 +241,7 @@ export class RunExecutor {
     const caps = config.capabilities.resolve(choice.kind, choice.model);
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
+    specs.push(...offeredAgentTools(request.tools, config.defaults.subagents));
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
     const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
     if (offered.length === 0 && specs.length > 0)
@@ -340,6 +344,7 @@ export class RunExecutor {
       loopThresholds: { ...DEFAULT_LOOP_THRESHOLDS, ...config.defaults.loop_detect },
       nudge: config.defaults.nudge ?? DEFAULT_NUDGE,
       scope: settings.scope,
+      subagents: config.defaults.subagents,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
     };
@@ -376,7 +381,9 @@ export class RunExecutor {
       const specs = await loadRunTools(bus, subjects, scope, { signal, retryForMs: catalogRetryMs });
       if (!warn) return specs;
       const unmatched = (scope.allow ?? []).filter(
-        (entry) => !specs.some((s) => matchesToolPattern(s.name, entry)),
+        (entry) =>
+          !specs.some((s) => matchesToolPattern(s.name, entry)) &&
+          !AGENT_TOOL_SPECS.some((s) => matchesToolPattern(s.name, entry)),
       );
       if (specs.length > 0 && unmatched.length === 0) return specs;
       const known =

@@ -1,4 +1,6 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
+import { checkOutput, invalidOutputError, repairMessage } from '../agents/structured-output.js';
+import { cancelChildren } from '../agents/children.js';
 import type { RunContext } from './context.js';
 import { applyRunControls } from './controls.js';
 import { dispatchTools } from './dispatch.js';
@@ -68,7 +70,7 @@ async function textOnlyTurn(ctx: RunContext, text: string): Promise<Ending | und
   const required = ctx.request.require_successful_tools ?? [];
   const requiredMet =
     required.length === 0 || state.succeeded.some((n) => matchesAnyToolPattern(n, required));
-  if (text !== '' && requiredMet) return { status: 'done', reason: 'the model gave a final answer' };
+  if (text !== '' && requiredMet) return finalAnswer(ctx, text);
   state.nudges++;
   if (state.nudges > limits.max_nudges) {
     if (text !== '' && !requiredMet)
@@ -87,6 +89,29 @@ async function textOnlyTurn(ctx: RunContext, text: string): Promise<Ending | und
       : ctx.env.nudge;
   state.messages.push({ role: 'user', content: nudge });
   ctx.sink.emit(notice('nudge', nudge, { nudges: state.nudges }));
+  await ctx.checkpoint();
+  return undefined;
+}
+
+/**
+ * The final answer; with output_schema it must parse and validate: a failing answer gets one repair turn naming the
+ * problems, a second failure ends the run `failed` with `invalid_output`.
+ */
+async function finalAnswer(ctx: RunContext, text: string): Promise<Ending | undefined> {
+  const { state } = ctx;
+  const schema = ctx.request.output_schema;
+  const done: Ending = { status: 'done', reason: 'the model gave a final answer' };
+  if (schema === undefined) return done;
+  const check = checkOutput(text, schema);
+  if (check.ok) {
+    state.output = check.value;
+    return done;
+  }
+  if (state.output_repaired === true) throw invalidOutputError(check.problems);
+  state.output_repaired = true;
+  const message = repairMessage(check.problems);
+  state.messages.push({ role: 'user', content: message });
+  ctx.sink.emit(notice('output_repair', message, { problems: check.problems }));
   await ctx.checkpoint();
   return undefined;
 }
@@ -118,6 +143,7 @@ function budgetCheck(ctx: RunContext): string | undefined {
 
 function finish(ctx: RunContext, ending: Ending): CompletedEvent {
   const { state } = ctx;
+  cancelChildren(ctx);
   state.phase = 'finished';
   state.status = ending.status;
   state.reason = ending.reason;

@@ -15,6 +15,8 @@ import {
   type ToolSpec,
 } from '@agentmesh/protocol';
 import type { z } from 'zod';
+import { agentCall } from '../agents/agent-calls.js';
+import { isAgentTool, type AgentToolName } from '../agents/agent-tools.js';
 import {
   ArtifactFetchArgsSchema,
   ToolGetArgsSchema,
@@ -32,15 +34,20 @@ export const CATALOG_RETRY_MS = 30_000;
 const elapsedSince = (started: number) => Math.round((performance.now() - started) * 1000) / 1000;
 
 /** Runs a meta-tool call (tool_search, tool_get, artifact_fetch) in the planner, with the usual tool events. */
-export async function runMeta(ctx: RunContext, p: PreparedCall, name: MetaToolName): Promise<CallResult> {
+export async function runMeta(
+  ctx: RunContext,
+  p: PreparedCall,
+  name: MetaToolName | AgentToolName,
+): Promise<CallResult> {
   const { sink, env } = ctx;
   const started = performance.now();
   sink.emit(toolStarted(p.call.id, name, env.plannerId));
   const fields = { call_id: p.call.id, name, worker_id: env.plannerId };
   let content: string;
   try {
-    content =
-      name === 'tool_search'
+    content = isAgentTool(name)
+      ? await agentCall(ctx, p.call.id, name, p.args)
+      : name === 'tool_search'
         ? await toolSearch(ctx, parseMetaArgs(ToolSearchArgsSchema, p.args, name))
         : name === 'tool_get'
           ? await toolGet(ctx, parseMetaArgs(ToolGetArgsSchema, p.args, name))

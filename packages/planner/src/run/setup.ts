@@ -4,6 +4,7 @@ import {
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
+import type { SubagentConfig } from '../agents/child-rules.js';
 import type { CapabilityTable } from '../capabilities.js';
 import type { ApprovalConfig } from '../hitl/approval-policy.js';
 import type { SearchMode } from '../exposure.js';
@@ -43,6 +44,8 @@ export interface PlannerDefaults {
   approvals?: ApprovalConfig;
   /** `sessions:` in agentmesh.yaml: when a session's transcript is compacted. */
   sessions?: SessionDefaults;
+  /** Child runs (agent.* tools): offered to every run when enabled, depth and fan-out limits. */
+  subagents?: SubagentConfig;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {

@@ -56,6 +56,7 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
     tools: turnTools.tools,
     parallelCalls: env.capabilities.parallel_calls,
     ...(native ? { nativeSearch: state.search.native_variant! } : {}),
+    ...(ctx.request.output_schema === undefined ? {} : { outputSchema: ctx.request.output_schema }),
     signal: ctx.signal,
     turn: state.iteration - 1,
     onDelta: (d) => {
