@@ -221,6 +221,8 @@ describe('durable runs: takeover, redelivery of finished runs, the runs command'
     expect(unknown.stderr).toMatch(/no run "no-such-run"/);
     const usage = await cli(['frobnicate']);
     expect(usage.code).toBe(2);
-    expect(usage.stderr).toMatch(/unknown subcommand "frobnicate": runs takes list, show, cancel, pending, approve, deny, input, pause, resume/);
+    expect(usage.stderr).toMatch(
+      /unknown subcommand "frobnicate": runs takes list, show, cancel, pending, approve, deny, input, pause, resume/,
+    );
   }, 40_000);
 });
