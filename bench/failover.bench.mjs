@@ -67,6 +67,7 @@ async function oneFailover(bus, natsUrl, prefix, i) {
     plannerId: `bench-survivor-${i}`,
     logger: silentLogger(),
     transcripts: false,
+    durability: { redeliverMs: 1_000 },
   });
   await survivor.start();
   const killedAt = performance.now();

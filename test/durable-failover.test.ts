@@ -34,7 +34,10 @@ const find = (runId: string, match: (e: RunEvent) => boolean) => async () =>
 const isFinal = (e: RunEvent) => e.type === 'run.completed' || e.type === 'run.failed';
 
 async function plannerProcess(): Promise<ActorProcess> {
-  const actor = await startActor(['planner', '--nats', natsUrl, '--prefix', prefix], cleanEnv());
+  const actor = await startActor(
+    ['planner', '--nats', natsUrl, '--prefix', prefix],
+    cleanEnv({ AGENTMESH_REDELIVER_MS: '1000' }),
+  );
   actors.push(actor);
   return actor;
 }
@@ -42,7 +45,13 @@ async function plannerProcess(): Promise<ActorProcess> {
 async function inProcessPlanner(id: string): Promise<Planner> {
   const bus = await NatsBus.connect(natsUrl);
   buses.push(bus);
-  const planner = new Planner({ bus, prefix, logger: silentLogger(), plannerId: id });
+  const planner = new Planner({
+    bus,
+    prefix,
+    logger: silentLogger(),
+    plannerId: id,
+    durability: { redeliverMs: 1_000 },
+  });
   await planner.start();
   planners.push(planner);
   return planner;

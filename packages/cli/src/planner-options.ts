@@ -1,3 +1,4 @@
+import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import type { PlannerOptions } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 
@@ -11,6 +12,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(baseUrl ? { baseUrl } : {}),
       ...(config.models ? { models: config.models } : {}),
     },
+    ...redelivery(),
     ...(config.capabilities ? { capabilities: config.capabilities } : {}),
     ...(config.prices ? { prices: config.prices } : {}),
     defaults: {
@@ -24,4 +26,17 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.subagents ? { subagents: config.subagents } : {}),
     },
   };
+}
+
+/** `AGENTMESH_REDELIVER_MS`: fast failover, a run redelivered this soon after its planner stops confirming it. */
+function redelivery(env: NodeJS.ProcessEnv = process.env): Pick<PlannerOptions, 'durability'> {
+  const raw = env['AGENTMESH_REDELIVER_MS'];
+  if (raw === undefined || raw.trim() === '') return {};
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms < 500)
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `AGENTMESH_REDELIVER_MS must be a whole number of milliseconds, at least 500, got "${raw}"`,
+    );
+  return { durability: { redeliverMs: ms } };
 }

@@ -19,12 +19,7 @@ import {
   type Subscription,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
-import {
-  DEFAULT_CHECKPOINT_TTL_MS,
-  DEFAULT_LEASE_MS,
-  DEFAULT_REDELIVER_MS,
-  type DurabilityOptions,
-} from './durable/lease.js';
+import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type PlannerInfra } from './durable/infra.js';
 import type { DurableDeps } from './durable/takeover.js';
@@ -132,11 +127,10 @@ export class Planner {
     this.logger = (options.logger ?? silentLogger()).child({ planner_id: this.id });
     this.infra = plannerInfra(this.bus, this.prefix, this.logger);
     this.leaseMs = Math.max(1_000, options.durability?.leaseMs ?? DEFAULT_LEASE_MS);
-    this.redeliverMs = Math.min(
-      this.leaseMs,
-      Math.max(500, options.durability?.redeliverMs ?? DEFAULT_REDELIVER_MS),
-    );
-    this.presence = new PlannerPresence(this.bus, this.prefix, this.id, this.logger);
+    this.redeliverMs = Math.min(this.leaseMs, Math.max(500, options.durability?.redeliverMs ?? this.leaseMs));
+    this.presence = new PlannerPresence(this.bus, this.prefix, this.id, this.logger, {
+      giveUpOnDisconnect: this.redeliverMs < this.leaseMs,
+    });
     this.durable = this.infra.durable && options.durability?.enabled !== false;
     const providers = options.providers ?? {};
     this.executor = new RunExecutor({

@@ -23,16 +23,17 @@ export interface DurabilityOptions {
   /** How long checkpoints are kept in KV (default 24 h); a run resumed later starts over from its first turn. */
   checkpointTtlMs?: number;
   /**
-   * How long a run request stays with a planner that stopped confirming it works on it (default 1 s, at most
-   * `leaseMs`): the intake's ack_wait. The planner confirms every third of it. A redelivered run is taken over at once
-   * when its planner is gone (its connection closed) and after the lease otherwise, so this bounds the failover
-   * after a crash without risking a takeover of a slow but live planner.
+   * How long a run request stays with a planner that stopped confirming it works on it (default: the lease; at most
+   * the lease): the intake's ack_wait. The planner confirms every third of it. A redelivered run is taken over at once
+   * when its planner is gone (no responders on its presence subject) or gave it up, and after the lease otherwise.
+   * Shorter than the lease is fast failover (about `redeliverMs` after a crash), at a price: a planner then gives up
+   * every run it holds as soon as its NATS connection drops (it may be taken over meanwhile), so a brief network
+   * fault moves runs to other planners. `AGENTMESH_REDELIVER_MS` sets it for `agentmesh planner`.
    */
   redeliverMs?: number;
 }
 
 export const DEFAULT_LEASE_MS = 10_000;
-export const DEFAULT_REDELIVER_MS = 1_000;
 export const DEFAULT_CHECKPOINT_TTL_MS = 24 * 3_600_000;
 /** How much earlier than its lease a planner gives a run up when renewals fail (clock skew, slow requests). */
 const SELF_FENCE_MARGIN_MS = 1_000;

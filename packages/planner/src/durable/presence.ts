@@ -34,6 +34,8 @@ export class PlannerPresence {
     private readonly prefix: string,
     private readonly plannerId: string,
     private readonly logger: Logger,
+    /** Fast failover (redelivery before the lease ends) needs a disconnected planner to give its runs up. */
+    private readonly options: { giveUpOnDisconnect: boolean } = { giveUpOnDisconnect: true },
   ) {}
 
   start(): void {
@@ -48,7 +50,8 @@ export class PlannerPresence {
       respondJson(this.backend, msg, { holds: this.held.has(runId) });
     });
     this.offStatus = this.backend.onStatus((status) => {
-      if (status.type === 'disconnect') this.fenceAll('the connection to NATS dropped');
+      if (status.type === 'disconnect' && this.options.giveUpOnDisconnect)
+        this.fenceAll('the connection to NATS dropped');
     });
   }
 
