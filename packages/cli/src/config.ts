@@ -11,7 +11,7 @@ import {
   ToolSearchStrategySchema,
   describeZodError,
 } from '@agentmesh/protocol';
-import { CapabilityRuleSchema, PriceSchema } from '@agentmesh/planner';
+import { CapabilityRuleSchema, PriceSchema, SkillMatchSchema, SkillSchema } from '@agentmesh/planner';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
 export const ConfigSchema = z
@@ -82,6 +82,16 @@ export const ConfigSchema = z
       })
       .strict()
       .optional(),
+    /** Skills: a list, or `{dirs: [...], list: [...]}` with skill files (YAML or Markdown with front matter). */
+    skills: z
+      .union([
+        z.array(SkillSchema),
+        z
+          .object({ dirs: z.array(z.string().min(1)).optional(), list: z.array(SkillSchema).optional() })
+          .strict(),
+      ])
+      .optional(),
+    skill_match: SkillMatchSchema.optional(),
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;

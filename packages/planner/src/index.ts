@@ -72,3 +72,14 @@ export {
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './run-state.js';
 export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';
+export {
+  SkillSchema,
+  SkillMatchSchema,
+  collectSkills,
+  loadSkillDirs,
+  parseSkillFile,
+  type Skill,
+  type SkillInput,
+  type SkillMatch,
+  type SkillMatchInput,
+} from './skills/index.js';

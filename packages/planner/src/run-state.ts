@@ -1,6 +1,7 @@
 import type { RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protocol';
 import type { ExposureState, SearchMode } from './exposure.js';
 import type { LoopState } from './loop-detector.js';
+import type { SkillState } from './skills/schema.js';
 import type { ChatMessage, NativeSearchVariant } from './providers/types.js';
 
 /**
@@ -48,6 +49,8 @@ export interface RunSnapshot {
   batch?: ToolBatch | undefined;
   status?: RunStatus;
   reason?: string;
+  /** Active skills and their tool scope (runs with skills only). */
+  skills?: SkillState | undefined;
 }
 
 /** The plan and results of one batch of tool calls, in call order. */

@@ -108,6 +108,8 @@ export const RunRequestSchema = z
     tool_retries: z.number().int().min(0).max(10).optional(),
     script: z.array(ScriptedTurnSchema).optional(),
     metadata: z.record(z.string(), z.unknown()).optional(),
+    /** Skills to activate from the first turn; `[]` turns skill matching off for this run. */
+    skills: z.array(z.string().min(1).max(128)).max(64).optional(),
   })
   .strict();
 export type RunRequest = z.infer<typeof RunRequestSchema>;
@@ -238,6 +240,22 @@ export const RunEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('run.failed'), ...eventBase, error: publicError }),
   /** Something about the run a person should know (e.g. `no_tools`, `unknown_tool_scope`); the run goes on. */
   z.object({ type: z.literal('run.warning'), ...eventBase, code: z.string(), message: z.string() }),
+  /** One skill match pass (every turn while matching is on), zero candidates included. */
+  z.object({
+    type: z.literal('skill.matched'),
+    ...eventBase,
+    candidates: z.array(z.object({ name: z.string(), score: z.number() })),
+  }),
+  z.object({
+    type: z.literal('skill.activated'),
+    ...eventBase,
+    name: z.string(),
+    score: z.number(),
+    reason: z.string(),
+  }),
+  z.object({ type: z.literal('skill.deactivated'), ...eventBase, name: z.string() }),
+  /** The tools the active skills leave the model (meta-tools aside); sent whenever the set changes. */
+  z.object({ type: z.literal('skill.scoped_tools'), ...eventBase, names: z.array(z.string()) }),
 ]);
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type RunEventType = RunEvent['type'];

@@ -12,6 +12,7 @@ import { completionCommand, completionSpec } from './completion.js';
 import { consoleCommand, consoleSpec } from './console.js';
 import { runCommand, runSpec } from './run.js';
 import { runsCommand, runsSpec } from './runs.js';
+import { skillsCommand, skillsSpec } from './skills.js';
 import { statusCommand, statusSpec } from './status.js';
 import { toolsCommand, toolsSpec } from './tools.js';
 
@@ -36,6 +37,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: statusSpec, handler: statusCommand },
   { spec: runsSpec, handler: runsCommand },
   { spec: consoleSpec, handler: consoleCommand },
+  { spec: skillsSpec, handler: skillsCommand },
   {
     spec: completionSpec,
     handler: (ctx) =>

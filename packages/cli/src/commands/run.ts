@@ -72,6 +72,12 @@ export const runSpec: CommandSpec = {
       description: 'names or globs made deferred for this run, comma-separated',
     },
     system: { type: 'string', value: 'TEXT', description: 'system prompt' },
+    skill: {
+      type: 'string',
+      value: 'NAMES',
+      description:
+        'activate these skills from the first turn (comma-separated); "none" turns skill matching off',
+    },
     id: { type: 'string', value: 'ID', description: 'run id (default: generated)' },
     json: { type: 'boolean', description: 'events as JSON lines on stdout, run.completed last' },
     yes: {
@@ -114,6 +120,8 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
   const model = stringFlag(args, 'model') ?? config.provider?.model;
   const tools = listFlag(args, 'tools') ?? config.tools?.allow;
   const toolSearch = stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy;
+  const skillFlag = listFlag(args, 'skill');
+  const skills = skillFlag?.length === 1 && skillFlag[0] === 'none' ? [] : skillFlag;
   const request: RunRequestInput = {
     id: stringFlag(args, 'id') ?? `run-${randomUUID().slice(0, 8)}`,
     task,
@@ -126,6 +134,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(config.tools?.always ? { always: config.tools.always } : {}),
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
     ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
+    ...(skills ? { skills } : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;

@@ -14,6 +14,7 @@ import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { SkillSession } from '../skills/session.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
@@ -64,6 +65,8 @@ export class RunContext {
   readonly loopDetector: LoopDetector;
   readonly log: Logger;
   costWarned = false;
+  /** Skill matching and activation before each model turn (runs with skills only). */
+  skills: SkillSession | undefined;
 
   constructor(
     readonly state: RunSnapshot,

@@ -23,6 +23,7 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
 
@@ -30,7 +31,7 @@ import { saveTranscript } from '../transcript.js';
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
-import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
+import { RunEventSink, notice, runAccepted, runCompleted, runFailed, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, listToolNames, loadRunTools } from './meta-tools.js';
 import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
@@ -228,6 +229,10 @@ export class RunExecutor {
       signal: run.controller.signal,
       stopReason: () => run.stop,
     });
+    ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot);
+    if (resumed === undefined)
+      for (const problem of ctx.skills?.unknownForced() ?? [])
+        io.sink.emit(warning('unknown_skill', problem));
     if (resumed === undefined)
       snapshot.system = buildSystemPrompt({
         system: request.system ?? config.defaults.system,

@@ -50,6 +50,7 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
   }
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
+  if (ctx.skills) await ctx.skills.beforeTurn(ctx);
   const turn = await modelTurn(ctx);
   if (turn.tool_calls.length > 0) {
     state.nudges = 0;

@@ -10,6 +10,7 @@ import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../run-state.js';
+import type { Skill, SkillMatchInput } from '../skills/schema.js';
 import type { ToolScope } from './context.js';
 
 /** Tool search settings (`tools.search` in agentmesh.yaml). */
@@ -37,6 +38,10 @@ export interface PlannerDefaults {
   /** The message sent after a turn with neither a tool call nor an answer. */
   nudge?: string;
   loop_detect?: Partial<LoopThresholds>;
+  /** Skills every run may activate (validated: see `collectSkills`). */
+  skills?: Skill[];
+  /** How skills are matched each turn (default metadata, top_n 1, sticky). */
+  skill_match?: SkillMatchInput;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
