@@ -83,3 +83,14 @@ export {
   type SkillMatch,
   type SkillMatchInput,
 } from './skills/index.js';
+export {
+  DaemonSession,
+  TriggerQueue,
+  DAEMON_TIMEOUT_MS,
+  triggerRun,
+  TriggerReplySchema,
+  type TriggerReply,
+  type DaemonInputSource,
+  type DaemonState,
+} from './daemon/index.js';
+export { triggersBucket, openTriggerStore } from './durable/infra.js';

@@ -21,6 +21,8 @@ import {
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { plannerInfra, type PlannerInfra } from './durable/infra.js';
+import { openTriggerStore } from './durable/infra.js';
+import { serveTriggers, TriggerQueue } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -96,6 +98,8 @@ export class Planner {
   private readyPromise: Promise<void> | undefined;
   private stores: Stores | undefined;
   private cancelSub: Subscription | undefined;
+  private triggerSub: Subscription | undefined;
+  private triggerQueue: Promise<TriggerQueue> | undefined;
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -125,6 +129,7 @@ export class Planner {
       active: this.active,
       publisher: (runId) => this.infra.eventPublisher(runId),
       transcripts: () => this.stores?.transcripts,
+      triggers: () => this.triggers(),
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -166,6 +171,12 @@ export class Planner {
         transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
       };
       this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
+      this.triggerSub = serveTriggers({
+        bus: this.bus,
+        subjects: this.subjects,
+        queue: () => this.triggers(),
+        logger: this.logger,
+      });
     })();
     return this.readyPromise;
   }
@@ -197,6 +208,8 @@ export class Planner {
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
+    this.triggerSub?.unsubscribe();
+    this.triggerSub = undefined;
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');
@@ -230,6 +243,12 @@ export class Planner {
     this.inflight.add(work);
     void work.finally(() => this.inflight.delete(work)).catch(() => undefined);
     return work;
+  }
+
+  /** The daemons' trigger queues, opened on first use. */
+  private triggers(): Promise<TriggerQueue> {
+    this.triggerQueue ??= openTriggerStore(this.bus, this.prefix).then((kv) => new TriggerQueue(kv));
+    return this.triggerQueue;
   }
 
   private onCancel(msg: BusMessage): void {

@@ -2,6 +2,7 @@ import type { RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protoco
 import type { ExposureState, SearchMode } from './exposure.js';
 import type { LoopState } from './loop-detector.js';
 import type { SkillState } from './skills/schema.js';
+import type { DaemonState } from './daemon/session.js';
 import type { ChatMessage, NativeSearchVariant } from './providers/types.js';
 
 /**
@@ -51,6 +52,8 @@ export interface RunSnapshot {
   reason?: string;
   /** Active skills and their tool scope (runs with skills only). */
   skills?: SkillState | undefined;
+  /** A daemon run's idle state and the last trigger it took (daemon runs only). */
+  daemon?: DaemonState | undefined;
 }
 
 /** The plan and results of one batch of tool calls, in call order. */

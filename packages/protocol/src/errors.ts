@@ -32,6 +32,8 @@ export const ErrorCode = {
   BudgetExhausted: 'budget_exhausted',
   Closed: 'closed',
   Internal: 'internal',
+  /** A daemon's trigger queue is at its capacity. */
+  QueueFull: 'queue_full',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -477,3 +477,12 @@ export function followRunEvents(
     }
   })();
 }
+
+/** The KV bucket of daemon trigger queues (`agentmesh_triggers` for the default prefix); entries are kept. */
+export function triggersBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_triggers`;
+}
+
+export function openTriggerStore(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return openKv(bus, triggersBucket(prefix));
+}

@@ -15,6 +15,7 @@ import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
 import type { SkillSession } from '../skills/session.js';
+import type { DaemonSession } from '../daemon/session.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
@@ -67,6 +68,8 @@ export class RunContext {
   costWarned = false;
   /** Skill matching and activation before each model turn (runs with skills only). */
   skills: SkillSession | undefined;
+  /** Idle and wake between turns instead of ending (daemon runs only). */
+  daemon: DaemonSession | undefined;
 
   constructor(
     readonly state: RunSnapshot,

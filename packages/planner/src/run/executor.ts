@@ -23,6 +23,7 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import { daemonSession, daemonTimeoutMs, type TriggerQueue } from '../daemon/index.js';
 import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
@@ -88,6 +89,8 @@ export interface ExecutorConfig {
   active: ActiveRuns;
   publisher: (runId: string) => EventPublisher;
   transcripts: () => BlobStore | undefined;
+  /** The daemons' trigger queues (daemon runs need it). */
+  triggers?: (() => Promise<TriggerQueue>) | undefined;
 }
 
 interface RunIo {
@@ -170,7 +173,7 @@ export class RunExecutor {
       planner_id: this.config.plannerId,
       ...(resumed ? { resumed: true } : {}),
     });
-    const timeoutMs = runLimits(this.config.defaults, request).timeout_ms;
+    const timeoutMs = daemonTimeoutMs(request) ?? runLimits(this.config.defaults, request).timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
     const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
     io.keeper.attach({
@@ -183,7 +186,14 @@ export class RunExecutor {
     });
     try {
       const ctx = await this.prepare(io, run);
-      return await runLoop(ctx);
+      const final = await runLoop(ctx);
+      if (ctx.daemon && !io.keeper.handedOff)
+        await ctx.daemon
+          .close(runId)
+          .catch((error: unknown) =>
+            io.log.warn({ err: (error as Error).message }, 'trigger queue not removed'),
+          );
+      return final;
     } catch (error) {
       const e = toErrorPayload(error);
       io.log.warn({ code: e.code, err: e.message }, 'run failed before its loop');
@@ -230,6 +240,7 @@ export class RunExecutor {
       stopReason: () => run.stop,
     });
     ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot);
+    ctx.daemon = await daemonSession(request, snapshot, config.triggers);
     if (resumed === undefined)
       for (const problem of ctx.skills?.unknownForced() ?? [])
         io.sink.emit(warning('unknown_skill', problem));

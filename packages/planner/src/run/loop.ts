@@ -48,6 +48,10 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
       return { status: 'done', reason: `stop_after_successful_tools: ${outcome.stopAfter} succeeded` };
     return undefined;
   }
+  if (ctx.daemon?.idle) {
+    const ending = await ctx.daemon.wake(ctx);
+    if (ending) return ending;
+  }
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
   if (ctx.skills) await ctx.skills.beforeTurn(ctx);
@@ -67,7 +71,8 @@ async function textOnlyTurn(ctx: RunContext, text: string): Promise<Ending | und
   const required = ctx.request.require_successful_tools ?? [];
   const requiredMet =
     required.length === 0 || state.succeeded.some((n) => matchesAnyToolPattern(n, required));
-  if (text !== '' && requiredMet) return { status: 'done', reason: 'the model gave a final answer' };
+  if (text !== '' && requiredMet)
+    return ctx.daemon ? ctx.daemon.goIdle(ctx) : { status: 'done', reason: 'the model gave a final answer' };
   state.nudges++;
   if (state.nudges > limits.max_nudges) {
     if (text !== '' && !requiredMet)
