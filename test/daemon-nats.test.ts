@@ -19,6 +19,7 @@ import { startOpenAiServer } from './fixtures/llm/openai-server.js';
 import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
 import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
+import { cleanEnv, runAgentmesh } from './helpers/cli.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('dm');
@@ -226,5 +227,26 @@ describe('daemon runs', () => {
     });
     const msg = await client.request(subjects(prefix).runTrigger('dm-none'), JSON.stringify({ n: 1 }));
     expect(msg.text()).toContain('kind');
+  });
+
+  it('agentmesh runs trigger queues a trigger; runs list shows the daemon state and queue depth', async () => {
+    const runId = 'dm-cli';
+    await startDaemon(runId);
+    const cli = (...args: string[]) =>
+      runAgentmesh(['runs', ...args, '--nats', natsUrl, '--prefix', prefix], { env: cleanEnv() });
+    const sent = await cli('trigger', runId, '--kind', 'job', '--data', '{"n": 20}');
+    expect(sent).toMatchObject({ code: 0, stdout: expect.stringContaining(`trigger 1 queued for ${runId}`) });
+    await until('20 handled', () => (idleCount(runId) >= 2 ? true : undefined));
+    expect(modelSaw()).toContain(20);
+    const listed = await cli('list', '--state', 'running');
+    expect(listed.stdout).toMatch(/dm-cli {2}running daemon idle, 0 queued/);
+    const bad = await cli('trigger', runId, '--kind', 'job', '--data', '[1]');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--data must be a JSON object');
+    const unknown = await cli('trigger', 'dm-nope', '--kind', 'job');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('not a running daemon');
+    await cancelRun(client, runId, { prefix });
+    await until('cancelled', () => finalOf(runId));
   });
 });

@@ -88,6 +88,7 @@ export {
   TriggerQueue,
   DAEMON_TIMEOUT_MS,
   triggerRun,
+  daemonStatuses,
   TriggerReplySchema,
   type TriggerReply,
   type DaemonInputSource,

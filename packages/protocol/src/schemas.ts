@@ -119,8 +119,6 @@ export const RunRequestSchema = z
         idle_watchdog: z.number().int().min(0).max(1_000_000).default(0),
         /** Triggers queued at most; a full queue refuses more with `queue_full`. */
         queue_capacity: z.number().int().min(1).max(100_000).default(1000),
-        /** Paths (globs, relative to a worker's workspace) whose changes become `file_changed` triggers. */
-        watch_paths: z.array(z.string().min(1)).optional(),
       })
       .strict()
       .optional(),

@@ -72,6 +72,11 @@ export const runSpec: CommandSpec = {
       description: 'names or globs made deferred for this run, comma-separated',
     },
     system: { type: 'string', value: 'TEXT', description: 'system prompt' },
+    daemon: {
+      type: 'boolean',
+      description:
+        'run as a daemon: idle after each answer and wake on triggers (agentmesh runs trigger) until cancelled',
+    },
     skill: {
       type: 'string',
       value: 'NAMES',
@@ -135,6 +140,7 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     ...(Object.keys(limits).length > 0 ? { limits } : {}),
     ...(scriptPath ? { script: readScriptFile(scriptPath) } : {}),
     ...(skills ? { skills } : {}),
+    ...(args.values['daemon'] === true ? { daemon: {} } : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;

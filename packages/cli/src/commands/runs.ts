@@ -3,11 +3,12 @@ import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type Comman
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { createHumanRenderer } from '../render.js';
+import { TRIGGER_FLAGS, daemonLabels, runsTrigger } from './runs-trigger.js';
 
 export const runsSpec: CommandSpec = {
   name: 'runs',
   usage:
-    'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT]',
+    'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | agentmesh runs trigger ID --kind K [--data JSON]',
   summary:
     'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), or cancels one.',
   flags: {
@@ -16,19 +17,20 @@ export const runsSpec: CommandSpec = {
     limit: { type: 'string', value: 'N', description: 'list: newest N runs (default 50)' },
     reason: { type: 'string', value: 'TEXT', description: 'cancel: the reason recorded with the cancel' },
     json: { type: 'boolean', description: 'print JSON' },
+    ...TRIGGER_FLAGS,
   },
-  verbs: ['list', 'show', 'cancel'],
+  verbs: ['list', 'show', 'cancel', 'trigger'],
 };
 
 const usageError = (message: string) => usage(runsSpec, message);
 
 export async function runsCommand(ctx: CommandContext): Promise<number> {
   const [verb, id, ...extra] = ctx.args.positionals;
-  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel')
+  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
     throw usageError(
       verb === undefined
         ? 'runs needs a subcommand: list, show or cancel'
-        : `unknown subcommand "${verb}"${suggestion(verb, runsSpec.verbs!)}: runs takes list, show or cancel`,
+        : `unknown subcommand "${verb}"${suggestion(verb, runsSpec.verbs!)}: runs takes list, show, cancel or trigger`,
     );
   if (verb !== 'list' && id === undefined) throw usageError(`runs ${verb} needs a run id`);
   if (extra.length > 0 || (verb === 'list' && id !== undefined))
@@ -40,6 +42,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
   const out = ctx.io.stdout;
   const bus = await connectNats(ctx, 'agentmesh-cli');
   try {
+    if (verb === 'trigger') return await runsTrigger(ctx, runsSpec, bus, id!);
     if (verb === 'list') {
       const limit = intFlag(ctx.args, 'limit');
       const runs = await listRuns(bus, {
@@ -47,12 +50,13 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
         ...(limit === undefined ? {} : { limit }),
         ...(state === undefined ? {} : { state }),
       });
+      const daemons = await daemonLabels(ctx, bus, runs);
       if (json) out.write(`${JSON.stringify(runs)}\n`);
       else if (runs.length === 0) out.write('no runs\n');
       else
         for (const r of runs)
           out.write(
-            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : 'running'}  ${r.accepted_at}  ` +
+            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : `running${daemons.get(r.run_id) ?? ''}`}  ${r.accepted_at}  ` +
               `${r.planner_id}${r.takeovers ? ` (resumed ${r.takeovers}x)` : ''}  ${r.task ?? ''}\n`,
           );
       return 0;

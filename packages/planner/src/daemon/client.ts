@@ -6,9 +6,12 @@ import {
   subjects,
   validate,
   ErrorCode,
+  type Backend,
   type Bus,
   type Trigger,
 } from '@agentmesh/protocol';
+import { openTriggerStore } from '../durable/infra.js';
+import { TriggerQueue } from './trigger-queue.js';
 
 export const TriggerReplySchema = z.object({
   ok: z.literal(true),
@@ -36,4 +39,19 @@ export function triggerRun(
     TriggerReplySchema,
     { timeoutMs: options.timeoutMs ?? 10_000, what: 'trigger reply' },
   );
+}
+
+/** The state (idle, active) and queue depth of the daemon runs among `runIds`; other runs are left out. */
+export async function daemonStatuses(
+  bus: Backend,
+  runIds: readonly string[],
+  options: { prefix?: string } = {},
+): Promise<Map<string, { state: 'idle' | 'active'; depth: number }>> {
+  const queue = new TriggerQueue(await openTriggerStore(bus, options.prefix ?? DEFAULT_PREFIX));
+  const out = new Map<string, { state: 'idle' | 'active'; depth: number }>();
+  for (const runId of runIds) {
+    const status = await queue.status(runId);
+    if (status !== undefined) out.set(runId, status);
+  }
+  return out;
 }

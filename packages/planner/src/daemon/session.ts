@@ -5,7 +5,7 @@ import { notice, warning } from '../run/events.js';
 import type { QueuedTrigger, TriggerQueue } from './trigger-queue.js';
 
 /** A daemon's options with their defaults applied. */
-export type DaemonOptions = Required<Omit<NonNullable<RunRequest['daemon']>, 'watch_paths'>>;
+export type DaemonOptions = Required<NonNullable<RunRequest['daemon']>>;
 
 /** A daemon's progress in its run snapshot. */
 export interface DaemonState {
@@ -92,6 +92,7 @@ export class DaemonSession {
     this.state.idle = true;
     ctx.state.nudges = 0;
     await ctx.checkpoint();
+    await this.queue.setIdle(ctx.state.run_id, true);
     ctx.sink.emit({ type: 'daemon.idle', queue_depth: await this.queue.depth(ctx.state.run_id) });
     await ctx.checkpoint();
     return undefined;
@@ -153,6 +154,7 @@ export class DaemonSession {
     await this.compact(ctx);
     await ctx.checkpoint();
     if (wake.reason === 'trigger') await this.queue.remove(ctx.state.run_id, wake.queued.seq);
+    await this.queue.setIdle(ctx.state.run_id, false);
     ctx.sink.emit(event);
     return undefined;
   }

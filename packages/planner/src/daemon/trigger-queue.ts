@@ -16,6 +16,8 @@ interface QueueMeta {
   next: number;
   head: number;
   dropped: number;
+  /** The daemon waits for a wake source (for `agentmesh runs list`). */
+  idle?: boolean;
 }
 
 export interface QueuedTrigger {
@@ -106,6 +108,25 @@ export class TriggerQueue {
       },
       { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
     );
+  }
+
+  /** Records whether the daemon idles (what `agentmesh runs list` shows). */
+  async setIdle(runId: string, idle: boolean): Promise<void> {
+    await retry(
+      async () => {
+        const { meta, revision } = await this.meta(runId);
+        if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
+      },
+      { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
+    );
+  }
+
+  /** A daemon's state and queue depth, or undefined when the run is no live daemon. */
+  async status(runId: string): Promise<{ state: 'idle' | 'active'; depth: number } | undefined> {
+    const entry = await this.kv.get(metaKey(runId));
+    if (entry === null) return undefined;
+    const meta = parseJson(entry.value, 'trigger queue') as QueueMeta;
+    return { state: meta.idle === true ? 'idle' : 'active', depth: meta.next - meta.head };
   }
 
   /** Triggers queued and not yet taken. */
