@@ -14,10 +14,10 @@ import {
   subjects,
   type RunEvent,
 } from '@agentmesh/protocol';
-import { Planner, cancelRun, submitRun, triggerRun } from '@agentmesh/planner';
+import { Planner, cancelRun, readScriptFile, submitRun, triggerRun } from '@agentmesh/planner';
 import { startOpenAiServer } from './fixtures/llm/openai-server.js';
 import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
-import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
+import { calcTool, sha256Tool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
 import { cleanEnv, runAgentmesh } from './helpers/cli.js';
 
@@ -108,7 +108,7 @@ async function startDaemon(runId: string, daemon: Record<string, number> = {}): 
 beforeAll(async () => {
   client = await NatsBus.connect(natsUrl);
   nc = await connect({ servers: natsUrl });
-  mesh = startFakeMesh(client, [calcTool], { prefix });
+  mesh = startFakeMesh(client, [calcTool, sha256Tool], { prefix });
   server = await startOpenAiServer(reply);
   nc.subscribe(subjects(prefix).allRunEvents, {
     callback: (_err, msg) => {
@@ -248,5 +248,36 @@ describe('daemon runs', () => {
     expect(unknown.stderr).toContain('not a running daemon');
     await cancelRun(client, runId, { prefix });
     await until('cancelled', () => finalOf(runId));
+  });
+
+  it('runs examples/daemon.json with the scripted provider: each trigger wakes one scripted turn', async () => {
+    const runId = 'dm-example';
+    await submitRun(
+      client,
+      {
+        id: runId,
+        task: 'React to each build trigger.',
+        provider: 'scripted',
+        script: readScriptFile(new URL('../examples/daemon.json', import.meta.url).pathname),
+        tools: ['crypto'],
+        tool_search: 'off',
+        daemon: {},
+      },
+      { prefix },
+    );
+    await until('example idle', () => (idleCount(runId) >= 1 ? true : undefined));
+    await triggerRun(client, runId, { kind: 'build', id: 1 }, { prefix });
+    await triggerRun(client, runId, { kind: 'build', id: 2 }, { prefix });
+    await until('example handled 2', () => (idleCount(runId) >= 3 ? true : undefined));
+    const texts = eventsOf(runId).flatMap((e) => (e.type === 'llm.response' ? [e.text] : []));
+    expect(texts).toEqual([
+      'Ready. Waiting for build triggers.',
+      'A build finished: I will fingerprint its id.',
+      'Build 1 fingerprinted. Waiting for the next trigger.',
+      'Build 2 noted. Waiting for the next trigger.',
+    ]);
+    expect(eventsOf(runId).find((e) => e.type === 'tool.completed')).toMatchObject({ name: 'crypto.sha256' });
+    await cancelRun(client, runId, { prefix });
+    expect(await until('cancelled', () => finalOf(runId))).toMatchObject({ status: 'cancelled' });
   });
 });
