@@ -280,4 +280,24 @@ describe('daemon runs', () => {
     await cancelRun(client, runId, { prefix });
     expect(await until('cancelled', () => finalOf(runId))).toMatchObject({ status: 'cancelled' });
   });
+
+  it('a draining planner does not wait for its idle daemon; another planner resumes it', async () => {
+    await startPlanner('planner-c');
+    const runId = 'dm-drain';
+    await startDaemon(runId);
+    const owner = eventsOf(runId).find((e) => e.type === 'run.started');
+    const draining = planners.find((p) => owner?.type === 'run.started' && p.id === owner.planner_id)!;
+    await draining.planner.drain();
+    await draining.bus.close();
+    await triggerRun(client, runId, { kind: 'job', n: 30 }, { prefix, timeoutMs: 20_000 });
+    await until('30 handled after the takeover', () => (idleCount(runId) >= 2 ? true : undefined), 60_000);
+    expect(modelSaw().filter((n) => n === 30)).toEqual([30]);
+    expect(
+      eventsOf(runId)
+        .filter((e) => e.type === 'run.started')
+        .at(-1),
+    ).toMatchObject({ resumed: true });
+    await cancelRun(client, runId, { prefix });
+    await until('cancelled', () => finalOf(runId));
+  }, 90_000);
 });

@@ -22,7 +22,7 @@ import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { plannerInfra, type PlannerInfra } from './durable/infra.js';
 import { openTriggerStore } from './durable/infra.js';
-import { serveTriggers, TriggerQueue } from './daemon/index.js';
+import { IdleDaemons, serveTriggers, TriggerQueue } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -100,6 +100,7 @@ export class Planner {
   private cancelSub: Subscription | undefined;
   private triggerSub: Subscription | undefined;
   private triggerQueue: Promise<TriggerQueue> | undefined;
+  private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -130,6 +131,7 @@ export class Planner {
       publisher: (runId) => this.infra.eventPublisher(runId),
       transcripts: () => this.stores?.transcripts,
       triggers: () => this.triggers(),
+      idleDaemons: this.idleDaemons,
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -201,11 +203,15 @@ export class Planner {
     this.logger.info({ prefix: this.prefix, bus: this.bus.kind }, 'planner started');
   }
 
-  /** Stops taking runs, lets the runs in progress finish, then stops listening. */
+  /**
+   * Stops taking runs, lets the runs in progress finish, then stops listening. Idle daemons are not waited for: once
+   * this planner is gone their leases run out and another planner resumes them.
+   */
   async drain(): Promise<void> {
     await this.stopIntake?.();
     this.stopIntake = undefined;
-    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+    while (this.inflight.size > this.idleDaemons.size)
+      await Promise.race([Promise.allSettled([...this.inflight]), this.idleDaemons.changed()]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
     this.triggerSub?.unsubscribe();

@@ -1,11 +1,13 @@
 import type { RunRequest } from '@agentmesh/protocol';
 import type { RunSnapshot } from '../run-state.js';
 import { DaemonSession, type DaemonInputSource } from './session.js';
+import type { IdleDaemons } from './idle-daemons.js';
 import type { TriggerQueue } from './trigger-queue.js';
 
 export { DaemonSession, DAEMON_COMPACT_TOKENS, type DaemonInputSource, type DaemonState } from './session.js';
 export { TriggerQueue, type QueuedTrigger } from './trigger-queue.js';
 export { serveTriggers, MAX_TRIGGER_BYTES } from './responder.js';
+export { IdleDaemons } from './idle-daemons.js';
 
 /** A daemon without its own timeout_ms lives until cancelled (the longest timer Node keeps, about 24 days). */
 export const DAEMON_TIMEOUT_MS = 2 ** 31 - 1;
@@ -22,7 +24,7 @@ export async function daemonSession(
   request: RunRequest,
   snapshot: RunSnapshot,
   queue: (() => Promise<TriggerQueue>) | undefined,
-  input?: DaemonInputSource,
+  hooks: { input?: DaemonInputSource; idle?: IdleDaemons } = {},
 ): Promise<DaemonSession | undefined> {
   if (request.daemon === undefined || queue === undefined) return undefined;
   const options = {
@@ -33,6 +35,6 @@ export async function daemonSession(
   const triggers = await queue();
   await triggers.open(snapshot.run_id, options.queue_capacity);
   const state = (snapshot.daemon ??= { idle: false, handled: 0, idle_ticks: 0, dropped_reported: 0 });
-  return new DaemonSession(options, state, triggers, input);
+  return new DaemonSession(options, state, triggers, hooks.input, hooks.idle);
 }
 export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './client.js';

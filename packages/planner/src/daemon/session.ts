@@ -2,6 +2,7 @@ import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
 import { compactTranscript, deterministicSummary } from '../hitl/compaction.js';
 import type { RunContext } from '../run/context.js';
 import { notice, warning } from '../run/events.js';
+import type { IdleDaemons } from './idle-daemons.js';
 import type { QueuedTrigger, TriggerQueue } from './trigger-queue.js';
 
 /** A daemon's options with their defaults applied. */
@@ -78,6 +79,7 @@ export class DaemonSession {
     readonly state: DaemonState,
     private readonly queue: TriggerQueue,
     private readonly input?: DaemonInputSource | undefined,
+    private readonly idleDaemons?: IdleDaemons | undefined,
   ) {}
 
   get idle(): boolean {
@@ -104,6 +106,7 @@ export class DaemonSession {
     const bell = new Bell();
     const watcher = await this.queue.watch(runId, bell.ring);
     const stopInput = this.input?.onInput(bell.ring);
+    this.idleDaemons?.set(runId, true);
     try {
       for (;;) {
         const stop = ctx.stopCheck();
@@ -125,6 +128,7 @@ export class DaemonSession {
         return await this.woken(ctx, { reason: 'timer' });
       }
     } finally {
+      this.idleDaemons?.set(runId, false);
       watcher.stop();
       stopInput?.();
     }

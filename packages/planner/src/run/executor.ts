@@ -23,7 +23,7 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
-import { daemonSession, daemonTimeoutMs, type TriggerQueue } from '../daemon/index.js';
+import { daemonSession, daemonTimeoutMs, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
 import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
@@ -91,6 +91,8 @@ export interface ExecutorConfig {
   transcripts: () => BlobStore | undefined;
   /** The daemons' trigger queues (daemon runs need it). */
   triggers?: (() => Promise<TriggerQueue>) | undefined;
+  /** The planner's idle daemons (a draining planner does not wait for them). */
+  idleDaemons?: IdleDaemons | undefined;
 }
 
 interface RunIo {
@@ -240,7 +242,9 @@ export class RunExecutor {
       stopReason: () => run.stop,
     });
     ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot);
-    ctx.daemon = await daemonSession(request, snapshot, config.triggers);
+    ctx.daemon = await daemonSession(request, snapshot, config.triggers, {
+      ...(config.idleDaemons ? { idle: config.idleDaemons } : {}),
+    });
     if (resumed === undefined)
       for (const problem of ctx.skills?.unknownForced() ?? [])
         io.sink.emit(warning('unknown_skill', problem));
