@@ -34,7 +34,7 @@ const skills: Skill[] = collectSkills([
 ]);
 
 /** A RunContext over a bare snapshot: enough for a skill session (exposure, sink, messages). */
-function context(task: string): { ctx: RunContext; events: RunEvent[] } {
+function context(task: string, answer = ''): { ctx: RunContext; events: RunEvent[] } {
   const events: RunEvent[] = [];
   const snapshot = {
     request: { task },
@@ -46,7 +46,13 @@ function context(task: string): { ctx: RunContext; events: RunEvent[] } {
     usage: { input_tokens: 0, output_tokens: 0 },
   } as unknown as RunSnapshot;
   const spec = (name: string) => ({ name, description: name, input_schema: {}, loading: 'always' }) as never;
-  const env = { capabilities: { max_tools: 128 }, logger: undefined, loopThresholds: {} } as never;
+  const provider = {
+    kind: 'scripted',
+    model: 'm',
+    complete: () =>
+      Promise.resolve({ text: answer, tool_calls: [], usage: { input_tokens: 30, output_tokens: 4 } }),
+  };
+  const env = { capabilities: { max_tools: 128 }, provider, loopThresholds: {} } as never;
   const ctx = new RunContext(
     snapshot,
     [spec('crypto.sha256'), spec('math.calc'), spec('fs.read_file')],
@@ -60,9 +66,13 @@ function context(task: string): { ctx: RunContext; events: RunEvent[] } {
   return { ctx, events };
 }
 
-function session(ctx: RunContext, options: { forced?: string[]; sticky?: boolean } = {}): SkillSession {
+function session(
+  ctx: RunContext,
+  options: { forced?: string[]; sticky?: boolean; strategy?: 'model' } = {},
+): SkillSession {
   const state = (ctx.state.skills ??= { active: [] });
-  return new SkillSession(skills, SkillMatchSchema.parse({ sticky: options.sticky ?? true }), state, {
+  const match = SkillMatchSchema.parse({ sticky: options.sticky ?? true, strategy: options.strategy });
+  return new SkillSession(skills, match, state, {
     forced: options.forced ?? [],
     matching: options.forced === undefined,
   });
@@ -112,6 +122,16 @@ describe('SkillSession', () => {
     expect(events.map((e) => e.type)).toEqual(['skill.activated']);
     expect(events[0]).toMatchObject({ name: 'secret-ops', reason: 'requested by the run' });
     expect(ctx.exposure.beginTurn().offered).toHaveLength(3);
+  });
+
+  it('strategy model asks the run model, keeps known names only and counts its tokens', async () => {
+    const { ctx, events } = context('numbers please', 'Use ["calculator", "nope", "secret-ops"]');
+    await session(ctx, { strategy: 'model' }).beforeTurn(ctx);
+    expect(events.find((e) => e.type === 'skill.matched')).toMatchObject({
+      candidates: [{ name: 'calculator', score: 1 }],
+    });
+    expect(events.find((e) => e.type === 'skill.activated')).toMatchObject({ name: 'calculator' });
+    expect(ctx.state.usage).toEqual({ input_tokens: 30, output_tokens: 4 });
   });
 
   it('never matches a skill with disable_model_invocation', async () => {
