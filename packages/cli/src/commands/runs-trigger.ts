@@ -42,6 +42,10 @@ export async function daemonLabels(
   runs: readonly Pick<RunRecord, 'run_id' | 'state'>[],
 ): Promise<Map<string, string>> {
   const running = runs.filter((r) => r.state !== 'finished').map((r) => r.run_id);
-  const statuses = await daemonStatuses(bus, running, { prefix: ctx.prefix });
+  if (running.length === 0) return new Map();
+  const statuses = await daemonStatuses(bus, running, { prefix: ctx.prefix }).catch((error: unknown) => {
+    ctx.logger.warn({ err: (error as Error).message }, 'daemon states not read');
+    return new Map<string, { state: string; depth: number }>();
+  });
   return new Map([...statuses].map(([id, s]) => [id, ` daemon ${s.state}, ${s.depth} queued`]));
 }
