@@ -10,6 +10,7 @@ import {
   NatsBus,
   createLogger,
   isAgentMeshError,
+  retry,
   silentLogger,
   subjects,
   type RunEvent,
@@ -82,6 +83,18 @@ function modelSaw(): number[] {
     .map((m) => Number(m[1]));
 }
 
+/**
+ * Sends a trigger right after a planner died. The server may still route the request to the dead planner's queue
+ * subscription until it notices the closed socket; that request is lost unanswered (never queued), so a timed-out
+ * request is sent again, as any client of a request/reply subject does.
+ */
+function triggerAfterKill(runId: string, trigger: { kind: string; n: number }) {
+  return retry(() => triggerRun(client, runId, trigger, { prefix, timeoutMs: 3_000 }), {
+    attempts: 5,
+    retryable: (error) => error.code === ErrorCode.Timeout,
+  });
+}
+
 async function startPlanner(id: string): Promise<void> {
   const bus = await NatsBus.connect(natsUrl);
   const planner = new Planner({
@@ -152,7 +165,7 @@ describe('daemon runs', () => {
     const owner = eventsOf(runId).find((e) => e.type === 'run.started');
     const killed = planners.find((p) => owner?.type === 'run.started' && p.id === owner.planner_id)!;
     await killed.bus.close();
-    const third = await triggerRun(client, runId, { kind: 'job', n: 3 }, { prefix, timeoutMs: 20_000 });
+    const third = await triggerAfterKill(runId, { kind: 'job', n: 3 });
     expect(third).toMatchObject({ seq: 3 });
     await until('idle after 3', () => (idleCount(runId) >= 4 ? true : undefined), 60_000);
 
@@ -289,7 +302,7 @@ describe('daemon runs', () => {
     const draining = planners.find((p) => owner?.type === 'run.started' && p.id === owner.planner_id)!;
     await draining.planner.drain();
     await draining.bus.close();
-    await triggerRun(client, runId, { kind: 'job', n: 30 }, { prefix, timeoutMs: 20_000 });
+    await triggerAfterKill(runId, { kind: 'job', n: 30 });
     await until('30 handled after the takeover', () => (idleCount(runId) >= 2 ? true : undefined), 60_000);
     expect(modelSaw().filter((n) => n === 30)).toEqual([30]);
     expect(
