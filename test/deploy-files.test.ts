@@ -82,6 +82,7 @@ const PLANNER_BUCKETS = {
   runs: `${DEFAULT_PREFIX}_runs`,
   transcripts: `${DEFAULT_PREFIX}_transcripts`,
   checkpoints: `${DEFAULT_PREFIX}_checkpoints`,
+  triggers: `${DEFAULT_PREFIX}_triggers`,
 };
 /** The workers' idempotency store (`toolOutcomesBucket()` of @agentmesh/tool-worker). */
 const WORKER_OUTCOMES_BUCKET = `${DEFAULT_PREFIX}_tool_outcomes`;
@@ -215,6 +216,7 @@ describe('deploy/nats/nats.conf', () => {
       S.artifactFetch,
       S.catalogAvailability,
       S.allPlannerHolds,
+      S.allRunTriggers,
     ];
     const streams = new Set([
       RUNS_STREAM,
@@ -225,6 +227,7 @@ describe('deploy/nats/nats.conf', () => {
       `OBJ_${PLANNER_BUCKETS.transcripts}`,
       `KV_${PLANNER_BUCKETS.checkpoints}`,
       `KV_${WORKER_OUTCOMES_BUCKET}`,
+      `KV_${PLANNER_BUCKETS.triggers}`,
       '*',
     ]);
     const buckets = new Set([
@@ -234,6 +237,7 @@ describe('deploy/nats/nats.conf', () => {
       PLANNER_BUCKETS.transcripts,
       PLANNER_BUCKETS.checkpoints,
       WORKER_OUTCOMES_BUCKET,
+      PLANNER_BUCKETS.triggers,
     ]);
     const subjectsInConf = confStrings.filter(
       (x) => /^[$_a-zA-Z]/.test(x) && !/\s/.test(x) && x.includes('.'),

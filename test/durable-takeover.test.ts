@@ -222,7 +222,7 @@ describe('durable runs: takeover, redelivery of finished runs, the runs command'
     const usage = await cli(['frobnicate']);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(
-      /unknown subcommand "frobnicate": runs takes list, show, cancel, pending, approve, deny, input, pause, resume/,
+      /unknown subcommand "frobnicate": runs takes list, show, cancel, trigger, pending, approve, deny, input, pause, resume/,
     );
   }, 40_000);
 });

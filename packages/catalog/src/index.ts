@@ -13,7 +13,7 @@ export {
   type ToolSearchOptions,
 } from './search/tool-index.js';
 export { compileSafeRegex, MAX_REGEX_LENGTH, MAX_UNBOUNDED_QUANTIFIERS } from './search/safe-regex.js';
-export { tokenize, stem } from './search/tokenize.js';
+export { tokenize, stem } from '@agentmesh/protocol';
 export {
   Catalog,
   CATALOG_QUEUE,

@@ -12,7 +12,13 @@ import {
   ToolSearchStrategySchema,
   describeZodError,
 } from '@agentmesh/protocol';
-import { CapabilityRuleSchema, ModelsConfigSchema, PriceSchema } from '@agentmesh/planner';
+import {
+  CapabilityRuleSchema,
+  ModelsConfigSchema,
+  PriceSchema,
+  SkillMatchSchema,
+  SkillSchema,
+} from '@agentmesh/planner';
 import { McpConfigSchema } from '@agentmesh/tool-worker';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
@@ -101,6 +107,16 @@ export const ConfigSchema = z
       })
       .strict()
       .optional(),
+    /** Skills: a list, or `{dirs: [...], list: [...]}` with skill files (YAML or Markdown with front matter). */
+    skills: z
+      .union([
+        z.array(SkillSchema),
+        z
+          .object({ dirs: z.array(z.string().min(1)).optional(), list: z.array(SkillSchema).optional() })
+          .strict(),
+      ])
+      .optional(),
+    skill_match: SkillMatchSchema.optional(),
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;

@@ -1,10 +1,12 @@
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import type { PlannerOptions } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
+import { configuredSkills } from './skills.js';
 
 /** Maps the configuration file (and `--base-url`) onto the planner's options. */
 export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<PlannerOptions, 'bus'> {
   const search = config.tools?.search;
+  const skills = configuredSkills(config);
   return {
     providers: {
       ...(config.provider?.name ? { provider: config.provider.name } : {}),
@@ -24,6 +26,8 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.approvals ? { approvals: config.approvals } : {}),
       ...(config.sessions ? { sessions: config.sessions } : {}),
       ...(config.subagents ? { subagents: config.subagents } : {}),
+      ...(skills.length > 0 ? { skills } : {}),
+      ...(config.skill_match ? { skill_match: config.skill_match } : {}),
     },
   };
 }

@@ -60,6 +60,7 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
   const started = Date.now();
   let firstTs: string | undefined;
   const notices: string[] = [];
+  let answer = '';
 
   return (event: RunEvent): void => {
     firstTs ??= event.ts;
@@ -84,6 +85,7 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         );
         break;
       case 'llm.response':
+        answer = event.text;
         if (event.text.trim() !== '' && event.tool_calls.length > 0)
           out.write(`  ${dim('model:')} ${inline(event.text)}\n`);
         if (event.tool_calls.length > 0)
@@ -152,6 +154,21 @@ export function createHumanRenderer(out: Writer, options: { color?: boolean } = 
         break;
       case 'agent.completed':
         out.write(`    ${dim(`↳ child run ${event.child_run_id} ${event.status}`)}\n`);
+        break;
+      case 'skill.activated':
+        out.write(`  ${cyan('✦')} skill ${event.name} ${dim(`(${event.reason})`)}\n`);
+        break;
+      case 'skill.deactivated':
+        out.write(`  ${dim(`✦ skill ${event.name} deactivated`)}\n`);
+        break;
+      case 'daemon.idle':
+        if (answer.trim() !== '') out.write(`${answer.trim()}\n`);
+        out.write(`${dim(`◌ idle, ${plural(event.queue_depth, 'trigger')} queued`)}\n`);
+        break;
+      case 'daemon.woken':
+        out.write(
+          `${cyan('◉ woken')} ${dim(`by ${event.reason}`)}${event.trigger ? ` ${inline(event.trigger)}` : ''}\n`,
+        );
         break;
     }
   };

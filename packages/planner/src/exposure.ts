@@ -1,4 +1,4 @@
-import { toProviderAlias, type ToolSpec } from '@agentmesh/protocol';
+import { matchesAnyToolPattern, toProviderAlias, type ToolSpec } from '@agentmesh/protocol';
 import { META_TOOLS } from './meta-tools.js';
 import type { ModelTool, NativeSearchVariant } from './providers/types.js';
 
@@ -56,6 +56,7 @@ export class ToolExposure {
   private readonly always: string[] = [];
   private readonly deferred = new Set<string>();
   private offered = new Set<string>();
+  private scope: readonly string[] | undefined;
 
   constructor(private readonly options: ExposureOptions) {
     this.state = options.state ?? { promoted: [], pending: [], surfaced: [], artifacts: false };
@@ -127,6 +128,19 @@ export class ToolExposure {
     return this.specs.has(name) || name in META_TOOLS;
   }
 
+  /**
+   * Narrows the tools offered (meta-tools aside) to these names or globs, as active skills do, and offers the
+   * deferred ones among them directly; `undefined` lifts the narrowing. Returns the known tools inside the scope.
+   */
+  narrow(patterns: readonly string[] | undefined): string[] | undefined {
+    this.scope = patterns;
+    return patterns === undefined ? undefined : [...this.specs.keys()].filter((n) => this.inScope(n));
+  }
+
+  private inScope(name: string): boolean {
+    return this.scope === undefined || matchesAnyToolPattern(name, this.scope);
+  }
+
   /** Applies pending promotions and budget eviction, and returns this turn's tool list. */
   beginTurn(): TurnTools {
     const s = this.state;
@@ -140,19 +154,24 @@ export class ToolExposure {
     const meta: string[] = [];
     if (this.options.mode === 'client' && this.deferred.size > 0) meta.push('tool_search', 'tool_get');
     if (s.artifacts) meta.push('artifact_fetch');
-    let regular = [...this.always, ...s.promoted];
+    const visible = () => {
+      const names = [...this.always, ...s.promoted];
+      if (this.scope !== undefined) for (const n of this.deferred) if (!names.includes(n)) names.push(n);
+      return names.filter((n) => this.inScope(n));
+    };
+    let regular = visible();
     const max = this.options.maxTools;
     const room = Math.max(0, max - meta.length - (this.options.mode === 'native' ? 1 : 0));
     while (regular.length > room && s.promoted.length > 0) {
       evicted.push(s.promoted.shift()!);
-      regular = [...this.always, ...s.promoted];
+      regular = visible();
     }
     if (regular.length > room) regular = regular.slice(0, room);
     const tools: ModelTool[] = regular.map((n) => toModelTool(this.specs.get(n)!));
     for (const m of meta) tools.push(META_TOOLS[m as keyof typeof META_TOOLS]);
     if (this.options.mode === 'native')
       for (const name of this.deferred)
-        if (!regular.includes(name))
+        if (!regular.includes(name) && this.inScope(name))
           tools.push({ ...toModelTool(this.specs.get(name)!), defer_loading: true });
     const offered = [...regular, ...meta];
     this.offered = new Set(offered);

@@ -97,3 +97,26 @@ export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
 export type { SubagentConfig } from './agents/child-rules.js';
 export type { ChildRecord } from './run-state.js';
 export { runTree, formatRunTree, type RunTreeNode } from './agents/run-tree.js';
+export {
+  SkillSchema,
+  SkillMatchSchema,
+  collectSkills,
+  loadSkillDirs,
+  parseSkillFile,
+  type Skill,
+  type SkillInput,
+  type SkillMatch,
+  type SkillMatchInput,
+} from './skills/index.js';
+export {
+  DaemonSession,
+  TriggerQueue,
+  DAEMON_TIMEOUT_MS,
+  triggerRun,
+  daemonStatuses,
+  TriggerReplySchema,
+  type TriggerReply,
+  type DaemonInputSource,
+  type DaemonState,
+} from './daemon/index.js';
+export { triggersBucket, openTriggerStore } from './durable/infra.js';

@@ -22,6 +22,8 @@ import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type PlannerInfra } from './durable/infra.js';
+import { openTriggerStore } from './durable/infra.js';
+import { IdleDaemons, serveTriggers, TriggerQueue } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -116,6 +118,9 @@ export class Planner {
   private approvalSub: Subscription | undefined;
   private controlSubs: Subscription[] = [];
   private sessions: Promise<SessionStore> | undefined;
+  private triggerSub: Subscription | undefined;
+  private triggerQueue: Promise<TriggerQueue> | undefined;
+  private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
 
@@ -152,6 +157,8 @@ export class Planner {
       approvals: () => this.stores?.approvals,
       controls: () => this.stores?.controls,
       sessions: () => this.sessionStore(),
+      triggers: () => this.triggers(),
+      idleDaemons: this.idleDaemons,
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -226,6 +233,12 @@ export class Planner {
           records: this.stores.records,
           logger: this.logger,
         });
+      this.triggerSub = serveTriggers({
+        bus: this.bus,
+        subjects: this.subjects,
+        queue: () => this.triggers(),
+        logger: this.logger,
+      });
     })();
     return this.readyPromise;
   }
@@ -250,17 +263,23 @@ export class Planner {
     this.logger.info({ prefix: this.prefix, bus: this.bus.kind }, 'planner started');
   }
 
-  /** Stops taking runs, lets the runs in progress finish, then stops listening. */
+  /**
+   * Stops taking runs, lets the runs in progress finish, then stops listening. Idle daemons are not waited for: once
+   * this planner is gone their leases run out and another planner resumes them.
+   */
   async drain(): Promise<void> {
     await this.stopIntake?.();
     this.stopIntake = undefined;
-    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+    while (this.inflight.size > this.idleDaemons.size)
+      await Promise.race([Promise.allSettled([...this.inflight]), this.idleDaemons.changed()]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
     this.presence.stop();
     this.approvalSub?.unsubscribe();
     this.approvalSub = undefined;
     for (const sub of this.controlSubs.splice(0)) sub.unsubscribe();
+    this.triggerSub?.unsubscribe();
+    this.triggerSub = undefined;
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');
@@ -294,6 +313,12 @@ export class Planner {
     this.inflight.add(work);
     void work.finally(() => this.inflight.delete(work)).catch(() => undefined);
     return work;
+  }
+
+  /** The daemons' trigger queues, opened on first use. */
+  private triggers(): Promise<TriggerQueue> {
+    this.triggerQueue ??= openTriggerStore(this.bus, this.prefix).then((kv) => new TriggerQueue(kv));
+    return this.triggerQueue;
   }
 
   private onCancel(msg: BusMessage): void {

@@ -1,6 +1,8 @@
 import type { RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protocol';
 import type { ExposureState, SearchMode } from './exposure.js';
 import type { LoopState } from './loop-detector.js';
+import type { SkillState } from './skills/schema.js';
+import type { DaemonState } from './daemon/session.js';
 import type { ChatMessage, NativeSearchVariant } from './providers/types.js';
 
 /**
@@ -56,6 +58,10 @@ export interface RunSnapshot {
   output_repaired?: boolean | undefined;
   /** Child runs started by agent.run / agent.spawn, in start order. */
   children?: ChildRecord[] | undefined;
+  /** Active skills and their tool scope (runs with skills only). */
+  skills?: SkillState | undefined;
+  /** A daemon run's idle state and the last trigger it took (daemon runs only). */
+  daemon?: DaemonState | undefined;
 }
 
 /** One child run of a run: `running` until its final event is seen, then its final status. */

@@ -44,6 +44,8 @@ export const ErrorCode = {
   ContextTooLong: 'context_too_long',
   /** The provider's content filter stopped the response: not retryable. */
   ContentFiltered: 'content_filtered',
+  /** A daemon's trigger queue is at its capacity. */
+  QueueFull: 'queue_full',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -156,6 +156,20 @@ export const RunRequestSchema = z
       })
       .strict()
       .optional(),
+    /** Skills to activate from the first turn; `[]` turns skill matching off for this run. */
+    skills: z.array(z.string().min(1).max(128)).max(64).optional(),
+    /** A daemon: a text-only turn does not end the run, it idles until a trigger, an input or the timer wakes it. */
+    daemon: z
+      .object({
+        /** Wake the daemon every this many ms while idle (0: no timer). */
+        wake_interval_ms: z.number().int().min(0).max(86_400_000).default(0),
+        /** End with status `watchdog` after this many timer ticks in a row without a trigger or input (0: never). */
+        idle_watchdog: z.number().int().min(0).max(1_000_000).default(0),
+        /** Triggers queued at most; a full queue refuses more with `queue_full`. */
+        queue_capacity: z.number().int().min(1).max(100_000).default(1000),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type RunRequest = z.infer<typeof RunRequestSchema>;
@@ -168,6 +182,7 @@ export const RunStatusSchema = z.enum([
   'failed',
   'cancelled',
   'timeout',
+  'watchdog',
 ]);
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 
@@ -354,7 +369,37 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     child_run_id: z.string(),
     status: z.string(),
   }),
+  /** One skill match pass (every turn while matching is on), zero candidates included. */
+  z.object({
+    type: z.literal('skill.matched'),
+    ...eventBase,
+    candidates: z.array(z.object({ name: z.string(), score: z.number() })),
+  }),
+  z.object({
+    type: z.literal('skill.activated'),
+    ...eventBase,
+    name: z.string(),
+    score: z.number(),
+    reason: z.string(),
+  }),
+  z.object({ type: z.literal('skill.deactivated'), ...eventBase, name: z.string() }),
+  /** The tools the active skills leave the model (meta-tools aside); sent whenever the set changes. */
+  z.object({ type: z.literal('skill.scoped_tools'), ...eventBase, names: z.array(z.string()) }),
+  /** A daemon finished a turn without tool calls and waits for a wake source. */
+  z.object({ type: z.literal('daemon.idle'), ...eventBase, queue_depth: z.number().int().min(0) }),
+  z.object({
+    type: z.literal('daemon.woken'),
+    ...eventBase,
+    reason: z.enum(['trigger', 'input', 'timer']),
+    trigger: z.record(z.string(), z.unknown()).optional(),
+  }),
 ]);
+
+/** A trigger for a daemon run (`runs.<run_id>.trigger`): a kind and any payload. */
+export const TriggerSchema = z
+  .object({ kind: z.string().trim().min(1, 'kind must be a non-empty string').max(128) })
+  .catchall(z.unknown());
+export type Trigger = z.infer<typeof TriggerSchema>;
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type RunEventType = RunEvent['type'];
 export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;

@@ -23,6 +23,9 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     allRunEvents: `${prefix}.runs.*.events`,
     runCancel: (runId: string) => `${prefix}.runs.${runId}.cancel`,
     allRunCancels: `${prefix}.runs.*.cancel`,
+    /** Triggers for a daemon run, queued durably by any live planner. */
+    runTrigger: (runId: string) => `${prefix}.runs.${runId}.trigger`,
+    allRunTriggers: `${prefix}.runs.*.trigger`,
     toolInvoke: (toolName: string) => {
       assertToolName(toolName);
       return `${prefix}.tool.invoke.${toolName}`;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentMeshError } from '@agentmesh/protocol';
 import { compileSafeRegex } from './safe-regex.js';
-import { stem, tokenize } from './tokenize.js';
+import { stem, tokenize } from '@agentmesh/protocol';
 import { clampSearchLimit, createToolIndex, parameterText } from './tool-index.js';
 
 describe('tokenize', () => {

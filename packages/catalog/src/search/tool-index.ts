@@ -1,6 +1,5 @@
-import { AgentMeshError, ErrorCode, type SearchStrategy } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, tokenize, type SearchStrategy } from '@agentmesh/protocol';
 import { compileSafeRegex } from './safe-regex.js';
-import { tokenize } from './tokenize.js';
 
 /** What the index needs to know of a tool: a ToolSpec fits. */
 export interface IndexableTool {

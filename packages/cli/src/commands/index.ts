@@ -15,6 +15,7 @@ import { mcpCommand, mcpSpec } from '../interop/mcp-command.js';
 import { runCommand, runSpec } from './run.js';
 import { runsCommand, runsSpec } from './runs.js';
 import { sessionsCommand, sessionsSpec } from './sessions.js';
+import { skillsCommand, skillsSpec } from './skills.js';
 import { statusCommand, statusSpec } from './status.js';
 import { toolsCommand, toolsSpec } from './tools.js';
 
@@ -42,6 +43,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: consoleSpec, handler: consoleCommand },
   { spec: mcpSpec, handler: mcpCommand },
   { spec: a2aSpec, handler: a2aCommand },
+  { spec: skillsSpec, handler: skillsCommand },
   {
     spec: completionSpec,
     handler: (ctx) =>

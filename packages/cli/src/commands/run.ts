@@ -99,6 +99,17 @@ export const runSpec: CommandSpec = {
       description: 'names or globs made deferred for this run, comma-separated',
     },
     system: { type: 'string', value: 'TEXT', description: 'system prompt' },
+    daemon: {
+      type: 'boolean',
+      description:
+        'run as a daemon: idle after each answer and wake on triggers (agentmesh runs trigger) until cancelled',
+    },
+    skill: {
+      type: 'string',
+      value: 'NAMES',
+      description:
+        'activate these skills from the first turn (comma-separated); "none" turns skill matching off',
+    },
     id: { type: 'string', value: 'ID', description: 'run id (default: generated)' },
     json: { type: 'boolean', description: 'events as JSON lines on stdout, run.completed last' },
     session: {
@@ -148,6 +159,8 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
   const model = stringFlag(args, 'model') ?? config.provider?.model;
   const tools = listFlag(args, 'tools') ?? config.tools?.allow;
   const toolSearch = stringFlag(args, 'tool-search') ?? config.tools?.search?.strategy;
+  const skillFlag = listFlag(args, 'skill');
+  const skills = skillFlag?.length === 1 && skillFlag[0] === 'none' ? [] : skillFlag;
   const request: RunRequestInput = {
     id: stringFlag(args, 'id') ?? `run-${randomUUID().slice(0, 8)}`,
     task,
@@ -165,6 +178,8 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
       ? { tool_protocol: stringFlag(args, 'tool-protocol') as RunRequestInput['tool_protocol'] }
       : {}),
     ...(stringFlag(args, 'session') ? { session: stringFlag(args, 'session')! } : {}),
+    ...(skills ? { skills } : {}),
+    ...(args.values['daemon'] === true ? { daemon: {} } : {}),
   };
   validate(RunRequestSchema, request, 'run request', ErrorCode.InvalidRequest);
   return request;

@@ -4,13 +4,15 @@ import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { createHumanRenderer } from '../render.js';
 import { HITL_VERBS, isHitlVerb, runsHitlCommand } from './runs-hitl.js';
+import { TRIGGER_FLAGS, daemonLabels, runsTrigger } from './runs-trigger.js';
 
 export const runsSpec: CommandSpec = {
   name: 'runs',
   usage:
     'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
     'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
-    'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID',
+    'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID | ' +
+    'agentmesh runs trigger ID --kind K [--data JSON]',
   summary:
     'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
     'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, or pauses and resumes it between turns.',
@@ -25,8 +27,9 @@ export const runsSpec: CommandSpec = {
     },
     by: { type: 'string', value: 'NAME', description: 'approve, deny: who decided (default cli:$USER)' },
     json: { type: 'boolean', description: 'print JSON' },
+    ...TRIGGER_FLAGS,
   },
-  verbs: ['list', 'show', 'cancel', ...HITL_VERBS],
+  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS],
 };
 
 const usageError = (message: string) => usage(runsSpec, message);
@@ -41,7 +44,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
       await bus.close();
     }
   }
-  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel')
+  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
     throw usageError(
       verb === undefined
         ? `runs needs a subcommand: ${runsSpec.verbs!.join(', ')}`
@@ -57,6 +60,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
   const out = ctx.io.stdout;
   const bus = await connectNats(ctx, 'agentmesh-cli');
   try {
+    if (verb === 'trigger') return await runsTrigger(ctx, runsSpec, bus, id!);
     if (verb === 'list') {
       const limit = intFlag(ctx.args, 'limit');
       const runs = await listRuns(bus, {
@@ -64,12 +68,13 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
         ...(limit === undefined ? {} : { limit }),
         ...(state === undefined ? {} : { state }),
       });
+      const daemons = await daemonLabels(ctx, bus, runs);
       if (json) out.write(`${JSON.stringify(runs)}\n`);
       else if (runs.length === 0) out.write('no runs\n');
       else
         for (const r of runs)
           out.write(
-            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : (r.waiting ?? 'running')}  ${r.accepted_at}  ` +
+            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : `${r.waiting ?? 'running'}${daemons.get(r.run_id) ?? ''}`}  ${r.accepted_at}  ` +
               `${r.planner_id}${r.takeovers ? ` (resumed ${r.takeovers}x)` : ''}  ${r.task ?? ''}\n`,
           );
       return 0;

@@ -291,3 +291,12 @@ export async function followRunEvents(
     );
   });
 }
+
+/** The KV bucket of daemon trigger queues (`agentmesh_triggers` for the default prefix); entries are kept. */
+export function triggersBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_triggers`;
+}
+
+export function openTriggerStore(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return bus.kv(triggersBucket(prefix));
+}

@@ -16,6 +16,8 @@ import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
 import type { RunHitl } from './approval-gate.js';
+import type { SkillSession } from '../skills/session.js';
+import type { DaemonSession } from '../daemon/session.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
@@ -70,6 +72,10 @@ export class RunContext {
   readonly loopDetector: LoopDetector;
   readonly log: Logger;
   costWarned = false;
+  /** Skill matching and activation before each model turn (runs with skills only). */
+  skills: SkillSession | undefined;
+  /** Idle and wake between turns instead of ending (daemon runs only). */
+  daemon: DaemonSession | undefined;
 
   constructor(
     readonly state: RunSnapshot,

@@ -30,6 +30,8 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import { daemonSession, daemonTimeoutMs, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
+import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
 
@@ -38,7 +40,7 @@ const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
 import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
-import { RunEventSink, notice, runAccepted, runCompleted, runFailed } from './events.js';
+import { RunEventSink, notice, runAccepted, runCompleted, runFailed, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, listToolNames, loadRunTools } from './meta-tools.js';
 import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
@@ -106,6 +108,10 @@ export interface ExecutorConfig {
   controls?: () => RunControlStore | undefined;
   /** The session store (opened on first use). */
   sessions?: () => Promise<SessionStore>;
+  /** The daemons' trigger queues (daemon runs need it). */
+  triggers?: (() => Promise<TriggerQueue>) | undefined;
+  /** The planner's idle daemons (a draining planner does not wait for them). */
+  idleDaemons?: IdleDaemons | undefined;
 }
 
 interface RunIo {
@@ -197,7 +203,7 @@ export class RunExecutor {
       planner_id: this.config.plannerId,
       ...(resumed ? { resumed: true } : {}),
     });
-    const timeoutMs = runLimits(this.config.defaults, request).timeout_ms;
+    const timeoutMs = daemonTimeoutMs(request) ?? runLimits(this.config.defaults, request).timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
     const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
     io.keeper.attach({
@@ -210,7 +216,14 @@ export class RunExecutor {
     });
     try {
       const ctx = await this.prepare(io, run);
-      return await runLoop(ctx);
+      const final = await runLoop(ctx);
+      if (ctx.daemon && !io.keeper.handedOff)
+        await ctx.daemon
+          .close(runId)
+          .catch((error: unknown) =>
+            io.log.warn({ err: (error as Error).message }, 'trigger queue not removed'),
+          );
+      return final;
     } catch (error) {
       const e = toErrorPayload(error);
       io.log.warn({ code: e.code, err: e.message }, 'run failed before its loop');
@@ -265,6 +278,13 @@ export class RunExecutor {
       stopReason: () => run.stop,
     });
     await this.joinSession(io, ctx, resumed === undefined);
+    ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot);
+    ctx.daemon = await daemonSession(request, snapshot, config.triggers, {
+      ...(config.idleDaemons ? { idle: config.idleDaemons } : {}),
+    });
+    if (resumed === undefined)
+      for (const problem of ctx.skills?.unknownForced() ?? [])
+        io.sink.emit(warning('unknown_skill', problem));
     if (resumed === undefined)
       snapshot.system = buildSystemPrompt({
         system: request.system ?? config.defaults.system,

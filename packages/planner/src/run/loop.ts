@@ -51,9 +51,14 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
       return { status: 'done', reason: `stop_after_successful_tools: ${outcome.stopAfter} succeeded` };
     return undefined;
   }
+  if (ctx.daemon?.idle) {
+    const ending = await ctx.daemon.wake(ctx);
+    if (ending) return ending;
+  }
   await applyRunControls(ctx);
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
+  if (ctx.skills) await ctx.skills.beforeTurn(ctx);
   const turn = await modelTurn(ctx);
   if (turn.tool_calls.length > 0) {
     state.nudges = 0;
@@ -70,7 +75,7 @@ async function textOnlyTurn(ctx: RunContext, text: string): Promise<Ending | und
   const required = ctx.request.require_successful_tools ?? [];
   const requiredMet =
     required.length === 0 || state.succeeded.some((n) => matchesAnyToolPattern(n, required));
-  if (text !== '' && requiredMet) return finalAnswer(ctx, text);
+  if (text !== '' && requiredMet) return ctx.daemon ? ctx.daemon.goIdle(ctx) : finalAnswer(ctx, text);
   state.nudges++;
   if (state.nudges > limits.max_nudges) {
     if (text !== '' && !requiredMet)

@@ -12,6 +12,7 @@ import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../run-state.js';
+import type { Skill, SkillMatchInput } from '../skills/schema.js';
 import type { ToolScope } from './context.js';
 import type { SessionDefaults } from './session.js';
 
@@ -46,6 +47,10 @@ export interface PlannerDefaults {
   sessions?: SessionDefaults;
   /** Child runs (agent.* tools): offered to every run when enabled, depth and fan-out limits. */
   subagents?: SubagentConfig;
+  /** Skills every run may activate (validated: see `collectSkills`). */
+  skills?: Skill[];
+  /** How skills are matched each turn (default metadata, top_n 1, sticky). */
+  skill_match?: SkillMatchInput;
 }
 
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {

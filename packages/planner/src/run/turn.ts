@@ -51,7 +51,7 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
     state.search.mode === 'native' && state.search.native_variant !== undefined && exposure.hasDeferred;
   const turn = await env.provider.complete({
     model: env.provider.model,
-    system: state.system,
+    system: ctx.skills ? ctx.skills.systemPrompt(state.system) : state.system,
     messages: state.messages,
     tools: turnTools.tools,
     parallelCalls: env.capabilities.parallel_calls,

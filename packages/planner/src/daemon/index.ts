@@ -1,0 +1,40 @@
+import type { RunRequest } from '@agentmesh/protocol';
+import type { RunSnapshot } from '../run-state.js';
+import { DaemonSession, type DaemonInputSource } from './session.js';
+import type { IdleDaemons } from './idle-daemons.js';
+import type { TriggerQueue } from './trigger-queue.js';
+
+export { DaemonSession, DAEMON_COMPACT_TOKENS, type DaemonInputSource, type DaemonState } from './session.js';
+export { TriggerQueue, type QueuedTrigger } from './trigger-queue.js';
+export { serveTriggers, MAX_TRIGGER_BYTES } from './responder.js';
+export { IdleDaemons } from './idle-daemons.js';
+
+/** A daemon without its own timeout_ms lives until cancelled (the longest timer Node keeps, about 24 days). */
+export const DAEMON_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** The run's timeout: the request's or the configured one, or for a daemon without one {@link DAEMON_TIMEOUT_MS}. */
+export function daemonTimeoutMs(request: RunRequest): number | undefined {
+  return request.daemon !== undefined && request.limits?.timeout_ms === undefined
+    ? DAEMON_TIMEOUT_MS
+    : undefined;
+}
+
+/** The daemon session of a daemon run (its queue opened), or undefined for any other run. */
+export async function daemonSession(
+  request: RunRequest,
+  snapshot: RunSnapshot,
+  queue: (() => Promise<TriggerQueue>) | undefined,
+  hooks: { input?: DaemonInputSource; idle?: IdleDaemons } = {},
+): Promise<DaemonSession | undefined> {
+  if (request.daemon === undefined || queue === undefined) return undefined;
+  const options = {
+    wake_interval_ms: request.daemon.wake_interval_ms ?? 0,
+    idle_watchdog: request.daemon.idle_watchdog ?? 0,
+    queue_capacity: request.daemon.queue_capacity ?? 1000,
+  };
+  const triggers = await queue();
+  await triggers.open(snapshot.run_id, options.queue_capacity);
+  const state = (snapshot.daemon ??= { idle: false, handled: 0, idle_ticks: 0, dropped_reported: 0 });
+  return new DaemonSession(options, state, triggers, hooks.input, hooks.idle);
+}
+export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './client.js';

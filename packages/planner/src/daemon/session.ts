@@ -1,0 +1,194 @@
+import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
+import { compactTranscript, deterministicSummary } from '../hitl/compaction.js';
+import type { RunContext } from '../run/context.js';
+import { notice, warning } from '../run/events.js';
+import type { IdleDaemons } from './idle-daemons.js';
+import type { QueuedTrigger, TriggerQueue } from './trigger-queue.js';
+
+/** A daemon's options with their defaults applied. */
+export type DaemonOptions = Required<NonNullable<RunRequest['daemon']>>;
+
+/** A daemon's progress in its run snapshot. */
+export interface DaemonState {
+  /** Waiting for a wake source (a resumed run waits again instead of calling the model). */
+  idle: boolean;
+  /** The seq of the last trigger taken into the transcript. */
+  handled: number;
+  /** Timer ticks in a row without a trigger or input. */
+  idle_ticks: number;
+  /** Refused triggers already reported with a `run.warning`. */
+  dropped_reported: number;
+}
+
+/**
+ * Where input messages come from while a daemon idles (the run's input subject): `take` returns the next queued
+ * text, `onInput` calls back when one arrives. Optional: without it only triggers and the timer wake a daemon.
+ */
+export interface DaemonInputSource {
+  take(): string | undefined;
+  onInput(listener: () => void): () => void;
+}
+
+/** Transcripts above this estimate are compacted before a wake's turn, as a session's are. */
+export const DAEMON_COMPACT_TOKENS = 100_000;
+
+type Ending = { status: RunStatus; reason: string };
+type Wake =
+  { reason: 'trigger'; queued: QueuedTrigger } | { reason: 'input'; text: string } | { reason: 'timer' };
+
+/** Wakes a waiting daemon; a ring before the wait is kept, so no trigger slips between a look and the wait. */
+class Bell {
+  private rung = false;
+  private listener: (() => void) | undefined;
+  readonly ring = (): void => {
+    this.rung = true;
+    this.listener?.();
+  };
+
+  reset(): void {
+    this.rung = false;
+  }
+
+  /** Resolves true on a timer tick (`intervalMs` > 0), false on a ring or an abort. */
+  wait(signal: AbortSignal, intervalMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = intervalMs > 0 ? setTimeout(() => done(true), intervalMs) : undefined;
+      const onAbort = () => done(false);
+      const done = (ticked: boolean) => {
+        if (timer) clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.listener = undefined;
+        resolve(ticked);
+      };
+      if (this.rung || signal.aborted) return done(false);
+      this.listener = () => done(false);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+/**
+ * A daemon run's life between turns: a turn without tool calls sends it idle (`daemon.idle`) instead of ending it;
+ * it wakes on the next queued trigger (FIFO, one per wake), an input message or the timer (`daemon.woken`), and the
+ * woken turn sees the trigger as a user message. It ends on cancel (`cancelled`) or, with `idle_watchdog` N, after
+ * N timer ticks in a row with nothing else to wake it (`watchdog`).
+ */
+export class DaemonSession {
+  constructor(
+    readonly options: DaemonOptions,
+    readonly state: DaemonState,
+    private readonly queue: TriggerQueue,
+    private readonly input?: DaemonInputSource | undefined,
+    private readonly idleDaemons?: IdleDaemons | undefined,
+  ) {}
+
+  get idle(): boolean {
+    return this.state.idle;
+  }
+
+  /**
+   * A turn without tool calls: the daemon goes idle (the caller's loop then waits in {@link wake}). The idle state
+   * is stored before `daemon.idle` is published, so a run resumed after the event never repeats the turn.
+   */
+  async goIdle(ctx: RunContext): Promise<undefined> {
+    this.state.idle = true;
+    ctx.state.nudges = 0;
+    await ctx.checkpoint();
+    await this.queue.setIdle(ctx.state.run_id, true);
+    ctx.sink.emit({ type: 'daemon.idle', queue_depth: await this.queue.depth(ctx.state.run_id) });
+    await ctx.checkpoint();
+    return undefined;
+  }
+
+  /** Waits for a wake source; returns an ending (cancel, watchdog) or undefined with the wake in the transcript. */
+  async wake(ctx: RunContext): Promise<Ending | undefined> {
+    const runId = ctx.state.run_id;
+    const bell = new Bell();
+    const watcher = await this.queue.watch(runId, bell.ring);
+    const stopInput = this.input?.onInput(bell.ring);
+    this.idleDaemons?.set(runId, true);
+    try {
+      for (;;) {
+        const stop = ctx.stopCheck();
+        if (stop) return stop;
+        bell.reset();
+        await this.reportDropped(ctx);
+        const queued = await this.queue.next(runId, this.state.handled);
+        if (queued !== undefined) return await this.woken(ctx, { reason: 'trigger', queued });
+        const text = this.input?.take();
+        if (text !== undefined) return await this.woken(ctx, { reason: 'input', text });
+        if (!(await bell.wait(ctx.signal, this.options.wake_interval_ms))) continue;
+        this.state.idle_ticks++;
+        const limit = this.options.idle_watchdog;
+        if (limit > 0 && this.state.idle_ticks >= limit)
+          return {
+            status: 'watchdog',
+            reason: `idle_watchdog: ${this.state.idle_ticks} timer ticks without a trigger or input`,
+          };
+        return await this.woken(ctx, { reason: 'timer' });
+      }
+    } finally {
+      this.idleDaemons?.set(runId, false);
+      watcher.stop();
+      stopInput?.();
+    }
+  }
+
+  /** Removes the queue of an ended daemon. */
+  async close(runId: string): Promise<void> {
+    await this.queue.close(runId);
+  }
+
+  private async woken(ctx: RunContext, wake: Wake): Promise<undefined> {
+    let event: RunEventBody;
+    if (wake.reason === 'trigger') {
+      this.state.handled = wake.queued.seq;
+      ctx.state.messages.push({ role: 'user', content: JSON.stringify(wake.queued.trigger) });
+      event = { type: 'daemon.woken', reason: 'trigger', trigger: wake.queued.trigger };
+    } else if (wake.reason === 'input') {
+      ctx.state.messages.push({ role: 'user', content: wake.text });
+      event = { type: 'daemon.woken', reason: 'input' };
+    } else {
+      const tick = { kind: 'timer', at: new Date().toISOString() };
+      ctx.state.messages.push({ role: 'user', content: JSON.stringify(tick) });
+      event = { type: 'daemon.woken', reason: 'timer', trigger: tick };
+    }
+    if (wake.reason !== 'timer') this.state.idle_ticks = 0;
+    this.state.idle = false;
+    await this.compact(ctx);
+    await ctx.checkpoint();
+    if (wake.reason === 'trigger') await this.queue.remove(ctx.state.run_id, wake.queued.seq);
+    await this.queue.setIdle(ctx.state.run_id, false);
+    ctx.sink.emit(event);
+    return undefined;
+  }
+
+  private async compact(ctx: RunContext): Promise<void> {
+    const result = await compactTranscript(ctx.state.messages, {
+      maxTokens: DAEMON_COMPACT_TOKENS,
+      summarize: (older) => Promise.resolve(deterministicSummary(older)),
+      signal: ctx.signal,
+    });
+    if (result === undefined) return;
+    ctx.state.messages = result.messages;
+    ctx.sink.emit(
+      notice('compacted', `the daemon's transcript was compacted: ${result.replaced} messages summarized`, {
+        before_tokens: result.before_tokens,
+        after_tokens: result.after_tokens,
+      }),
+    );
+  }
+
+  private async reportDropped(ctx: RunContext): Promise<void> {
+    const dropped = await this.queue.dropped(ctx.state.run_id);
+    if (dropped <= this.state.dropped_reported) return;
+    const refused = dropped - this.state.dropped_reported;
+    this.state.dropped_reported = dropped;
+    ctx.sink.emit(
+      warning(
+        'queue_full',
+        `the trigger queue was full (capacity ${this.options.queue_capacity}): ${refused} trigger(s) refused`,
+      ),
+    );
+  }
+}

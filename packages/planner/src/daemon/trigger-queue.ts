@@ -1,0 +1,166 @@
+import {
+  AgentMeshError,
+  ErrorCode,
+  encodeJson,
+  isAgentMeshError,
+  parseJson,
+  retry,
+  type KvStore,
+  type KvWatcher,
+  type Trigger,
+} from '@agentmesh/protocol';
+
+/** The queue facts of one daemon: capacity, the last seq handed out and taken, how many a full queue refused. */
+interface QueueMeta {
+  capacity: number;
+  next: number;
+  head: number;
+  dropped: number;
+  /** The daemon waits for a wake source (for `agentmesh runs list`). */
+  idle?: boolean;
+}
+
+export interface QueuedTrigger {
+  seq: number;
+  trigger: Trigger;
+}
+
+/** A reserved seq whose trigger never arrived (its sender died between reserving and writing) is skipped after this. */
+const GAP_TIMEOUT_MS = 5_000;
+const SEQ_DIGITS = 12;
+const itemKey = (runId: string, seq: number) => `${runId}.q.${String(seq).padStart(SEQ_DIGITS, '0')}`;
+const metaKey = (runId: string) => `${runId}.meta`;
+const isConflict = (error: unknown) => isAgentMeshError(error, ErrorCode.Conflict);
+
+/**
+ * The durable, FIFO, bounded trigger queues of daemon runs, kept in one KV bucket: `<run>.meta` (capacity, the last
+ * seq reserved and taken, refused count; changed by compare-and-set) and one key per queued trigger,
+ * `<run>.q.<seq>`. A sender reserves a seq, then writes the trigger, and only then hears `ok`. A trigger leaves the
+ * queue after the daemon's checkpoint recorded that it was taken, so one in flight when a planner dies is taken
+ * again by the planner that resumes the run, and never twice (the checkpoint says which seq was handled).
+ */
+export class TriggerQueue {
+  private readonly gaps = new Map<string, number>();
+
+  constructor(private readonly kv: KvStore) {}
+
+  /** Opens a daemon's queue (kept when it exists: a resumed run keeps what was queued). */
+  async open(runId: string, capacity: number): Promise<void> {
+    const meta: QueueMeta = { capacity, next: 0, head: 0, dropped: 0 };
+    await this.kv.create(metaKey(runId), encodeJson(meta)).catch((error: unknown) => {
+      if (!isConflict(error)) throw error;
+    });
+  }
+
+  /** Appends a trigger; fails with `not_found` for a run that is not a live daemon, `queue_full` at capacity. */
+  async enqueue(runId: string, trigger: Trigger): Promise<{ seq: number; depth: number }> {
+    const reserved = await retry(() => this.reserve(runId), {
+      attempts: 20,
+      timeoutMs: 5_000,
+      retryable: isConflict,
+    });
+    await this.kv.put(itemKey(runId, reserved.seq), encodeJson(trigger));
+    return reserved;
+  }
+
+  private async reserve(runId: string): Promise<{ seq: number; depth: number }> {
+    const { meta, revision } = await this.meta(runId);
+    const depth = meta.next - meta.head;
+    if (depth >= meta.capacity) {
+      await this.kv
+        .update(metaKey(runId), encodeJson({ ...meta, dropped: meta.dropped + 1 }), revision)
+        .catch(() => undefined);
+      throw new AgentMeshError(
+        ErrorCode.QueueFull,
+        `the trigger queue of run ${runId} is full (${meta.capacity} queued): the trigger was not queued`,
+        { retryable: true, details: { capacity: meta.capacity } },
+      );
+    }
+    await this.kv.update(metaKey(runId), encodeJson({ ...meta, next: meta.next + 1 }), revision);
+    return { seq: meta.next + 1, depth: depth + 1 };
+  }
+
+  /** The oldest queued trigger after seq `after`, or undefined when none waits (yet). */
+  async next(runId: string, after: number): Promise<QueuedTrigger | undefined> {
+    const { meta } = await this.meta(runId);
+    for (let seq = after + 1; seq <= meta.next; seq++) {
+      const entry = await this.kv.get(itemKey(runId, seq));
+      if (entry !== null) {
+        this.gaps.delete(runId);
+        return { seq, trigger: parseJson(entry.value, 'queued trigger') as Trigger };
+      }
+      const gapKey = `${runId}:${seq}`;
+      const since = this.gaps.get(gapKey) ?? Date.now();
+      this.gaps.set(gapKey, since);
+      if (Date.now() - since < GAP_TIMEOUT_MS) return undefined;
+    }
+    return undefined;
+  }
+
+  /** Drops the triggers up to and including `upTo` (they are in the daemon's checkpoint now). */
+  async remove(runId: string, upTo: number): Promise<void> {
+    await retry(
+      async () => {
+        const { meta, revision } = await this.meta(runId);
+        if (meta.head >= upTo) return;
+        for (let seq = meta.head + 1; seq <= upTo; seq++) await this.kv.delete(itemKey(runId, seq));
+        await this.kv.update(metaKey(runId), encodeJson({ ...meta, head: upTo }), revision);
+      },
+      { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
+    );
+  }
+
+  /** Records whether the daemon idles (what `agentmesh runs list` shows). */
+  async setIdle(runId: string, idle: boolean): Promise<void> {
+    await retry(
+      async () => {
+        const { meta, revision } = await this.meta(runId);
+        if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
+      },
+      { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
+    );
+  }
+
+  /** A daemon's state and queue depth, or undefined when the run is no live daemon. */
+  async status(runId: string): Promise<{ state: 'idle' | 'active'; depth: number } | undefined> {
+    const entry = await this.kv.get(metaKey(runId));
+    if (entry === null) return undefined;
+    const meta = parseJson(entry.value, 'trigger queue') as QueueMeta;
+    return { state: meta.idle === true ? 'idle' : 'active', depth: meta.next - meta.head };
+  }
+
+  /** Triggers queued and not yet taken. */
+  async depth(runId: string): Promise<number> {
+    const { meta } = await this.meta(runId);
+    return meta.next - meta.head;
+  }
+
+  /** How many triggers a full queue refused so far. */
+  async dropped(runId: string): Promise<number> {
+    return (await this.meta(runId)).meta.dropped;
+  }
+
+  /** Calls `onQueued` whenever a trigger is written for the run. */
+  watch(runId: string, onQueued: () => void): Promise<KvWatcher> {
+    return this.kv.watch(
+      (entry) => {
+        if (entry.operation === 'PUT') onQueued();
+      },
+      { key: `${runId}.q.*`, updatesOnly: true },
+    );
+  }
+
+  /** Removes the queue of a daemon that ended. */
+  async close(runId: string): Promise<void> {
+    const { meta } = await this.meta(runId);
+    for (let seq = meta.head + 1; seq <= meta.next; seq++) await this.kv.delete(itemKey(runId, seq));
+    await this.kv.delete(metaKey(runId));
+  }
+
+  private async meta(runId: string): Promise<{ meta: QueueMeta; revision: number }> {
+    const entry = await this.kv.get(metaKey(runId));
+    if (entry === null)
+      throw new AgentMeshError(ErrorCode.NotFound, `run ${runId} is not a running daemon: no trigger queue`);
+    return { meta: parseJson(entry.value, 'trigger queue') as QueueMeta, revision: entry.revision };
+  }
+}

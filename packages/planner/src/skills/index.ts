@@ -1,0 +1,31 @@
+import type { RunRequest } from '@agentmesh/protocol';
+import type { SkillState } from './schema.js';
+import { SkillMatchSchema, type Skill, type SkillMatchInput } from './schema.js';
+import { SkillSession } from './session.js';
+
+export { SkillSchema, SkillMatchSchema, type Skill, type SkillInput, type SkillMatch } from './schema.js';
+export type { SkillMatchInput, SkillState } from './schema.js';
+export { collectSkills, loadSkillDirs, parseSkillFile } from './load.js';
+export { SkillSession, FORCED_REASON } from './session.js';
+export { MetadataMatcher, type SkillCandidate } from './match.js';
+
+/**
+ * The skill session of a run, or undefined when there is nothing to do: no skill configured, or the request turned
+ * matching off (`skills: []`). `state` is the run snapshot's skill state (created when absent).
+ */
+export function skillSession(
+  skills: readonly Skill[] | undefined,
+  match: SkillMatchInput | undefined,
+  request: RunRequest,
+  holder: { skills?: SkillState | undefined },
+): SkillSession | undefined {
+  if (skills === undefined || skills.length === 0) {
+    if (request.skills === undefined || request.skills.length === 0) return undefined;
+  }
+  if (request.skills !== undefined && request.skills.length === 0) return undefined;
+  const state = (holder.skills ??= { active: [] });
+  return new SkillSession(skills ?? [], SkillMatchSchema.parse(match ?? {}), state, {
+    forced: request.skills ?? [],
+    matching: request.skills === undefined,
+  });
+}
