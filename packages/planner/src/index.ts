@@ -90,5 +90,5 @@ export {
   type SessionRecord,
   type SessionSummary,
 } from './hitl/session-store.js';
-export { openSessionStores } from './durable/infra.js';
+export { openSessionStores, sessionsBucket, sessionIndexBucket } from './durable/infra.js';
 export type { SessionDefaults } from './run/session.js';
