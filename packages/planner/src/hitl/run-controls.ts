@@ -39,7 +39,19 @@ export class RunControlStore {
   async addInput(runId: string, text: string): Promise<string> {
     const key = `${runId}.input.${Date.now().toString(36).padStart(10, '0')}${randomUUID().slice(0, 8)}`;
     await this.kv.put(key, encodeJson({ text, at: new Date().toISOString() }));
+    await this.kv.put(`${runId}.has_input`, encodeJson({ at: new Date().toISOString() }));
     return key;
+  }
+
+  /**
+   * True when an input was added since the last {@link takeInputMarker} (one KV get, no listing: the loop's
+   * per-turn check). Taking it clears it; an input added meanwhile sets it again.
+   */
+  async takeInputMarker(runId: string): Promise<boolean> {
+    const entry = await this.kv.get(`${runId}.has_input`);
+    if (entry === null) return false;
+    await this.kv.delete(`${runId}.has_input`);
+    return true;
   }
 
   /** Inputs not applied yet, oldest first. */

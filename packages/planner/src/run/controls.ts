@@ -46,6 +46,9 @@ export async function applyRunControls(ctx: RunContext): Promise<void> {
   applied.applied_inputs = applied.applied_inputs.filter((k) => !inputs.some((i) => i.key === k));
 }
 
+/** Runs checked once in this process: a resumed run lists its inputs once (the marker may have been taken by the dead planner). */
+const listedHere = new WeakSet<RunContext>();
+
 /**
  * The run's pause flag and pending inputs, or undefined when the controls bucket cannot be read right now (a
  * restarting server): the loop goes on and the requests, kept in the bucket, are applied before a later turn.
@@ -55,11 +58,11 @@ async function readControls(
   store: RunControlStore,
 ): Promise<{ paused: boolean; inputs: PendingInput[] } | undefined> {
   try {
-    const [paused, inputs] = await Promise.all([
-      store.paused(ctx.state.run_id),
-      store.inputs(ctx.state.run_id),
-    ]);
-    return { paused, inputs };
+    const runId = ctx.state.run_id;
+    const [paused, marked] = await Promise.all([store.paused(runId), store.takeInputMarker(runId)]);
+    const resumedHere = !listedHere.has(ctx) && ctx.state.iteration > 0;
+    listedHere.add(ctx);
+    return { paused, inputs: marked || resumedHere ? await store.inputs(runId) : [] };
   } catch (error) {
     if (ctx.signal.aborted) throw error;
     ctx.log.warn({ err: (error as Error).message }, 'input and pause requests not read this turn');
