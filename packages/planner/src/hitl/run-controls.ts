@@ -43,15 +43,16 @@ export class RunControlStore {
     return key;
   }
 
-  /**
-   * True when an input was added since the last {@link takeInputMarker} (one KV get, no listing: the loop's
-   * per-turn check). Taking it clears it; an input added meanwhile sets it again.
-   */
-  async takeInputMarker(runId: string): Promise<boolean> {
-    const entry = await this.kv.get(`${runId}.has_input`);
-    if (entry === null) return false;
+  /** True when inputs may be waiting (one KV get, no listing: the loop's per-turn check). */
+  async hasInputMarker(runId: string): Promise<boolean> {
+    return (await this.kv.get(`${runId}.has_input`)) !== null;
+  }
+
+  /** After the inputs were applied and dropped: clears the marker, or keeps it when an input came meanwhile. */
+  async clearInputMarker(runId: string): Promise<void> {
     await this.kv.delete(`${runId}.has_input`);
-    return true;
+    if ((await this.inputs(runId)).length > 0)
+      await this.kv.put(`${runId}.has_input`, encodeJson({ at: new Date().toISOString() }));
   }
 
   /** Inputs not applied yet, oldest first. */

@@ -34,7 +34,10 @@ export async function applyRunControls(ctx: RunContext): Promise<void> {
     ctx.log.info('run resumed');
   }
   const inputs = pending.paused ? await store.inputs(runId) : pending.inputs;
-  if (inputs.length === 0) return;
+  if (inputs.length === 0) {
+    if (pending.marked) await store.clearInputMarker(runId);
+    return;
+  }
   for (const input of inputs) {
     if (applied.applied_inputs.includes(input.key)) continue;
     ctx.state.messages.push({ role: 'user', content: input.text });
@@ -43,11 +46,9 @@ export async function applyRunControls(ctx: RunContext): Promise<void> {
   }
   await ctx.checkpoint();
   for (const input of inputs) await store.dropInput(input.key);
+  await store.clearInputMarker(runId);
   applied.applied_inputs = applied.applied_inputs.filter((k) => !inputs.some((i) => i.key === k));
 }
-
-/** Runs checked once in this process: a resumed run lists its inputs once (the marker may have been taken by the dead planner). */
-const listedHere = new WeakSet<RunContext>();
 
 /**
  * The run's pause flag and pending inputs, or undefined when the controls bucket cannot be read right now (a
@@ -56,13 +57,11 @@ const listedHere = new WeakSet<RunContext>();
 async function readControls(
   ctx: RunContext,
   store: RunControlStore,
-): Promise<{ paused: boolean; inputs: PendingInput[] } | undefined> {
+): Promise<{ paused: boolean; marked: boolean; inputs: PendingInput[] } | undefined> {
   try {
     const runId = ctx.state.run_id;
-    const [paused, marked] = await Promise.all([store.paused(runId), store.takeInputMarker(runId)]);
-    const resumedHere = !listedHere.has(ctx) && ctx.state.iteration > 0;
-    listedHere.add(ctx);
-    return { paused, inputs: marked || resumedHere ? await store.inputs(runId) : [] };
+    const [paused, marked] = await Promise.all([store.paused(runId), store.hasInputMarker(runId)]);
+    return { paused, marked, inputs: marked ? await store.inputs(runId) : [] };
   } catch (error) {
     if (ctx.signal.aborted) throw error;
     ctx.log.warn({ err: (error as Error).message }, 'input and pause requests not read this turn');
