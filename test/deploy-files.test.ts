@@ -83,6 +83,10 @@ const PLANNER_BUCKETS = {
   transcripts: `${DEFAULT_PREFIX}_transcripts`,
   checkpoints: `${DEFAULT_PREFIX}_checkpoints`,
   triggers: `${DEFAULT_PREFIX}_triggers`,
+  approvals: `${DEFAULT_PREFIX}_approvals`,
+  controls: `${DEFAULT_PREFIX}_controls`,
+  sessions: `${DEFAULT_PREFIX}_sessions`,
+  sessionIndex: `${DEFAULT_PREFIX}_session_index`,
 };
 /** The workers' idempotency store (`toolOutcomesBucket()` of @agentmesh/tool-worker). */
 const WORKER_OUTCOMES_BUCKET = `${DEFAULT_PREFIX}_tool_outcomes`;
@@ -217,6 +221,10 @@ describe('deploy/nats/nats.conf', () => {
       S.catalogAvailability,
       S.allPlannerHolds,
       S.allRunTriggers,
+      `${S.prefix}.runs.*.approve`,
+      `${S.prefix}.runs.*.input`,
+      `${S.prefix}.runs.*.pause`,
+      `${S.prefix}.runs.*.resume`,
     ];
     const streams = new Set([
       RUNS_STREAM,
@@ -226,6 +234,10 @@ describe('deploy/nats/nats.conf', () => {
       `KV_${PLANNER_BUCKETS.runs}`,
       `OBJ_${PLANNER_BUCKETS.transcripts}`,
       `KV_${PLANNER_BUCKETS.checkpoints}`,
+      `KV_${PLANNER_BUCKETS.approvals}`,
+      `KV_${PLANNER_BUCKETS.controls}`,
+      `OBJ_${PLANNER_BUCKETS.sessions}`,
+      `KV_${PLANNER_BUCKETS.sessionIndex}`,
       `KV_${WORKER_OUTCOMES_BUCKET}`,
       `KV_${PLANNER_BUCKETS.triggers}`,
       '*',
@@ -236,6 +248,10 @@ describe('deploy/nats/nats.conf', () => {
       PLANNER_BUCKETS.runs,
       PLANNER_BUCKETS.transcripts,
       PLANNER_BUCKETS.checkpoints,
+      PLANNER_BUCKETS.approvals,
+      PLANNER_BUCKETS.controls,
+      PLANNER_BUCKETS.sessions,
+      PLANNER_BUCKETS.sessionIndex,
       WORKER_OUTCOMES_BUCKET,
       PLANNER_BUCKETS.triggers,
     ]);
@@ -287,6 +303,10 @@ describe('deploy/nats/nats.conf', () => {
     expect(planner.runsBucket()).toBe(PLANNER_BUCKETS.runs);
     expect(planner.transcriptsBucket()).toBe(PLANNER_BUCKETS.transcripts);
     expect(planner.checkpointsBucket()).toBe(PLANNER_BUCKETS.checkpoints);
+    expect(planner.approvalsBucket()).toBe(PLANNER_BUCKETS.approvals);
+    expect(planner.controlsBucket()).toBe(PLANNER_BUCKETS.controls);
+    expect(planner.sessionsBucket()).toBe(PLANNER_BUCKETS.sessions);
+    expect(planner.sessionIndexBucket()).toBe(PLANNER_BUCKETS.sessionIndex);
     const worker = await import('@agentmesh/tool-worker');
     expect(worker.toolOutcomesBucket()).toBe(WORKER_OUTCOMES_BUCKET);
   });

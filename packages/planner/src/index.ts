@@ -90,7 +90,7 @@ export {
   type SessionRecord,
   type SessionSummary,
 } from './hitl/session-store.js';
-export { openSessionStores } from './durable/infra.js';
+export { openSessionStores, sessionsBucket, sessionIndexBucket } from './durable/infra.js';
 export type { SessionDefaults } from './run/session.js';
 export { childRunId } from './agents/children.js';
 export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';

@@ -93,14 +93,24 @@ export function openRunControls(bus: Backend, prefix: string = DEFAULT_PREFIX): 
   return bus.kv(controlsBucket(prefix), { ttlMs: WEEK_MS });
 }
 
+/** The object store of session transcripts (`agentmesh_sessions`). */
+export function sessionsBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_sessions`;
+}
+
+/** The KV bucket of the session index and session locks (`agentmesh_session_index`). */
+export function sessionIndexBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_session_index`;
+}
+
 /** Session transcripts (blobs) and their index and locks (KV), per tenant. */
 export async function openSessionStores(
   bus: Backend,
   prefix: string = DEFAULT_PREFIX,
 ): Promise<{ blobs: BlobStore; meta: KvStore }> {
   return {
-    blobs: await bus.blobs(`${bucketPrefix(prefix)}_sessions`),
-    meta: await bus.kv(`${bucketPrefix(prefix)}_session_index`),
+    blobs: await bus.blobs(sessionsBucket(prefix)),
+    meta: await bus.kv(sessionIndexBucket(prefix)),
   };
 }
 

@@ -39,7 +39,20 @@ export class RunControlStore {
   async addInput(runId: string, text: string): Promise<string> {
     const key = `${runId}.input.${Date.now().toString(36).padStart(10, '0')}${randomUUID().slice(0, 8)}`;
     await this.kv.put(key, encodeJson({ text, at: new Date().toISOString() }));
+    await this.kv.put(`${runId}.has_input`, encodeJson({ at: new Date().toISOString() }));
     return key;
+  }
+
+  /** True when inputs may be waiting (one KV get, no listing: the loop's per-turn check). */
+  async hasInputMarker(runId: string): Promise<boolean> {
+    return (await this.kv.get(`${runId}.has_input`)) !== null;
+  }
+
+  /** After the inputs were applied and dropped: clears the marker, or keeps it when an input came meanwhile. */
+  async clearInputMarker(runId: string): Promise<void> {
+    await this.kv.delete(`${runId}.has_input`);
+    if ((await this.inputs(runId)).length > 0)
+      await this.kv.put(`${runId}.has_input`, encodeJson({ at: new Date().toISOString() }));
   }
 
   /** Inputs not applied yet, oldest first. */

@@ -1,4 +1,4 @@
-import { AgentMeshError, ErrorCode, type RunWaiting } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, retry, type RunWaiting } from '@agentmesh/protocol';
 import {
   approvalReason,
   approvalSummary,
@@ -86,15 +86,17 @@ export async function gateCall(
   const runId = ctx.state.run_id;
   const args = redactSecretArgs(p.args, spec?.input_schema);
   const timeoutMs = hitl.policy.timeoutMs;
-  const record = await hitl.store.request({
-    run_id: runId,
-    call_id: p.call.id,
-    name: p.name,
-    args,
-    summary: approvalSummary(p.name, args),
-    tenant: ctx.identity.tenant,
-    ...(timeoutMs > 0 ? { expires_at: new Date(Date.now() + timeoutMs).toISOString() } : {}),
-  });
+  const record = await durably(ctx, () =>
+    hitl.store.request({
+      run_id: runId,
+      call_id: p.call.id,
+      name: p.name,
+      args,
+      summary: approvalSummary(p.name, args),
+      tenant: ctx.identity.tenant,
+      ...(timeoutMs > 0 ? { expires_at: new Date(Date.now() + timeoutMs).toISOString() } : {}),
+    }),
+  );
   const seen = (type: string) =>
     ctx.sink.events.some(
       (e) => e.type === type && (e as { approval_id?: string }).approval_id === record.approval_id,
@@ -158,7 +160,7 @@ async function waitForDecision(
     }, delay);
   }
   try {
-    return await hitl.store.waitForDecision(runId, record.approval_id, stop.signal);
+    return await durably(ctx, () => hitl.store.waitForDecision(runId, record.approval_id, stop.signal));
   } catch (error) {
     if (ctx.signal.aborted) throw AgentMeshError.from(ctx.signal.reason ?? error);
     throw new AgentMeshError(ErrorCode.Internal, 'waiting for an approval failed', { cause: error });
@@ -167,4 +169,15 @@ async function waitForDecision(
     ctx.signal.removeEventListener('abort', onAbort);
     await hitl.waits.leaveApproval();
   }
+}
+
+/** An approvals-bucket operation that rides out a restarting server (up to a minute), unless the run stops. */
+function durably<T>(ctx: RunContext, work: () => Promise<T>): Promise<T> {
+  return retry(work, {
+    timeoutMs: 60_000,
+    baseMs: 100,
+    capMs: 2_000,
+    signal: ctx.signal,
+    retryable: (e) => e.retryable === true && !ctx.signal.aborted,
+  });
 }

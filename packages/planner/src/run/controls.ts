@@ -1,3 +1,4 @@
+import type { PendingInput, RunControlStore } from '../hitl/run-controls.js';
 import type { RunContext } from './context.js';
 
 /**
@@ -11,7 +12,9 @@ export async function applyRunControls(ctx: RunContext): Promise<void> {
   if (hitl === undefined || store === undefined) return;
   const runId = ctx.state.run_id;
   const applied = (ctx.state.controls ??= { applied_inputs: [] });
-  if (await store.paused(runId)) {
+  const pending = await readControls(ctx, store);
+  if (pending === undefined) return;
+  if (pending.paused) {
     if (applied.paused !== true) {
       applied.paused = true;
       ctx.sink.emit({ type: 'run.paused' });
@@ -30,8 +33,11 @@ export async function applyRunControls(ctx: RunContext): Promise<void> {
     ctx.sink.emit({ type: 'run.resumed' });
     ctx.log.info('run resumed');
   }
-  const inputs = await store.inputs(runId);
-  if (inputs.length === 0) return;
+  const inputs = pending.paused ? await store.inputs(runId) : pending.inputs;
+  if (inputs.length === 0) {
+    if (pending.marked) await store.clearInputMarker(runId);
+    return;
+  }
   for (const input of inputs) {
     if (applied.applied_inputs.includes(input.key)) continue;
     ctx.state.messages.push({ role: 'user', content: input.text });
@@ -40,5 +46,25 @@ export async function applyRunControls(ctx: RunContext): Promise<void> {
   }
   await ctx.checkpoint();
   for (const input of inputs) await store.dropInput(input.key);
+  await store.clearInputMarker(runId);
   applied.applied_inputs = applied.applied_inputs.filter((k) => !inputs.some((i) => i.key === k));
+}
+
+/**
+ * The run's pause flag and pending inputs, or undefined when the controls bucket cannot be read right now (a
+ * restarting server): the loop goes on and the requests, kept in the bucket, are applied before a later turn.
+ */
+async function readControls(
+  ctx: RunContext,
+  store: RunControlStore,
+): Promise<{ paused: boolean; marked: boolean; inputs: PendingInput[] } | undefined> {
+  try {
+    const runId = ctx.state.run_id;
+    const [paused, marked] = await Promise.all([store.paused(runId), store.hasInputMarker(runId)]);
+    return { paused, marked, inputs: marked ? await store.inputs(runId) : [] };
+  } catch (error) {
+    if (ctx.signal.aborted) throw error;
+    ctx.log.warn({ err: (error as Error).message }, 'input and pause requests not read this turn');
+    return undefined;
+  }
 }
