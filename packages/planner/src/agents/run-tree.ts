@@ -11,6 +11,8 @@ export interface RunTreeNode {
   started_at?: string | undefined;
   ended_at?: string | undefined;
   duration_ms?: number | undefined;
+  /** The run's own cost (its children's are their nodes'), when its model's price is known. */
+  cost_usd?: number | undefined;
   children: RunTreeNode[];
 }
 
@@ -37,6 +39,7 @@ export function treeNode(runId: string, events: readonly RunEvent[]): RunTreeNod
     ...(begin === undefined ? {} : { started_at: begin }),
     ...(end === undefined ? {} : { ended_at: end }),
     ...(begin !== undefined && end !== undefined ? { duration_ms: Date.parse(end) - Date.parse(begin) } : {}),
+    ...(final?.type === 'run.completed' && final.cost_usd !== undefined ? { cost_usd: final.cost_usd } : {}),
     children: [],
   };
 }
@@ -69,10 +72,11 @@ export async function runTree(
 export function formatRunTree(node: RunTreeNode, prefix = '', last = true, root = true): string[] {
   const duration = node.duration_ms === undefined ? '' : `  ${(node.duration_ms / 1000).toFixed(1)} s`;
   const planner = node.planner_id === undefined ? '' : `  (${node.planner_id})`;
+  const cost = node.cost_usd === undefined ? '' : `  $${node.cost_usd.toFixed(4)}`;
   const task =
     node.task === undefined ? '' : `  ${node.task.length > 60 ? `${node.task.slice(0, 57)}...` : node.task}`;
   const branch = root ? '' : last ? '└─ ' : '├─ ';
-  const lines = [`${prefix}${branch}${node.run_id}  ${node.status}${duration}${planner}${task}`];
+  const lines = [`${prefix}${branch}${node.run_id}  ${node.status}${duration}${cost}${planner}${task}`];
   const inner = root ? '' : `${prefix}${last ? '   ' : '│  '}`;
   node.children.forEach((child, i) =>
     lines.push(...formatRunTree(child, inner, i === node.children.length - 1, false)),
