@@ -172,6 +172,27 @@ describe('openai chat completions: prompt_cache_key, cached and reasoning tokens
   });
 });
 
+describe('context_window override', () => {
+  it('a request over the model context_window fails with context_too_long and never reaches the server', async () => {
+    server = await startOpenAiServer([{ text: 'hi' }]);
+    h = harness([], {
+      providers: {
+        baseUrl: server.url,
+        maxRetries: 0,
+        env: {},
+        models: { tiny: { model: 'openai-compatible:tiny-model', context_window: 20 } },
+      },
+    });
+    const { final } = await h.run({
+      task: 'a task that is long enough to pass twenty tokens '.repeat(4),
+      model: 'tiny',
+    });
+    expect(final).toMatchObject({ type: 'run.completed', status: 'failed' });
+    expect(final.type === 'run.completed' && final.reason).toMatch(/context_too_long|context_window of 20/);
+    expect(server.requests).toHaveLength(0);
+  });
+});
+
 describe('price table', () => {
   const prices = new PriceTable({
     'groq:my-model*': { input_per_mtok: 1, output_per_mtok: 2, reasoning_per_mtok: 3 },

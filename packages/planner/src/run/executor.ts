@@ -34,6 +34,7 @@ import { daemonSession, daemonTimeoutMs, type IdleDaemons, type TriggerQueue } f
 import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
+import { withContextWindow } from '../providers/context-window.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
@@ -355,7 +356,10 @@ export class RunExecutor {
       subjects: config.subjects,
       plannerId: config.plannerId,
       logger: io.log,
-      provider: config.clients.create(choice, { toolProtocol: settings.toolProtocol }),
+      provider: withContextWindow(
+        config.clients.create(choice, { toolProtocol: settings.toolProtocol }),
+        choice.contextWindow,
+      ),
       capabilities: settings.caps,
       prices: config.prices,
       price: this.priceOrWarn(io, settings.warnUnpriced),
