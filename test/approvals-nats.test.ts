@@ -4,67 +4,37 @@
  * planner holding the run is dead is applied by the planner that resumes it; racing decisions; timeout; bad input.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { NatsBus, encodeJson, runControlSubjects, silentLogger, type RunEvent } from '@agentmesh/protocol';
+import { encodeJson, runControlSubjects, type NatsBus, type RunEvent } from '@agentmesh/protocol';
 import {
-  Planner,
-  approvalsBucket,
-  checkpointsBucket,
-  controlsBucket,
   readRunEvents,
   readRunRecord,
   sendApprovalDecision,
   sendRunControl,
   submitRun,
 } from '@agentmesh/planner';
-import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
-import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
+import type { FakeMesh } from './fixtures/llm/mesh.js';
+import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 import { cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { until, waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
-const prefix = uniquePrefix('ap');
 const LEASE_MS = 2_000;
+let fleet: NatsFleet;
+let prefix: string;
 let client: NatsBus;
 let mesh: FakeMesh;
-const planners: Planner[] = [];
-const buses: NatsBus[] = [];
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function startPlanner(id: string): Promise<{ planner: Planner; bus: NatsBus }> {
-  const bus = await NatsBus.connect(natsUrl);
-  buses.push(bus);
-  const planner = new Planner({
-    bus,
-    prefix,
-    logger: silentLogger(),
-    plannerId: id,
-    durability: { leaseMs: LEASE_MS },
-  });
-  await planner.start();
-  planners.push(planner);
-  return { planner, bus };
-}
+const startPlanner = (id: string) => fleet.planner(id, { durability: { leaseMs: LEASE_MS } });
 
 const events = (runId: string) => readRunEvents(client, runId, { prefix });
 const requested = (runId: string) =>
-  until(`approval.requested of ${runId}`, async () =>
-    (await events(runId)).find(
-      (e): e is Extract<RunEvent, { type: 'approval.requested' }> => e.type === 'approval.requested',
-    ),
+  waitForRunEvent(
+    client,
+    runId,
+    (e): e is Extract<RunEvent, { type: 'approval.requested' }> => e.type === 'approval.requested',
+    { prefix, what: `approval.requested of ${runId}` },
   );
-const finalOf = (runId: string) =>
-  until(`the end of ${runId}`, async () => {
-    const last = (await events(runId)).at(-1);
-    return last?.type === 'run.completed' || last?.type === 'run.failed' ? last : undefined;
-  });
+const finalOf = (runId: string) => waitForRunEnd(client, runId, { prefix });
 const calcCalls = (runId: string) =>
   mesh.invocations.filter((i) => i.run_id === runId && i.tool === 'math.calc').length;
 
@@ -86,20 +56,11 @@ function submit(runId: string, extra: Record<string, unknown> = {}) {
 }
 
 beforeAll(async () => {
-  client = await NatsBus.connect(natsUrl);
-  mesh = startFakeMesh(client, [calcTool], { prefix });
+  fleet = await startNatsFleet(natsUrl, { prefixTag: 'ap' });
+  ({ prefix, client, mesh } = fleet);
 });
 
-afterAll(async () => {
-  for (const p of planners) await p.drain().catch(() => undefined);
-  mesh.stop();
-  const jsm = await client.jetstreamManager();
-  for (const bucket of [checkpointsBucket(prefix), approvalsBucket(prefix), controlsBucket(prefix)])
-    await jsm.streams.delete(`KV_${bucket}`).catch(() => undefined);
-  await dropPrefix(client, prefix);
-  for (const b of buses) await b.close().catch(() => undefined);
-  await client.close();
-});
+afterAll(() => fleet.stop());
 
 describe('approvals over NATS', () => {
   it('approve: the run waits as awaiting_approval, the decision lets the call run once', async () => {
@@ -135,7 +96,7 @@ describe('approvals over NATS', () => {
 
   it('a decision made while the planner holding the run is dead is applied by the one that resumes it', async () => {
     const a = await startPlanner('ap-planner-a');
-    for (const p of planners.slice(0, -1)) await p.drain();
+    for (const p of fleet.planners.slice(0, -1)) await p.drain();
     await submit('ap-nats-takeover');
     const req = await requested('ap-nats-takeover');
     await a.bus.close();
@@ -232,13 +193,13 @@ describe('approvals over NATS', () => {
   });
 
   it('pause, input and resume are durable: made while the holding planner is dead, applied once by the next', async () => {
-    for (const p of planners) await p.drain();
+    for (const p of fleet.planners) await p.drain();
     const a = await startPlanner('ctl-planner-a');
     const cli = (args: string[]) =>
       runAgentmesh(['runs', ...args, '--nats', natsUrl, '--prefix', prefix], { env: cleanEnv() });
     await sendRunControl(client, 'ctl-nats', { kind: 'pause' }, { prefix });
     await submitRun(client, { id: 'ctl-nats', task: 'wait for me', script: [{ text: 'ok' }] }, { prefix });
-    await until('run.paused', async () => (await events('ctl-nats')).find((e) => e.type === 'run.paused'));
+    await waitForRunEvent(client, 'ctl-nats', (e) => e.type === 'run.paused', { prefix });
     await until('paused in the run record', async () =>
       (await readRunRecord(client, 'ctl-nats', { prefix }))?.waiting === 'paused' ? true : undefined,
     );

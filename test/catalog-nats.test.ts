@@ -17,6 +17,7 @@ import {
   type ToolSpec,
 } from '@agentmesh/protocol';
 import { loadCatalogFixture } from './fixtures/catalog/load.js';
+import { until } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const tools: ToolSpec[] = loadCatalogFixture();
@@ -51,19 +52,6 @@ async function startCatalog(ctx: { prefix: string; bucket: string }, workerTtlMs
   await catalog.start();
   cleanup.push(() => catalog.stop());
   return catalog;
-}
-
-async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 5000,
-): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    if (await check()) return Date.now() - started;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function spawnRawWorker(ctx: { prefix: string }, workerId: string, ttlMs: number, names: string[]) {

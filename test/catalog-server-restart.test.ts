@@ -11,6 +11,7 @@ import {
 } from '@agentmesh/protocol';
 import { startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
 import { loadCatalogFixture } from './fixtures/catalog/load.js';
+import { until } from './helpers/wait.js';
 
 const tools = loadCatalogFixture().slice(0, 50);
 
@@ -28,14 +29,6 @@ afterAll(async () => {
   await Promise.all([catalogBus.close(), otherBus.close(), client.close()]);
   await server.dispose();
 });
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
-  const started = Date.now();
-  while (!(await check())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('catalog across a nats-server restart', () => {
   it('keeps its tools, reconnects, and sees registrations made after the restart', async () => {

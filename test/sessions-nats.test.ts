@@ -4,27 +4,19 @@
  * and keeping tool pairs whole on both providers, tenant isolation, and `agentmesh sessions`.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { NatsBus, silentLogger, type RunEvent } from '@agentmesh/protocol';
-import {
-  Planner,
-  checkpointsBucket,
-  readRunEvents,
-  submitRun,
-  type PlannerOptions,
-} from '@agentmesh/planner';
+import type { NatsBus, RunEvent } from '@agentmesh/protocol';
+import { readRunEvents, submitRun, type PlannerOptions } from '@agentmesh/planner';
 import { startAnthropicServer } from './fixtures/llm/anthropic-server.js';
 import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
-import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
-import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
 import { startOpenAiServer } from './fixtures/llm/openai-server.js';
 import { cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
+import { waitForRunEnd } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
-const prefix = uniquePrefix('ss');
+let fleet: NatsFleet;
+let prefix: string;
 let client: NatsBus;
-let mesh: FakeMesh;
-const planners: Planner[] = [];
-const buses: NatsBus[] = [];
 const servers: FakeLlmServer[] = [];
 
 const isSummaryRequest = (body: Record<string, unknown>) =>
@@ -38,49 +30,25 @@ function reply(body: Record<string, any>): FakeReply {
   return { tool_calls: [{ name: 'math__calc', arguments: { lhs: 20, rhs: 22, op: 'add' } }] };
 }
 
-async function startPlanner(id: string, options: Partial<PlannerOptions>): Promise<Planner> {
-  const bus = await NatsBus.connect(natsUrl);
-  buses.push(bus);
-  const planner = new Planner({ bus, prefix, logger: silentLogger(), plannerId: id, ...options });
-  await planner.start();
-  planners.push(planner);
-  return planner;
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const startPlanner = async (id: string, options: Partial<PlannerOptions>) =>
+  (await fleet.planner(id, options)).planner;
 
 async function runToEnd(request: Record<string, unknown>): Promise<RunEvent[]> {
+  const runId = String(request['id']);
   await submitRun(client, request as never, { prefix });
-  return until(`the end of ${String(request['id'])}`, async () => {
-    const events = await readRunEvents(client, request['id'] as string, { prefix });
-    const last = events.at(-1);
-    return last?.type === 'run.completed' || last?.type === 'run.failed' ? events : undefined;
-  });
+  await waitForRunEnd(client, runId, { prefix });
+  return readRunEvents(client, runId, { prefix });
 }
 
 beforeAll(async () => {
-  client = await NatsBus.connect(natsUrl);
-  mesh = startFakeMesh(client, [calcTool], { prefix });
+  fleet = await startNatsFleet(natsUrl, { prefixTag: 'ss' });
+  ({ prefix, client } = fleet);
+  fleet.onStop(async () => {
+    for (const s of servers) await s.close().catch(() => undefined);
+  });
 });
 
-afterAll(async () => {
-  for (const p of planners) await p.drain().catch(() => undefined);
-  for (const s of servers) await s.close().catch(() => undefined);
-  mesh.stop();
-  const jsm = await client.jetstreamManager();
-  await jsm.streams.delete(`KV_${checkpointsBucket(prefix)}`).catch(() => undefined);
-  await dropPrefix(client, prefix);
-  for (const b of buses) await b.close().catch(() => undefined);
-  await client.close();
-});
+afterAll(() => fleet.stop());
 
 describe('sessions over NATS', () => {
   it("a session continued on another planner: the second model request carries the first run's turns", async () => {
@@ -155,7 +123,7 @@ describe('sessions over NATS', () => {
     async (kind, start, choice) => {
       const server = await start((body) => reply(body));
       servers.push(server);
-      for (const p of planners) await p.drain();
+      for (const p of fleet.planners) await p.drain();
       await startPlanner(`ss-compact-${kind}`, {
         providers: {
           ...(kind === 'openai'
