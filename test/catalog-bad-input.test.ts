@@ -11,7 +11,7 @@ import {
   silentLogger,
   subjects,
   throwIfErrorReply,
-  type Bus,
+  type Backend,
   type NatsBus,
 } from '@agentmesh/protocol';
 import { inject } from 'vitest';
@@ -21,7 +21,7 @@ const id = randomUUID().slice(0, 8);
 const prefix = `bad${id}`;
 const bucket = `catalog_bad_${id}`;
 const s = subjects(prefix);
-let bus: Bus;
+let bus: Backend;
 let catalog: Catalog;
 
 const tool = ToolSpecSchema.parse({

@@ -13,7 +13,7 @@ import {
   requestJson,
   silentLogger,
   subjects,
-  type Bus,
+  type Backend,
   type ToolSpec,
 } from '@agentmesh/protocol';
 import { loadCatalogFixture } from './fixtures/catalog/load.js';
@@ -41,7 +41,7 @@ function isolated() {
   return ctx;
 }
 
-async function bus(): Promise<Bus> {
+async function bus(): Promise<Backend> {
   const b = await connectBus({ natsUrl, logger: silentLogger() });
   cleanup.push(() => b.close());
   return b;

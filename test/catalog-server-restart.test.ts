@@ -7,7 +7,7 @@ import {
   requestJson,
   silentLogger,
   subjects,
-  type Bus,
+  type Backend,
 } from '@agentmesh/protocol';
 import { startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
 import { loadCatalogFixture } from './fixtures/catalog/load.js';
@@ -16,9 +16,9 @@ import { until } from './helpers/wait.js';
 const tools = loadCatalogFixture().slice(0, 50);
 
 let server: NatsServerHandle;
-let catalogBus: Bus;
-let otherBus: Bus;
-let client: Bus;
+let catalogBus: Backend;
+let otherBus: Backend;
+let client: Backend;
 beforeAll(async () => {
   server = await startNatsServer();
   catalogBus = await connectBus({ natsUrl: server.url, logger: silentLogger() });

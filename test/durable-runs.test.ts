@@ -156,18 +156,21 @@ describe('durable runs under faults: 100 runs, planners and a worker killed, nat
 
     // each fault waits for a point in the runs' progress (seen in their events), not for a fixed time
     const faults: string[] = [];
-    await progress.reach('half the runs in their first ledger call', (p) => p.ledgerStarted.a >= RUNS / 2);
+    await progress.reach(
+      'half the runs in their first ledger call',
+      (p) => (p.ledgerStarted.a ?? 0) >= RUNS / 2,
+    );
     process.kill(actors[1]!.child.pid!, 'SIGKILL');
     faults.push(`planner 1 killed at ${Date.now() - started} ms (turn 1-2)`);
     actors.push(await startActor(['planner'], env));
-    await progress.reach('ledger calls of turn 2 in flight', (p) => p.ledgerStarted.b >= 10);
+    await progress.reach('ledger calls of turn 2 in flight', (p) => (p.ledgerStarted.b ?? 0) >= 10);
     process.kill(workers[0]!.pid!, 'SIGKILL');
     faults.push(`worker 1 killed at ${Date.now() - started} ms`);
     workers.push(await startWorker(env));
     await progress.reach('runs in their third model turn', (p) => p.thirdTurns >= 10);
     process.kill(actors[2]!.child.pid!, 'SIGKILL');
     faults.push(`planner 2 killed at ${Date.now() - started} ms (turn 2-3)`);
-    await progress.reach('ledger calls of turn 3 done', (p) => p.ledgerDone.c >= 10);
+    await progress.reach('ledger calls of turn 3 done', (p) => (p.ledgerDone.c ?? 0) >= 10);
     progress.stop();
     await nats.restart(500);
     faults.push(`nats-server restarted at ${Date.now() - started} ms`);

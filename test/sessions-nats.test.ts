@@ -155,7 +155,7 @@ describe('sessions over NATS', () => {
       const text = JSON.stringify(messages);
       const callIds = [
         ...text.matchAll(kind === 'openai' ? /"tool_call_id":"([^"]+)"/g : /"tool_use_id":"([^"]+)"/g),
-      ].map((m) => m[1]);
+      ].map((m) => m[1]!);
       expect(callIds.length).toBeGreaterThan(0);
       for (const id of callIds) expect(text.split(id).length).toBeGreaterThanOrEqual(3);
     },

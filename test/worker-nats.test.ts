@@ -12,7 +12,7 @@ import {
   serve,
   silentLogger,
   subjects,
-  type Bus,
+  type Backend,
 } from '@agentmesh/protocol';
 import { ToolWorker, builtinTools, defineTool, type Tool } from '@agentmesh/tool-worker';
 
@@ -44,7 +44,7 @@ const bigTool = defineTool({
   handler: ({ n }) => ({ blob: 'q'.repeat(n) }),
 });
 
-let bus: Bus;
+let bus: Backend;
 const workers: ToolWorker[] = [];
 async function startWorker(tools: Tool<any, any>[], concurrency = 64) {
   const w = new ToolWorker({ bus, tools, prefix, logger: silentLogger(), register: false, concurrency });

@@ -3,13 +3,13 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { connectBus, invokeTool, silentLogger, type Bus, type ToolOutcome } from '@agentmesh/protocol';
+import { connectBus, invokeTool, silentLogger, type Backend, type ToolOutcome } from '@agentmesh/protocol';
 import { ToolWorker, createWorkspacePack, type WorkspacePack } from '@agentmesh/tool-worker';
 
 const natsUrl = inject('natsUrl');
 const prefix = `ws${process.pid}x${Date.now().toString(36)}`;
 
-let bus: Bus;
+let bus: Backend;
 let worker: ToolWorker;
 let pack: WorkspacePack;
 let base: string;

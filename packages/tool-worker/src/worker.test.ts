@@ -11,7 +11,7 @@ import {
   serve,
   silentLogger,
   subjects,
-  type Bus,
+  type Backend,
   type ToolProgress,
 } from '@agentmesh/protocol';
 import { defineTool, type Tool } from './define-tool.js';
@@ -34,7 +34,7 @@ function whenStarted() {
 }
 
 /** Resolves once `subject` carried a message (delivered after the subscriptions made before it). */
-function delivered(bus: Bus, subject: string): Promise<void> {
+function delivered(bus: Backend, subject: string): Promise<void> {
   return new Promise((resolve) => {
     const sub = bus.subscribe(subject, () => {
       void sub.drain();
@@ -76,7 +76,7 @@ afterEach(async () => {
 async function startWorker(
   tools: Tool<any, any>[],
   options: Partial<ToolWorkerOptions> = {},
-  bus: Bus = new MemoryBus(),
+  bus: Backend = new MemoryBus(),
 ) {
   const worker = new ToolWorker({ bus, tools, logger: silentLogger(), register: false, ...options });
   await worker.start();

@@ -162,7 +162,10 @@ describe('agent.* meta-tools on the in-process bus', () => {
   it('enforces subagents.max_depth and max_children with named errors', async () => {
     const m = await startMesh({ defaults: { subagents: { max_depth: 1, max_children: 2 } } });
     const everything: RunEvent[] = [];
-    m.bus.subscribe('agentmesh.runs.*.events', (msg) => everything.push(JSON.parse(msg.text()) as RunEvent));
+    m.bus.subscribe(
+      'agentmesh.runs.*.events',
+      (msg) => void everything.push(JSON.parse(msg.text()) as RunEvent),
+    );
     const grandchild = { task: 'deeper', script: [{ text: 'never' }] };
     const child = (n: number) => ({
       task: `child ${n}`,
@@ -265,7 +268,7 @@ describe('agent.* meta-tools on the in-process bus', () => {
     const first = childRunId(parentId, 1, 's1');
     const second = childRunId(parentId, 1, 's2');
     const inputs: string[] = [];
-    m.bus.subscribe(`agentmesh.runs.${first}.input`, (msg) => inputs.push(msg.text()));
+    m.bus.subscribe(`agentmesh.runs.${first}.input`, (msg) => void inputs.push(msg.text()));
     const slow = (task: string) => ({ task, script: [{ text: 'late', delay_ms: 60_000 }] });
     const finals = [followRun(m.bus, first), followRun(m.bus, second)];
     const { final, events } = await execute(m, {
