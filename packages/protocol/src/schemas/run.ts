@@ -1,0 +1,139 @@
+/** What a client sends about a run: the request, triggers, cancels, decisions, input. */
+import { z } from 'zod';
+import {
+  IdentitySchema,
+  ProviderKindSchema,
+  RunIdSchema,
+  RunLimitsSchema,
+  ToolSearchStrategySchema,
+} from './common.js';
+
+/** One scripted model turn: text, tool calls, or both. */
+export const ScriptedTurnSchema = z
+  .object({
+    text: z.string().optional(),
+    tool_calls: z
+      .array(
+        z.object({
+          id: z.string().optional(),
+          name: z.string(),
+          arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).default({}),
+        }),
+      )
+      .optional(),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).optional(),
+    delay_ms: z.number().int().min(0).optional(),
+  })
+  .strict();
+export type ScriptedTurn = z.infer<typeof ScriptedTurnSchema>;
+
+/** Per-run approval policy: adds requirements to the configured `approvals:` (never removes them). */
+export const RunApprovalsSchema = z
+  .object({
+    require: z.array(z.string().min(1)).optional(),
+    auto_approve: z.array(z.string().min(1)).optional(),
+    timeout_ms: z.number().int().min(0).optional(),
+  })
+  .strict();
+export type RunApprovals = z.infer<typeof RunApprovalsSchema>;
+
+/** A conversation id: 1-128 characters of [A-Za-z0-9._-]. */
+export const SessionIdSchema = z
+  .string()
+  .min(1, 'session id must not be empty')
+  .max(128, 'session id must be at most 128 characters')
+  .regex(/^[A-Za-z0-9._-]+$/, 'session id may only contain A-Z a-z 0-9 . _ -');
+
+export const RunRequestSchema = z
+  .object({
+    id: RunIdSchema.optional(),
+    task: z.string().trim().min(1, 'task must be a non-empty string'),
+    system: z.string().optional(),
+    provider: ProviderKindSchema.optional(),
+    model: z.string().min(1).optional(),
+    base_url: z.string().url().optional(),
+    tools: z.array(z.string().min(1)).optional(),
+    tool_search: ToolSearchStrategySchema.optional(),
+    deferred: z.array(z.string().min(1)).optional(),
+    always: z.array(z.string().min(1)).optional(),
+    limits: RunLimitsSchema.partial().optional(),
+    identity: IdentitySchema.optional(),
+    require_successful_tools: z.array(z.string()).optional(),
+    stop_after_successful_tools: z.array(z.string()).optional(),
+    tool_retries: z.number().int().min(0).max(10).optional(),
+    script: z.array(ScriptedTurnSchema).optional(),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+    /** How tools reach the model: `native` tool calls, or `text` (rendered into the prompt, fenced ```tool_call blocks). */
+    tool_protocol: z.enum(['native', 'text']).optional(),
+    /** Which calls of this run wait for a human decision (adds to the configured policy). */
+    approvals: RunApprovalsSchema.optional(),
+    /** Continue this conversation (per tenant); `identity.session` is an alias. */
+    session: SessionIdSchema.optional(),
+    /** A JSON Schema the final answer must satisfy; run.completed.output holds the validated value. */
+    output_schema: z.record(z.string(), z.unknown()).optional(),
+    /** Set on a child run started by agent.run / agent.spawn; depth is the child's nesting level (1 = child of a top-level run). */
+    parent: z
+      .object({
+        run_id: z.string().min(1),
+        call_id: z.string().min(1),
+        depth: z.number().int().min(1).optional(),
+      })
+      .strict()
+      .optional(),
+    /** Skills to activate from the first turn; `[]` turns skill matching off for this run. */
+    skills: z.array(z.string().min(1).max(128)).max(64).optional(),
+    /** A daemon: a text-only turn does not end the run, it idles until a trigger, an input or the timer wakes it. */
+    daemon: z
+      .object({
+        /** Wake the daemon every this many ms while idle (0: no timer). */
+        wake_interval_ms: z.number().int().min(0).max(86_400_000).default(0),
+        /** End with status `watchdog` after this many timer ticks in a row without a trigger or input (0: never). */
+        idle_watchdog: z.number().int().min(0).max(1_000_000).default(0),
+        /** Triggers queued at most; a full queue refuses more with `queue_full`. */
+        queue_capacity: z.number().int().min(1).max(100_000).default(1000),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+export type RunRequest = z.infer<typeof RunRequestSchema>;
+export type RunRequestInput = z.input<typeof RunRequestSchema>;
+
+export const RunStatusSchema = z.enum([
+  'done',
+  'stuck',
+  'budget_exhausted',
+  'failed',
+  'cancelled',
+  'timeout',
+  'watchdog',
+]);
+export type RunStatus = z.infer<typeof RunStatusSchema>;
+
+/** A trigger for a daemon run (`runs.<run_id>.trigger`): a kind and any payload. */
+export const TriggerSchema = z
+  .object({ kind: z.string().trim().min(1, 'kind must be a non-empty string').max(128) })
+  .catchall(z.unknown());
+export type Trigger = z.infer<typeof TriggerSchema>;
+
+export const CancelRequestSchema = z.object({ reason: z.string().optional() }).strict();
+export type CancelRequest = z.infer<typeof CancelRequestSchema>;
+
+/** A human's decision on `runs.<run_id>.approve`; the reply is `{ ok: true }` or `not_found` / `already_decided`. */
+export const ApprovalDecisionSchema = z
+  .object({
+    approval_id: z.string().min(1).max(128),
+    decision: z.enum(['approve', 'deny']),
+    reason: z.string().max(4_096).optional(),
+    by: z.string().max(256).optional(),
+  })
+  .strict();
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
+
+/** A user message added to a running run (`runs.<run_id>.input`), applied before its next model turn. */
+export const RunInputSchema = z.object({ text: z.string().min(1).max(100_000) }).strict();
+export type RunInput = z.infer<typeof RunInputSchema>;
+
+/** How a run that is not finished waits: for a human decision, or paused between turns. */
+export const RunWaitingSchema = z.enum(['awaiting_approval', 'paused']);
+export type RunWaiting = z.infer<typeof RunWaitingSchema>;
