@@ -242,7 +242,10 @@ export class Catalog {
         else this.apply(entry);
         this.watched(entry.revision);
       },
-      { updatesOnly: true },
+      {
+        updatesOnly: true,
+        known: (key, revision) => (this.revisions.get(key) ?? 0) >= revision,
+      },
     );
     const keys = await kv.keys();
     await forEachLimited(keys, 64, async (key) => {
