@@ -182,6 +182,8 @@ export class ToolRegistry {
 
   /** Other workers serving (name, version) with a spec other than `hash`, grouped by their spec. */
   conflicts(name: string, version: string, hash: string, workerId: string): SpecConflict | undefined {
+    const byWorker = this.claims.get(name)?.get(version);
+    if (byWorker === undefined || (byWorker.size === 1 && byWorker.has(workerId))) return undefined;
     const win = this.winner(name, version);
     if (win === undefined || win.hash === hash) return undefined;
     const workers = win.workers.filter((w) => w !== workerId);
