@@ -4,6 +4,7 @@
 // run: a bare tool call on the same bus, a raw NATS request/reply, and the ideal time of the model latency alone.
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
+import { RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import {
   CatalogGetSchema,
   CatalogListSchema,
@@ -278,6 +279,7 @@ async function submitToAccepted(natsUrl, quick) {
   await nc.flush();
   const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
   const baseline = await measure(() => nc.request(`${prefix}.echo`, payload), { count: quick ? 200 : 1000 });
+  const pubAck = await rawJetStreamPublish(nc, prefix, payload, quick);
   let n = 0;
   const one = async () => {
     const id = `sub-${++n}`;
@@ -330,7 +332,41 @@ async function submitToAccepted(natsUrl, quick) {
       samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.99))],
       'us',
     ),
+    pubAck,
+    figure(
+      'submit -> run.accepted p50 vs raw JetStream publish',
+      samples[Math.floor(samples.length / 2)],
+      'us',
+      pubAck,
+    ),
   ];
+}
+
+/**
+ * The floor of a durable intake: one JetStream publish of the same request, with a message id, to a file-backed
+ * work-queue stream like the runs intake, awaiting its PubAck. A run is accepted only after this write (the
+ * request survives a crash) and one more (its run record: the run-once dedupe and its lease), so run.accepted
+ * cannot come within 2x of a plain request/reply.
+ */
+async function rawJetStreamPublish(nc, prefix, payload, quick) {
+  const stream = `${prefix}_RAWPUB`;
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({
+    name: stream,
+    subjects: [`${prefix}.rawpub`],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+  });
+  try {
+    const js = jetstream(nc);
+    let n = 0;
+    const r = await measure(() => js.publish(`${prefix}.rawpub`, payload, { msgID: `raw-${++n}` }), {
+      count: quick ? 200 : 1000,
+    });
+    return figure('raw JetStream publish (PubAck) p50', r.p50_us, 'us');
+  } finally {
+    await jsm.streams.delete(stream).catch(() => undefined);
+  }
 }
 
 async function concurrentRuns(quick) {
