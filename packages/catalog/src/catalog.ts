@@ -129,6 +129,7 @@ export class Catalog {
    */
   private readonly unindexed = new Map<string, ToolSpec | null>();
   private indexTimer: NodeJS.Timeout | undefined;
+  private lastIndexChange = 0;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
   /** Per worker, the tools it says cannot run now (an MCP server reconnecting). */
@@ -202,6 +203,7 @@ export class Catalog {
     this.started = false;
     clearTimeout(this.sweepTimer);
     clearTimeout(this.indexTimer);
+    this.indexTimer = undefined;
     this.stopStatus?.();
     this.stopStatus = undefined;
     const subs = this.subscriptions;
@@ -331,13 +333,23 @@ export class Catalog {
 
   private indexLater(name: string, spec: ToolSpec | null): void {
     this.unindexed.set(name, spec);
-    clearTimeout(this.indexTimer);
-    this.indexTimer = setTimeout(() => this.catchUpIndex(), INDEX_SETTLE_MS);
+    this.lastIndexChange = performance.now();
+    if (this.indexTimer === undefined) this.settleIndex(INDEX_SETTLE_MS);
+  }
+
+  /** One timer per quiet period (not one per tool): it waits again while changes keep coming. */
+  private settleIndex(delayMs: number): void {
+    this.indexTimer = setTimeout(() => {
+      const quietFor = performance.now() - this.lastIndexChange;
+      if (quietFor < INDEX_SETTLE_MS) this.settleIndex(INDEX_SETTLE_MS - quietFor);
+      else this.catchUpIndex();
+    }, delayMs);
     this.indexTimer.unref();
   }
 
   private catchUpIndex(): void {
     clearTimeout(this.indexTimer);
+    this.indexTimer = undefined;
     for (const [name, spec] of this.unindexed) {
       if (spec === null) this.index.remove(name);
       else this.index.add(spec);
