@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ToolSpec } from '@agentmesh/protocol';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
@@ -30,7 +30,7 @@ export function specHash(spec: ToolSpec): string {
 
 /** sha256 (hex) of a spec already written as canonical JSON. */
 export function hashCanonical(canonical: string): string {
-  return createHash('sha256').update(canonical).digest('hex');
+  return hash('sha256', canonical, 'hex');
 }
 
 export function canonicalJson(value: unknown): string {
