@@ -2,8 +2,11 @@
 // with a zero-latency model (bench/package.json), submit -> run.accepted over
 // NATS, and 1,000 concurrent runs in one planner against a provider that answers after 50 ms. Baselines in the same
 // run: a bare tool call on the same bus, a raw NATS request/reply, and the ideal time of the model latency alone.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
+import { RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import {
   CatalogGetSchema,
   CatalogListSchema,
@@ -278,6 +281,7 @@ async function submitToAccepted(natsUrl, quick) {
   await nc.flush();
   const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
   const baseline = await measure(() => nc.request(`${prefix}.echo`, payload), { count: quick ? 200 : 1000 });
+  const pubAck = await rawJetStreamPublish(nc, prefix, payload, quick);
   let n = 0;
   const one = async () => {
     const id = `sub-${++n}`;
@@ -308,6 +312,12 @@ async function submitToAccepted(natsUrl, quick) {
   samples.sort((a, b) => a - b);
   echo.unsubscribe();
   await planner.drain();
+  const apart = await inOwnProcess(natsUrl, prefix, async () => {
+    for (let i = 0; i < 20; i++) await one();
+    const out = [];
+    for (let i = 0; i < (quick ? 50 : 200); i++) out.push(await timedAccepted());
+    return out.sort((a, b) => a - b);
+  });
   stopCatalog();
   const jsm = await bus.jetstreamManager();
   const names = streamNames(prefix);
@@ -330,7 +340,80 @@ async function submitToAccepted(natsUrl, quick) {
       samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.99))],
       'us',
     ),
+    pubAck,
+    figure(
+      'submit -> run.accepted p50 vs raw JetStream publish',
+      samples[Math.floor(samples.length / 2)],
+      'us',
+      pubAck,
+    ),
+    figure(
+      'submit -> run.accepted p50, planner in its own process',
+      apart[Math.floor(apart.length / 2)],
+      'us',
+      raw,
+    ),
+    figure(
+      'submit -> run.accepted p50, planner in its own process, vs raw JetStream publish',
+      apart[Math.floor(apart.length / 2)],
+      'us',
+      pubAck,
+    ),
   ];
+}
+
+/**
+ * Runs `measure` while a planner in a child process (bench/accept-planner.mjs) takes the runs, as in a deployment
+ * where submitter and planner do not share one event loop.
+ */
+async function inOwnProcess(natsUrl, prefix, measure) {
+  const child = spawn(
+    process.execPath,
+    [fileURLToPath(new URL('./accept-planner.mjs', import.meta.url)), natsUrl, prefix, 'bench-planner-apart'],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    await new Promise((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d.toString();
+        if (out.includes('"ready":true')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`accept planner exited with ${code}`)));
+    });
+    return await measure();
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+/**
+ * The floor of a durable intake: one JetStream publish of the same request, with a message id, to a file-backed
+ * work-queue stream like the runs intake, awaiting its PubAck. A run is accepted only after this write (the
+ * request survives a crash) and one more (its run record: the run-once dedupe and its lease), so run.accepted
+ * cannot come within 2x of a plain request/reply.
+ */
+async function rawJetStreamPublish(nc, prefix, payload, quick) {
+  const stream = `${prefix}_RAWPUB`;
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({
+    name: stream,
+    subjects: [`${prefix}.rawpub`],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+  });
+  try {
+    const js = jetstream(nc);
+    let n = 0;
+    const r = await measure(() => js.publish(`${prefix}.rawpub`, payload, { msgID: `raw-${++n}` }), {
+      count: quick ? 200 : 1000,
+    });
+    return figure('raw JetStream publish (PubAck) p50', r.p50_us, 'us');
+  } finally {
+    await jsm.streams.delete(stream).catch(() => undefined);
+  }
 }
 
 async function concurrentRuns(quick) {

@@ -40,7 +40,14 @@ import {
   type ToolSummary,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
-import { CatalogKeys, ToolRegistry, specHash, type LiveTool, type WorkerRecord } from './registry.js';
+import {
+  CatalogKeys,
+  ToolRegistry,
+  canonicalJson,
+  hashCanonical,
+  type LiveTool,
+  type WorkerRecord,
+} from './registry.js';
 import {
   DEFAULT_SEARCH_LIMIT,
   MAX_SEARCH_LIMIT,
@@ -122,6 +129,7 @@ export class Catalog {
    */
   private readonly unindexed = new Map<string, ToolSpec | null>();
   private indexTimer: NodeJS.Timeout | undefined;
+  private lastIndexChange = 0;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
   /** Per worker, the tools it says cannot run now (an MCP server reconnecting). */
@@ -195,6 +203,7 @@ export class Catalog {
     this.started = false;
     clearTimeout(this.sweepTimer);
     clearTimeout(this.indexTimer);
+    this.indexTimer = undefined;
     this.stopStatus?.();
     this.stopStatus = undefined;
     const subs = this.subscriptions;
@@ -235,7 +244,10 @@ export class Catalog {
         else this.apply(entry);
         this.watched(entry.revision);
       },
-      { updatesOnly: true },
+      {
+        updatesOnly: true,
+        known: (key, revision) => (this.revisions.get(key) ?? 0) >= revision,
+      },
     );
     const keys = await kv.keys();
     await forEachLimited(keys, 64, async (key) => {
@@ -321,13 +333,23 @@ export class Catalog {
 
   private indexLater(name: string, spec: ToolSpec | null): void {
     this.unindexed.set(name, spec);
-    clearTimeout(this.indexTimer);
-    this.indexTimer = setTimeout(() => this.catchUpIndex(), INDEX_SETTLE_MS);
+    this.lastIndexChange = performance.now();
+    if (this.indexTimer === undefined) this.settleIndex(INDEX_SETTLE_MS);
+  }
+
+  /** One timer per quiet period (not one per tool): it waits again while changes keep coming. */
+  private settleIndex(delayMs: number): void {
+    this.indexTimer = setTimeout(() => {
+      const quietFor = performance.now() - this.lastIndexChange;
+      if (quietFor < INDEX_SETTLE_MS) this.settleIndex(INDEX_SETTLE_MS - quietFor);
+      else this.catchUpIndex();
+    }, delayMs);
     this.indexTimer.unref();
   }
 
   private catchUpIndex(): void {
     clearTimeout(this.indexTimer);
+    this.indexTimer = undefined;
     for (const [name, spec] of this.unindexed) {
       if (spec === null) this.index.remove(name);
       else this.index.add(spec);
@@ -433,6 +455,7 @@ export class Catalog {
     const rejected: CatalogRegisterReply['rejected'] = [];
     const accepted: WorkerRecord['tools'] = [];
     const seen = new Set<string>();
+    const canonical = new Map<string, string>();
     for (const spec of request.tools) {
       const id = `${spec.name}@${spec.version}`;
       if (seen.has(id)) {
@@ -446,7 +469,9 @@ export class Catalog {
         continue;
       }
       seen.add(id);
-      const hash = specHash(spec);
+      const text = canonicalJson(spec);
+      const hash = hashCanonical(text);
+      canonical.set(hash, text);
       const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
       if (conflict !== undefined) {
         rejected.push(this.conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
@@ -463,7 +488,7 @@ export class Catalog {
       registered_at: registeredAt,
       tools: accepted,
     };
-    let revision = await this.write(key, record, record);
+    let revision = await this.writeRecord(key, record, canonical);
     await this.echoOf(revision);
     const lost = new Set<string>();
     for (const { hash, spec } of record.tools) {
@@ -474,7 +499,7 @@ export class Catalog {
     }
     if (lost.size > 0) {
       record = { ...record, tools: record.tools.filter((t) => !lost.has(t.hash)) };
-      revision = await this.write(key, record, record);
+      revision = await this.writeRecord(key, record, canonical);
     }
     for (const r of rejected)
       this.logger.warn(
@@ -534,7 +559,15 @@ export class Catalog {
 
   /** Writes a key and applies it at once (`record`: the worker record written, so it is not parsed back). */
   private async write(key: string, value: unknown, record?: WorkerRecord): Promise<number> {
-    const bytes = encodeJson(value);
+    return this.writeBytes(key, encodeJson(value), record);
+  }
+
+  /** Writes a worker record, its specs spliced in from the canonical JSON their hashes were computed from. */
+  private writeRecord(key: string, record: WorkerRecord, canonical: Map<string, string>): Promise<number> {
+    return this.writeBytes(key, encodeRecord(record, canonical), record);
+  }
+
+  private async writeBytes(key: string, bytes: Uint8Array, record?: WorkerRecord): Promise<number> {
     const revision = await this.store.put(key, bytes);
     this.apply({ key, value: bytes, revision, operation: 'PUT' }, record);
     return revision;
@@ -696,6 +729,24 @@ export class Catalog {
       await this.remove(CatalogKeys.beat(worker.worker_id));
     }
   }
+}
+
+const utf8 = new TextEncoder();
+
+/** The record as JSON, each spec written once (its canonical JSON) rather than stringified a second time. */
+function encodeRecord(record: WorkerRecord, canonical: Map<string, string>): Uint8Array {
+  let tools = '';
+  for (const { hash, spec, since } of record.tools) {
+    const text = canonical.get(hash) ?? canonicalJson(spec);
+    if (tools.length > 0) tools += ',';
+    tools += `{"hash":"${hash}","spec":${text}${since === undefined ? '' : `,"since":${since}`}}`;
+  }
+  const head = JSON.stringify({
+    worker_id: record.worker_id,
+    ttl_ms: record.ttl_ms,
+    registered_at: record.registered_at,
+  });
+  return utf8.encode(`${head.slice(0, -1)},"tools":[${tools}]}`);
 }
 
 /** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */

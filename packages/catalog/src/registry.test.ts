@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ToolSpecSchema } from '@agentmesh/protocol';
+import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
 import { ToolRegistry, canonicalJson, compareVersions, specHash } from './registry.js';
 
 const spec = (version: string, description: string) =>
@@ -36,6 +36,19 @@ describe('ToolRegistry', () => {
     );
     expect(specHash(reordered)).toBe(specHash(a));
     expect(canonicalJson({ b: 1, a: [1, { d: 2, c: undefined }] })).toBe('{"a":[1,{"d":2}],"b":1}');
+  });
+
+  it('writes canonical JSON: sorted keys at every depth, JSON escapes, nulls for holes, stable hashes', () => {
+    const value = {
+      'z"q': ['é\n', undefined, { y: null, x: [true, 1.5, 'a\u0000'] }],
+      '10': { b: 'B', a: { '': 0 } },
+      '9': -0,
+    };
+    expect(canonicalJson(value)).toBe(
+      '{"10":{"a":{"":0},"b":"B"},"9":0,"z\\"q":["é\\n",null,{"x":[true,1.5,"a\\u0000"],"y":null}]}',
+    );
+    expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)));
+    expect(specHash(spec('1', 'x'))).toBe(specHash(JSON.parse(JSON.stringify(spec('1', 'x'))) as ToolSpec));
   });
 
   it('orders versions numerically', () => {

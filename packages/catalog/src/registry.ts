@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { ToolSpec } from '@agentmesh/protocol';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
@@ -25,28 +25,48 @@ export interface SpecConflict {
 
 /** sha256 of the spec as canonical JSON (keys sorted), so equal specs hash equally whatever their key order. */
 export function specHash(spec: ToolSpec): string {
-  return createHash('sha256').update(canonicalJson(spec)).digest('hex');
+  return hashCanonical(canonicalJson(spec));
+}
+
+/** sha256 (hex) of a spec already written as canonical JSON. */
+export function hashCanonical(canonical: string): string {
+  return hash('sha256', canonical, 'hex');
 }
 
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) {
     let out = '[';
-    for (let i = 0; i < value.length; i++)
-      out += (i === 0 ? '' : ',') + canonicalJson(value[i] === undefined ? null : value[i]);
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      if (i > 0) out += ',';
+      out +=
+        typeof item === 'string' ? JSON.stringify(item) : item === undefined ? 'null' : canonicalJson(item);
+    }
     return out + ']';
   }
   const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).sort();
+  const keys = Object.keys(record);
+  if (keys.length > 1) keys.sort();
   let out = '{';
-  let first = true;
   for (const key of keys) {
     const v = record[key];
     if (v === undefined) continue;
-    out += (first ? '' : ',') + JSON.stringify(key) + ':' + canonicalJson(v);
-    first = false;
+    if (out.length > 1) out += ',';
+    out += quotedKey(key) + ':' + (typeof v === 'string' ? JSON.stringify(v) : canonicalJson(v));
   }
   return out + '}';
+}
+
+/** Object keys as JSON strings, remembered: specs repeat the same few dozen keys. */
+const quotedKeys = new Map<string, string>();
+function quotedKey(key: string): string {
+  let quoted = quotedKeys.get(key);
+  if (quoted === undefined) {
+    quoted = JSON.stringify(key);
+    if (quotedKeys.size < 4096) quotedKeys.set(key, quoted);
+  }
+  return quoted;
 }
 
 /** Orders versions numerically where they are numbers (`1.10` after `1.9`, `2` after `1`). */
@@ -162,6 +182,8 @@ export class ToolRegistry {
 
   /** Other workers serving (name, version) with a spec other than `hash`, grouped by their spec. */
   conflicts(name: string, version: string, hash: string, workerId: string): SpecConflict | undefined {
+    const byWorker = this.claims.get(name)?.get(version);
+    if (byWorker === undefined || (byWorker.size === 1 && byWorker.has(workerId))) return undefined;
     const win = this.winner(name, version);
     if (win === undefined || win.hash === hash) return undefined;
     const workers = win.workers.filter((w) => w !== workerId);

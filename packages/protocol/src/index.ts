@@ -18,6 +18,7 @@ export {
   type KvEntry,
   type KvStore,
   type KvWatcher,
+  type KvWatchOptions,
 } from './stores/kv.js';
 export {
   MemoryBlobStore,

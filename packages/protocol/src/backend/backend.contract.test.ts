@@ -53,6 +53,27 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       expect(await (await backend.kv(unique('kv'))).get('a.one')).toBeNull();
     });
 
+    it('a KV watch that knows its own writes still gets every other entry with its value, in order', async () => {
+      const bucket = unique('kv');
+      const kv = await backend.kv(bucket);
+      const other = await backend.kv(bucket);
+      const mine = new Set<number>();
+      const seen: { key: string; revision: number; value: string }[] = [];
+      const watcher = await kv.watch(
+        (e) => seen.push({ key: e.key, revision: e.revision, value: dec.decode(e.value) }),
+        { updatesOnly: true, known: (_key, revision) => mine.has(revision) },
+      );
+      mine.add(await kv.put('w.mine', enc.encode('own record')));
+      await other.put('w.theirs', enc.encode('their record'));
+      mine.add(await kv.put('w.mine', enc.encode('own again')));
+      await other.delete('w.theirs');
+      await until(() => seen.length >= 4);
+      watcher.stop();
+      expect(seen.map((e) => e.key)).toEqual(['w.mine', 'w.theirs', 'w.mine', 'w.theirs']);
+      expect(seen[1]!.value).toBe('their record');
+      expect(seen.map((e) => e.revision)).toEqual([...seen.map((e) => e.revision)].sort((a, b) => a - b));
+    });
+
     it('stores blobs with their type and metadata', async () => {
       const blobs = await backend.blobs(unique('blobs'));
       const data = Uint8Array.from({ length: 300_000 }, (_, i) => i % 251);

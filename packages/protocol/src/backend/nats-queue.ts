@@ -107,10 +107,12 @@ class NatsWorkConsumer implements WorkConsumer {
     const stop = () => batch.stop();
     options.signal?.addEventListener('abort', stop, { once: true });
     try {
-      for await (const m of batch) return workItem(m);
-      return undefined;
+      const first = await batch[Symbol.asyncIterator]().next();
+      return first.done === true ? undefined : workItem(first.value);
     } finally {
       options.signal?.removeEventListener('abort', stop);
+      // the pull ends after its one message anyway: its cleanup (unsubscribe, timers) waits until the delivery is on its way
+      setImmediate(stop);
     }
   }
 

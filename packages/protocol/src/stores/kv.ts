@@ -1,5 +1,6 @@
 import type { KV } from '@nats-io/kv';
 import { AgentMeshError, ErrorCode } from '../errors.js';
+import { retry } from '../retry.js';
 import type { Backend } from '../backend/types.js';
 
 export interface KvEntry {
@@ -26,11 +27,19 @@ export interface KvStore {
   update(key: string, value: Uint8Array, revision: number): Promise<number>;
   delete(key: string): Promise<void>;
   keys(filter?: string): Promise<string[]>;
-  /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change. */
-  watch(
-    onEntry: (entry: KvEntry) => void,
-    options?: { key?: string; updatesOnly?: boolean },
-  ): Promise<KvWatcher>;
+  /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change, in revision order. */
+  watch(onEntry: (entry: KvEntry) => void, options?: KvWatchOptions): Promise<KvWatcher>;
+}
+
+export interface KvWatchOptions {
+  key?: string;
+  updatesOnly?: boolean;
+  /**
+   * Entries the watcher already holds (its own writes, applied when written): such an entry may arrive with an
+   * empty value, which then never crosses the wire; every other entry comes with its value. An entry whose
+   * revision was overwritten before its value could be read is skipped (the newer revision follows).
+   */
+  known?: (key: string, revision: number) => boolean;
 }
 
 export interface KvBucketOptions {
@@ -86,19 +95,33 @@ export class NatsKvStore implements KvStore {
     for await (const k of await this.kv.keys(filter)) out.push(k);
     return out;
   }
-  async watch(
-    onEntry: (entry: KvEntry) => void,
-    options: { key?: string; updatesOnly?: boolean } = {},
-  ): Promise<KvWatcher> {
+  async watch(onEntry: (entry: KvEntry) => void, options: KvWatchOptions = {}): Promise<KvWatcher> {
+    const { known } = options;
     const iter = await this.kv.watch({
       ...(options.key === undefined ? {} : { key: options.key }),
       ...(options.updatesOnly ? { include: 'updates' as never } : {}),
+      ...(known === undefined ? {} : { headers_only: true }),
     });
+    const stopped = new AbortController();
     void (async () => {
-      for await (const e of iter)
-        onEntry({ key: e.key, value: e.value, revision: e.revision, operation: e.operation });
+      for await (const e of iter) {
+        const entry = { key: e.key, value: e.value, revision: e.revision, operation: e.operation };
+        if (known === undefined || e.operation !== 'PUT' || known(e.key, e.revision)) onEntry(entry);
+        else {
+          const stored = await retry(() => this.kv.get(e.key, { revision: e.revision }), {
+            signal: stopped.signal,
+            retryable: () => true,
+          });
+          if (stored !== null) onEntry({ ...entry, value: stored.value });
+        }
+      }
     })().catch(() => undefined);
-    return { stop: () => iter.stop() };
+    return {
+      stop: () => {
+        stopped.abort();
+        iter.stop();
+      },
+    };
   }
 }
 
@@ -161,10 +184,7 @@ export class MemoryKvStore implements KvStore {
     this.expire();
     return [...this.entries.keys()].filter((k) => filter === undefined || matchKey(filter, k));
   }
-  async watch(
-    onEntry: (entry: KvEntry) => void,
-    options: { key?: string; updatesOnly?: boolean } = {},
-  ): Promise<KvWatcher> {
+  async watch(onEntry: (entry: KvEntry) => void, options: KvWatchOptions = {}): Promise<KvWatcher> {
     if (!options.updatesOnly)
       for (const e of this.entries.values())
         if (options.key === undefined || matchKey(options.key, e.key)) onEntry(e);
