@@ -40,6 +40,7 @@ import {
   type ToolSummary,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
+import { traceCatalogSearch } from './search-span.js';
 import { CatalogKeys, ToolRegistry, specHash, type LiveTool, type WorkerRecord } from './registry.js';
 import {
   DEFAULT_SEARCH_LIMIT,
@@ -381,7 +382,12 @@ export class Catalog {
         subject: s.catalogSearch,
         schema: SearchRequestSchema,
         what: 'catalog search request',
-        handler: (body) => this.search(body),
+        handler: (body, msg) =>
+          traceCatalogSearch(
+            msg.headers,
+            { query: body.query, strategy: body.strategy ?? this.defaultStrategy },
+            () => this.search(body),
+          ),
       }),
       serve({
         bus: this.bus,
