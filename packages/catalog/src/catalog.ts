@@ -40,6 +40,7 @@ import {
   type ToolSummary,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
+import { traceCatalogSearch } from './search-span.js';
 import {
   CatalogKeys,
   ToolRegistry,
@@ -403,7 +404,12 @@ export class Catalog {
         subject: s.catalogSearch,
         schema: SearchRequestSchema,
         what: 'catalog search request',
-        handler: (body) => this.search(body),
+        handler: (body, msg) =>
+          traceCatalogSearch(
+            msg.headers,
+            { query: body.query, strategy: body.strategy ?? this.defaultStrategy },
+            () => this.search(body),
+          ),
       }),
       serve({
         bus: this.bus,

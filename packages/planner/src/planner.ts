@@ -254,6 +254,7 @@ export class Planner {
       version: PLANNER_VERSION,
       description: 'agentmesh planner: runs agent loops',
       metadata: { planner_id: this.id },
+      load: () => ({ in_flight: this.active.size }),
     });
     this.stopIntake = await this.infra.startIntake({
       slots: new Semaphore(this.options.maxConcurrentRuns ?? 256),

@@ -1,4 +1,5 @@
 import type { Backend, DiscoveredService, EventLog, ServiceHandle, WorkQueue } from './backend/types.js';
+import type { ServiceConfig } from './backend/types.js';
 import { DEFAULT_PREFIX, EVENTS_STREAM, RUNS_STREAM, subjects } from './subjects.js';
 
 export type { DiscoveredService, ServiceHandle } from './backend/types.js';
@@ -55,10 +56,7 @@ export async function ensureRunStreams(
 }
 
 /** Announces an actor (NATS service discovery: `$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`). */
-export function announceService(
-  backend: Backend,
-  config: { name: string; version: string; description: string; metadata?: Record<string, string> },
-): Promise<ServiceHandle> {
+export function announceService(backend: Backend, config: ServiceConfig): Promise<ServiceHandle> {
   return backend.announce(config);
 }
 

@@ -1,4 +1,4 @@
-import { ErrorCode, type ErrorPayload } from '@agentmesh/protocol';
+import { ErrorCode, actorMetrics, type ErrorPayload } from '@agentmesh/protocol';
 import type { CpuPool } from './cpu-pool.js';
 
 export type WorkerState = 'new' | 'starting' | 'running' | 'draining' | 'stopped';
@@ -11,6 +11,8 @@ export type WorkerState = 'new' | 'starting' | 'running' | 'draining' | 'stopped
 export class Admission {
   state: WorkerState = 'new';
   private calls = 0;
+  /** The CPU pool of the calls admitted so far, whose waiting calls are the admission queue depth gauge. */
+  private cpuPool: CpuPool | undefined;
 
   constructor(
     private readonly workerId: string,
@@ -27,6 +29,10 @@ export class Admission {
     const cpuFull = cpuPool?.saturated === true;
     if (this.state === 'running' && this.calls < this.concurrency && !cpuFull) {
       this.calls++;
+      if (cpuPool !== undefined) {
+        this.cpuPool = cpuPool;
+        actorMetrics().setAdmissionQueueDepth(cpuPool.waiting(1));
+      }
       return undefined;
     }
     return {
@@ -44,5 +50,6 @@ export class Admission {
 
   leave(): void {
     this.calls--;
+    if (this.cpuPool !== undefined) actorMetrics().setAdmissionQueueDepth(this.cpuPool.waiting());
   }
 }

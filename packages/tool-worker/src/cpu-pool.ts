@@ -97,6 +97,11 @@ export class CpuPool {
     return this.tasks >= this.threads + this.queueDepth;
   }
 
+  /** CPU calls waiting for a thread now, counting `arriving` more that are about to be handed to the pool. */
+  waiting(arriving = 0): number {
+    return Math.max(0, this.tasks + arriving - this.threads);
+  }
+
   /** Threads alive right now. */
   get liveThreads(): number {
     return this.pool.threads.length;

@@ -34,12 +34,18 @@ export async function openArtifactStore(bus: Backend): Promise<BlobStore> {
 }
 
 /** Answers service discovery as `agentmesh-tool-worker` (the one place the worker announces itself). */
-export function announceWorker(bus: Backend, workerId: string, tools: number): Promise<ServiceHandle> {
+export function announceWorker(
+  bus: Backend,
+  workerId: string,
+  tools: number,
+  inFlight?: () => number,
+): Promise<ServiceHandle> {
   return announceService(bus, {
     name: ServiceName.ToolWorker,
     version: '0.1.0',
     description: 'agentmesh tool worker',
     metadata: { worker_id: workerId, tools: String(tools) },
+    ...(inFlight === undefined ? {} : { load: () => ({ in_flight: inFlight() }) }),
   });
 }
 

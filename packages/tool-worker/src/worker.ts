@@ -194,7 +194,7 @@ export class ToolWorker {
       throw error;
     }
     this.subscribe();
-    this.service = await announceWorker(this.bus, this.workerId, this.tools.size);
+    this.service = await announceWorker(this.bus, this.workerId, this.tools.size, () => this.inFlight);
     this.admission.state = 'running';
     this.registration?.start();
     this.logger.info(

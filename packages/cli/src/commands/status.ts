@@ -21,7 +21,7 @@ export const statusSpec: CommandSpec = {
   name: 'status',
   usage: 'agentmesh status [flags]',
   summary:
-    'Shows the fleet on NATS. Live actors (workers with id, host, pid, tools, calls in flight, uptime, version), the tools the catalog knows, and the run queue. Exit 0 also for an empty fleet; 1 when NATS cannot be reached.',
+    'Shows the fleet on NATS. Live actors (workers with id, host, pid, tools, calls in flight, uptime, version; planners with runs in flight), the tools the catalog knows, and the run queue. Exit 0 also for an empty fleet; 1 when NATS cannot be reached.',
   flags: { ...CONNECTION_FLAGS, json: { type: 'boolean', description: 'print JSON' } },
 };
 
@@ -129,8 +129,10 @@ function printHuman(
         ]),
       ),
     );
-  for (const a of actors.filter((x) => !workers.includes(x)))
-    o.write(`  ${a.kind} ${a.worker_id ?? a.id}, up ${uptime(a.uptime_s)}, v${a.version}\n`);
+  for (const a of actors.filter((x) => !workers.includes(x))) {
+    const load = a.in_flight === undefined ? '' : `, ${plural(a.in_flight, 'run')} in flight`;
+    o.write(`  ${a.kind} ${a.worker_id ?? a.id}, up ${uptime(a.uptime_s)}${load}, v${a.version}\n`);
+  }
   o.write(`tools: ${typeof tools === 'number' ? plural(tools, 'tool') + ' in the catalog' : tools}\n`);
   for (const [stream, info] of Object.entries(queue.streams))
     o.write(

@@ -14,6 +14,7 @@ import {
   type Subjects,
   type ToolSpec,
 } from '@agentmesh/protocol';
+import { toolCallTraceHeaders } from '@agentmesh/protocol';
 import type { z } from 'zod';
 import { agentCall } from '../agents/agent-calls.js';
 import { isAgentTool, type AgentToolName } from '../agents/agent-tools.js';
@@ -48,7 +49,7 @@ export async function runMeta(
     content = isAgentTool(name)
       ? await agentCall(ctx, p.call.id, name, p.args)
       : name === 'tool_search'
-        ? await toolSearch(ctx, parseMetaArgs(ToolSearchArgsSchema, p.args, name))
+        ? await toolSearch(ctx, parseMetaArgs(ToolSearchArgsSchema, p.args, name), p.call.id)
         : name === 'tool_get'
           ? await toolGet(ctx, parseMetaArgs(ToolGetArgsSchema, p.args, name))
           : await artifactFetch(ctx, parseMetaArgs(ArtifactFetchArgsSchema, p.args, name));
@@ -63,7 +64,11 @@ export async function runMeta(
 }
 
 /** Client-side tool search: asks the catalog, promotes what it found; names are canonical, in events and for the model. */
-async function toolSearch(ctx: RunContext, args: z.infer<typeof ToolSearchArgsSchema>): Promise<string> {
+async function toolSearch(
+  ctx: RunContext,
+  args: z.infer<typeof ToolSearchArgsSchema>,
+  callId: string,
+): Promise<string> {
   const { env, state, exposure } = ctx;
   const strategy = (state.search.strategy === 'off' ? 'bm25' : state.search.strategy) as SearchStrategy;
   const reply = await requestJsonRetrying(
@@ -71,7 +76,7 @@ async function toolSearch(ctx: RunContext, args: z.infer<typeof ToolSearchArgsSc
     env.subjects.catalogSearch,
     { ...env.scope, query: args.query, strategy, limit: args.limit ?? env.searchLimit, deferred_only: true },
     CatalogSearchReplySchema,
-    ctx.catalogOptions(),
+    { ...ctx.catalogOptions(), headers: toolCallTraceHeaders(ctx.state.run_id, callId) },
   );
   const found: { name: string; description: string }[] = [];
   for (const r of reply.results) {

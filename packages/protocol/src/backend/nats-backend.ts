@@ -118,7 +118,16 @@ export class NatsBackendParts {
   }
 
   async announce(config: ServiceConfig): Promise<ServiceHandle> {
-    const service = await new Svcm(this.conn.nc).add({ ...config });
+    const { load, ...info } = config;
+    const service = await new Svcm(this.conn.nc).add({
+      ...info,
+      ...(load === undefined ? {} : { statsHandler: () => Promise.resolve(load()) }),
+    });
+    if (load !== undefined)
+      service.addEndpoint('load', {
+        subject: `$SRV.LOAD.${config.name}.${service.info().id}`,
+        handler: (_error, msg) => void msg.respond(JSON.stringify(load())),
+      });
     return {
       stop: async () => {
         await service.stop().catch(() => undefined);

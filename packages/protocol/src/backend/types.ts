@@ -141,6 +141,11 @@ export interface ServiceConfig {
   version: string;
   description: string;
   metadata?: Record<string, string>;
+  /**
+   * Live figures of the actor (e.g. `{ in_flight: 3 }`), read when someone asks: they are the `data` of the
+   * service's `load` endpoint in `$SRV.STATS` replies (and the reply of a request to that endpoint).
+   */
+  load?: () => Record<string, number>;
 }
 
 export interface ServiceHandle {

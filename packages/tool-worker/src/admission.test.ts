@@ -1,0 +1,86 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  MemoryBus,
+  NOOP_METRICS,
+  createActorMetrics,
+  invokeTool,
+  setProcessMetrics,
+  silentLogger,
+  startMetricsServer,
+  type MetricsServer,
+  type ToolProgress,
+} from '@agentmesh/protocol';
+import { defineTool } from './define-tool.js';
+import { ToolWorker } from './worker.js';
+
+const GATE_TASK = new URL('../../../test/fixtures/cpu-gate-task.mjs', import.meta.url);
+
+const cleanup: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const undo of cleanup.splice(0).reverse()) await undo();
+});
+
+async function scrapeQueueDepth(server: MetricsServer): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${server.port}/metrics`)).text();
+  const line = /^agentmesh_admission_queue_depth(?:\{[^}]*\})? (\S+)$/m.exec(text);
+  if (line === null) throw new Error(`no agentmesh_admission_queue_depth in:\n${text}`);
+  return Number(line[1]);
+}
+
+describe('admission queue depth gauge', () => {
+  it('counts CPU calls admitted and waiting for a thread, as served at /metrics', async () => {
+    const metrics = createActorMetrics('tool-worker');
+    setProcessMetrics(metrics);
+    const server = await startMetricsServer(metrics, { port: 0, host: '127.0.0.1' });
+    cleanup.push(
+      () => void setProcessMetrics(NOOP_METRICS),
+      () => server.close(),
+    );
+    const dir = mkdtempSync(join(tmpdir(), 'agentmesh-gate-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const gate = join(dir, 'open');
+
+    const tool = defineTool({
+      name: 'test.gate',
+      description: 'Holds a CPU thread until the gate file exists.',
+      input: z.object({ gate: z.string() }),
+      idempotent: true,
+      timeoutMs: 60_000,
+      cpu: { module: GATE_TASK, export: 'waitForGate' },
+    });
+    const bus = new MemoryBus();
+    const worker = new ToolWorker({
+      bus,
+      tools: [tool],
+      logger: silentLogger(),
+      register: false,
+      threads: 1,
+      cpuQueueDepth: 2,
+    });
+    await worker.start();
+    cleanup.push(() => worker.drain());
+
+    const calls = Array.from({ length: 3 }, (_, i) => {
+      let started!: () => void;
+      const seen = new Promise<void>((resolve) => (started = resolve));
+      const outcome = invokeTool(
+        bus,
+        { call_id: `gate-${i}`, run_id: 'run-gate', tool: 'test.gate', arguments: { gate } },
+        { onProgress: (p: ToolProgress) => p.kind === 'started' && started() },
+      );
+      return { seen, outcome };
+    });
+    await Promise.all(calls.map((c) => c.seen));
+    expect(worker.inFlight).toBe(3);
+    expect(await scrapeQueueDepth(server)).toBe(2);
+
+    writeFileSync(gate, '');
+    const outcomes = await Promise.all(calls.map((c) => c.outcome));
+    expect(outcomes.every((o) => !o.is_error)).toBe(true);
+    expect(await scrapeQueueDepth(server)).toBe(0);
+  }, 60_000);
+});
