@@ -145,7 +145,10 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
     const prefix = `load${Date.now().toString(36)}`;
     // events are read from the JetStream stream by subject, as any client would: a plain subscription here
     const sub = client.subscribe('agentmesh.runs.*.events');
+    let resolveDone = () => {};
+    const allFinished = () => runs.size === RUNS && [...runs.values()].every((r) => r.final);
     const done = new Promise<void>((resolve) => {
+      resolveDone = resolve;
       void (async () => {
         for await (const m of sub) {
           const e = JSON.parse(dec.decode(m.data)) as Record<string, unknown> & {
@@ -158,7 +161,7 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
           if ((e.type === 'run.completed' || e.type === 'run.failed') && !track.final) {
             track.final = e;
             track.finishedAt = Date.now();
-            if ([...runs.values()].every((r) => r.final)) resolve();
+            if (allFinished()) resolve();
           }
         }
       })();
@@ -173,7 +176,11 @@ describe('fleet under load: 50 raw-JSON runs, 2 planners, 3 workers, a killed wo
       if (i === 15) process.kill(workers[0]!.child.pid!, 'SIGKILL');
       if (i === 30) await nats.restart(200);
     }
-    const poll = setInterval(() => void pollFinals(client, runs), 1000);
+    if (allFinished()) resolveDone();
+    const poll = setInterval(
+      () => void pollFinals(client, runs).then(() => (allFinished() ? resolveDone() : undefined)),
+      1000,
+    );
     await Promise.race([
       done,
       new Promise((_, reject) =>
