@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import { ErrorCode, NatsBus, encodeJson, invokeTool, openKv, silentLogger } from '@agentmesh/protocol';
+import { ErrorCode, NatsBus, encodeJson, invokeTool, silentLogger } from '@agentmesh/protocol';
 import { SharedOutcomes, ToolWorker, defineTool, toolOutcomesBucket } from '@agentmesh/tool-worker';
 import { uniquePrefix } from './fixtures/llm/nats.js';
 
@@ -108,7 +108,7 @@ describe('shared outcomes of non-idempotent calls', () => {
   });
 
   it('a call whose first worker stopped without an outcome is refused as "may have run", never run again', async () => {
-    const kv = await openKv(buses[0]!, toolOutcomesBucket(prefix));
+    const kv = await buses[0]!.kv(toolOutcomesBucket(prefix));
     const key = SharedOutcomes.keyOf('default', 'billing.charge', 'run-1:1:c3');
     await kv.put(
       key,

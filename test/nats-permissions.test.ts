@@ -17,10 +17,7 @@ import {
   inboxPrefixFor,
   RUNS_STREAM,
   ServiceName,
-  announceService,
   ensureRunStreams,
-  openBlobStore,
-  openKv,
   subjects,
   toolQueueGroup,
 } from '@agentmesh/protocol';
@@ -176,7 +173,7 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     const ops = await as('ops');
 
     // catalog: its KV bucket (create, put, get, compare-and-set, keys, watch, delete) and its request subjects.
-    const kv = await openKv(catalog.bus, CATALOG_BUCKET);
+    const kv = await catalog.bus.kv(CATALOG_BUCKET);
     const rev = await kv.put('tools.math__calc', enc.encode('{"name":"math.calc"}'));
     expect((await kv.get('tools.math__calc'))?.revision).toBe(rev);
     await kv.update('tools.math__calc', enc.encode('{"name":"math.calc","v":2}'), rev);
@@ -196,14 +193,14 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
       },
       { queue: 'agentmesh-catalog' },
     );
-    const catalogService = await announceService(catalog.bus, {
+    const catalogService = await catalog.bus.announce({
       name: ServiceName.Catalog,
       version: '0.0.0',
       description: 'test',
     });
 
     // worker: object store for heavy outputs, its tool subject in the tool's queue group, cancels, artifact fetch.
-    const blobs = await openBlobStore(worker.bus, ARTIFACTS_BUCKET);
+    const blobs = await worker.bus.blobs(ARTIFACTS_BUCKET);
     const heavy = randomBytes(300_000);
     await blobs.put('t1/heavy', heavy, { mime: 'application/octet-stream', meta: { tenant: 't1' } });
     expect((await blobs.get('t1/heavy'))?.data).toEqual(new Uint8Array(heavy));
@@ -223,7 +220,7 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
       const blob = await blobs.get((JSON.parse(m.text()) as { ref: string }).ref);
       worker.bus.respond(m, JSON.stringify({ size: blob?.data.length ?? -1 }));
     });
-    const workerService = await announceService(worker.bus, {
+    const workerService = await worker.bus.announce({
       name: ServiceName.ToolWorker,
       version: '0.0.0',
       description: 'test',
@@ -267,10 +264,10 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     }
     // planner: its run records (KV) and transcripts (object store), with the TTL options it opens them with.
     const week = 7 * 24 * 3_600_000;
-    const records = await openKv(planner.bus, PLANNER_RUNS_BUCKET, { ttlMs: week });
+    const records = await planner.bus.kv(PLANNER_RUNS_BUCKET, { ttlMs: week });
     await records.create(runId, enc.encode('{"state":"running"}'));
     expect(new TextDecoder().decode((await records.get(runId))?.value)).toBe('{"state":"running"}');
-    const transcripts = await openBlobStore(planner.bus, PLANNER_TRANSCRIPTS_BUCKET, { ttlMs: week });
+    const transcripts = await planner.bus.blobs(PLANNER_TRANSCRIPTS_BUCKET, { ttlMs: week });
     await transcripts.put(runId, enc.encode('{"version":1}'), { mime: 'application/json' });
     expect(new TextDecoder().decode((await transcripts.get(runId))?.data)).toBe('{"version":1}');
     const js = planner.bus.jetstream();

@@ -4,7 +4,6 @@ import {
   CancelRequestSchema,
   DEFAULT_PREFIX,
   ServiceName,
-  announceService,
   respondJson,
   silentLogger,
   subjects as buildSubjects,
@@ -249,7 +248,7 @@ export class Planner {
    */
   async start(): Promise<void> {
     await this.ready();
-    this.service = await announceService(this.bus, {
+    this.service = await this.bus.announce({
       name: ServiceName.Planner,
       version: PLANNER_VERSION,
       description: 'agentmesh planner: runs agent loops',

@@ -13,20 +13,13 @@ export { NatsBus, inboxPrefixFor, type NatsBusOptions } from './bus/nats-bus.js'
 export { subjectMatches } from './bus/shared.js';
 export {
   MemoryKvStore,
-  openKv,
   type KvBucketOptions,
   type KvEntry,
   type KvStore,
   type KvWatcher,
   type KvWatchOptions,
 } from './stores/kv.js';
-export {
-  MemoryBlobStore,
-  openBlobStore,
-  type BlobBucketOptions,
-  type BlobInfo,
-  type BlobStore,
-} from './stores/blobs.js';
+export { MemoryBlobStore, type BlobBucketOptions, type BlobInfo, type BlobStore } from './stores/blobs.js';
 export {
   connectBus,
   connectBackend,

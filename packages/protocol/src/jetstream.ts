@@ -1,5 +1,4 @@
-import type { Backend, DiscoveredService, EventLog, ServiceHandle, WorkQueue } from './backend/types.js';
-import type { ServiceConfig } from './backend/types.js';
+import type { Backend, EventLog, WorkQueue } from './backend/types.js';
 import { DEFAULT_PREFIX, EVENTS_STREAM, RUNS_STREAM, subjects } from './subjects.js';
 
 export type { DiscoveredService, ServiceHandle } from './backend/types.js';
@@ -53,18 +52,4 @@ export async function ensureRunStreams(
   await openRunIntake(backend, prefix, options);
   await openRunEventLog(backend, prefix, options);
   return streamNames(prefix);
-}
-
-/** Announces an actor (NATS service discovery: `$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`). */
-export function announceService(backend: Backend, config: ServiceConfig): Promise<ServiceHandle> {
-  return backend.announce(config);
-}
-
-/** Lists the actors answering discovery (optionally one service name) within `timeoutMs`. */
-export function discoverServices(
-  backend: Backend,
-  name?: string,
-  timeoutMs = 1000,
-): Promise<DiscoveredService[]> {
-  return backend.discover(name, timeoutMs);
 }

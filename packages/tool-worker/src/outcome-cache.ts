@@ -4,7 +4,6 @@ import {
   ErrorCode,
   encodeJson,
   isAgentMeshError,
-  openKv,
   retry,
   type Backend,
   type KvStore,
@@ -140,7 +139,7 @@ export class SharedOutcomes {
     prefix: string,
     options: SharedOutcomeOptions = {},
   ): Promise<SharedOutcomes> {
-    const kv = await openKv(bus, toolOutcomesBucket(prefix), {
+    const kv = await bus.kv(toolOutcomesBucket(prefix), {
       ttlMs: Math.max(1_000, options.ttlMs ?? 3_600_000),
     });
     return new SharedOutcomes(kv, options);

@@ -5,9 +5,7 @@ import {
   CatalogRegisterReplySchema,
   ErrorCode,
   ServiceName,
-  announceService,
   encodeJson,
-  openBlobStore,
   requestJson,
   retry,
   type BlobStore,
@@ -22,7 +20,7 @@ import {
 /** Opens the artifact store (the one place the worker opens a blob store), with an error that says what to do. */
 export async function openArtifactStore(bus: Backend): Promise<BlobStore> {
   try {
-    return await openBlobStore(bus, ARTIFACTS_BUCKET);
+    return await bus.blobs(ARTIFACTS_BUCKET);
   } catch (error) {
     throw new AgentMeshError(
       ErrorCode.JetStreamUnavailable,
@@ -40,7 +38,7 @@ export function announceWorker(
   tools: number,
   inFlight?: () => number,
 ): Promise<ServiceHandle> {
-  return announceService(bus, {
+  return bus.announce({
     name: ServiceName.ToolWorker,
     version: '0.1.0',
     description: 'agentmesh tool worker',

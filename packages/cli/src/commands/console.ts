@@ -1,4 +1,4 @@
-import { ServiceName, discoverServices, type Backend } from '@agentmesh/protocol';
+import { ServiceName, type Backend } from '@agentmesh/protocol';
 import { readScriptFile } from '@agentmesh/planner';
 import { CONNECTION_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -56,7 +56,7 @@ export async function consoleCommand(ctx: CommandContext): Promise<number> {
   if (ctx.natsUrl !== undefined) {
     const nats = await connectNats(ctx, 'agentmesh-console');
     bus = nats;
-    fleet = () => discoverServices(nats);
+    fleet = () => nats.discover();
   } else {
     mesh = await startEmbedded({
       config: ctx.config,

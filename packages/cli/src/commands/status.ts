@@ -3,7 +3,6 @@ import {
   CatalogListReplySchema,
   ErrorCode,
   ServiceName,
-  discoverServices,
   isAgentMeshError,
   openRunIntake,
   requestJson,
@@ -45,7 +44,7 @@ export interface ActorRow {
 }
 
 async function actorRows(bus: Backend): Promise<ActorRow[]> {
-  const services = await discoverServices(bus).catch((error: unknown) => {
+  const services = await bus.discover().catch((error: unknown) => {
     if (isAgentMeshError(error, ErrorCode.NoResponders) || /no responders/i.test(String(error))) return [];
     throw error;
   });

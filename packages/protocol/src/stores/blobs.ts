@@ -1,5 +1,4 @@
 import type { ObjectStore } from '@nats-io/obj';
-import type { Backend } from '../backend/types.js';
 
 export interface BlobInfo {
   name: string;
@@ -22,15 +21,6 @@ export interface BlobStore {
 
 export interface BlobBucketOptions {
   ttlMs?: number;
-}
-
-/** Opens (creating when missing) a blob store on the backend; the same as `backend.blobs(bucket, options)`. */
-export function openBlobStore(
-  backend: Backend,
-  bucket: string,
-  options: BlobBucketOptions = {},
-): Promise<BlobStore> {
-  return backend.blobs(bucket, options);
 }
 
 /** A blob store on a JetStream object store. */

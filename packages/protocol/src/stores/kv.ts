@@ -1,7 +1,6 @@
 import type { KV } from '@nats-io/kv';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
-import type { Backend } from '../backend/types.js';
 
 export interface KvEntry {
   key: string;
@@ -46,11 +45,6 @@ export interface KvBucketOptions {
   /** Entries older than this are dropped (0 = keep). */
   ttlMs?: number;
   history?: number;
-}
-
-/** Opens (creating when missing) a KV bucket on the backend; the same as `backend.kv(bucket, options)`. */
-export function openKv(backend: Backend, bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
-  return backend.kv(bucket, options);
 }
 
 function conflict(key: string, cause?: unknown): AgentMeshError {
