@@ -71,6 +71,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const mcp = config.mcp === undefined ? undefined : await McpToolSource.connect(config.mcp, { logger });
   const worker = new ToolWorker({ bus, logger, tools: [...selected.tools, ...(mcp?.tools ?? [])] });
   mcp?.reportTo(bus, worker.workerId);
+  mcp?.keepInSync(worker);
   await worker.start();
   const planner = new Planner({
     bus,
