@@ -6,6 +6,7 @@ import type { AgentMeshConfig } from './config.js';
 import type { Io } from './context.js';
 import { plannerOptions } from './planner-options.js';
 import { PromptQueue } from './prompt-queue.js';
+import { SessionFilesBus } from './sessions-dir.js';
 import { packTools, selectTools, type KnownTools } from './tools.js';
 
 export interface EmbeddedOptions {
@@ -21,6 +22,8 @@ export interface EmbeddedOptions {
   denyWrites?: boolean;
   /** The planner's approvals (`approvals:` in the configuration or the request) on the in-process bus. */
   approvals?: boolean;
+  /** Keep sessions as files under `<dataDir>/sessions/` (shared with later processes); default in memory only. */
+  dataDir?: string | undefined;
 }
 
 /** Why a write is denied when there is no terminal to ask on. */
@@ -43,7 +46,10 @@ export interface EmbeddedMesh {
 /** Every actor in this process on the in-process bus: the default for `agentmesh run`. */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedMesh> {
   const { config, logger } = options;
-  const bus = new MemoryBus({ logger });
+  const bus =
+    options.dataDir === undefined
+      ? new MemoryBus({ logger })
+      : new SessionFilesBus(options.dataDir, { logger });
   const io = options.io;
   const prompts = options.askBeforeWrites && io ? new PromptQueue(io.stdin, io.stderr) : undefined;
   const confirm = prompts
@@ -71,6 +77,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
   const mcp = config.mcp === undefined ? undefined : await McpToolSource.connect(config.mcp, { logger });
   const worker = new ToolWorker({ bus, logger, tools: [...selected.tools, ...(mcp?.tools ?? [])] });
   mcp?.reportTo(bus, worker.workerId);
+  mcp?.keepInSync(worker);
   await worker.start();
   const planner = new Planner({
     bus,

@@ -87,6 +87,14 @@ export class Registration {
     this.timer.unref();
   }
 
+  /** Registers the worker's current tool set again (it changed at runtime); resolves once the catalog took it. */
+  async registerAgain(): Promise<void> {
+    if (this.options.lifecycle.aborted || this.timer === undefined) return;
+    await this.registering?.catch(() => undefined);
+    this.registering = this.register();
+    await this.registering;
+  }
+
   /** Stops heartbeats and registering; deregisters when the catalog ever took this worker's registration. */
   async stop(): Promise<void> {
     clearInterval(this.timer);

@@ -101,7 +101,11 @@ export class ToolWorker {
   private readonly lifecycle = new AbortController();
   private readonly draining = new AbortScope();
   private readonly options: ToolWorkerOptions;
-  private subs: { tools: Subscription[]; other: Subscription[] } = { tools: [], other: [] };
+  private subs: { tools: Map<string, Subscription>; other: Subscription[] } = {
+    tools: new Map(),
+    other: [],
+  };
+  private sharedOutcomesOpened = false;
   private service: ServiceHandle | undefined;
   private drained: Promise<void> | undefined;
 
@@ -206,8 +210,7 @@ export class ToolWorker {
   private async openResources(): Promise<void> {
     const blobs = await openArtifactStore(this.bus);
     const tools = [...this.tools.values()];
-    if (tools.some((t) => !t.spec.idempotent))
-      await this.onceGuard.open(this.bus, this.subjects.prefix, this.options.sharedOutcomes);
+    if (tools.some((t) => !t.spec.idempotent)) await this.openSharedOutcomes();
     const { threads, cpuQueueDepth } = this.options;
     const pool = tools.some((t) => t.cpu !== undefined)
       ? new CpuPool({
@@ -218,13 +221,63 @@ export class ToolWorker {
     this.executor.attach({ blobs, pool });
   }
 
+  private async openSharedOutcomes(): Promise<void> {
+    if (this.sharedOutcomesOpened) return;
+    await this.onceGuard.open(this.bus, this.subjects.prefix, this.options.sharedOutcomes);
+    this.sharedOutcomesOpened = true;
+  }
+
+  private subscribeTool(tool: Tool<any, any>): void {
+    this.subs.tools.set(
+      tool.name,
+      this.bus.subscribe(this.subjects.toolInvoke(tool.name), (msg) => this.onInvoke(tool, msg), {
+        queue: toolQueueGroup(tool.name),
+      }),
+    );
+  }
+
+  /**
+   * Adds and removes tools while the worker runs (an MCP server's `tools/list_changed`): added tools are served on
+   * their `tool.invoke` subjects at once, removed ones stop being served (calls in flight finish), and the worker
+   * registers its new tool set with the catalog. A tool given in both lists is replaced. Adding a name the worker
+   * already serves, or a CPU-bound tool to a worker without a thread pool, is a `conflict` / `invalid_request`.
+   */
+  async updateTools(change: { add?: Tool<any, any>[]; remove?: string[] }): Promise<void> {
+    const remove = new Set(change.remove ?? []);
+    const add = change.add ?? [];
+    for (const tool of add) {
+      if (this.tools.has(tool.name) && !remove.has(tool.name))
+        throw new AgentMeshError(ErrorCode.Conflict, `tool "${tool.name}" is served by this worker already`, {
+          retryable: false,
+          details: { name: tool.name },
+        });
+      if (tool.cpu !== undefined && this.executor.cpuPool === undefined)
+        throw new AgentMeshError(
+          ErrorCode.InvalidRequest,
+          `tool "${tool.name}" is CPU-bound: add it when the worker starts (it has no thread pool)`,
+          { retryable: false, details: { name: tool.name } },
+        );
+    }
+    const running = this.admission.state === 'running';
+    if (running && add.some((t) => !t.spec.idempotent)) await this.openSharedOutcomes();
+    const drains: Promise<void>[] = [];
+    for (const name of remove) {
+      this.tools.delete(name);
+      const sub = this.subs.tools.get(name);
+      this.subs.tools.delete(name);
+      if (sub !== undefined) drains.push(sub.drain());
+    }
+    for (const tool of add) {
+      this.addTool(tool);
+      if (running) this.subscribeTool(tool);
+    }
+    await Promise.all(drains);
+    this.logger.info({ added: add.map((t) => t.name), removed: [...remove] }, 'tool set changed');
+    if (running) await this.registration?.registerAgain();
+  }
+
   private subscribe(): void {
-    for (const tool of this.tools.values())
-      this.subs.tools.push(
-        this.bus.subscribe(this.subjects.toolInvoke(tool.name), (msg) => this.onInvoke(tool, msg), {
-          queue: toolQueueGroup(tool.name),
-        }),
-      );
+    for (const tool of this.tools.values()) this.subscribeTool(tool);
     this.subs.other.push(
       this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.cancels.onCancel(msg)),
       serve({
@@ -258,7 +311,7 @@ export class ToolWorker {
     const closed = new AgentMeshError(ErrorCode.Closed, `worker ${this.workerId} is draining`);
     this.lifecycle.abort(closed);
     this.draining.abort(closed);
-    await Promise.all(this.subs.tools.map((s) => s.drain()));
+    await Promise.all([...this.subs.tools.values()].map((s) => s.drain()));
     if (wasRunning) await this.registration?.stop();
     await Promise.all(this.subs.other.map((s) => s.drain()));
     await this.executor.cpuPool

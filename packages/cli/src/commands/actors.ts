@@ -177,6 +177,7 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       ...(concurrency === undefined ? {} : { concurrency }),
     });
     mcp?.reportTo(bus, worker.workerId, ctx.prefix);
+    mcp?.keepInSync(worker);
     return {
       start: () => worker.start(),
       stop: async () => {

@@ -32,6 +32,7 @@ import {
 } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { NO_TERMINAL_DENIAL, startEmbedded } from '../embedded.js';
+import { embeddedDataDir } from '../sessions-dir.js';
 import { PromptQueue } from '../prompt-queue.js';
 import { createHumanRenderer, runWarning } from '../render.js';
 import { resolveToolEntries } from '../tools.js';
@@ -116,7 +117,15 @@ export const runSpec: CommandSpec = {
       type: 'string',
       value: 'ID',
       description:
-        'continue this conversation (the model sees the earlier runs of the session; one run at a time); embedded runs keep sessions only for the process',
+        'continue this conversation (the model sees the earlier runs of the session; one run at a time); embedded runs keep sessions in the data dir (--data-dir)',
+    },
+    'data-dir': {
+      type: 'string',
+      value: 'DIR',
+      description:
+        'where embedded runs keep sessions (DIR/sessions/; default .agentmesh in the workspace or the current folder)',
+      env: 'AGENTMESH_DATA_DIR',
+      only: EMBEDDED_ONLY('embedded runs; over NATS sessions live in JetStream'),
     },
     yes: {
       type: 'boolean',
@@ -258,6 +267,14 @@ async function runEmbedded(
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     baseUrl,
     io: ctx.io,
+    ...(request.session === undefined
+      ? {}
+      : {
+          dataDir: embeddedDataDir({
+            dataDir: stringFlag(ctx.args, 'data-dir'),
+            workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+          }),
+        }),
     askBeforeWrites: interactive,
     denyWrites: !yes && !interactive,
     approvals: ctx.config.approvals !== undefined || request.approvals !== undefined,

@@ -2,6 +2,7 @@ import { SessionStore, openSessionStores } from '@agentmesh/planner';
 import { isAgentMeshError } from '@agentmesh/protocol';
 import { CONNECTION_FLAGS, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
+import { embeddedDataDir, SessionFilesBus } from '../sessions-dir.js';
 import { suggestion } from '../suggest.js';
 
 export const sessionsSpec: CommandSpec = {
@@ -9,13 +10,19 @@ export const sessionsSpec: CommandSpec = {
   usage:
     'agentmesh sessions list | agentmesh sessions show ID | agentmesh sessions fork ID NEW_ID | agentmesh sessions delete ID',
   summary:
-    'Lists the conversations (sessions) of a tenant on NATS, shows one transcript, forks one under a new id, or deletes one.',
+    'Lists the conversations (sessions) of a tenant, shows one transcript, forks one under a new id, or deletes one: on NATS with --nats, else those of embedded runs in the data dir.',
   flags: {
     ...CONNECTION_FLAGS,
     tenant: {
       type: 'string',
       value: 'TENANT',
       description: 'the tenant whose sessions these are (default "default")',
+    },
+    'data-dir': {
+      type: 'string',
+      value: 'DIR',
+      description: 'without --nats: the data dir of embedded runs (default .agentmesh in the current folder)',
+      env: 'AGENTMESH_DATA_DIR',
     },
     json: { type: 'boolean', description: 'print JSON' },
   },
@@ -40,9 +47,12 @@ export async function sessionsCommand(ctx: CommandContext): Promise<number> {
   const tenant = stringFlag(ctx.args, 'tenant') ?? 'default';
   const json = ctx.args.values['json'] === true;
   const out = ctx.io.stdout;
-  const bus = await connectNats(ctx, 'agentmesh-cli');
+  const embedded = ctx.natsUrl === undefined;
+  const bus = embedded
+    ? new SessionFilesBus(embeddedDataDir({ dataDir: stringFlag(ctx.args, 'data-dir') }))
+    : await connectNats(ctx, 'agentmesh-cli');
   try {
-    const { blobs, meta } = await openSessionStores(bus, ctx.prefix);
+    const { blobs, meta } = await openSessionStores(bus, embedded ? undefined : ctx.prefix);
     const store = new SessionStore(blobs, meta);
     const [id, newId] = operands as [string, string];
     try {

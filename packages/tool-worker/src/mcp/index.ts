@@ -17,4 +17,10 @@ export {
   type McpToolInfo,
 } from './connection.js';
 export { mcpTool, mcpToolName, type McpToolOptions } from './tools.js';
-export { McpToolSource, type McpServerStatus, type McpToolSourceOptions } from './source.js';
+export {
+  McpToolSource,
+  type McpServerStatus,
+  type McpToolSourceOptions,
+  type McpToolsChange,
+  type McpToolsTarget,
+} from './source.js';
