@@ -1,4 +1,4 @@
-import { watch, type FSWatcher } from 'node:fs';
+import { existsSync, realpathSync, watch, type FSWatcher } from 'node:fs';
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -115,7 +115,7 @@ export class DaemonPathWatcher {
 /** One daemon's watch: a recursive fs watcher, its globs, the changes waiting for the debounce, its expiry. */
 class RunWatch {
   private readonly globs: GlobMatcher[];
-  private readonly watcher: FSWatcher;
+  private readonly watchers: FSWatcher[] = [];
   private readonly pending = new Set<string>();
   private debounce: NodeJS.Timeout | undefined;
   private expiry: NodeJS.Timeout | undefined;
@@ -132,13 +132,16 @@ class RunWatch {
     },
   ) {
     this.globs = body.paths.map((p) => compileGlob(p));
-    this.watcher = watch(root, { recursive: true }, (_event, filename) => {
-      if (filename !== null) void this.onChange(filename.toString());
-    });
-    this.watcher.on('error', (error) => {
-      hooks.logger.warn({ run_id: body.run_id, err: error.message }, 'path watch failed');
-      this.close();
-    });
+    for (const base of watchBases(root, body.paths)) {
+      const watcher = watch(path.join(root, base), { recursive: true }, (_event, filename) => {
+        if (filename !== null) void this.onChange(joinRelative(base, filename.toString()));
+      });
+      watcher.on('error', (error) => {
+        hooks.logger.warn({ run_id: body.run_id, base, err: error.message }, 'path watch failed');
+        watcher.close();
+      });
+      this.watchers.push(watcher);
+    }
     this.renew(body.ttl_ms);
   }
 
@@ -159,11 +162,10 @@ class RunWatch {
     this.closed = true;
     clearTimeout(this.expiry);
     clearTimeout(this.debounce);
-    this.watcher.close();
+    for (const watcher of this.watchers) watcher.close();
   }
 
-  private async onChange(filename: string): Promise<void> {
-    const relative = filename.split(path.sep).join('/');
+  private async onChange(relative: string): Promise<void> {
     const segments = relative.split('/');
     if (path.isAbsolute(relative) || segments.includes('..') || segments[0] === PROTECTED_DIR) return;
     if (!this.globs.some((g) => g.matches(relative))) return;
@@ -188,5 +190,35 @@ class RunWatch {
 async function insideRoot(root: string, relative: string): Promise<boolean> {
   const full = path.join(root, relative);
   const real = await realpath(full).catch(() => realpath(path.dirname(full)).catch(() => undefined));
-  return real !== undefined && (real === root || real.startsWith(`${root}${path.sep}`));
+  return real !== undefined && isInside(root, real);
+}
+
+/**
+ * The directories to watch for some globs: each glob's literal leading directories (`src/**` -> `src`; a glob
+ * without `/` matches at any depth -> the root), or the nearest one that exists; none nested in another. Watching
+ * only these keeps the set-up cost (Node walks each watched tree) to what the daemon asked for.
+ */
+export function watchBases(root: string, globs: readonly string[]): string[] {
+  const bases = globs.map((glob) => {
+    const dirs = glob.replace(/^\.\//, '').split('/').slice(0, -1);
+    const firstPattern = dirs.findIndex((s) => /[*?[{]/.test(s));
+    const literal = firstPattern === -1 ? dirs : dirs.slice(0, firstPattern);
+    while (literal.length > 0 && !existsSync(path.join(root, ...literal))) literal.pop();
+    return literal.join('/');
+  });
+  const unique = [...new Set(bases)].sort();
+  return unique.filter(
+    (b) =>
+      !unique.some((other) => other !== b && (other === '' || b.startsWith(`${other}/`))) &&
+      isInside(root, realpathSync(path.join(root, b))),
+  );
+}
+
+function isInside(root: string, real: string): boolean {
+  return real === root || real.startsWith(`${root}${path.sep}`);
+}
+
+function joinRelative(base: string, filename: string): string {
+  const relative = filename.split(path.sep).join('/');
+  return base === '' ? relative : `${base}/${relative}`;
 }
