@@ -113,7 +113,10 @@ export class DaemonSession {
     const bell = new Bell();
     const input = this.hooks.input ?? ctx.env.hitl?.controls;
     const watcher = await this.queue.watch(runId, bell.ring);
-    const inputWatcher = await input?.watchInputs(runId, bell.ring);
+    const inputWatcher = await input?.watchInputs(runId, bell.ring).catch((error: unknown) => {
+      watcher.stop();
+      throw error;
+    });
     this.hooks.idle?.set(runId, true);
     try {
       for (;;) {
