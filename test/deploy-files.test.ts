@@ -225,6 +225,7 @@ describe('deploy/nats/nats.conf', () => {
       `${S.prefix}.runs.*.input`,
       `${S.prefix}.runs.*.pause`,
       `${S.prefix}.runs.*.resume`,
+      S.daemonWatch,
     ];
     const streams = new Set([
       RUNS_STREAM,

@@ -140,4 +140,19 @@ describe('skills over NATS with a stand-in OpenAI server', () => {
       }),
     ]);
   });
+
+  it('with a session, the skills active at the end of run 1 are active from the start of run 2', async () => {
+    const first = await run({ task: 'What is the sha256 hash digest of "hello"?', session: 'sk-sticky' });
+    expect(ofType(first.events, 'skill.activated')).toEqual([expect.objectContaining({ name: 'hasher' })]);
+    const second = await run({ task: 'Say hi', session: 'sk-sticky' });
+    expect(ofType(second.events, 'skill.activated')).toEqual([
+      expect.objectContaining({ name: 'hasher', reason: "active in the session's previous run" }),
+    ]);
+    const activated = second.events.findIndex((e) => e.type === 'skill.activated');
+    expect(activated).toBeLessThan(second.events.findIndex((e) => e.type === 'llm.request'));
+    expect(second.requests[0]!.tools).toEqual(['crypto__sha256']);
+    expect(second.requests[0]!.system).toContain(HASHER_PROMPT);
+    const fresh = await run({ task: 'Say hi', session: 'sk-other' });
+    expect(ofType(fresh.events, 'skill.activated')).toEqual([]);
+  });
 });

@@ -35,6 +35,8 @@ export interface SelectedTools {
   tools: Tool[];
   /** Stops what the packs keep running (background commands of the workspace pack). */
   close(): Promise<void>;
+  /** The workspace root when the workspace pack is served (the worker watches daemons' `watch_paths` there). */
+  workspaceRoot?: string;
 }
 
 /**
@@ -79,6 +81,7 @@ export function selectTools(selection: ToolSelection): SelectedTools {
     patterns.length === 0 ? tools : tools.filter((t) => matchesAnyToolPattern(t.spec.name, patterns));
   return {
     tools: chosen,
+    ...(packs.has('workspace') && root !== undefined ? { workspaceRoot: root } : {}),
     close: async () => {
       await Promise.all(closers.map((close) => close()));
     },

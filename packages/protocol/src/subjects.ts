@@ -26,6 +26,8 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     /** Triggers for a daemon run, queued durably by any live planner. */
     runTrigger: (runId: string) => `${prefix}.runs.${runId}.trigger`,
     allRunTriggers: `${prefix}.runs.*.trigger`,
+    /** Planners announce here which paths their daemons want watched (`DaemonWatchSchema`); workspace workers listen. */
+    daemonWatch: `${prefix}.daemons.watch`,
     toolInvoke: (toolName: string) => {
       assertToolName(toolName);
       return `${prefix}.tool.invoke.${toolName}`;

@@ -41,3 +41,4 @@ export {
 } from './packs/builtin/index.js';
 export * from './packs/workspace/index.js';
 export * from './mcp/index.js';
+export { DaemonPathWatcher, MAX_CHANGED_PATHS, type DaemonPathWatcherOptions } from './daemon-watch.js';

@@ -36,6 +36,7 @@ import { Executor } from './executor.js';
 import { OnceGuard } from './once-guard.js';
 import type { OutcomeCacheOptions, SharedOutcomeOptions } from './outcome-cache.js';
 import { Registration, announceWorker, openArtifactStore } from './registration.js';
+import { DaemonPathWatcher } from './daemon-watch.js';
 import { RunCancels } from './run-cancels.js';
 
 export const DEFAULT_WORKER_CONCURRENCY = 64;
@@ -78,6 +79,13 @@ export interface ToolWorkerOptions {
   sharedOutcomes?: SharedOutcomeOptions | false;
   /** Register with the catalog (default true). */
   register?: boolean;
+  /**
+   * The worker's workspace root: it then watches there the `watch_paths` daemons announce and sends them
+   * `file_changed` triggers (see {@link DaemonPathWatcher}).
+   */
+  watchRoot?: string;
+  /** Quiet time before a `file_changed` trigger goes out (default 500 ms). */
+  watchDebounceMs?: number;
 }
 
 /**
@@ -89,6 +97,8 @@ export interface ToolWorkerOptions {
  */
 export class ToolWorker {
   readonly workerId: string;
+  /** Watches `watch_paths` for daemons (with `watchRoot` only). */
+  daemonWatcher: DaemonPathWatcher | undefined;
   private readonly bus: Backend;
   private readonly subjects: Subjects;
   private readonly tools = new Map<string, Tool<any, any>>();
@@ -198,6 +208,7 @@ export class ToolWorker {
       throw error;
     }
     this.subscribe();
+    await this.startDaemonWatcher();
     this.service = await announceWorker(this.bus, this.workerId, this.tools.size, () => this.inFlight);
     this.admission.state = 'running';
     this.registration?.start();
@@ -276,6 +287,19 @@ export class ToolWorker {
     if (running) await this.registration?.registerAgain();
   }
 
+  private async startDaemonWatcher(): Promise<void> {
+    const root = this.options.watchRoot;
+    if (root === undefined) return;
+    this.daemonWatcher = new DaemonPathWatcher({
+      bus: this.bus,
+      prefix: this.subjects.prefix,
+      root,
+      logger: this.logger,
+      ...(this.options.watchDebounceMs === undefined ? {} : { debounceMs: this.options.watchDebounceMs }),
+    });
+    await this.daemonWatcher.start();
+  }
+
   private subscribe(): void {
     for (const tool of this.tools.values()) this.subscribeTool(tool);
     this.subs.other.push(
@@ -311,6 +335,7 @@ export class ToolWorker {
     const closed = new AgentMeshError(ErrorCode.Closed, `worker ${this.workerId} is draining`);
     this.lifecycle.abort(closed);
     this.draining.abort(closed);
+    this.daemonWatcher?.stop();
     await Promise.all([...this.subs.tools.values()].map((s) => s.drain()));
     if (wasRunning) await this.registration?.stop();
     await Promise.all(this.subs.other.map((s) => s.drain()));

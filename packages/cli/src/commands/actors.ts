@@ -175,6 +175,7 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       tools: [...selected.tools, ...(mcp?.tools ?? [])],
       ...(threads === undefined ? {} : { threads }),
       ...(concurrency === undefined ? {} : { concurrency }),
+      ...(selected.workspaceRoot === undefined ? {} : { watchRoot: selected.workspaceRoot }),
     });
     mcp?.reportTo(bus, worker.workerId, ctx.prefix);
     mcp?.keepInSync(worker);

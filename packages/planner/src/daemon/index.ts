@@ -8,6 +8,7 @@ export { DaemonSession, DAEMON_COMPACT_TOKENS, type DaemonInputSource, type Daem
 export { TriggerQueue, type QueuedTrigger } from './trigger-queue.js';
 export { serveTriggers, MAX_TRIGGER_BYTES } from './responder.js';
 export { IdleDaemons } from './idle-daemons.js';
+export { WatchAnnouncer, WATCH_ANNOUNCE_MS } from './watch-announcer.js';
 
 /** A daemon without its own timeout_ms lives until cancelled (the longest timer Node keeps, about 24 days). */
 export const DAEMON_TIMEOUT_MS = 2 ** 31 - 1;
@@ -24,17 +25,18 @@ export async function daemonSession(
   request: RunRequest,
   snapshot: RunSnapshot,
   queue: (() => Promise<TriggerQueue>) | undefined,
-  hooks: { input?: DaemonInputSource; idle?: IdleDaemons } = {},
+  hooks: { input?: DaemonInputSource; idle?: IdleDaemons; compactTokens?: number } = {},
 ): Promise<DaemonSession | undefined> {
   if (request.daemon === undefined || queue === undefined) return undefined;
   const options = {
     wake_interval_ms: request.daemon.wake_interval_ms ?? 0,
     idle_watchdog: request.daemon.idle_watchdog ?? 0,
     queue_capacity: request.daemon.queue_capacity ?? 1000,
+    watch_paths: request.daemon.watch_paths ?? [],
   };
   const triggers = await queue();
   await triggers.open(snapshot.run_id, options.queue_capacity);
   const state = (snapshot.daemon ??= { idle: false, handled: 0, idle_ticks: 0, dropped_reported: 0 });
-  return new DaemonSession(options, state, triggers, hooks.input, hooks.idle);
+  return new DaemonSession(options, state, triggers, hooks);
 }
 export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './client.js';

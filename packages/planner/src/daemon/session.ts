@@ -1,12 +1,16 @@
 import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
-import { compactTranscript, deterministicSummary } from '../hitl/compaction.js';
+import { compactTranscript } from '../hitl/compaction.js';
 import type { RunContext } from '../run/context.js';
-import { notice, warning } from '../run/events.js';
+import { warning } from '../run/events.js';
+import { summarizer } from '../run/session.js';
 import type { IdleDaemons } from './idle-daemons.js';
 import type { QueuedTrigger, TriggerQueue } from './trigger-queue.js';
+import { WatchAnnouncer } from './watch-announcer.js';
 
 /** A daemon's options with their defaults applied. */
-export type DaemonOptions = Required<NonNullable<RunRequest['daemon']>>;
+export type DaemonOptions = Required<Omit<NonNullable<RunRequest['daemon']>, 'watch_paths'>> & {
+  watch_paths: readonly string[];
+};
 
 /** A daemon's progress in its run snapshot. */
 export interface DaemonState {
@@ -21,20 +25,20 @@ export interface DaemonState {
 }
 
 /**
- * Where input messages come from while a daemon idles (the run's input subject): `take` returns the next queued
- * text, `onInput` calls back when one arrives. Optional: without it only triggers and the timer wake a daemon.
+ * Where input messages come from while a daemon idles (the run's input subject, `agentmesh.runs.<id>.input`):
+ * `hasInputMarker` says whether inputs wait, `watchInputs` calls back when one arrives. The run's input controls
+ * (RunControlStore) are one; the woken turn applies the inputs itself (`run.input`), exactly once.
  */
 export interface DaemonInputSource {
-  take(): string | undefined;
-  onInput(listener: () => void): () => void;
+  hasInputMarker(runId: string): Promise<boolean>;
+  watchInputs(runId: string, listener: () => void): Promise<{ stop(): void }>;
 }
 
-/** Transcripts above this estimate are compacted before a wake's turn, as a session's are. */
+/** Transcripts above this estimate are compacted before a wake's turn, as a session's are (`sessions.max_tokens`). */
 export const DAEMON_COMPACT_TOKENS = 100_000;
 
 type Ending = { status: RunStatus; reason: string };
-type Wake =
-  { reason: 'trigger'; queued: QueuedTrigger } | { reason: 'input'; text: string } | { reason: 'timer' };
+type Wake = { reason: 'trigger'; queued: QueuedTrigger } | { reason: 'input' } | { reason: 'timer' };
 
 /** Wakes a waiting daemon; a ring before the wait is kept, so no trigger slips between a look and the wait. */
 class Bell {
@@ -74,12 +78,13 @@ class Bell {
  * N timer ticks in a row with nothing else to wake it (`watchdog`).
  */
 export class DaemonSession {
+  private announcer: WatchAnnouncer | undefined;
+
   constructor(
     readonly options: DaemonOptions,
     readonly state: DaemonState,
     private readonly queue: TriggerQueue,
-    private readonly input?: DaemonInputSource | undefined,
-    private readonly idleDaemons?: IdleDaemons | undefined,
+    private readonly hooks: { input?: DaemonInputSource; idle?: IdleDaemons; compactTokens?: number } = {},
   ) {}
 
   get idle(): boolean {
@@ -91,6 +96,7 @@ export class DaemonSession {
    * is stored before `daemon.idle` is published, so a run resumed after the event never repeats the turn.
    */
   async goIdle(ctx: RunContext): Promise<undefined> {
+    this.announceWatch(ctx);
     this.state.idle = true;
     ctx.state.nudges = 0;
     await ctx.checkpoint();
@@ -103,10 +109,15 @@ export class DaemonSession {
   /** Waits for a wake source; returns an ending (cancel, watchdog) or undefined with the wake in the transcript. */
   async wake(ctx: RunContext): Promise<Ending | undefined> {
     const runId = ctx.state.run_id;
+    this.announceWatch(ctx);
     const bell = new Bell();
+    const input = this.hooks.input ?? ctx.env.hitl?.controls;
     const watcher = await this.queue.watch(runId, bell.ring);
-    const stopInput = this.input?.onInput(bell.ring);
-    this.idleDaemons?.set(runId, true);
+    const inputWatcher = await input?.watchInputs(runId, bell.ring).catch((error: unknown) => {
+      watcher.stop();
+      throw error;
+    });
+    this.hooks.idle?.set(runId, true);
     try {
       for (;;) {
         const stop = ctx.stopCheck();
@@ -115,8 +126,7 @@ export class DaemonSession {
         await this.reportDropped(ctx);
         const queued = await this.queue.next(runId, this.state.handled);
         if (queued !== undefined) return await this.woken(ctx, { reason: 'trigger', queued });
-        const text = this.input?.take();
-        if (text !== undefined) return await this.woken(ctx, { reason: 'input', text });
+        if (await input?.hasInputMarker(runId)) return await this.woken(ctx, { reason: 'input' });
         if (!(await bell.wait(ctx.signal, this.options.wake_interval_ms))) continue;
         this.state.idle_ticks++;
         const limit = this.options.idle_watchdog;
@@ -128,15 +138,28 @@ export class DaemonSession {
         return await this.woken(ctx, { reason: 'timer' });
       }
     } finally {
-      this.idleDaemons?.set(runId, false);
+      this.hooks.idle?.set(runId, false);
       watcher.stop();
-      stopInput?.();
+      inputWatcher?.stop();
     }
   }
 
   /** Removes the queue of an ended daemon. */
   async close(runId: string): Promise<void> {
+    this.announcer?.stop();
     await this.queue.close(runId);
+  }
+
+  /** Starts announcing the daemon's `watch_paths` to the workspace workers (once per planner holding the run). */
+  private announceWatch(ctx: RunContext): void {
+    if (this.options.watch_paths.length === 0) return;
+    this.announcer ??= new WatchAnnouncer(
+      ctx.env.bus,
+      ctx.env.prefix,
+      { runId: ctx.state.run_id, paths: this.options.watch_paths },
+      ctx.log,
+    );
+    this.announcer.start(ctx.signal);
   }
 
   private async woken(ctx: RunContext, wake: Wake): Promise<undefined> {
@@ -146,7 +169,6 @@ export class DaemonSession {
       ctx.state.messages.push({ role: 'user', content: JSON.stringify(wake.queued.trigger) });
       event = { type: 'daemon.woken', reason: 'trigger', trigger: wake.queued.trigger };
     } else if (wake.reason === 'input') {
-      ctx.state.messages.push({ role: 'user', content: wake.text });
       event = { type: 'daemon.woken', reason: 'input' };
     } else {
       const tick = { kind: 'timer', at: new Date().toISOString() };
@@ -165,17 +187,20 @@ export class DaemonSession {
 
   private async compact(ctx: RunContext): Promise<void> {
     const result = await compactTranscript(ctx.state.messages, {
-      maxTokens: DAEMON_COMPACT_TOKENS,
-      summarize: (older) => Promise.resolve(deterministicSummary(older)),
+      maxTokens: this.hooks.compactTokens ?? DAEMON_COMPACT_TOKENS,
+      summarize: summarizer(ctx.env.provider),
       signal: ctx.signal,
     });
     if (result === undefined) return;
     ctx.state.messages = result.messages;
-    ctx.sink.emit(
-      notice('compacted', `the daemon's transcript was compacted: ${result.replaced} messages summarized`, {
-        before_tokens: result.before_tokens,
-        after_tokens: result.after_tokens,
-      }),
+    ctx.sink.emit({
+      type: 'session.compacted',
+      before_tokens: result.before_tokens,
+      after_tokens: result.after_tokens,
+    });
+    ctx.log.info(
+      { before_tokens: result.before_tokens, after_tokens: result.after_tokens, replaced: result.replaced },
+      'daemon transcript compacted',
     );
   }
 

@@ -48,6 +48,16 @@ export class RunControlStore {
     return (await this.kv.get(`${runId}.has_input`)) !== null;
   }
 
+  /** Calls back each time an input is recorded for the run (an idle daemon wakes on it). */
+  watchInputs(runId: string, listener: () => void): Promise<{ stop(): void }> {
+    return this.kv.watch(
+      (entry) => {
+        if (entry.operation === 'PUT') listener();
+      },
+      { key: `${runId}.has_input`, updatesOnly: true },
+    );
+  }
+
   /** After the inputs were applied and dropped: clears the marker, or keeps it when an input came meanwhile. */
   async clearInputMarker(runId: string): Promise<void> {
     await this.kv.delete(`${runId}.has_input`);

@@ -279,9 +279,12 @@ export class RunExecutor {
       stopReason: () => run.stop,
     });
     await this.joinSession(io, ctx, resumed === undefined);
-    ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot);
+    ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot, {
+      carried: resumed === undefined ? io.session?.activeSkills : undefined,
+    });
     ctx.daemon = await daemonSession(request, snapshot, config.triggers, {
       ...(config.idleDaemons ? { idle: config.idleDaemons } : {}),
+      ...(config.defaults.sessions?.max_tokens ? { compactTokens: config.defaults.sessions.max_tokens } : {}),
     });
     if (resumed === undefined)
       for (const problem of ctx.skills?.unknownForced() ?? [])
@@ -458,7 +461,11 @@ export class RunExecutor {
           ).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
     ]);
     await io.session
-      ?.finish(io.runId, io.snapshot?.messages ?? [])
+      ?.finish(
+        io.runId,
+        io.snapshot?.messages ?? [],
+        io.snapshot?.skills?.active.map((a) => a.name),
+      )
       .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'session not saved'));
     await io.keeper
       .finish(status, endedAt)

@@ -59,6 +59,8 @@ export class RunSession {
     private readonly runs: string[],
     private readonly createdAt: string | undefined,
     readonly history: ChatMessage[],
+    /** The skills active when the session's last run ended (its next run starts with them). */
+    readonly activeSkills: readonly string[] = [],
   ) {
     this.renewTimer = setInterval(() => void this.lock.renew().catch(() => undefined), LOCK_TTL_MS / 3);
     this.renewTimer.unref();
@@ -85,6 +87,7 @@ export class RunSession {
         runs,
         record?.created_at,
         record?.messages ?? [],
+        record?.active_skills ?? [],
       );
     } catch (error) {
       await lock.release().catch(() => undefined);
@@ -119,8 +122,15 @@ export class RunSession {
     return result.messages;
   }
 
-  /** Saves the conversation (earlier turns and this run's) and releases the lock. */
-  async finish(runId: string, messages: readonly ChatMessage[]): Promise<void> {
+  /**
+   * Saves the conversation (earlier turns and this run's) and the skills active at its end (undefined: this run had
+   * no skill session, the earlier ones stay) and releases the lock.
+   */
+  async finish(
+    runId: string,
+    messages: readonly ChatMessage[],
+    activeSkills?: readonly string[],
+  ): Promise<void> {
     clearInterval(this.renewTimer);
     try {
       const now = new Date().toISOString();
@@ -130,6 +140,7 @@ export class RunSession {
         tenant: this.tenant,
         messages: [...messages],
         runs: [...this.runs, runId],
+        active_skills: [...(activeSkills ?? this.activeSkills)],
         created_at: this.createdAt ?? now,
         updated_at: now,
       });

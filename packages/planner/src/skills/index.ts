@@ -11,21 +11,25 @@ export { MetadataMatcher, type SkillCandidate } from './match.js';
 
 /**
  * The skill session of a run, or undefined when there is nothing to do: no skill configured, or the request turned
- * matching off (`skills: []`). `state` is the run snapshot's skill state (created when absent).
+ * matching off (`skills: []`). `state` is the run snapshot's skill state (created when absent). `carried`: the
+ * skills active at the end of the session's previous run, activated again at the first turn of a matching run.
  */
 export function skillSession(
   skills: readonly Skill[] | undefined,
   match: SkillMatchInput | undefined,
   request: RunRequest,
   holder: { skills?: SkillState | undefined },
+  options: { carried?: readonly string[] | undefined } = {},
 ): SkillSession | undefined {
   if (skills === undefined || skills.length === 0) {
     if (request.skills === undefined || request.skills.length === 0) return undefined;
   }
+  const carried = request.skills === undefined && holder.skills === undefined ? (options.carried ?? []) : [];
   if (request.skills !== undefined && request.skills.length === 0) return undefined;
   const state = (holder.skills ??= { active: [] });
   return new SkillSession(skills ?? [], SkillMatchSchema.parse(match ?? {}), state, {
     forced: request.skills ?? [],
     matching: request.skills === undefined,
+    carried,
   });
 }

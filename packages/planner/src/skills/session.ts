@@ -5,6 +5,8 @@ import type { Skill, SkillMatch, SkillState } from './schema.js';
 
 /** Why a skill is active: asked for by the request (never deactivated), or matched. */
 export const FORCED_REASON = 'requested by the run';
+/** Why a skill is active: it was active when the session's previous run ended. */
+export const CARRIED_REASON = "active in the session's previous run";
 
 /**
  * The skills of one run: before each model turn it matches (unless the request forced or disabled skills),
@@ -20,7 +22,7 @@ export class SkillSession {
     private readonly skills: readonly Skill[],
     private readonly match: SkillMatch,
     readonly state: SkillState,
-    private readonly run: { forced: readonly string[]; matching: boolean },
+    private readonly run: { forced: readonly string[]; matching: boolean; carried?: readonly string[] },
   ) {
     this.byName = new Map(skills.map((s) => [s.name, s]));
     this.matchable = skills.filter((s) => !s.disable_model_invocation);
@@ -44,6 +46,10 @@ export class SkillSession {
     for (const name of this.run.forced)
       if (this.byName.has(name) && !this.isActive(name))
         this.activate(emit, { name, score: 0 }, FORCED_REASON);
+    for (const name of this.run.carried ?? [])
+      if (this.byName.has(name) && !this.isActive(name))
+        this.activate(emit, { name, score: 0 }, CARRIED_REASON);
+    this.run.carried = [];
     if (this.run.matching && this.matchable.length > 0) {
       const candidates = await this.candidates(ctx);
       emit({ type: 'skill.matched', candidates });

@@ -44,6 +44,17 @@ export const SessionIdSchema = z
   .max(128, 'session id must be at most 128 characters')
   .regex(/^[A-Za-z0-9._-]+$/, 'session id may only contain A-Z a-z 0-9 . _ -');
 
+/** A `watch_paths` glob: relative to the workspace root, never absolute, never through `..`. */
+export const WatchGlobSchema = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine(
+    (g) => !g.startsWith('/') && !g.includes('\\'),
+    'a watch path is relative to the workspace root (no leading "/" or "\\")',
+  )
+  .refine((g) => !g.split('/').includes('..'), 'a watch path may not leave the workspace ("..")');
+
 export const RunRequestSchema = z
   .object({
     id: RunIdSchema.optional(),
@@ -91,6 +102,11 @@ export const RunRequestSchema = z
         idle_watchdog: z.number().int().min(0).max(1_000_000).default(0),
         /** Triggers queued at most; a full queue refuses more with `queue_full`. */
         queue_capacity: z.number().int().min(1).max(100_000).default(1000),
+        /**
+         * Globs relative to the workspace root (`src/**`, `*.md`) that workers with a workspace watch for this daemon,
+         * publishing debounced `{kind: "file_changed", paths}` triggers.
+         */
+        watch_paths: z.array(WatchGlobSchema).min(1).max(32).optional(),
       })
       .strict()
       .optional(),
@@ -137,3 +153,16 @@ export type RunInput = z.infer<typeof RunInputSchema>;
 /** How a run that is not finished waits: for a human decision, or paused between turns. */
 export const RunWaitingSchema = z.enum(['awaiting_approval', 'paused']);
 export type RunWaiting = z.infer<typeof RunWaitingSchema>;
+
+/**
+ * A planner's announcement on `daemons.watch` that a daemon wants `paths` watched: workers with a workspace watch
+ * them until `ttl_ms` passes without a new announcement, or at once stop on `ttl_ms: 0` (the daemon ended).
+ */
+export const DaemonWatchSchema = z
+  .object({
+    run_id: z.string().min(1).max(256),
+    paths: z.array(WatchGlobSchema).max(32),
+    ttl_ms: z.number().int().min(0).max(3_600_000),
+  })
+  .strict();
+export type DaemonWatch = z.infer<typeof DaemonWatchSchema>;
