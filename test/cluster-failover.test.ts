@@ -98,6 +98,11 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
     const runsInfo = await cluster.streamInfo(names.runs);
     expect(runsInfo.replicas).toBe(3);
     expect((await cluster.streamInfo(names.events)).replicas).toBe(3);
+    const assetsBefore = await cluster.streamReplicas();
+    expect(
+      [...assetsBefore.values()].every((r) => r === 3),
+      JSON.stringify([...assetsBefore]),
+    ).toBe(true);
     const before = await actorConnections(cluster.nodes);
     const actorCount = actors.length + workers.length;
     expect([...before.values()].reduce((a, b) => a + b, 0)).toBe(actorCount);
@@ -179,6 +184,11 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
       }
     }
 
+    // This test's own client has no replicas setting: it must not have scaled the fleet's R3 assets down.
+    const assetsAfter = await cluster.streamReplicas();
+    expect(Object.fromEntries(assetsAfter)).toEqual(
+      Object.fromEntries([...assetsAfter.keys()].map((k) => [k, 3])),
+    );
     await cluster.waitReady([names.runs, names.events], 60_000);
     let caughtUp = await cluster.streamInfo(names.events);
     for (const until = Date.now() + 30_000; caughtUp.current < 3 && Date.now() < until; await sleep(500))

@@ -45,6 +45,8 @@ export class NatsBackendParts {
   constructor(
     private readonly conn: NatsConnectionParts,
     readonly replicas: number,
+    /** When false (replicas not configured), an existing asset keeps its replica count. */
+    private readonly enforceReplicas = true,
   ) {}
 
   /** Replicas above 1 need a JetStream cluster: a single server would accept them and keep one copy. */
@@ -69,12 +71,16 @@ export class NatsBackendParts {
       .catch((error: unknown) => {
         throw createError(`KV_${bucket}`, this.replicas, error);
       });
-    await ensureStream(await this.conn.jetstreamManager(), {
-      name: `KV_${bucket}`,
-      num_replicas: this.replicas,
-      max_age: ms(options.ttlMs ?? 0),
-      max_msgs_per_subject: history,
-    });
+    await ensureStream(
+      await this.conn.jetstreamManager(),
+      {
+        name: `KV_${bucket}`,
+        num_replicas: this.replicas,
+        max_age: ms(options.ttlMs ?? 0),
+        max_msgs_per_subject: history,
+      },
+      { enforceReplicas: this.enforceReplicas },
+    );
     return new NatsKvStore(kv);
   }
 
@@ -88,11 +94,15 @@ export class NatsBackendParts {
       .catch((error: unknown) => {
         throw createError(`OBJ_${bucket}`, this.replicas, error);
       });
-    await ensureStream(await this.conn.jetstreamManager(), {
-      name: `OBJ_${bucket}`,
-      num_replicas: this.replicas,
-      max_age: ms(options.ttlMs ?? 0),
-    });
+    await ensureStream(
+      await this.conn.jetstreamManager(),
+      {
+        name: `OBJ_${bucket}`,
+        num_replicas: this.replicas,
+        max_age: ms(options.ttlMs ?? 0),
+      },
+      { enforceReplicas: this.enforceReplicas },
+    );
     return new NatsBlobStore(os);
   }
 
@@ -101,6 +111,7 @@ export class NatsBackendParts {
     return NatsWorkQueue.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
       ...options,
       replicas: this.replicas,
+      enforceReplicas: this.enforceReplicas,
       maxMessageBytes: options.maxMessageBytes ?? this.conn.maxPayload,
     });
   }
@@ -110,6 +121,7 @@ export class NatsBackendParts {
     return NatsEventLog.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
       ...options,
       replicas: this.replicas,
+      enforceReplicas: this.enforceReplicas,
     });
   }
 
