@@ -12,7 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsBus, retry, streamNames, type RunEvent } from '@agentmesh/protocol';
-import { openRunRecords, readRunEvents, readTranscript, submitRun, type RunRecord } from '@agentmesh/planner';
+import {
+  openRunRecords,
+  readRunEvents,
+  readRunRecord,
+  readTranscript,
+  submitRun,
+  type RunRecord,
+} from '@agentmesh/planner';
 import { REPO_ROOT, cleanEnv, startActor, type ActorProcess } from './helpers/cli.js';
 import {
   ledgerExecutions,
@@ -22,6 +29,8 @@ import {
   type NatsClusterHandle,
 } from './helpers/nats-cluster.js';
 
+/** A directory for the nodes' and actors' logs (actors then log at debug), to look into a failed run. */
+const KEEP_LOGS = process.env['AGENTMESH_CLUSTER_LOGS'];
 const RUNS = 200;
 const TURN_DELAY_MS = 1_000;
 const LEDGER_MS = 300;
@@ -115,7 +124,7 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
       NATS_URL: cluster.urls,
       AGENTMESH_REPLICAS: '3',
       DURABLE_LEDGER: ledgerFile,
-      LOG_LEVEL: 'warn',
+      LOG_LEVEL: KEEP_LOGS ? 'debug' : 'warn',
     });
     actors.push(await startActor(['catalog'], env));
     for (let i = 0; i < 2; i++) actors.push(await startActor(['planner'], env));
@@ -125,6 +134,8 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
   }, 120_000);
 
   afterAll(async () => {
+    if (KEEP_LOGS)
+      for (const [i, a] of actors.entries()) writeFileSync(join(KEEP_LOGS, `actor-${i}.log`), a.logs());
     await bus?.close().catch(() => undefined);
     for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGTERM');
     await Promise.all(actors.map((a) => a.stop()));
@@ -189,7 +200,18 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
           0,
           3000,
         ),
-        actors.map((a) => a.logs().slice(-1500)).join('\n----\n'),
+        'record:',
+        JSON.stringify(await readRunRecord(bus, unfinished[0]!).catch((e: unknown) => String(e))),
+        actors
+          .map((a) =>
+            a
+              .logs()
+              .split('\n')
+              .filter((l) => /"level":[45]0/.test(l))
+              .slice(-20)
+              .join('\n'),
+          )
+          .join('\n----\n'),
       );
     expect(unfinished).toEqual([]);
 
