@@ -9,10 +9,13 @@ import { NatsBus, silentLogger, streamNames, subjects, type RunEvent } from '@ag
 import {
   Planner,
   checkpointsBucket,
+  followRun,
+  openRunRecords,
   readRunEvents,
   readRunRecord,
   readTranscript,
   submitRun,
+  type RunRecord,
 } from '@agentmesh/planner';
 import { calcTool, sleepTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
@@ -27,13 +30,57 @@ let mesh: FakeMesh;
 const planners: Planner[] = [];
 const buses: NatsBus[] = [];
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
+/** Follows a run's stored events until one matches; fails when the run ends first or after `timeoutMs`. */
+async function eventOf(
+  runId: string,
+  what: string,
+  match: (e: RunEvent) => boolean,
+  timeoutMs = 20_000,
+): Promise<RunEvent> {
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), timeoutMs);
+  let found: RunEvent | undefined;
+  const onEvent = (e: RunEvent) => {
+    if (found !== undefined || !match(e)) return;
+    found = e;
+    stop.abort();
+  };
+  try {
+    await followRun(client, runId, { prefix, onEvent, signal: stop.signal }).catch((error: unknown) => {
+      if (found === undefined && !stop.signal.aborted) throw error;
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+  if (found === undefined) throw new Error(`${what}: not seen in run ${runId}'s events`);
+  return found;
+}
+
+const isFinal = (e: RunEvent) => e.type === 'run.completed' || e.type === 'run.failed';
+const finalOf = (runId: string, timeoutMs?: number) =>
+  eventOf(runId, `the end of ${runId}`, isFinal, timeoutMs);
+
+/** Watches the run records bucket until the run's record matches (a KV watch, no polling). */
+async function recordOf(runId: string, match: (r: RunRecord) => boolean, timeoutMs = 20_000) {
+  const kv = await openRunRecords(client, prefix);
+  let watcher: { stop(): void } | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise<RunRecord>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`the record of ${runId} never matched`)), timeoutMs);
+      void kv
+        .watch(
+          (entry) => {
+            const record = JSON.parse(new TextDecoder().decode(entry.value)) as RunRecord;
+            if (match(record)) resolve(record);
+          },
+          { key: runId },
+        )
+        .then((w) => (watcher = w), reject);
+    });
+  } finally {
+    clearTimeout(timer);
+    watcher?.stop();
   }
 }
 
@@ -51,12 +98,6 @@ async function startPlanner(id: string): Promise<{ planner: Planner; bus: NatsBu
   planners.push(planner);
   return { planner, bus };
 }
-
-const finalOf = async (runId: string) => {
-  const events = await readRunEvents(client, runId, { prefix });
-  const last = events.at(-1);
-  return last?.type === 'run.completed' || last?.type === 'run.failed' ? last : undefined;
-};
 
 const cli = (args: string[]) =>
   runAgentmesh(['runs', ...args, '--nats', natsUrl, '--prefix', prefix], { env: cleanEnv() });
@@ -100,15 +141,11 @@ describe('durable runs: takeover, redelivery of finished runs, the runs command'
       },
       { prefix },
     );
-    await until('planner a to ask for turn 2', async () =>
-      (await readRunEvents(client, runId, { prefix })).find(
-        (e) => e.type === 'llm.request' && e.iteration === 2,
-      ),
-    );
+    await eventOf(runId, 'planner a asking for turn 2', (e) => e.type === 'llm.request' && e.iteration === 2);
     await a.bus.close();
     const died = Date.now();
     await startPlanner('planner-b');
-    const final = await until('the resumed run to finish', () => finalOf(runId), 30_000);
+    const final = await finalOf(runId, 30_000);
     const failoverMs = Date.now() - died;
 
     expect(final).toMatchObject({
@@ -158,14 +195,15 @@ describe('durable runs: takeover, redelivery of finished runs, the runs command'
     const runId = 'again-1';
     const request = { id: runId, task: 't', script: [{ text: 'once' }] };
     await submitRun(client, request, { prefix });
-    await until('the run to finish', () => finalOf(runId));
+    await finalOf(runId);
     // a plain publish without Nats-Msg-Id: the server does not deduplicate it; the run record does
     await nc.request(subjects(prefix).runsSubmit, JSON.stringify(request), { timeout: 5000 });
     const jsm = await client.jetstreamManager();
-    await until('the intake to be empty', async () => {
-      const info = await jsm.streams.info(streamNames(prefix).runs);
-      return info.state.messages === 0 ? true : undefined;
-    });
+    // the planner acks the redelivery: the work-queue stream drops it (JetStream has no event for that; checked)
+    for (const deadline = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 50))) {
+      if ((await jsm.streams.info(streamNames(prefix).runs)).state.messages === 0) break;
+      if (Date.now() > deadline) throw new Error('the redelivered run is still in the intake');
+    }
     const events = await readRunEvents(client, runId, { prefix });
     expect(events.filter((e) => e.type === 'run.started')).toHaveLength(1);
     expect(events.filter((e) => e.type === 'run.completed')).toHaveLength(1);
@@ -185,11 +223,8 @@ describe('durable runs: takeover, redelivery of finished runs, the runs command'
       },
       { prefix },
     );
-    await until('the second sleep to start', async () =>
-      (await readRunEvents(client, runId, { prefix })).filter((e) => e.type === 'tool.started').length === 2
-        ? true
-        : undefined,
-    );
+    let sleeps = 0;
+    await eventOf(runId, 'the second sleep starting', (e) => e.type === 'tool.started' && ++sleeps === 2);
     const listed = await cli(['list', '--state', 'running', '--json']);
     expect(listed.code, listed.stderr).toBe(0);
     expect((JSON.parse(listed.stdout) as { run_id: string }[]).map((r) => r.run_id)).toContain(runId);
@@ -197,18 +232,19 @@ describe('durable runs: takeover, redelivery of finished runs, the runs command'
     const cancelled = await cli(['cancel', runId, '--reason', 'enough']);
     expect(cancelled.code, cancelled.stderr).toBe(0);
     expect(cancelled.stdout).toMatch(/cancel sent/);
-    const final = await until('the cancelled run to end', () => finalOf(runId));
+    const final = await finalOf(runId);
     expect(final).toMatchObject({ type: 'run.completed', status: 'cancelled' });
 
-    const shown = await until('the record to be finished', async () => {
-      const r = await cli(['show', runId, '--json']);
-      const body = JSON.parse(r.stdout) as {
-        record: { state: string };
-        events: RunEvent[];
-        transcript: { status: string } | null;
-      };
-      return body.record.state === 'finished' && body.transcript !== null ? body : undefined;
-    });
+    // the transcript is saved before the record says finished
+    await recordOf(runId, (r) => r.state === 'finished');
+    const show = await cli(['show', runId, '--json']);
+    expect(show.code, show.stderr).toBe(0);
+    const shown = JSON.parse(show.stdout) as {
+      record: { state: string };
+      events: RunEvent[];
+      transcript: { status: string } | null;
+    };
+    expect(shown.record.state).toBe('finished');
     expect(shown.transcript?.status).toBe('cancelled');
     expect(shown.events.at(-1)).toMatchObject({ type: 'run.completed', status: 'cancelled' });
     const human = await cli(['show', 'takeover-1']);

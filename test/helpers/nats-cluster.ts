@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +40,8 @@ export interface NatsClusterHandle {
   waitReady(streams?: string[], timeoutMs?: number): Promise<void>;
   /** The server name leading a stream, and its replicas as JetStream reports them. */
   streamInfo(stream: string): Promise<{ leader?: string; replicas: number; current: number }>;
+  /** Every stream of the cluster (KV buckets and object stores included) with its configured replicas. */
+  streamReplicas(): Promise<Map<string, number>>;
   dispose(): Promise<void>;
 }
 
@@ -61,6 +63,9 @@ interface NodePorts {
   cluster: number;
   monitor: number;
 }
+
+/** Where the nodes' logs are kept when AGENTMESH_CLUSTER_LOGS names a directory (debugging a failover run). */
+const KEEP_LOGS = process.env['AGENTMESH_CLUSTER_LOGS'];
 
 function nodeProcess(bin: string, name: string, conf: string, ports: NodePorts): ClusterNode {
   const port = ports.client;
@@ -86,6 +91,7 @@ function nodeProcess(bin: string, name: string, conf: string, ports: NodePorts):
       child = c;
       c.stderr?.on('data', (d: Buffer) => {
         stderr = (stderr + d.toString()).slice(-8000);
+        if (KEEP_LOGS) appendFileSync(join(KEEP_LOGS, `${name}.log`), d);
       });
       const deadline = Date.now() + 15_000;
       while (!(await listening(port))) {
@@ -115,6 +121,7 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
   const bin = findNatsServerBinary();
   if (bin === undefined) throw new Error(NATS_INSTALL_HINT);
   const dir = mkdtempSync(join(tmpdir(), 'agentmesh-cluster-'));
+  if (KEEP_LOGS) mkdirSync(KEEP_LOGS, { recursive: true });
   const ports: NodePorts[] = [];
   for (let i = 0; i < size; i++)
     ports.push({ client: await freePort(), cluster: await freePort(), monitor: await freePort() });
@@ -131,6 +138,7 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
         `listen: "127.0.0.1:${p.client}"`,
         `http: "127.0.0.1:${p.monitor}"`,
         `jetstream { store_dir: "${store}" }`,
+        ...(KEEP_LOGS && process.env['AGENTMESH_CLUSTER_DEBUG'] ? ['debug: true'] : []),
         `cluster { name: agentmesh, listen: "127.0.0.1:${p.cluster}", routes: [${routes}] }`,
         '',
       ].join('\n'),
@@ -169,6 +177,13 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
       return n;
     },
     streamInfo,
+    streamReplicas: () =>
+      withManager(async (nc) => {
+        const jsm = await jetstreamManager(nc, { timeout: 3000 });
+        const out = new Map<string, number>();
+        for await (const s of jsm.streams.list()) out.set(s.config.name, s.config.num_replicas);
+        return out;
+      }),
     waitReady: async (streams = [], timeoutMs = 30_000) => {
       const deadline = Date.now() + timeoutMs;
       let last: unknown;

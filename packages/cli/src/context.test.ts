@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '@agentmesh/protocol';
 import { loadConfig } from './config.js';
-import { replicasSetting } from './context.js';
+import { replicasConfigured, replicasSetting } from './context.js';
 
 function config(text: string) {
   const dir = mkdtempSync(join(tmpdir(), 'agentmesh-context-'));
@@ -29,5 +29,16 @@ describe('replicas setting', () => {
       }),
     );
     expect(() => config('nats:\n  replicas: 0\n')).toThrow(/replicas/);
+  });
+});
+
+describe('replicas configured', () => {
+  it('only when AGENTMESH_REPLICAS or nats.replicas says so (else existing assets keep their count)', () => {
+    expect(replicasConfigured(config('nats:\n  url: nats://a:4222\n'), {})).toBe(false);
+    expect(replicasConfigured(config('nats:\n  url: nats://a:4222\n'), { AGENTMESH_REPLICAS: ' ' })).toBe(
+      false,
+    );
+    expect(replicasConfigured(config('nats:\n  replicas: 1\n'), {})).toBe(true);
+    expect(replicasConfigured(config(''), { AGENTMESH_REPLICAS: '3' })).toBe(true);
   });
 });

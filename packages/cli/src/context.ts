@@ -61,7 +61,7 @@ export async function connectNats(ctx: CommandContext, name: string): Promise<Ba
     servers: ctx.natsUrl,
     name,
     logger: ctx.logger,
-    replicas: ctx.replicas,
+    ...(replicasConfigured(ctx.config) ? { replicas: ctx.replicas } : {}),
     ...(user ? { user, pass: pass ?? '' } : {}),
     ...(token ? { token } : {}),
   });
@@ -78,4 +78,13 @@ export function replicasSetting(config: AgentMeshConfig, env: NodeJS.ProcessEnv 
       `AGENTMESH_REPLICAS must be a whole number from 1 to 5, got "${raw}"`,
     );
   return n;
+}
+
+/**
+ * True when replicas were set (AGENTMESH_REPLICAS or `nats.replicas`): only then are existing assets brought to
+ * that count; otherwise a command keeps what the cluster has (a client never scales R3 assets down to 1).
+ */
+export function replicasConfigured(config: AgentMeshConfig, env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env['AGENTMESH_REPLICAS'];
+  return (raw !== undefined && raw.trim() !== '') || config.nats?.replicas !== undefined;
 }

@@ -120,3 +120,4 @@ export {
   type DaemonState,
 } from './daemon/index.js';
 export { triggersBucket, openTriggerStore } from './durable/infra.js';
+export { openRunRecords } from './durable/infra.js';

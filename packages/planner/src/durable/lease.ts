@@ -110,6 +110,10 @@ export class RunLease {
   get lost(): boolean {
     return this.lostReason !== undefined;
   }
+  /** True once the run record says finished (the finishing write landed, or another planner's did). */
+  get finished(): boolean {
+    return this.record.state === 'finished';
+  }
 
   /**
    * Takes a run for `plannerId`: creates its record, or takes over a record whose lease ran out. A finished run and

@@ -85,7 +85,7 @@ async function takeAndRun(
   if (lease.lost) return { kind: 'leave' };
   try {
     const resume = claim.previous === undefined ? fresh() : await readResume(deps, lease, log);
-    if (resume === 'finished') return { kind: 'ack' };
+    if (resume === 'finished') return settled(lease);
     if (claim.previous !== undefined)
       log.info(
         {
@@ -99,7 +99,7 @@ async function takeAndRun(
     const writer = new CheckpointWriter(deps.checkpoints, lease, resume.revision, log);
     lease.start();
     await run.execute(leaseKeeper({ lease, writer, log, ...resume }));
-    return lease.lost ? { kind: 'leave' } : { kind: 'ack' };
+    return settled(lease);
   } catch (error) {
     log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');
     lease.stop();
@@ -116,6 +116,14 @@ interface Resume {
 
 function fresh(): Resume {
   return { snapshot: undefined, revision: undefined, lastSeq: 0, earlier: [] };
+}
+
+/**
+ * The intake message is acked only once the run record says finished: when the finishing write did not land (the
+ * runs bucket was electing a leader), it is left for redelivery, and the planner that takes it marks it finished.
+ */
+function settled(lease: RunLease): Settlement {
+  return lease.lost || !lease.finished ? { kind: 'leave' } : { kind: 'ack' };
 }
 
 /** What a takeover continues from: the last checkpoint and the events already stored ('finished' when it had ended). */

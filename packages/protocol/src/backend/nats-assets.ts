@@ -45,8 +45,13 @@ async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamIn
 /**
  * Creates a stream with the wanted settings, or brings an existing one to them: settings JetStream can change are
  * updated; when the server refuses, the error names the asset, the setting, its current and its wanted value.
+ * Without `enforceReplicas`, `num_replicas` is used to create the stream only: an existing stream keeps its count.
  */
-export async function ensureStream(jsm: JetStreamManager, wanted: WantedStream): Promise<void> {
+export async function ensureStream(
+  jsm: JetStreamManager,
+  wanted: WantedStream,
+  options: { enforceReplicas?: boolean } = {},
+): Promise<void> {
   const info = await streamInfo(jsm, wanted.name);
   if (info === undefined) {
     try {
@@ -63,16 +68,21 @@ export async function ensureStream(jsm: JetStreamManager, wanted: WantedStream):
             details: { asset: wanted.name, replicas: wanted.num_replicas ?? 1 },
           },
         );
-      return ensureStream(jsm, wanted);
+      return ensureStream(jsm, wanted, options);
     }
   }
+  const enforced = options.enforceReplicas === false ? { ...wanted, num_replicas: undefined } : wanted;
   const differing = CHECKED.filter(
-    (key) => wanted[key] !== undefined && !same(info.config[key], wanted[key]),
+    (key) => enforced[key] !== undefined && !same(info.config[key], enforced[key]),
   );
   if (differing.length === 0) return;
   let updated: StreamInfo;
   try {
-    updated = await jsm.streams.update(wanted.name, { ...info.config, ...wanted });
+    updated = await jsm.streams.update(wanted.name, {
+      ...info.config,
+      ...wanted,
+      num_replicas: enforced.num_replicas ?? info.config.num_replicas,
+    });
   } catch (error) {
     const key = differing[0]!;
     throw assetError(wanted.name, settingName(key), info.config[key], wanted[key], error);

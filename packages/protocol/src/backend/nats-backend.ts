@@ -4,6 +4,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { Objm } from '@nats-io/obj';
 import { Svcm } from '@nats-io/services';
 import { AgentMeshError, ErrorCode } from '../errors.js';
+import { retry } from '../retry.js';
 import { NatsKvStore, type KvBucketOptions, type KvStore } from '../stores/kv.js';
 import { NatsBlobStore, type BlobBucketOptions, type BlobStore } from '../stores/blobs.js';
 import { KvLeases } from './kv-leases.js';
@@ -23,6 +24,19 @@ import type {
 } from './types.js';
 
 const ms = (n: number) => n * 1_000_000;
+/** How long opening an asset rides out JetStream API timeouts (an R3 asset created or elected on a busy cluster). */
+const ASSET_OPEN_TIMEOUT_MS = 30_000;
+const TRANSIENT_API_ERROR = /timeout|timed out|no responders/i;
+
+/** Opens a JetStream asset, trying again while the JetStream API times out or has no responder (a leader election). */
+function opening<T>(open: () => Promise<T>): Promise<T> {
+  return retry(open, {
+    timeoutMs: ASSET_OPEN_TIMEOUT_MS,
+    baseMs: 250,
+    capMs: 2_000,
+    retryable: (error) => TRANSIENT_API_ERROR.test(error.message),
+  });
+}
 
 function createError(asset: string, replicas: number, error: unknown): AgentMeshError {
   return new AgentMeshError(
@@ -45,6 +59,8 @@ export class NatsBackendParts {
   constructor(
     private readonly conn: NatsConnectionParts,
     readonly replicas: number,
+    /** When false (replicas not configured), an existing asset keeps its replica count. */
+    private readonly enforceReplicas = true,
   ) {}
 
   /** Replicas above 1 need a JetStream cluster: a single server would accept them and keep one copy. */
@@ -59,6 +75,10 @@ export class NatsBackendParts {
 
   async kv(bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
     this.assertReplicasPossible(`KV_${bucket}`);
+    return opening(() => this.openKv(bucket, options));
+  }
+
+  private async openKv(bucket: string, options: KvBucketOptions): Promise<KvStore> {
     const history = options.history ?? 1;
     const kv = await new Kvm(this.conn.nc)
       .create(bucket, {
@@ -69,17 +89,25 @@ export class NatsBackendParts {
       .catch((error: unknown) => {
         throw createError(`KV_${bucket}`, this.replicas, error);
       });
-    await ensureStream(await this.conn.jetstreamManager(), {
-      name: `KV_${bucket}`,
-      num_replicas: this.replicas,
-      max_age: ms(options.ttlMs ?? 0),
-      max_msgs_per_subject: history,
-    });
+    await ensureStream(
+      await this.conn.jetstreamManager(),
+      {
+        name: `KV_${bucket}`,
+        num_replicas: this.replicas,
+        max_age: ms(options.ttlMs ?? 0),
+        max_msgs_per_subject: history,
+      },
+      { enforceReplicas: this.enforceReplicas },
+    );
     return new NatsKvStore(kv);
   }
 
   async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {
     this.assertReplicasPossible(`OBJ_${bucket}`);
+    return opening(() => this.openBlobs(bucket, options));
+  }
+
+  private async openBlobs(bucket: string, options: BlobBucketOptions): Promise<BlobStore> {
     const os = await new Objm(this.conn.nc)
       .create(bucket, {
         replicas: this.replicas,
@@ -88,29 +116,41 @@ export class NatsBackendParts {
       .catch((error: unknown) => {
         throw createError(`OBJ_${bucket}`, this.replicas, error);
       });
-    await ensureStream(await this.conn.jetstreamManager(), {
-      name: `OBJ_${bucket}`,
-      num_replicas: this.replicas,
-      max_age: ms(options.ttlMs ?? 0),
-    });
+    await ensureStream(
+      await this.conn.jetstreamManager(),
+      {
+        name: `OBJ_${bucket}`,
+        num_replicas: this.replicas,
+        max_age: ms(options.ttlMs ?? 0),
+      },
+      { enforceReplicas: this.enforceReplicas },
+    );
     return new NatsBlobStore(os);
   }
 
   async workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
     this.assertReplicasPossible(options.stream);
-    return NatsWorkQueue.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
-      ...options,
-      replicas: this.replicas,
-      maxMessageBytes: options.maxMessageBytes ?? this.conn.maxPayload,
-    });
+    const jsm = await this.conn.jetstreamManager();
+    return opening(() =>
+      NatsWorkQueue.open(this.conn.jetstream(), jsm, {
+        ...options,
+        replicas: this.replicas,
+        enforceReplicas: this.enforceReplicas,
+        maxMessageBytes: options.maxMessageBytes ?? this.conn.maxPayload,
+      }),
+    );
   }
 
   async eventLog(options: EventLogOptions): Promise<EventLog> {
     this.assertReplicasPossible(options.stream);
-    return NatsEventLog.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
-      ...options,
-      replicas: this.replicas,
-    });
+    const jsm = await this.conn.jetstreamManager();
+    return opening(() =>
+      NatsEventLog.open(this.conn.jetstream(), jsm, {
+        ...options,
+        replicas: this.replicas,
+        enforceReplicas: this.enforceReplicas,
+      }),
+    );
   }
 
   async leases(bucket: string, options: KvBucketOptions = {}): Promise<Leases> {

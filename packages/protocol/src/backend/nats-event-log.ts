@@ -51,19 +51,23 @@ export class NatsEventLog implements EventLog {
   static async open(
     js: JetStreamClient,
     jsm: JetStreamManager,
-    options: EventLogOptions & { replicas: number },
+    options: EventLogOptions & { replicas: number; enforceReplicas?: boolean },
   ): Promise<NatsEventLog> {
     const maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3_600_000;
-    await ensureStream(jsm, {
-      name: options.stream,
-      subjects: [options.subjects],
-      retention: RetentionPolicy.Limits,
-      storage: StorageType.File,
-      discard: DiscardPolicy.Old,
-      max_age: ms(maxAgeMs),
-      duplicate_window: ms(Math.min(2 * 60_000, maxAgeMs)),
-      num_replicas: options.replicas,
-    });
+    await ensureStream(
+      jsm,
+      {
+        name: options.stream,
+        subjects: [options.subjects],
+        retention: RetentionPolicy.Limits,
+        storage: StorageType.File,
+        discard: DiscardPolicy.Old,
+        max_age: ms(maxAgeMs),
+        duplicate_window: ms(Math.min(2 * 60_000, maxAgeMs)),
+        num_replicas: options.replicas,
+      },
+      { enforceReplicas: options.enforceReplicas ?? true },
+    );
     return new NatsEventLog(js, jsm, options.stream);
   }
 

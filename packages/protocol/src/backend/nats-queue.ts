@@ -34,17 +34,21 @@ export class NatsWorkQueue implements WorkQueue {
   static async open(
     js: JetStreamClient,
     jsm: JetStreamManager,
-    options: WorkQueueOptions & { replicas: number; maxMessageBytes: number },
+    options: WorkQueueOptions & { replicas: number; enforceReplicas?: boolean; maxMessageBytes: number },
   ): Promise<NatsWorkQueue> {
-    await ensureStream(jsm, {
-      name: options.stream,
-      subjects: [options.subject],
-      retention: RetentionPolicy.Workqueue,
-      storage: StorageType.File,
-      duplicate_window: ms(options.duplicateWindowMs ?? 10 * 60_000),
-      max_msg_size: options.maxMessageBytes,
-      num_replicas: options.replicas,
-    });
+    await ensureStream(
+      jsm,
+      {
+        name: options.stream,
+        subjects: [options.subject],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        duplicate_window: ms(options.duplicateWindowMs ?? 10 * 60_000),
+        max_msg_size: options.maxMessageBytes,
+        num_replicas: options.replicas,
+      },
+      { enforceReplicas: options.enforceReplicas ?? true },
+    );
     return new NatsWorkQueue(js, jsm, options);
   }
 

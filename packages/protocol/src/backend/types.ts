@@ -4,7 +4,11 @@ import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
 
 /** Settings every persistent asset (stream, KV bucket, object store) of a backend is created or updated with. */
 export interface AssetOptions {
-  /** Copies JetStream keeps of each asset (1 on one server, 3 on a cluster). Default 1. */
+  /**
+   * Copies JetStream keeps of each asset (1 on one server, 3 on a cluster). Given, it is enforced: an existing asset
+   * with another count is updated. Left out, a new asset gets 1 and an existing one keeps its count, so a client
+   * that did not say (a CLI, a test) never scales a cluster's R3 assets down.
+   */
   replicas?: number;
 }
 

@@ -189,7 +189,10 @@ export interface NatsBusOptions {
    * otherwise; so server permissions can give each role its own inbox space and no role reads another's replies.
    */
   inboxPrefix?: string;
-  /** Replicas of the streams, KV buckets and object stores this backend creates or updates (default 1). */
+  /**
+   * Replicas of the streams, KV buckets and object stores this backend creates or updates. Left out: assets are
+   * created with 1 and existing ones keep theirs (never scaled down by a client that did not ask).
+   */
   replicas?: number;
 }
 
@@ -251,9 +254,10 @@ export class NatsBus implements Backend {
     readonly replyPrefix: string,
     /** Replicas of every JetStream asset this backend creates. */
     readonly replicas: number,
+    enforceReplicas: boolean,
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
-    this.parts = new NatsBackendParts(this, replicas);
+    this.parts = new NatsBackendParts(this, replicas, enforceReplicas);
     void this.watchStatus();
   }
 
@@ -282,7 +286,7 @@ export class NatsBus implements Backend {
         { cause: error, details: { servers } },
       );
     }
-    const bus = new NatsBus(nc, options.logger, replyPrefix, replicas);
+    const bus = new NatsBus(nc, options.logger, replyPrefix, replicas, options.replicas !== undefined);
     if (options.requireJetStream ?? true) {
       try {
         await bus.jetstreamManager();
