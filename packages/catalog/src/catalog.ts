@@ -7,25 +7,17 @@ import {
   CatalogHeartbeatSchema,
   CatalogListSchema,
   CatalogRegisterSchema,
-  CatalogSearchSchema,
   ErrorCode,
-  SearchStrategySchema,
   ServiceName,
   createLogger,
   encodeJson,
-  isToolAllowed,
-  parseJson,
   resolveToolLoading,
   serve,
   subjects,
   toErrorPayload,
   type Backend,
-  type CatalogGetReply,
-  type CatalogList,
-  type CatalogListReply,
   type CatalogRegister,
   type CatalogRegisterReply,
-  type CatalogSearchReply,
   type ExposureLayer,
   type KvEntry,
   type KvStore,
@@ -37,15 +29,18 @@ import {
   type CatalogAvailability,
   type ToolLoading,
   type ToolSpec,
-  type ToolSummary,
 } from '@agentmesh/protocol';
-import { z } from 'zod';
+import { ToolAvailability } from './availability.js';
+import { DeferredIndex } from './deferred-index.js';
+import { CatalogQueries, SearchRequestSchema } from './queries.js';
 import { traceCatalogSearch } from './search-span.js';
 import {
   CatalogKeys,
   ToolRegistry,
   canonicalJson,
+  encodeRecord,
   hashCanonical,
+  parseWorkerRecord,
   type LiveTool,
   type WorkerRecord,
 } from './registry.js';
@@ -54,7 +49,6 @@ import {
   MAX_SEARCH_LIMIT,
   clampSearchLimit,
   createToolIndex,
-  type ToolIndex,
 } from './search/tool-index.js';
 
 export const CATALOG_VERSION = '0.1.0';
@@ -93,12 +87,6 @@ export interface CatalogOptions {
   signal?: AbortSignal;
 }
 
-const SearchRequestSchema = CatalogSearchSchema.extend({
-  strategy: SearchStrategySchema.optional(),
-  limit: z.number().int().optional(),
-});
-type SearchRequest = z.output<typeof SearchRequestSchema>;
-
 /** How long a registration waits for its own write to come back through the bucket watch. */
 const ECHO_TIMEOUT_MS = 5000;
 /** How long the search index waits after the last registration change before it catches up (a search catches up first). */
@@ -117,24 +105,15 @@ export class Catalog {
   private readonly workerTtlMs: number;
   private readonly exposure: ExposureLayer | undefined;
   private readonly defaultStrategy: SearchStrategy;
-  private readonly defaultLimit: number;
-  private readonly maxLimit: number;
+  private readonly queries: CatalogQueries;
   private readonly maxRequestBytes: number;
   private readonly maxRegisterBytes: number;
   private readonly bucket: string;
   private readonly registry = new ToolRegistry();
-  private readonly index: ToolIndex;
-  /**
-   * Index changes not applied yet (name -> spec to add, or null to remove): registering many tools only records
-   * them, and the index catches up shortly after the last change or before the next search.
-   */
-  private readonly unindexed = new Map<string, ToolSpec | null>();
-  private indexTimer: NodeJS.Timeout | undefined;
-  private lastIndexChange = 0;
+  private readonly index: DeferredIndex;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
-  /** Per worker, the tools it says cannot run now (an MCP server reconnecting). */
-  private readonly unavailable = new Map<string, Set<string>>();
+  private readonly availability = new ToolAvailability();
   private readonly revisions = new Map<string, number>();
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
   private readonly seenAt = new Map<string, number>();
@@ -157,15 +136,26 @@ export class Catalog {
     this.workerTtlMs = options.workerTtlMs ?? DEFAULT_WORKER_TTL_MS;
     this.exposure = options.exposure;
     this.defaultStrategy = options.search?.strategy ?? 'bm25';
-    this.maxLimit = clampSearchLimit(options.search?.maxLimit ?? MAX_SEARCH_LIMIT, MAX_SEARCH_LIMIT);
-    this.defaultLimit = clampSearchLimit(options.search?.limit ?? DEFAULT_SEARCH_LIMIT, this.maxLimit);
+    const maxLimit = clampSearchLimit(options.search?.maxLimit ?? MAX_SEARCH_LIMIT, MAX_SEARCH_LIMIT);
     this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
     this.maxRegisterBytes = options.maxRegisterBytes ?? options.bus.maxPayload;
     this.bucket = options.bucket ?? CATALOG_BUCKET;
-    this.index = createToolIndex(
-      options.search?.regexBudgetMs === undefined ? {} : { regexBudgetMs: options.search.regexBudgetMs },
+    this.index = new DeferredIndex(
+      createToolIndex(
+        options.search?.regexBudgetMs === undefined ? {} : { regexBudgetMs: options.search.regexBudgetMs },
+      ),
+      INDEX_SETTLE_MS,
     );
     this.signal = options.signal;
+    this.queries = new CatalogQueries({
+      live: this.live,
+      index: this.index,
+      availability: this.availability,
+      maxPayload: options.bus.maxPayload,
+      defaultStrategy: this.defaultStrategy,
+      defaultLimit: clampSearchLimit(options.search?.limit ?? DEFAULT_SEARCH_LIMIT, maxLimit),
+      maxLimit,
+    });
   }
 
   /** Loads the bucket, starts answering on the catalog subjects and announces the service. */
@@ -203,8 +193,7 @@ export class Catalog {
     if (!this.started) return;
     this.started = false;
     clearTimeout(this.sweepTimer);
-    clearTimeout(this.indexTimer);
-    this.indexTimer = undefined;
+    this.index.stop();
     this.stopStatus?.();
     this.stopStatus = undefined;
     const subs = this.subscriptions;
@@ -323,39 +312,13 @@ export class Catalog {
     const current = this.live.get(name);
     if (tool === undefined) {
       if (current !== undefined) {
-        this.indexLater(name, null);
+        this.index.set(name, null);
         this.live.delete(name);
       }
       return;
     }
-    if (current?.tool.hash !== tool.hash) this.indexLater(name, tool.spec);
+    if (current?.tool.hash !== tool.hash) this.index.set(name, tool.spec);
     this.live.set(name, { tool, loading: resolveToolLoading(name, tool.spec.loading, this.exposure) });
-  }
-
-  private indexLater(name: string, spec: ToolSpec | null): void {
-    this.unindexed.set(name, spec);
-    this.lastIndexChange = performance.now();
-    if (this.indexTimer === undefined) this.settleIndex(INDEX_SETTLE_MS);
-  }
-
-  /** One timer per quiet period (not one per tool): it waits again while changes keep coming. */
-  private settleIndex(delayMs: number): void {
-    this.indexTimer = setTimeout(() => {
-      const quietFor = performance.now() - this.lastIndexChange;
-      if (quietFor < INDEX_SETTLE_MS) this.settleIndex(INDEX_SETTLE_MS - quietFor);
-      else this.catchUpIndex();
-    }, delayMs);
-    this.indexTimer.unref();
-  }
-
-  private catchUpIndex(): void {
-    clearTimeout(this.indexTimer);
-    this.indexTimer = undefined;
-    for (const [name, spec] of this.unindexed) {
-      if (spec === null) this.index.remove(name);
-      else this.index.add(spec);
-    }
-    this.unindexed.clear();
   }
 
   private serveAll(): void {
@@ -390,14 +353,14 @@ export class Catalog {
         subject: s.catalogList,
         schema: CatalogListSchema,
         what: 'catalog list request',
-        handler: (body) => this.list(body),
+        handler: (body) => this.queries.list(body),
       }),
       serve({
         ...small,
         subject: s.catalogGet,
         schema: CatalogGetSchema,
         what: 'catalog get request',
-        handler: (body) => this.get(body),
+        handler: (body) => this.queries.get(body),
       }),
       serve({
         ...small,
@@ -408,7 +371,7 @@ export class Catalog {
           traceCatalogSearch(
             msg.headers,
             { query: body.query, strategy: body.strategy ?? this.defaultStrategy },
-            () => this.search(body),
+            () => this.queries.search(body),
           ),
       }),
       serve({
@@ -425,23 +388,12 @@ export class Catalog {
 
   /** Records which of a worker's tools cannot run now; every replica hears it (no queue group). */
   private setAvailability(notice: CatalogAvailability): { ok: true } {
-    const down = this.unavailable.get(notice.worker_id) ?? new Set<string>();
-    for (const name of notice.tools) {
-      if (notice.available) down.delete(name);
-      else down.add(name);
-    }
-    if (down.size === 0) this.unavailable.delete(notice.worker_id);
-    else this.unavailable.set(notice.worker_id, down);
+    this.availability.apply(notice);
     this.logger.info(
       { worker_id: notice.worker_id, tools: notice.tools.length, available: notice.available },
       'tool availability changed',
     );
     return { ok: true };
-  }
-
-  /** Whether some live worker of the tool can run it now. */
-  private isAvailable(name: string, workers: readonly string[]): boolean {
-    return this.unavailable.size === 0 || workers.some((w) => this.unavailable.get(w)?.has(name) !== true);
   }
 
   private get store(): KvStore {
@@ -587,7 +539,7 @@ export class Catalog {
   }
 
   private async deregister(workerId: string): Promise<{ known: boolean }> {
-    this.unavailable.delete(workerId);
+    this.availability.forget(workerId);
     const key = CatalogKeys.worker(workerId);
     const known = this.registry.worker(workerId) !== undefined || (await this.store.get(key)) !== null;
     if (known) {
@@ -610,96 +562,6 @@ export class Catalog {
   }
 
   /** The loading for one request: the configured loading, then the request's own overrides. */
-  private loadingOf(name: string, configured: ToolLoading, request: ExposureLayer): ToolLoading {
-    if (request.always === undefined && request.deferred === undefined) return configured;
-    return resolveToolLoading(name, configured, request);
-  }
-
-  /**
-   * Lists matching tools sorted by name, from `offset`, at most `limit` of them and never more than fit in one
-   * message; `next_offset` says where the rest starts.
-   */
-  private list(request: CatalogList): CatalogListReply {
-    const text = request.text?.toLowerCase();
-    const matching: { summary: ToolSummary; spec: ToolSpec }[] = [];
-    for (const name of this.toolNames()) {
-      if (!isToolAllowed(name, request.allow)) continue;
-      const live = this.live.get(name);
-      if (live === undefined) continue;
-      const { spec, workers } = live.tool;
-      if (request.namespace !== undefined && spec.namespace !== request.namespace) continue;
-      const loading = this.loadingOf(name, live.loading, request);
-      if (request.loading !== undefined && loading !== request.loading) continue;
-      if (text !== undefined && !`${spec.name}\n${spec.description}`.toLowerCase().includes(text)) continue;
-      const summary = {
-        name,
-        version: spec.version,
-        namespace: spec.namespace,
-        description: spec.description,
-        loading,
-        workers: workers.length,
-      };
-      matching.push({ summary, spec: loading === spec.loading ? spec : { ...spec, loading } });
-    }
-    const offset = request.offset ?? 0;
-    const end = Math.min(matching.length, offset + (request.limit ?? matching.length));
-    const budget = this.bus.maxPayload - 1024;
-    let bytes = 64;
-    const tools: ToolSummary[] = [];
-    const specs: ToolSpec[] = [];
-    for (let i = offset; i < end; i++) {
-      const { summary, spec } = matching[i]!;
-      bytes +=
-        JSON.stringify(summary).length + 1 + (request.full === true ? JSON.stringify(spec).length + 1 : 0);
-      if (bytes > budget && tools.length > 0) break;
-      tools.push(summary);
-      if (request.full === true) specs.push(spec);
-    }
-    const next = offset + tools.length;
-    return {
-      tools,
-      ...(request.full === true ? { specs } : {}),
-      total: matching.length,
-      ...(next < matching.length ? { next_offset: next } : {}),
-    };
-  }
-
-  private get(request: z.output<typeof CatalogGetSchema>): CatalogGetReply {
-    const live = this.live.get(request.name);
-    if (live === undefined || !isToolAllowed(request.name, request.allow))
-      throw new AgentMeshError(
-        ErrorCode.NotFound,
-        live === undefined
-          ? `tool "${request.name}" is not served by any live worker`
-          : `tool "${request.name}" is not in this run's allow-list`,
-        { retryable: false, details: { name: request.name } },
-      );
-    if (!this.isAvailable(request.name, live.tool.workers))
-      throw new AgentMeshError(
-        ErrorCode.ToolUnavailable,
-        `tool "${request.name}" cannot run right now (its workers report it unavailable); try again shortly`,
-        { details: { name: request.name } },
-      );
-    const loading = this.loadingOf(request.name, live.loading, request);
-    return { tool: { ...live.tool.spec, loading }, workers: live.tool.workers };
-  }
-
-  private search(request: SearchRequest): CatalogSearchReply {
-    const strategy = request.strategy ?? this.defaultStrategy;
-    const limit = clampSearchLimit(request.limit ?? this.defaultLimit, this.maxLimit);
-    const deferredOnly = request.deferred_only ?? true;
-    const filter = (name: string): boolean => {
-      if (!isToolAllowed(name, request.allow)) return false;
-      const live = this.live.get(name);
-      if (live !== undefined && !this.isAvailable(name, live.tool.workers)) return false;
-      if (!deferredOnly) return true;
-      return live !== undefined && this.loadingOf(name, live.loading, request) === 'deferred';
-    };
-    this.catchUpIndex();
-    const results = this.index.search(request.query, { strategy, limit, filter });
-    return { results, strategy, limit };
-  }
-
   private scheduleSweep(): void {
     if (!this.started) return;
     let minTtl = this.workerTtlMs;
@@ -735,43 +597,6 @@ export class Catalog {
       await this.remove(CatalogKeys.beat(worker.worker_id));
     }
   }
-}
-
-const utf8 = new TextEncoder();
-
-/** The record as JSON, each spec written once (its canonical JSON) rather than stringified a second time. */
-function encodeRecord(record: WorkerRecord, canonical: Map<string, string>): Uint8Array {
-  let tools = '';
-  for (const { hash, spec, since } of record.tools) {
-    const text = canonical.get(hash) ?? canonicalJson(spec);
-    if (tools.length > 0) tools += ',';
-    tools += `{"hash":"${hash}","spec":${text}${since === undefined ? '' : `,"since":${since}`}}`;
-  }
-  const head = JSON.stringify({
-    worker_id: record.worker_id,
-    ttl_ms: record.ttl_ms,
-    registered_at: record.registered_at,
-  });
-  return utf8.encode(`${head.slice(0, -1)},"tools":[${tools}]}`);
-}
-
-/** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */
-function parseWorkerRecord(value: Uint8Array): WorkerRecord {
-  const record = parseJson(value, 'worker record') as Partial<WorkerRecord> | null;
-  const ok =
-    typeof record?.worker_id === 'string' &&
-    typeof record.ttl_ms === 'number' &&
-    Array.isArray(record.tools) &&
-    record.tools.every(
-      (t) =>
-        typeof t?.hash === 'string' && typeof t.spec?.name === 'string' && typeof t.spec.version === 'string',
-    );
-  if (!ok)
-    throw new AgentMeshError(
-      ErrorCode.InvalidMessage,
-      'worker record lacks worker_id, ttl_ms or tools[].hash/spec',
-    );
-  return record as WorkerRecord;
 }
 
 async function forEachLimited<T>(

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import type { ToolSpec } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, parseJson, type ToolSpec } from '@agentmesh/protocol';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
 export interface WorkerRecord {
@@ -212,4 +212,41 @@ export class ToolRegistry {
     const all = this.liveVersions(name);
     return all[all.length - 1];
   }
+}
+
+const utf8 = new TextEncoder();
+
+/** The record as JSON, each spec written once (its canonical JSON) rather than stringified a second time. */
+export function encodeRecord(record: WorkerRecord, canonical: Map<string, string>): Uint8Array {
+  let tools = '';
+  for (const { hash, spec, since } of record.tools) {
+    const text = canonical.get(hash) ?? canonicalJson(spec);
+    if (tools.length > 0) tools += ',';
+    tools += `{"hash":"${hash}","spec":${text}${since === undefined ? '' : `,"since":${since}`}}`;
+  }
+  const head = JSON.stringify({
+    worker_id: record.worker_id,
+    ttl_ms: record.ttl_ms,
+    registered_at: record.registered_at,
+  });
+  return utf8.encode(`${head.slice(0, -1)},"tools":[${tools}]}`);
+}
+
+/** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */
+export function parseWorkerRecord(value: Uint8Array): WorkerRecord {
+  const record = parseJson(value, 'worker record') as Partial<WorkerRecord> | null;
+  const ok =
+    typeof record?.worker_id === 'string' &&
+    typeof record.ttl_ms === 'number' &&
+    Array.isArray(record.tools) &&
+    record.tools.every(
+      (t) =>
+        typeof t?.hash === 'string' && typeof t.spec?.name === 'string' && typeof t.spec.version === 'string',
+    );
+  if (!ok)
+    throw new AgentMeshError(
+      ErrorCode.InvalidMessage,
+      'worker record lacks worker_id, ttl_ms or tools[].hash/spec',
+    );
+  return record as WorkerRecord;
 }
