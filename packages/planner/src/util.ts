@@ -47,14 +47,23 @@ export function stableStringify(value: unknown): string {
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableStringify(v)}`).join(',')}}`;
 }
 
+/** Compiled model globs (they come from configuration and price tables: a few hundred at most). */
+const modelGlobs = new Map<string, RegExp>();
+
 /** Matches a model id against a glob where `*` matches any run of characters (case-insensitive). */
 export function modelGlobMatches(glob: string, model: string): boolean {
-  const source = glob
-    .toLowerCase()
-    .split('*')
-    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
-    .join('.*');
-  return new RegExp(`^${source}$`).test(model.toLowerCase());
+  let pattern = modelGlobs.get(glob);
+  if (pattern === undefined) {
+    const source = glob
+      .toLowerCase()
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*');
+    pattern = new RegExp(`^${source}$`);
+    if (modelGlobs.size >= 1024) modelGlobs.clear();
+    modelGlobs.set(glob, pattern);
+  }
+  return pattern.test(model.toLowerCase());
 }
 
 /** Cuts text to at most `maxBytes` UTF-8 bytes, with a visible notice when it had to. */
@@ -64,4 +73,17 @@ export function capText(text: string, maxBytes: number): string {
   const notice = `\n[agentmesh: output truncated from ${bytes} to ${maxBytes} bytes]`;
   const keep = Buffer.from(text, 'utf8').subarray(0, Math.max(0, maxBytes - Buffer.byteLength(notice)));
   return keep.toString('utf8').replace(/\uFFFD+$/, '') + notice;
+}
+
+let lastIsoMs = -1;
+let lastIso = '';
+
+/** `new Date().toISOString()`, formatted once per millisecond (events are stamped many times a millisecond). */
+export function isoNow(): string {
+  const ms = Date.now();
+  if (ms !== lastIsoMs) {
+    lastIsoMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
 }

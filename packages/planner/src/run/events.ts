@@ -7,6 +7,7 @@ import {
   type RunStatus,
 } from '@agentmesh/protocol';
 import type { RunSnapshot } from '../run-state.js';
+import { isoNow } from '../util.js';
 
 /**
  * Stamps a run's events with run_id, a gapless seq and ts, records them and hands them on in order. A resumed run
@@ -43,7 +44,7 @@ export class RunEventSink {
   }
 
   emit<B extends RunEventBody>(body: B): B & { run_id: string; seq: number; ts: string } {
-    const event = { ...body, run_id: this.runId, seq: ++this.seq, ts: new Date().toISOString() };
+    const event = { ...body, run_id: this.runId, seq: ++this.seq, ts: isoNow() };
     if (this.fenced) return event;
     this.events.push(event as RunEvent);
     this.publish(event as RunEvent);

@@ -94,6 +94,8 @@ class MemorySubscription implements Subscription {
   }
 }
 
+const MAX_CACHED_ROUTES = 4096;
+
 export interface MemoryBusOptions {
   maxPayload?: number;
   logger?: Logger;
@@ -118,6 +120,8 @@ export class MemoryBus implements Backend {
   private readonly exact = new Map<string, Set<MemorySubscription>>();
   private readonly wildcard = new Set<MemorySubscription>();
   private readonly queueCursor = new Map<string, number>();
+  /** subject -> the subscriptions it reaches; emptied whenever a subscription comes or goes. */
+  private readonly routes = new Map<string, MemorySubscription[]>();
   private readonly statusListeners = new Set<(status: BusStatus) => void>();
   private readonly logger: Logger | undefined;
   private closed = false;
@@ -157,26 +161,44 @@ export class MemoryBus implements Backend {
 
   /** Routes a message; returns how many subscriptions it reached. */
   private route(msg: MemoryMessage): number {
-    const targets: MemorySubscription[] = [];
-    const groups = new Map<string, MemorySubscription[]>();
-    const consider = (sub: MemorySubscription) => {
-      if (sub.queue === undefined) targets.push(sub);
-      else {
-        const key = `${sub.subject}\u0000${sub.queue}`;
-        const members = groups.get(key);
-        if (members) members.push(sub);
-        else groups.set(key, [sub]);
+    const reached = this.matching(msg.subject);
+    let targets: MemorySubscription[] = reached;
+    let groups: Map<string, MemorySubscription[]> | undefined;
+    if (reached.some((sub) => sub.queue !== undefined)) {
+      targets = [];
+      groups = new Map();
+      for (const sub of reached) {
+        if (sub.queue === undefined) targets.push(sub);
+        else {
+          const key = `${sub.subject}\u0000${sub.queue}`;
+          const members = groups.get(key);
+          if (members) members.push(sub);
+          else groups.set(key, [sub]);
+        }
       }
-    };
-    for (const sub of this.exact.get(msg.subject) ?? []) consider(sub);
-    for (const sub of this.wildcard) if (subjectMatches(sub.subject, msg.subject)) consider(sub);
-    for (const [key, members] of groups) {
+    }
+    for (const [key, members] of groups ?? []) {
       const cursor = this.queueCursor.get(key) ?? 0;
       this.queueCursor.set(key, cursor + 1);
       targets.push(members[cursor % members.length]!);
     }
-    if (targets.length > 0) queueMicrotask(() => targets.forEach((sub) => sub.deliver(msg)));
+    if (targets.length === 1) {
+      const only = targets[0]!;
+      queueMicrotask(() => only.deliver(msg));
+    } else if (targets.length > 0) queueMicrotask(() => targets.forEach((sub) => sub.deliver(msg)));
     return targets.length;
+  }
+
+  /** The subscriptions a subject reaches, exact ones first (cached until the subscriptions change). */
+  private matching(subject: string): MemorySubscription[] {
+    let reached = this.routes.get(subject);
+    if (reached === undefined) {
+      reached = [...(this.exact.get(subject) ?? [])];
+      for (const sub of this.wildcard) if (subjectMatches(sub.subject, subject)) reached.push(sub);
+      if (this.routes.size >= MAX_CACHED_ROUTES) this.routes.clear();
+      this.routes.set(subject, reached);
+    }
+    return reached;
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
@@ -186,6 +208,7 @@ export class MemoryBus implements Backend {
       this.logger?.error({ err: error, subject: s }, 'subscription handler failed'),
     );
     this.subs.add(sub);
+    this.routes.clear();
     if (subject.includes('*') || subject.includes('>')) this.wildcard.add(sub);
     else {
       const set = this.exact.get(subject);
@@ -198,6 +221,7 @@ export class MemoryBus implements Backend {
   /** @internal */
   remove(sub: MemorySubscription): void {
     this.subs.delete(sub);
+    this.routes.clear();
     this.wildcard.delete(sub);
     const set = this.exact.get(sub.subject);
     if (set) {
