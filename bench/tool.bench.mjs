@@ -174,7 +174,12 @@ export async function cpuScaling(natsUrl, quick) {
     for (let i = 0; i < (quick ? 2 : 4); i++)
       for (const [f, fleet] of fleets.entries()) best[f] = Math.min(best[f], await batch(fleet.prefix));
   } finally {
+    const exited = fleets.flatMap((fleet) =>
+      fleet.children.map((c) => (c.exitCode !== null ? undefined : new Promise((r) => c.once('exit', r)))),
+    );
     for (const fleet of fleets) for (const c of fleet.children) c.kill('SIGTERM');
+    // the next figures (embedded calls) are measured only once these processes are gone
+    await Promise.all(exited);
     await bus.close();
   }
   const [one, two] = best;
