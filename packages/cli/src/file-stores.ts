@@ -6,6 +6,7 @@ import {
   AgentMeshError,
   ErrorCode,
   retry,
+  subjectMatches,
   type BlobInfo,
   type BlobStore,
   type KvEntry,
@@ -83,17 +84,6 @@ function keyFile(dir: string, key: string): string {
   return join(dir, `${encodeURIComponent(key)}.json`);
 }
 
-function matchKey(pattern: string, key: string): boolean {
-  if (pattern === '>' || pattern === key) return true;
-  const p = pattern.split('.');
-  const k = key.split('.');
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === '>') return k.length > i;
-    if (p[i] !== '*' && p[i] !== k[i]) return false;
-  }
-  return p.length === k.length;
-}
-
 interface StoredEntry {
   revision: number;
   value: string;
@@ -153,7 +143,7 @@ export class FileKvStore implements KvStore {
     return names
       .filter((n) => n.endsWith('.json'))
       .map((n) => decodeURIComponent(n.slice(0, -'.json'.length)))
-      .filter((k) => filter === undefined || matchKey(filter, k));
+      .filter((k) => filter === undefined || subjectMatches(filter, k));
   }
   async watch(
     onEntry: (entry: KvEntry) => void,
@@ -168,7 +158,7 @@ export class FileKvStore implements KvStore {
     const watcher: FSWatcher = watch(this.dir, (_event, name) => {
       if (name === null || !name.endsWith('.json')) return;
       const key = decodeURIComponent(name.slice(0, -'.json'.length));
-      if (options.key !== undefined && !matchKey(options.key, key)) return;
+      if (options.key !== undefined && !subjectMatches(options.key, key)) return;
       void this.read(key).then(
         (entry) => onEntry(entry ?? { key, value: new Uint8Array(0), revision: 0, operation: 'DEL' }),
         () => undefined,

@@ -1,6 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
+import { subjectMatches } from '../bus/shared.js';
 
 export interface KvEntry {
   key: string;
@@ -155,7 +156,7 @@ export class MemoryKvStore implements KvStore {
       this.entries.set(key, entry);
       if (this.ttlMs > 0) this.writtenAt.set(key, Date.now());
     } else this.entries.delete(key);
-    for (const w of this.watchers) if (w.key === undefined || matchKey(w.key, key)) w.fn(entry);
+    for (const w of this.watchers) if (w.key === undefined || subjectMatches(w.key, key)) w.fn(entry);
     return entry.revision;
   }
   async put(key: string, value: Uint8Array): Promise<number> {
@@ -176,25 +177,14 @@ export class MemoryKvStore implements KvStore {
   }
   async keys(filter?: string): Promise<string[]> {
     this.expire();
-    return [...this.entries.keys()].filter((k) => filter === undefined || matchKey(filter, k));
+    return [...this.entries.keys()].filter((k) => filter === undefined || subjectMatches(filter, k));
   }
   async watch(onEntry: (entry: KvEntry) => void, options: KvWatchOptions = {}): Promise<KvWatcher> {
     if (!options.updatesOnly)
       for (const e of this.entries.values())
-        if (options.key === undefined || matchKey(options.key, e.key)) onEntry(e);
+        if (options.key === undefined || subjectMatches(options.key, e.key)) onEntry(e);
     const w = { key: options.key, fn: onEntry };
     this.watchers.add(w);
     return { stop: () => this.watchers.delete(w) };
   }
-}
-
-function matchKey(pattern: string, key: string): boolean {
-  if (pattern === '>' || pattern === key) return true;
-  const p = pattern.split('.');
-  const k = key.split('.');
-  for (let i = 0; i < p.length; i++) {
-    if (p[i] === '>') return k.length > i;
-    if (p[i] !== '*' && p[i] !== k[i]) return false;
-  }
-  return p.length === k.length;
 }
