@@ -21,6 +21,7 @@ import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
 import { calcTool, sha256Tool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
 import { cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { EventBoard } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('dm');
@@ -30,33 +31,13 @@ let nc: NatsConnection;
 let mesh: FakeMesh;
 let server: FakeLlmServer;
 const planners: { planner: Planner; bus: NatsBus; id: string }[] = [];
-const events = new Map<string, RunEvent[]>();
-const listeners = new Set<() => void>();
+const board = new EventBoard();
 /** Replies the stand-in model holds back until the test releases them, by trigger n. */
 const gates = new Map<number, Promise<void>>();
 
-const eventsOf = (runId: string) => events.get(runId) ?? [];
-
-function until<T>(what: string, check: () => T | undefined, timeoutMs = 30_000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const listener = () => {
-      const value = check();
-      if (value === undefined) return;
-      done();
-      resolve(value);
-    };
-    const timer = setTimeout(() => {
-      done();
-      reject(new Error(`timed out waiting for ${what}`));
-    }, timeoutMs);
-    const done = () => {
-      clearTimeout(timer);
-      listeners.delete(listener);
-    };
-    listeners.add(listener);
-    listener();
-  });
-}
+const eventsOf = (runId: string) => board.of(runId);
+const until = <T>(what: string, check: () => T | undefined, timeoutMs = 30000) =>
+  board.until(what, check, { timeoutMs });
 
 function count(runId: string, predicate: (e: RunEvent) => boolean): number {
   return eventsOf(runId).filter(predicate).length;
@@ -126,8 +107,7 @@ beforeAll(async () => {
   nc.subscribe(subjects(prefix).allRunEvents, {
     callback: (_err, msg) => {
       const e = msg.json<RunEvent>();
-      events.set(e.run_id, [...eventsOf(e.run_id), e]);
-      for (const l of [...listeners]) l();
+      board.add(e);
     },
   });
   await nc.flush();

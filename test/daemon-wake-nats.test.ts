@@ -16,6 +16,7 @@ import { startOpenAiServer } from './fixtures/llm/openai-server.js';
 import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
 import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
+import { EventBoard } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('dw');
@@ -28,33 +29,11 @@ let mesh: FakeMesh;
 let workerBus: NatsBus;
 let base: string;
 let root: string;
-const events = new Map<string, RunEvent[]>();
-const listeners = new Set<() => void>();
+const board = new EventBoard();
 
-const eventsOf = (runId: string) => events.get(runId) ?? [];
-
-function until<T>(what: string, check: () => T | undefined, timeoutMs = 30_000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const listener = () => {
-      const value = check();
-      if (value === undefined) return;
-      done();
-      resolve(value);
-    };
-    const timer = setTimeout(() => {
-      done();
-      reject(new Error(`timed out waiting for ${what}`));
-    }, timeoutMs);
-    const poll = setInterval(listener, 50);
-    const done = () => {
-      clearTimeout(timer);
-      clearInterval(poll);
-      listeners.delete(listener);
-    };
-    listeners.add(listener);
-    listener();
-  });
-}
+const eventsOf = (runId: string) => board.of(runId);
+const until = <T>(what: string, check: () => T | undefined, timeoutMs = 30000) =>
+  board.until(what, check, { timeoutMs, pollMs: 50 });
 
 const ofType = <T extends RunEvent['type']>(runId: string, type: T) =>
   eventsOf(runId).filter((e): e is Extract<RunEvent, { type: T }> => e.type === type);
@@ -97,8 +76,7 @@ beforeAll(async () => {
   nc.subscribe(subjects(prefix).allRunEvents, {
     callback: (_err, msg) => {
       const e = msg.json<RunEvent>();
-      events.set(e.run_id, [...eventsOf(e.run_id), e]);
-      for (const l of [...listeners]) l();
+      board.add(e);
     },
   });
   await nc.flush();

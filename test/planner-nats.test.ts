@@ -14,6 +14,7 @@ import {
 import { Planner, followRun, readRunRecord, readTranscript, submitRun } from '@agentmesh/planner';
 import { calcTool, sleepTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
+import { EventBoard } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('pn');
@@ -22,35 +23,11 @@ let bus: NatsBus;
 let nc: NatsConnection;
 let mesh: FakeMesh;
 let planner: Planner;
-const events = new Map<string, RunEvent[]>();
+const board = new EventBoard();
 
-function eventsOf(runId: string): RunEvent[] {
-  return events.get(runId) ?? [];
-}
-
-const eventListeners = new Set<() => void>();
-
-/** Resolves with `check()` once it is defined, checking again on every run event that arrives. */
-function until<T>(what: string, check: () => T | undefined, timeoutMs = 10_000): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const listener = () => {
-      const value = check();
-      if (value === undefined) return;
-      done();
-      resolve(value);
-    };
-    const timer = setTimeout(() => {
-      done();
-      reject(new Error(`timed out waiting for ${what}`));
-    }, timeoutMs);
-    const done = () => {
-      clearTimeout(timer);
-      eventListeners.delete(listener);
-    };
-    eventListeners.add(listener);
-    listener();
-  });
-}
+const eventsOf = (runId: string) => board.of(runId);
+const until = <T>(what: string, check: () => T | undefined, timeoutMs = 10000) =>
+  board.until(what, check, { timeoutMs });
 
 const finalOf = (runId: string) =>
   eventsOf(runId).find((e) => e.type === 'run.completed' || e.type === 'run.failed');
@@ -64,8 +41,7 @@ beforeAll(async () => {
   nc.subscribe(s.allRunEvents, {
     callback: (_err, msg) => {
       const e = msg.json<RunEvent>();
-      events.set(e.run_id, [...eventsOf(e.run_id), e]);
-      for (const listener of [...eventListeners]) listener();
+      board.add(e);
     },
   });
   await nc.flush();

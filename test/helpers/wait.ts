@@ -69,3 +69,52 @@ export function waitForRunEnd(
     what: `the end of ${runId}`,
   });
 }
+
+/**
+ * The run events a test has seen (fed from a subscription to every run's events), with waits that check again on
+ * each event that arrives, and every `pollMs` for state that changes without one.
+ */
+export class EventBoard {
+  private readonly events = new Map<string, RunEvent[]>();
+  private readonly listeners = new Set<() => void>();
+
+  /** Records an event and wakes the waits. */
+  add(event: RunEvent): void {
+    const list = this.events.get(event.run_id);
+    if (list) list.push(event);
+    else this.events.set(event.run_id, [event]);
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  of(runId: string): readonly RunEvent[] {
+    return this.events.get(runId) ?? [];
+  }
+
+  /** Resolves with `check()` once it is defined; rejects naming `what` after `timeoutMs`. */
+  until<T>(
+    what: string,
+    check: () => T | undefined,
+    options: { timeoutMs?: number; pollMs?: number } = {},
+  ): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const listener = () => {
+        const value = check();
+        if (value === undefined) return;
+        done();
+        resolve(value);
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`timed out waiting for ${what}`));
+      }, options.timeoutMs ?? 30_000);
+      const poll = options.pollMs === undefined ? undefined : setInterval(listener, options.pollMs);
+      const done = () => {
+        clearTimeout(timer);
+        clearInterval(poll);
+        this.listeners.delete(listener);
+      };
+      this.listeners.add(listener);
+      listener();
+    });
+  }
+}
