@@ -28,9 +28,9 @@ import {
   type Subscription,
   type CatalogAvailability,
   type ToolLoading,
-  type ToolSpec,
 } from '@agentmesh/protocol';
 import { ToolAvailability } from './availability.js';
+import { conflictRejection, registerRejection } from './rejections.js';
 import { DeferredIndex } from './deferred-index.js';
 import { CatalogQueries, SearchRequestSchema } from './queries.js';
 import { traceCatalogSearch } from './search-span.js';
@@ -418,7 +418,7 @@ export class Catalog {
       const id = `${spec.name}@${spec.version}`;
       if (seen.has(id)) {
         rejected.push(
-          this.rejection(
+          registerRejection(
             spec,
             workerId,
             `tool "${spec.name}" version "${spec.version}" appears twice in the registration of worker "${workerId}"`,
@@ -432,7 +432,7 @@ export class Catalog {
       canonical.set(hash, text);
       const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
       if (conflict !== undefined) {
-        rejected.push(this.conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
+        rejected.push(conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
         continue;
       }
       const since = this.registry.claimedSince(workerId, spec.name, spec.version, hash);
@@ -453,7 +453,7 @@ export class Catalog {
       const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
       if (conflict === undefined) continue;
       lost.add(hash);
-      rejected.push(this.conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
+      rejected.push(conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
     }
     if (lost.size > 0) {
       record = { ...record, tools: record.tools.filter((t) => !lost.has(t.hash)) };
@@ -469,50 +469,6 @@ export class Catalog {
       'worker registered',
     );
     return { accepted: record.tools.map((t) => t.spec.name), rejected, ttl_ms: ttlMs };
-  }
-
-  private rejection(
-    spec: ToolSpec,
-    workerId: string,
-    message: string,
-  ): CatalogRegisterReply['rejected'][number] {
-    return {
-      name: spec.name,
-      error: toErrorPayload(
-        new AgentMeshError(ErrorCode.Conflict, message, {
-          retryable: false,
-          details: { name: spec.name, version: spec.version, worker_id: workerId },
-        }),
-      ),
-    };
-  }
-
-  private conflictRejection(
-    spec: ToolSpec,
-    hash: string,
-    workerId: string,
-    servingWorkers: string[],
-    servingHash: string,
-  ): CatalogRegisterReply['rejected'][number] {
-    const serving = servingWorkers.map((w) => `"${w}"`).join(', ');
-    const error = new AgentMeshError(
-      ErrorCode.Conflict,
-      `tool "${spec.name}" version "${spec.version}" from worker "${workerId}" differs from the spec worker ${serving} ` +
-        `already serve${servingWorkers.length === 1 ? 's' : ''} (spec hash ${hash.slice(0, 12)} vs ${servingHash.slice(0, 12)}); ` +
-        'give the new spec a new version to roll it out',
-      {
-        retryable: false,
-        details: {
-          name: spec.name,
-          version: spec.version,
-          worker_id: workerId,
-          serving_workers: servingWorkers,
-          hash,
-          serving_hash: servingHash,
-        },
-      },
-    );
-    return { name: spec.name, error: toErrorPayload(error) };
   }
 
   /** Writes a key and applies it at once (`record`: the worker record written, so it is not parsed back). */
