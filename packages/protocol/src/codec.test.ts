@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeText, parseJson } from './codec.js';
+import { NOT_COPIED, decodeText, jsonCopy, parseJson } from './codec.js';
 
 describe('decodeText', () => {
   it('decodes exactly as TextDecoder does: multi-byte text, a leading BOM, malformed and cut sequences', () => {
@@ -19,5 +19,64 @@ describe('decodeText', () => {
   it('decodes a view into a larger buffer without reading past it', () => {
     const whole = new TextEncoder().encode('xx{"ok":1}yy');
     expect(parseJson(whole.subarray(2, 10))).toEqual({ ok: 1 });
+  });
+});
+
+describe('jsonCopy', () => {
+  const roundTrip = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
+
+  it('copies plain JSON data deeply, equal to a JSON round trip', () => {
+    const inner = { deep: [1, { x: 'y' }] };
+    const values = [
+      'text',
+      0,
+      -0,
+      1.5e300,
+      true,
+      null,
+      [],
+      {},
+      [1, 'a', null, [false]],
+      { a: 1, b: { c: 'grüße 日本', d: [inner, inner] }, skipped: undefined, fn: () => 1 },
+      Object.assign(Object.create(null) as object, { k: 'v' }),
+    ];
+    for (const value of values) {
+      const copy = jsonCopy(value, 1 << 20);
+      expect(copy).toStrictEqual(roundTrip(value));
+      if (typeof value === 'object' && value !== null) expect(copy).not.toBe(value);
+    }
+    const copy = jsonCopy({ inner }, 1 << 20) as { inner: typeof inner };
+    expect(copy.inner).not.toBe(inner);
+    expect(copy.inner.deep[1]).not.toBe(inner.deep[1]);
+    expect(Object.is(jsonCopy(-0, 100), 0)).toBe(true);
+  });
+
+  it('gives up on what JSON would convert or reject, on deep nesting and on what may be too large', () => {
+    const cyclic: Record<string, unknown> = {};
+    cyclic['self'] = cyclic;
+    let deep: unknown = 1;
+    for (let i = 0; i < 100; i++) deep = [deep];
+    for (const value of [undefined, () => 1, Symbol('s')]) expect(jsonCopy(value, 1 << 20)).toBe(NOT_COPIED);
+    const refused = [
+      10n,
+      Number.NaN,
+      Infinity,
+      new Date(0),
+      { toJSON: () => 'x' },
+      new Map(),
+      new Uint8Array(2),
+      [undefined],
+      [1, , 3],
+      JSON.parse('{"__proto__":{"x":1}}') as unknown,
+      new (class Point {
+        x = 1;
+      })(),
+      cyclic,
+      deep,
+    ];
+    for (const value of refused) expect(jsonCopy({ value }, 1 << 20)).toBe(NOT_COPIED);
+    const text = 'é'.repeat(100);
+    expect(jsonCopy({ text }, 6 * 100 + 100)).toStrictEqual({ text });
+    expect(jsonCopy({ text }, 6 * 100)).toBe(NOT_COPIED);
   });
 });

@@ -37,6 +37,7 @@ export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
 export { SlotTable } from './slot-table.js';
+export { Deadlines, type Deadline } from './deadlines.js';
 export * from './telemetry/index.js';
 export { tokenize, stem } from './search/tokenize.js';
 export { Bm25Index, type Bm25Document, type Bm25Hit } from './search/bm25.js';

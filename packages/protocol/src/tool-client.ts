@@ -369,14 +369,16 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
     const signal = send.signal;
     let request: Promise<BusMessage>;
     try {
-      request = bus.request(
-        send.subject,
-        JSON.stringify(wireInvocation(send, watch.subject)),
-        withToolCallTraceHeaders(
-          signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
-          send.invocation,
-        ),
+      const wire = wireInvocation(send, watch.subject);
+      const options = withToolCallTraceHeaders(
+        signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
+        send.invocation,
       );
+      // an in-process bus hands the invocation over as a value, with no JSON text in between
+      request =
+        bus.requestValue !== undefined
+          ? bus.requestValue(send.subject, wire, options)
+          : bus.request(send.subject, JSON.stringify(wire), options);
     } catch (error) {
       router.unwatch(watch);
       reject(error as Error);
@@ -392,7 +394,8 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
 function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
   try {
     throwIfErrorReply(reply);
-    const outcome = checkOutcome(parseJson(reply.text(), 'tool outcome'), `outcome of ${watch.tool}`);
+    const body = reply.value !== undefined ? reply.value : parseJson(reply.text(), 'tool outcome');
+    const outcome = checkOutcome(body, `outcome of ${watch.tool}`);
     return { kind: 'outcome', outcome, sawStarted: watch.workerId !== undefined };
   } catch (error) {
     return { kind: 'error', error: AgentMeshError.from(error) };

@@ -3,12 +3,13 @@ import {
   AgentMeshError,
   ErrorCode,
   type BlobStore,
+  type Deadline,
+  type Deadlines,
   type Logger,
   type ToolInvocation,
 } from '@agentmesh/protocol';
 import { TenantArtifacts, type ArtifactStore } from './artifacts.js';
 import { AbortScope, type CallProgress } from './call-scope.js';
-import type { Deadline, Deadlines } from './deadlines.js';
 import type { Tool, ToolContext } from './define-tool.js';
 import { classifyFailure } from './policy.js';
 

@@ -164,6 +164,11 @@ export class ProgressHub {
   close(progress: CallProgress): void {
     const was = progress.state;
     progress.state = 'closed';
+    if (was === 'pending') {
+      // a call answered before its `started` went out (most are) need not wait in the list for the flush
+      if (this.pending[this.pending.length - 1] === progress) this.pending.pop();
+      return;
+    }
     if (was !== 'active') return;
     this.active.delete(progress);
     if (this.active.size === 0 && this.timer !== undefined) {

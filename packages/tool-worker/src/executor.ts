@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import {
   AgentMeshError,
+  Deadlines,
   ErrorCode,
   retry,
   toErrorPayload,
@@ -13,7 +14,6 @@ import { TenantArtifacts } from './artifacts.js';
 import { Attempt, HandlerContext, type RunCallScope } from './attempt.js';
 import type { CallProgress, ProgressHub } from './call-scope.js';
 import type { CpuPool } from './cpu-pool.js';
-import { Deadlines } from './deadlines.js';
 import type { Tool } from './define-tool.js';
 import { byteLength, capForModel, outputText } from './format.js';
 import { classifyFailure } from './policy.js';

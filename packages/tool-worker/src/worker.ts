@@ -369,7 +369,7 @@ export class ToolWorker {
       let invocation: ToolInvocation;
       try {
         const what = `invocation of ${tool.name}`;
-        invocation = parseToolInvocation(parseJson(msg.text(), what), what);
+        invocation = parseToolInvocation(msg.value ?? parseJson(msg.text(), what), what);
       } catch (error) {
         const payload = toErrorPayload(error);
         const callId = rawCallId(msg.data);

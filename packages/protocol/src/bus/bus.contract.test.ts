@@ -240,10 +240,72 @@ describe('MemoryBus specifics', () => {
     expect(() => bus.publish('a.b', 'x')).toThrow(/closed/);
     await expect(bus.request('a.b', 'x')).rejects.toMatchObject({ code: ErrorCode.Closed });
   });
-  it('refuses invalid subjects', () => {
+  it('refuses invalid subjects', async () => {
     const bus = new MemoryBus();
     expect(() => bus.publish('a..b', 'x')).toThrow(/invalid subject/);
     expect(() => bus.publish('a.*', 'x')).toThrow(/invalid subject/);
+    await expect(bus.request('a.>', 'x')).rejects.toMatchObject({ code: ErrorCode.InvalidMessage });
+    await expect(bus.requestValue('a.*', { x: 1 })).rejects.toMatchObject({ code: ErrorCode.InvalidMessage });
+  });
+
+  it("hands a request and its reply over as values, each a copy that is the receiver's own", async () => {
+    const bus = new MemoryBus();
+    const sent = { args: { n: 1, list: [1, 'two', null, { deep: true }] }, text: 'grüße' };
+    const served: unknown[] = [];
+    const output = { result: { n: 2 } };
+    bus.subscribe(
+      'svc.value',
+      (msg) => {
+        served.push(JSON.parse(JSON.stringify(msg.value)));
+        (msg.value as typeof sent).args.n = 99;
+        expect(bus.respondValue(msg, output)).toBe(true);
+      },
+      { queue: 'q' },
+    );
+    const reply = await bus.requestValue('svc.value', sent);
+    expect(served).toEqual([{ args: { n: 1, list: [1, 'two', null, { deep: true }] }, text: 'grüße' }]);
+    expect(sent.args.n).toBe(1);
+    expect(reply.value).toEqual(output);
+    expect(reply.value).not.toBe(output);
+    expect((reply.value as typeof output).result).not.toBe(output.result);
+    expect(JSON.parse(reply.text())).toEqual(output);
+    await bus.close();
+  });
+
+  it('gives receivers of a value sent to many, and receivers of text, the JSON text', async () => {
+    const bus = new MemoryBus();
+    const seen: [unknown, string][] = [];
+    bus.subscribe('fan.value', (msg) => void seen.push([msg.value, msg.text()]));
+    bus.subscribe('fan.*', (msg) => {
+      seen.push([msg.value, new TextDecoder().decode(msg.data)]);
+      bus.respond(msg, '{"ok":true}');
+    });
+    const reply = await bus.requestValue('fan.value', { a: [1, 2] });
+    expect(seen).toEqual([
+      [undefined, '{"a":[1,2]}'],
+      [undefined, '{"a":[1,2]}'],
+    ]);
+    expect(reply.value).toBeUndefined();
+    expect(reply.text()).toBe('{"ok":true}');
+    await bus.close();
+  });
+
+  it('sends as JSON text what JSON would change, and what may exceed the payload limit', async () => {
+    const bus = new MemoryBus({ maxPayload: 64 });
+    const got: [unknown, string][] = [];
+    bus.subscribe('text.value', (msg) => {
+      got.push([msg.value, msg.text()]);
+      expect(bus.respondValue(msg, { at: new Date(0) })).toBe(false);
+      bus.respond(msg, 'null');
+    });
+    const at = new Date(0);
+    await bus.requestValue('text.value', { at, skip: undefined });
+    expect(got).toEqual([[undefined, JSON.stringify({ at })]]);
+    await expect(bus.requestValue('text.value', { big: 'x'.repeat(100) })).rejects.toMatchObject({
+      code: ErrorCode.PayloadTooLarge,
+    });
+    await expect(bus.requestValue('text.value', { n: 10n })).rejects.toThrow(/BigInt/);
+    await bus.close();
   });
 });
 

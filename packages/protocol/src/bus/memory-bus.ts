@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { decodeText } from '../codec.js';
+import { NOT_COPIED, decodeText, jsonCopy } from '../codec.js';
+import { Deadlines, type Deadline } from '../deadlines.js';
 import { SlotTable } from '../slot-table.js';
 import type { KvBucketOptions, KvStore } from '../stores/kv.js';
 import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
@@ -44,20 +46,39 @@ import {
   toBytes,
 } from './shared.js';
 
-/** A message as published: a text body stays text until a subscriber asks for its bytes. */
+/** A message as published: a text body stays text, and a JSON value unencoded, until a subscriber asks for bytes. */
 class MemoryMessage implements BusMessage {
+  /** The JSON value handed over, set only once the message is known to reach a single receiver. */
+  value: unknown = undefined;
   constructor(
     readonly subject: string,
-    private payload: BusPayload,
+    private payload: BusPayload | JsonBody,
     readonly headers: BusHeaders | undefined,
     readonly reply: string | undefined,
   ) {}
   get data(): Uint8Array {
     if (typeof this.payload === 'string') this.payload = toBytes(this.payload);
+    else if (this.payload instanceof JsonBody) this.payload = toBytes(this.payload.text());
     return this.payload;
   }
   text(): string {
-    return typeof this.payload === 'string' ? this.payload : decodeText(this.payload);
+    const payload = this.payload;
+    if (typeof payload === 'string') return payload;
+    if (payload instanceof JsonBody) return payload.text();
+    return decodeText(payload);
+  }
+  /** Gives the receiver the JSON value itself (the message reaches it alone). */
+  handOver(): void {
+    if (this.payload instanceof JsonBody) this.value = this.payload.value;
+  }
+}
+
+/** A JSON body kept as a value (a copy of what was sent); encoded once, if a receiver asks for its text. */
+class JsonBody {
+  private encoded: string | undefined;
+  constructor(readonly value: unknown) {}
+  text(): string {
+    return (this.encoded ??= JSON.stringify(this.value));
   }
 }
 
@@ -96,14 +117,74 @@ class MemorySubscription implements Subscription {
 
 const MAX_CACHED_ROUTES = 4096;
 
+/** The member of a queue group whose turn it is. */
+function pick(group: Route['groups'][number]): MemorySubscription {
+  return group.members[group.cursor.next++ % group.members.length]!;
+}
+
 export interface MemoryBusOptions {
   maxPayload?: number;
   logger?: Logger;
 }
 
-interface ReplyWaiter {
-  inbox: string;
-  deliver(msg: BusMessage): void;
+/** A request waiting for its reply, its deadline or its signal's abort, whichever comes first. */
+class PendingRequest implements Deadline {
+  readonly promise: Promise<BusMessage>;
+  readonly at: number;
+  inbox = '';
+  private handle = 0;
+  private deadline = 0;
+  private resolve!: (msg: BusMessage) => void;
+  private reject!: (error: Error) => void;
+  private onAbort: (() => void) | undefined;
+
+  constructor(
+    private readonly bus: MemoryBus,
+    private readonly subject: string,
+    private readonly timeoutMs: number,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    this.promise = new Promise<BusMessage>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.at = performance.now() + timeoutMs;
+  }
+
+  /** Starts waiting under `handle` (its slot among the bus's reply waiters) with its reply subject. */
+  wait(handle: number, inbox: string, deadlines: Deadlines): void {
+    this.handle = handle;
+    this.inbox = inbox;
+    this.deadline = deadlines.add(this);
+    if (this.signal === undefined) return;
+    const signal = this.signal;
+    this.onAbort = () => this.fail(cancelledError(this.subject, signal.reason));
+    signal.addEventListener('abort', this.onAbort, { once: true });
+  }
+
+  deliver(msg: BusMessage): void {
+    if (this.finish()) this.resolve(msg);
+  }
+
+  expire(): void {
+    this.fail(timeoutError(this.subject, this.timeoutMs));
+  }
+
+  fail(error: Error): void {
+    if (this.finish()) this.reject(error);
+  }
+
+  private finish(): boolean {
+    if (!this.bus.endRequest(this.handle, this.deadline)) return false;
+    if (this.onAbort !== undefined) this.signal?.removeEventListener('abort', this.onAbort);
+    return true;
+  }
+}
+
+/** Where a subject's messages go: the subscriptions outside queue groups, and the members of each queue group. */
+interface Route {
+  plain: MemorySubscription[];
+  groups: { cursor: { next: number }; members: MemorySubscription[] }[];
 }
 
 /**
@@ -119,16 +200,19 @@ export class MemoryBus implements Backend {
   private readonly subs = new Set<MemorySubscription>();
   private readonly exact = new Map<string, Set<MemorySubscription>>();
   private readonly wildcard = new Set<MemorySubscription>();
-  private readonly queueCursor = new Map<string, number>();
-  /** subject -> the subscriptions it reaches; emptied whenever a subscription comes or goes. */
-  private readonly routes = new Map<string, MemorySubscription[]>();
+  /** Round-robin position of each queue group (`<subject>\0<queue>`), kept while routes come and go. */
+  private readonly queueCursor = new Map<string, { next: number }>();
+  /** subject -> where its messages go; emptied whenever a subscription comes or goes. */
+  private readonly routes = new Map<string, Route>();
   private readonly statusListeners = new Set<(status: BusStatus) => void>();
   private readonly logger: Logger | undefined;
   private closed = false;
   private readonly inboxPrefix = `_INBOX.${randomUUID().replaceAll('-', '')}`;
   private inboxCounter = 0;
-  /** Replies to in-flight requests, delivered straight to their waiter (the request fast path). */
-  private readonly replyWaiters = new SlotTable<ReplyWaiter>();
+  /** Requests in flight, whose replies are delivered straight to them (the request fast path). */
+  private readonly replyWaiters = new SlotTable<PendingRequest>();
+  /** The request timeouts, on one timer. */
+  private readonly deadlines = new Deadlines();
   private readonly replyPrefix = `${this.inboxPrefix}.r.`;
 
   constructor(options: MemoryBusOptions = {}) {
@@ -137,23 +221,34 @@ export class MemoryBus implements Backend {
   }
 
   publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
+    this.publishMessage(subject, data, options);
+  }
+
+  private publishMessage(subject: string, data: BusPayload | JsonBody, options: PublishOptions): void {
     if (this.closed) throw closedError();
-    if (!isValidSubject(subject, false)) throw invalidSubjectError(subject);
+    const waiter = this.replyWaiter(subject);
+    if (waiter === undefined && !this.isKnownSubject(subject)) throw invalidSubjectError(subject);
     if (options.reply !== undefined && !isValidSubject(options.reply, false))
       throw invalidSubjectError(options.reply);
-    assertPayloadSize(subject, payloadSize(data), this.maxPayload);
+    if (!(data instanceof JsonBody)) assertPayloadSize(subject, payloadSize(data), this.maxPayload);
     const msg = new MemoryMessage(
       subject,
       data,
       options.headers ? { ...options.headers } : undefined,
       options.reply,
     );
-    const waiter = this.replyWaiter(subject);
-    if (waiter !== undefined) queueMicrotask(() => waiter.deliver(msg));
-    else this.route(msg);
+    if (waiter !== undefined) {
+      msg.handOver();
+      queueMicrotask(() => waiter.deliver(msg));
+    } else this.route(msg);
   }
 
-  private replyWaiter(subject: string): ReplyWaiter | undefined {
+  /** Whether messages may be sent to `subject`: one already routed is, without checking it again. */
+  private isKnownSubject(subject: string): boolean {
+    return this.routes.has(subject) || isValidSubject(subject, false);
+  }
+
+  private replyWaiter(subject: string): PendingRequest | undefined {
     if (!subject.startsWith(this.replyPrefix)) return undefined;
     const waiter = this.replyWaiters.get(parseInt(subject.slice(this.replyPrefix.length), 36));
     return waiter?.inbox === subject ? waiter : undefined;
@@ -161,44 +256,47 @@ export class MemoryBus implements Backend {
 
   /** Routes a message; returns how many subscriptions it reached. */
   private route(msg: MemoryMessage): number {
-    const reached = this.matching(msg.subject);
-    let targets: MemorySubscription[] = reached;
-    let groups: Map<string, MemorySubscription[]> | undefined;
-    if (reached.some((sub) => sub.queue !== undefined)) {
-      targets = [];
-      groups = new Map();
-      for (const sub of reached) {
-        if (sub.queue === undefined) targets.push(sub);
-        else {
-          const key = `${sub.subject}\u0000${sub.queue}`;
-          const members = groups.get(key);
-          if (members) members.push(sub);
-          else groups.set(key, [sub]);
-        }
-      }
-    }
-    for (const [key, members] of groups ?? []) {
-      const cursor = this.queueCursor.get(key) ?? 0;
-      this.queueCursor.set(key, cursor + 1);
-      targets.push(members[cursor % members.length]!);
-    }
-    if (targets.length === 1) {
-      const only = targets[0]!;
-      queueMicrotask(() => only.deliver(msg));
-    } else if (targets.length > 0) queueMicrotask(() => targets.forEach((sub) => sub.deliver(msg)));
+    const { plain, groups } = this.matching(msg.subject);
+    if (groups.length === 0 && plain.length === 1) return this.deliverTo(plain[0]!, msg);
+    if (groups.length === 1 && plain.length === 0) return this.deliverTo(pick(groups[0]!), msg);
+    const targets = groups.length === 0 ? plain : [...plain, ...groups.map(pick)];
+    if (targets.length > 0) queueMicrotask(() => targets.forEach((sub) => sub.deliver(msg)));
     return targets.length;
   }
 
-  /** The subscriptions a subject reaches, exact ones first (cached until the subscriptions change). */
-  private matching(subject: string): MemorySubscription[] {
-    let reached = this.routes.get(subject);
-    if (reached === undefined) {
-      reached = [...(this.exact.get(subject) ?? [])];
+  private deliverTo(sub: MemorySubscription, msg: MemoryMessage): number {
+    msg.handOver();
+    queueMicrotask(() => sub.deliver(msg));
+    return 1;
+  }
+
+  /** Where a subject's messages go, exact subscriptions first (cached until the subscriptions change). */
+  private matching(subject: string): Route {
+    let route = this.routes.get(subject);
+    if (route === undefined) {
+      const reached = [...(this.exact.get(subject) ?? [])];
       for (const sub of this.wildcard) if (subjectMatches(sub.subject, subject)) reached.push(sub);
+      route = { plain: [], groups: [] };
+      const groups = new Map<string, MemorySubscription[]>();
+      for (const sub of reached) {
+        if (sub.queue === undefined) {
+          route.plain.push(sub);
+          continue;
+        }
+        const key = `${sub.subject}\u0000${sub.queue}`;
+        const members = groups.get(key);
+        if (members !== undefined) members.push(sub);
+        else groups.set(key, [sub]);
+      }
+      for (const [key, members] of groups) {
+        let cursor = this.queueCursor.get(key);
+        if (cursor === undefined) this.queueCursor.set(key, (cursor = { next: 0 }));
+        route.groups.push({ cursor, members });
+      }
       if (this.routes.size >= MAX_CACHED_ROUTES) this.routes.clear();
-      this.routes.set(subject, reached);
+      this.routes.set(subject, route);
     }
-    return reached;
+    return route;
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
@@ -231,53 +329,74 @@ export class MemoryBus implements Backend {
   }
 
   request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
-    if (this.closed) return Promise.reject(closedError());
-    if (!isValidSubject(subject, false)) return Promise.reject(invalidSubjectError(subject));
     try {
+      if (this.closed) throw closedError();
+      if (!this.isKnownSubject(subject)) throw invalidSubjectError(subject);
       assertPayloadSize(subject, payloadSize(data), this.maxPayload);
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(error as Error);
     }
+    return this.send(subject, data, options);
+  }
+
+  /**
+   * {@link request} with a JSON body given as a value: a copy of it reaches a single receiver as `msg.value`, without
+   * being encoded and decoded; other receivers get its JSON text. A value that is not plain JSON data, or may be too
+   * large, goes as JSON text.
+   */
+  requestValue(subject: string, value: unknown, options: RequestOptions = {}): Promise<BusMessage> {
+    const copy = jsonCopy(value, this.maxPayload);
+    if (copy === NOT_COPIED) {
+      let text: string;
+      try {
+        text = JSON.stringify(value ?? null);
+      } catch (error) {
+        return Promise.reject(error as Error);
+      }
+      return this.request(subject, text, options);
+    }
+    if (this.closed) return Promise.reject(closedError());
+    if (!this.isKnownSubject(subject)) return Promise.reject(invalidSubjectError(subject));
+    return this.send(subject, new JsonBody(copy), options);
+  }
+
+  private send(subject: string, body: BusPayload | JsonBody, options: RequestOptions): Promise<BusMessage> {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
-    const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    return new Promise<BusMessage>((resolve, reject) => {
-      const finish = () => {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.replyWaiters.delete(handle);
-      };
-      const onAbort = () => {
-        finish();
-        reject(cancelledError(subject, signal?.reason));
-      };
-      const waiter: ReplyWaiter = {
-        inbox: '',
-        deliver: (reply) => {
-          finish();
-          resolve(reply);
-        },
-      };
-      const handle = this.replyWaiters.add(waiter);
-      const inbox = (waiter.inbox = `${this.replyPrefix}${handle.toString(36)}`);
-      const timer = setTimeout(() => {
-        finish();
-        reject(timeoutError(subject, timeoutMs));
-      }, timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      const reached = this.route(
-        new MemoryMessage(subject, data, options.headers ? { ...options.headers } : undefined, inbox),
-      );
-      if (reached === 0) {
-        finish();
-        reject(noRespondersError(subject));
-      }
-    });
+    const pending = new PendingRequest(
+      this,
+      subject,
+      options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      signal,
+    );
+    const handle = this.replyWaiters.add(pending);
+    pending.wait(handle, `${this.replyPrefix}${handle.toString(36)}`, this.deadlines);
+    const reached = this.route(
+      new MemoryMessage(subject, body, options.headers ? { ...options.headers } : undefined, pending.inbox),
+    );
+    if (reached === 0) pending.fail(noRespondersError(subject));
+    return pending.promise;
+  }
+
+  /** @internal Ends a request: false when it had ended already. */
+  endRequest(handle: number, deadline: number): boolean {
+    if (!this.replyWaiters.delete(handle)) return false;
+    this.deadlines.delete(deadline);
+    return true;
   }
 
   respond(msg: BusMessage, data: BusPayload, options: { headers?: BusHeaders } = {}): boolean {
     if (msg.reply === undefined || this.closed) return false;
     this.publish(msg.reply, data, options.headers ? { headers: options.headers } : {});
+    return true;
+  }
+
+  /** {@link respond} with a JSON body given as a value (see {@link requestValue}); false when it must go as text. */
+  respondValue(msg: BusMessage, value: unknown, options: { headers?: BusHeaders } = {}): boolean {
+    if (msg.reply === undefined || this.closed) return false;
+    const copy = jsonCopy(value, this.maxPayload);
+    if (copy === NOT_COPIED) return false;
+    this.publishMessage(msg.reply, new JsonBody(copy), options.headers ? { headers: options.headers } : {});
     return true;
   }
 

@@ -9,6 +9,12 @@ export interface BusMessage {
   readonly reply: string | undefined;
   /** The body as UTF-8 text. */
   text(): string;
+  /**
+   * The body as a JSON value, when an in-process bus handed one over ({@link Bus.requestValue},
+   * {@link Bus.respondValue}) to this one receiver: a copy that is the receiver's own, equal to what decoding the
+   * body gives. Undefined otherwise (decode the body).
+   */
+  readonly value?: unknown;
 }
 
 export interface Subscription {
@@ -60,6 +66,17 @@ export interface Bus {
   request(subject: string, data: BusPayload, options?: RequestOptions): Promise<BusMessage>;
   /** Answers a message that has a reply subject. */
   respond(msg: BusMessage, data: BusPayload, options?: { headers?: BusHeaders }): boolean;
+  /**
+   * An in-process bus only: {@link request} with a JSON body given as a value, which reaches a single receiver as
+   * {@link BusMessage.value} without being encoded and decoded (other receivers see its JSON text). The value is
+   * copied as sent, so neither side sees the other's later changes.
+   */
+  requestValue?(subject: string, value: unknown, options?: RequestOptions): Promise<BusMessage>;
+  /**
+   * An in-process bus only: {@link respond} with a JSON body given as a value (see {@link requestValue}). False, and
+   * nothing sent, when the value is not plain JSON data or may exceed the payload limit: send its JSON text then.
+   */
+  respondValue?(msg: BusMessage, value: unknown, options?: { headers?: BusHeaders }): boolean;
   /** Resolves once everything published so far reached the server. */
   flush(): Promise<void>;
   /** Lets subscriptions finish in-flight messages, then closes. */

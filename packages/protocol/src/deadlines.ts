@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { SlotTable } from '@agentmesh/protocol';
+import { SlotTable } from './slot-table.js';
 
 /** Something that must happen at `at` (a `performance.now()` time) unless it is removed first. */
 export interface Deadline {
