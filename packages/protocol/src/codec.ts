@@ -96,21 +96,46 @@ function copyJsonArray(array: unknown[], budget: { left: number }, depth: number
 function copyJsonObject(object: object, budget: { left: number }, depth: number): unknown {
   const proto: unknown = Object.getPrototypeOf(object);
   if ((proto !== Object.prototype && proto !== null) || 'toJSON' in object) return NOT_COPIED;
-  budget.left -= 2;
   // built member by member from an empty object (not spread from the original, whose shape the copies would share
   // and then change, which costs the hot paths reading them more than the spread saves)
   const copy: Record<string, unknown> = {};
+  let left = budget.left - 2;
   for (const key in object) {
     const member = (object as Record<string, unknown>)[key];
-    const kind = typeof member;
-    if (kind === 'undefined' || kind === 'function' || kind === 'symbol') continue;
+    let item: unknown = member;
+    switch (typeof member) {
+      case 'string':
+        left -= 6 * member.length + 2;
+        break;
+      case 'number':
+        if (!Number.isFinite(member)) return NOT_COPIED;
+        item = member + 0; // -0 becomes 0, as in JSON
+        left -= 24;
+        break;
+      case 'boolean':
+        left -= 5;
+        break;
+      case 'object':
+        if (member === null) {
+          left -= 4;
+          break;
+        }
+        budget.left = left;
+        item = copyJson(member, budget, depth);
+        if (item === NOT_COPIED) return NOT_COPIED;
+        left = budget.left;
+        break;
+      case 'bigint':
+        return NOT_COPIED;
+      default:
+        continue; // undefined, a function or a symbol: left out, as JSON does
+    }
     if (key === '__proto__' || !Object.hasOwn(object, key)) return NOT_COPIED;
-    budget.left -= 6 * key.length + 4;
-    const item = copyJson(member, budget, depth);
-    if (item === NOT_COPIED) return NOT_COPIED;
+    left -= 6 * key.length + 4;
     copy[key] = item;
   }
-  return copy;
+  budget.left = left;
+  return left < 0 ? NOT_COPIED : copy;
 }
 
 /** Formats zod issues as `path: problem` lines so the offending field is named. */

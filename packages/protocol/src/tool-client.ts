@@ -70,6 +70,26 @@ export async function invokeTool(
   return call.resend(first);
 }
 
+const toolSubjects = new Map<string, Map<string, string>>();
+
+/**
+ * `<prefix>.tool.invoke.<tool>`, one string per tool: a bus that looks subjects up (the in-process bus's routes) then
+ * hashes it once, not on every call.
+ */
+function toolSubject(prefix: string, tool: string): string {
+  let byTool = toolSubjects.get(prefix);
+  if (byTool === undefined) {
+    if (toolSubjects.size >= 64) toolSubjects.clear();
+    toolSubjects.set(prefix, (byTool = new Map()));
+  }
+  let subject = byTool.get(tool);
+  if (subject === undefined) {
+    if (byTool.size >= 4096) byTool.clear();
+    byTool.set(tool, (subject = `${prefix}.tool.invoke.${tool}`));
+  }
+  return subject;
+}
+
 /** A re-sent call of a non-idempotent tool found its shared outcome store not back yet: ask again. */
 const STORE_NOT_READY = 'outcome_store_not_ready';
 
@@ -96,7 +116,7 @@ class ClientCall {
     private readonly options: InvokeToolOptions,
   ) {
     this.idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
-    this.subject = `${options.prefix ?? DEFAULT_PREFIX}.tool.invoke.${body.tool}`;
+    this.subject = toolSubject(options.prefix ?? DEFAULT_PREFIX, body.tool);
     this.timeoutMs = options.timeoutMs ?? 60_000;
     this.deadline = Date.now() + this.timeoutMs;
     this.lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
@@ -508,7 +528,7 @@ class ProgressRouter {
     };
     const handle = this.entries.add(watch);
     watch.handle = handle;
-    watch.subject = `${this.prefix}.${handle.toString(36)}`;
+    watch.subject = `${this.prefix}.${handle}`;
     if (this.ticker === undefined) {
       this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
       this.ticker.unref();
@@ -544,8 +564,8 @@ class ProgressRouter {
   }
 
   private onMessage(msg: BusMessage): void {
-    const entry = this.entries.get(parseInt(msg.subject.slice(this.prefix.length + 1), 36));
-    if (entry === undefined) return;
+    const entry = this.entries.get(Number(msg.subject.slice(this.prefix.length + 1)));
+    if (entry === undefined || entry.subject !== msg.subject) return;
     const p = safeJson(msg.data) as Partial<ToolProgress> | undefined;
     if (
       p === undefined ||

@@ -97,8 +97,7 @@ class MemorySubscription implements Subscription {
     if (this.closed) return;
     try {
       const result = this.handler(msg);
-      if (result instanceof Promise)
-        this.inFlight.track(result.catch((e: unknown) => this.onError(e, msg.subject)));
+      if (result instanceof Promise) this.inFlight.track(result, (e) => this.onError(e, msg.subject));
     } catch (error) {
       this.onError(error, msg.subject);
     }
@@ -250,7 +249,7 @@ export class MemoryBus implements Backend {
 
   private replyWaiter(subject: string): PendingRequest | undefined {
     if (!subject.startsWith(this.replyPrefix)) return undefined;
-    const waiter = this.replyWaiters.get(parseInt(subject.slice(this.replyPrefix.length), 36));
+    const waiter = this.replyWaiters.get(Number(subject.slice(this.replyPrefix.length)));
     return waiter?.inbox === subject ? waiter : undefined;
   }
 
@@ -370,7 +369,7 @@ export class MemoryBus implements Backend {
       signal,
     );
     const handle = this.replyWaiters.add(pending);
-    pending.wait(handle, `${this.replyPrefix}${handle.toString(36)}`, this.deadlines);
+    pending.wait(handle, `${this.replyPrefix}${handle}`, this.deadlines);
     const reached = this.route(
       new MemoryMessage(subject, body, options.headers ? { ...options.headers } : undefined, pending.inbox),
     );

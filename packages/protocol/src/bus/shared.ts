@@ -90,14 +90,29 @@ export function invalidSubjectError(subject: string): AgentMeshError {
   });
 }
 
-/** Tracks handler promises so drain can wait for them. */
+/** Counts handler promises in flight so drain can wait for them (a count, not a set: one derived promise each). */
 export class InFlight {
-  private readonly pending = new Set<Promise<unknown>>();
-  track(p: Promise<unknown>): void {
-    this.pending.add(p);
-    void p.finally(() => this.pending.delete(p));
+  private count = 0;
+  private idle: (() => void)[] | undefined;
+  private readonly done = (): void => {
+    if (--this.count > 0 || this.idle === undefined) return;
+    const waiting = this.idle;
+    this.idle = undefined;
+    for (const resolve of waiting) resolve();
+  };
+
+  /** Tracks a handler's promise; a rejection goes to `onError`. */
+  track(p: Promise<unknown>, onError: (error: unknown) => void): void {
+    this.count++;
+    p.then(this.done, (error: unknown) => {
+      onError(error);
+      this.done();
+    });
   }
-  async settle(): Promise<void> {
-    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+
+  /** Resolves once no tracked promise is pending (those tracked meanwhile included). */
+  settle(): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => (this.idle ??= []).push(resolve));
   }
 }
