@@ -37,7 +37,7 @@ export function parseJson(data: Uint8Array | string, what = 'message'): unknown 
 /** What {@link jsonCopy} returns for a value it does not copy. */
 export const NOT_COPIED: unique symbol = Symbol('not copied');
 
-const MAX_COPY_DEPTH = 64;
+const MAX_JSON_DEPTH = 64;
 
 /**
  * A deep copy of plain JSON data, equal to `JSON.parse(JSON.stringify(value))` but without the text in between: what
@@ -49,57 +49,88 @@ const MAX_COPY_DEPTH = 64;
  * any escape). Object members JSON leaves out (`undefined`, functions, symbols) are left out here too.
  */
 export function jsonCopy(value: unknown, maxBytes: number): unknown {
-  const budget = { left: maxBytes };
-  return copyJson(value, budget, 0);
+  return walkJson(value, { left: maxBytes, copy: true, inherited: hasInheritedKeys() }, 0);
 }
 
-function copyJson(value: unknown, budget: { left: number }, depth: number): unknown {
+const NO_KEYS = Object.freeze({});
+
+/** Whether plain objects inherit enumerable keys (someone added one to `Object.prototype`), which JSON leaves out. */
+function hasInheritedKeys(): boolean {
+  for (const _ in NO_KEYS) return true;
+  return false;
+}
+
+/**
+ * Whether a value is already what a JSON round trip of it gives: plain JSON data that {@link jsonCopy} would copy,
+ * without members JSON leaves out or a `-0`, whose encoded size cannot exceed `maxBytes`. Such a value can be handed
+ * to a receiver as it is, in place of its JSON text.
+ */
+export function isPlainJson(value: unknown, maxBytes: number): boolean {
+  return walkJson(value, { left: maxBytes, copy: false, inherited: hasInheritedKeys() }, 0) !== NOT_COPIED;
+}
+
+/** How a walk goes: the bytes the value may still take, and whether it copies or only checks. */
+interface JsonWalk {
+  left: number;
+  readonly copy: boolean;
+  /** Whether `for...in` may meet inherited keys, so that each key must be checked to be an own one. */
+  readonly inherited: boolean;
+}
+
+function walkJson(value: unknown, walk: JsonWalk, depth: number): unknown {
   switch (typeof value) {
     case 'string':
-      budget.left -= 6 * value.length + 2;
-      return budget.left < 0 ? NOT_COPIED : value;
+      walk.left -= 6 * value.length + 2;
+      return walk.left < 0 ? NOT_COPIED : value;
     case 'number':
-      budget.left -= 24;
-      return Number.isFinite(value) && budget.left >= 0 ? value + 0 : NOT_COPIED;
+      walk.left -= 24;
+      return walk.left < 0 ? NOT_COPIED : jsonNumber(value, walk.copy);
     case 'boolean':
-      budget.left -= 5;
-      return budget.left < 0 ? NOT_COPIED : value;
+      walk.left -= 5;
+      return walk.left < 0 ? NOT_COPIED : value;
     case 'object':
       if (value === null) {
-        budget.left -= 4;
-        return budget.left < 0 ? NOT_COPIED : null;
+        walk.left -= 4;
+        return walk.left < 0 ? NOT_COPIED : null;
       }
-      if (depth >= MAX_COPY_DEPTH) return NOT_COPIED;
+      if (depth >= MAX_JSON_DEPTH) return NOT_COPIED;
       return Array.isArray(value)
-        ? copyJsonArray(value as unknown[], budget, depth + 1)
-        : copyJsonObject(value, budget, depth + 1);
+        ? walkJsonArray(value as unknown[], walk, depth + 1)
+        : walkJsonObject(value, walk, depth + 1);
     default:
       return NOT_COPIED;
   }
 }
 
-function copyJsonArray(array: unknown[], budget: { left: number }, depth: number): unknown {
+/** A number as JSON gives it back: non-finite ones are refused, `-0` becomes 0 (refused when only checking). */
+function jsonNumber(value: number, copy: boolean): number | typeof NOT_COPIED {
+  if (!Number.isFinite(value)) return NOT_COPIED;
+  if (value !== 0) return value;
+  return copy || !Object.is(value, -0) ? 0 : NOT_COPIED;
+}
+
+function walkJsonArray(array: unknown[], walk: JsonWalk, depth: number): unknown {
   if (Object.getPrototypeOf(array) !== Array.prototype) return NOT_COPIED;
   const length = array.length;
-  budget.left -= 2 + length;
-  if (budget.left < 0) return NOT_COPIED;
-  const copy = new Array<unknown>(length);
+  walk.left -= 2 + length;
+  if (walk.left < 0) return NOT_COPIED;
+  const copy = walk.copy ? new Array<unknown>(length) : array;
   for (let i = 0; i < length; i++) {
     if (!(i in array)) return NOT_COPIED;
-    const item = copyJson(array[i], budget, depth);
+    const item = walkJson(array[i], walk, depth);
     if (item === NOT_COPIED) return NOT_COPIED;
-    copy[i] = item;
+    if (walk.copy) copy[i] = item;
   }
   return copy;
 }
 
-function copyJsonObject(object: object, budget: { left: number }, depth: number): unknown {
+function walkJsonObject(object: object, walk: JsonWalk, depth: number): unknown {
   const proto: unknown = Object.getPrototypeOf(object);
   if ((proto !== Object.prototype && proto !== null) || 'toJSON' in object) return NOT_COPIED;
-  // built member by member from an empty object (not spread from the original, whose shape the copies would share
-  // and then change, which costs the hot paths reading them more than the spread saves)
-  const copy: Record<string, unknown> = {};
-  let left = budget.left - 2;
+  // a copy is built member by member from an empty object (not spread from the original: copies that share its
+  // shape and then gain members get shapes of their own, which costs whatever reads them later more)
+  const copy: Record<string, unknown> | undefined = walk.copy ? {} : undefined;
+  let left = walk.left - 2;
   for (const key in object) {
     const member = (object as Record<string, unknown>)[key];
     let item: unknown = member;
@@ -108,8 +139,8 @@ function copyJsonObject(object: object, budget: { left: number }, depth: number)
         left -= 6 * member.length + 2;
         break;
       case 'number':
-        if (!Number.isFinite(member)) return NOT_COPIED;
-        item = member + 0; // -0 becomes 0, as in JSON
+        item = jsonNumber(member, walk.copy);
+        if (item === NOT_COPIED) return NOT_COPIED;
         left -= 24;
         break;
       case 'boolean':
@@ -120,22 +151,24 @@ function copyJsonObject(object: object, budget: { left: number }, depth: number)
           left -= 4;
           break;
         }
-        budget.left = left;
-        item = copyJson(member, budget, depth);
+        walk.left = left;
+        item = walkJson(member, walk, depth);
         if (item === NOT_COPIED) return NOT_COPIED;
-        left = budget.left;
+        left = walk.left;
         break;
       case 'bigint':
         return NOT_COPIED;
       default:
-        continue; // undefined, a function or a symbol: left out, as JSON does
+        // undefined, a function or a symbol: JSON leaves it out, and so does a copy
+        if (copy === undefined) return NOT_COPIED;
+        continue;
     }
-    if (key === '__proto__' || !Object.hasOwn(object, key)) return NOT_COPIED;
+    if (key === '__proto__' || (walk.inherited && !Object.hasOwn(object, key))) return NOT_COPIED;
     left -= 6 * key.length + 4;
-    copy[key] = item;
+    if (copy !== undefined) copy[key] = item;
   }
-  budget.left = left;
-  return left < 0 ? NOT_COPIED : copy;
+  walk.left = left;
+  return left < 0 ? NOT_COPIED : (copy ?? object);
 }
 
 /** Formats zod issues as `path: problem` lines so the offending field is named. */

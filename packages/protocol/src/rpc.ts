@@ -56,12 +56,6 @@ export function serve<S extends z.ZodType, R>(options: ServeOptions<S, R>): Subs
 
 /** Replies with a JSON body; a reply that is too large becomes a `payload_too_large` error reply. */
 export function respondJson(bus: Bus, msg: BusMessage, value: unknown, headers?: BusHeaders): void {
-  // a request handed over as a value (an in-process bus) is answered the same way, when the value allows it
-  if (
-    msg.value !== undefined &&
-    bus.respondValue?.(msg, value, headers === undefined ? undefined : { headers }) === true
-  )
-    return;
   const text = JSON.stringify(value ?? null);
   const size = Buffer.byteLength(text, 'utf8');
   if (size > bus.maxPayload) {

@@ -1,5 +1,13 @@
 import type { Bus, BusMessage, Subscription } from './bus/types.js';
-import { fastValidator, inputCheck, outputCheck, parseJson, validate } from './codec.js';
+import {
+  NOT_COPIED,
+  fastValidator,
+  inputCheck,
+  jsonCopy,
+  outputCheck,
+  parseJson,
+  validate,
+} from './codec.js';
 import { AgentMeshError, ErrorCode } from './errors.js';
 import { isToolName } from './names.js';
 import { throwIfErrorReply } from './rpc.js';
@@ -383,6 +391,22 @@ function wireInvocation(send: Send, progressSubject: string): Record<string, unk
   return wire;
 }
 
+/**
+ * The wire invocation made fit to be handed over as a value: what the caller owns and may change later (the
+ * arguments, the identity) is copied. Undefined when that is not plain JSON data: send the JSON text then.
+ */
+function ownedWire(wire: Record<string, unknown>, maxBytes: number): Record<string, unknown> | undefined {
+  const args = jsonCopy(wire['arguments'], maxBytes);
+  if (args === NOT_COPIED) return undefined;
+  wire['arguments'] = args;
+  if (wire['identity'] !== undefined) {
+    const identity = jsonCopy(wire['identity'], maxBytes);
+    if (identity === NOT_COPIED) return undefined;
+    wire['identity'] = identity;
+  }
+  return wire;
+}
+
 function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendResult> {
   return new Promise<SendResult>((resolve, reject) => {
     const watch = router.watch(send, resolve);
@@ -395,9 +419,10 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
         send.invocation,
       );
       // an in-process bus hands the invocation over as a value, with no JSON text in between
+      const handed = bus.requestValue === undefined ? undefined : ownedWire(wire, bus.maxPayload);
       request =
-        bus.requestValue !== undefined
-          ? bus.requestValue(send.subject, wire, options)
+        handed !== undefined && bus.requestValue !== undefined
+          ? bus.requestValue(send.subject, handed, options)
           : bus.request(send.subject, JSON.stringify(wire), options);
     } catch (error) {
       router.unwatch(watch);

@@ -442,6 +442,36 @@ describe('ToolWorker on the in-process bus', () => {
       });
   });
 
+  it('shares no object between a caller and a handler: arguments, outputs and replayed outcomes', async () => {
+    const kept: { nested: unknown[]; outputs: { items: number[] }[] } = { nested: [], outputs: [] };
+    const keeper = (name: string, idempotent: boolean) =>
+      defineTool({
+        name,
+        description: 'Keeps what it got and what it gave.',
+        input: z.object({ nested: z.unknown() }),
+        idempotent,
+        handler: ({ nested }) => {
+          kept.nested.push(nested);
+          const output = { items: [1, 2] };
+          kept.outputs.push(output);
+          return output;
+        },
+      });
+    const { bus } = await startWorker([keeper('test.keeper', true), keeper('test.keeper_once', false)]);
+    const nested = { deep: [1] };
+    const fresh = await invokeTool(bus, call('test.keeper', { nested }));
+    expect(kept.nested[0]).toEqual(nested);
+    expect(kept.nested[0]).not.toBe(nested);
+    kept.outputs[0]!.items.push(3);
+    expect(fresh.output).toEqual({ items: [1, 2] });
+    const once = call('test.keeper_once', { nested }, { idempotency_key: 'keep-1' });
+    const first = await invokeTool(bus, once);
+    (first.output as { items: number[] }).items.push(4);
+    const replay = await invokeTool(bus, once);
+    expect(replay).toMatchObject({ replayed: true, output: { items: [1, 2] } });
+    expect(kept.outputs).toHaveLength(2);
+  });
+
   it('answers busy at once when full, and the client retries until a slot frees', async () => {
     const { bus, worker } = await startWorker([sleepTool()], { concurrency: 1 });
     const firstStart = whenStarted();

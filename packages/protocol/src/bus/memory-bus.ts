@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { NOT_COPIED, decodeText, jsonCopy } from '../codec.js';
+import { decodeText, isPlainJson } from '../codec.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import { SlotTable } from '../slot-table.js';
 import type { KvBucketOptions, KvStore } from '../stores/kv.js';
@@ -50,6 +50,8 @@ import {
 class MemoryMessage implements BusMessage {
   /** The JSON value handed over, set only once the message is known to reach a single receiver. */
   value: unknown = undefined;
+  /** The request this message is, whose reply goes straight to it. */
+  waiter: PendingRequest | undefined = undefined;
   constructor(
     readonly subject: string,
     private payload: BusPayload | JsonBody,
@@ -73,7 +75,7 @@ class MemoryMessage implements BusMessage {
   }
 }
 
-/** A JSON body kept as a value (a copy of what was sent); encoded once, if a receiver asks for its text. */
+/** A JSON body kept as the value handed over; encoded once, if a receiver asks for its text. */
 class JsonBody {
   private encoded: string | undefined;
   constructor(readonly value: unknown) {}
@@ -138,7 +140,7 @@ class PendingRequest implements Deadline {
   private onAbort: (() => void) | undefined;
 
   constructor(
-    private readonly bus: MemoryBus,
+    readonly owner: MemoryBus,
     private readonly subject: string,
     private readonly timeoutMs: number,
     private readonly signal: AbortSignal | undefined,
@@ -174,7 +176,7 @@ class PendingRequest implements Deadline {
   }
 
   private finish(): boolean {
-    if (!this.bus.endRequest(this.handle, this.deadline)) return false;
+    if (!this.owner.endRequest(this.handle, this.deadline)) return false;
     if (this.onAbort !== undefined) this.signal?.removeEventListener('abort', this.onAbort);
     return true;
   }
@@ -223,9 +225,14 @@ export class MemoryBus implements Backend {
     this.publishMessage(subject, data, options);
   }
 
-  private publishMessage(subject: string, data: BusPayload | JsonBody, options: PublishOptions): void {
+  private publishMessage(
+    subject: string,
+    data: BusPayload | JsonBody,
+    options: PublishOptions,
+    known?: PendingRequest,
+  ): void {
     if (this.closed) throw closedError();
-    const waiter = this.replyWaiter(subject);
+    const waiter = known ?? this.replyWaiter(subject);
     if (waiter === undefined && !this.isKnownSubject(subject)) throw invalidSubjectError(subject);
     if (options.reply !== undefined && !isValidSubject(options.reply, false))
       throw invalidSubjectError(options.reply);
@@ -339,13 +346,12 @@ export class MemoryBus implements Backend {
   }
 
   /**
-   * {@link request} with a JSON body given as a value: a copy of it reaches a single receiver as `msg.value`, without
-   * being encoded and decoded; other receivers get its JSON text. A value that is not plain JSON data, or may be too
-   * large, goes as JSON text.
+   * {@link request} with a JSON body handed over as a value: it reaches a single receiver as `msg.value`, without
+   * being encoded and decoded; other receivers get its JSON text. The sender gives the value up (see
+   * {@link Bus.requestValue}). A value that is not plain JSON data, or may be too large, goes as JSON text.
    */
   requestValue(subject: string, value: unknown, options: RequestOptions = {}): Promise<BusMessage> {
-    const copy = jsonCopy(value, this.maxPayload);
-    if (copy === NOT_COPIED) {
+    if (!isPlainJson(value, this.maxPayload)) {
       let text: string;
       try {
         text = JSON.stringify(value ?? null);
@@ -356,7 +362,7 @@ export class MemoryBus implements Backend {
     }
     if (this.closed) return Promise.reject(closedError());
     if (!this.isKnownSubject(subject)) return Promise.reject(invalidSubjectError(subject));
-    return this.send(subject, new JsonBody(copy), options);
+    return this.send(subject, new JsonBody(value), options);
   }
 
   private send(subject: string, body: BusPayload | JsonBody, options: RequestOptions): Promise<BusMessage> {
@@ -370,9 +376,14 @@ export class MemoryBus implements Backend {
     );
     const handle = this.replyWaiters.add(pending);
     pending.wait(handle, `${this.replyPrefix}${handle}`, this.deadlines);
-    const reached = this.route(
-      new MemoryMessage(subject, body, options.headers ? { ...options.headers } : undefined, pending.inbox),
+    const msg = new MemoryMessage(
+      subject,
+      body,
+      options.headers ? { ...options.headers } : undefined,
+      pending.inbox,
     );
+    msg.waiter = pending;
+    const reached = this.route(msg);
     if (reached === 0) pending.fail(noRespondersError(subject));
     return pending.promise;
   }
@@ -386,17 +397,31 @@ export class MemoryBus implements Backend {
 
   respond(msg: BusMessage, data: BusPayload, options: { headers?: BusHeaders } = {}): boolean {
     if (msg.reply === undefined || this.closed) return false;
-    this.publish(msg.reply, data, options.headers ? { headers: options.headers } : {});
+    this.publishMessage(
+      msg.reply,
+      data,
+      options.headers ? { headers: options.headers } : {},
+      this.waiterOf(msg),
+    );
     return true;
   }
 
-  /** {@link respond} with a JSON body given as a value (see {@link requestValue}); false when it must go as text. */
+  /** {@link respond} with a JSON body handed over as a value (see {@link requestValue}); false when it must go as text. */
   respondValue(msg: BusMessage, value: unknown, options: { headers?: BusHeaders } = {}): boolean {
-    if (msg.reply === undefined || this.closed) return false;
-    const copy = jsonCopy(value, this.maxPayload);
-    if (copy === NOT_COPIED) return false;
-    this.publishMessage(msg.reply, new JsonBody(copy), options.headers ? { headers: options.headers } : {});
+    if (msg.reply === undefined || this.closed || !isPlainJson(value, this.maxPayload)) return false;
+    this.publishMessage(
+      msg.reply,
+      new JsonBody(value),
+      options.headers ? { headers: options.headers } : {},
+      this.waiterOf(msg),
+    );
     return true;
+  }
+
+  /** The request of this bus a message is, when its reply subject is still that request's inbox. */
+  private waiterOf(msg: BusMessage): PendingRequest | undefined {
+    const waiter = msg instanceof MemoryMessage ? msg.waiter : undefined;
+    return waiter?.owner === this && waiter.inbox === msg.reply ? waiter : undefined;
   }
 
   async flush(): Promise<void> {

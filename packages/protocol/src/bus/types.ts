@@ -11,8 +11,8 @@ export interface BusMessage {
   text(): string;
   /**
    * The body as a JSON value, when an in-process bus handed one over ({@link Bus.requestValue},
-   * {@link Bus.respondValue}) to this one receiver: a copy that is the receiver's own, equal to what decoding the
-   * body gives. Undefined otherwise (decode the body).
+   * {@link Bus.respondValue}) to this one receiver, which then owns it: equal to what decoding the body gives.
+   * Undefined otherwise (decode the body).
    */
   readonly value?: unknown;
 }
@@ -68,13 +68,16 @@ export interface Bus {
   respond(msg: BusMessage, data: BusPayload, options?: { headers?: BusHeaders }): boolean;
   /**
    * An in-process bus only: {@link request} with a JSON body given as a value, which reaches a single receiver as
-   * {@link BusMessage.value} without being encoded and decoded (other receivers see its JSON text). The value is
-   * copied as sent, so neither side sees the other's later changes.
+   * {@link BusMessage.value} without being encoded and decoded (other receivers get its JSON text). The value is
+   * handed over, not copied: the sender builds it for this message and keeps no part it may change later, nor any
+   * part someone else may change (copy those with `jsonCopy`). A value that is not plain JSON data (`isPlainJson`),
+   * or may exceed the payload limit, goes as JSON text.
    */
   requestValue?(subject: string, value: unknown, options?: RequestOptions): Promise<BusMessage>;
   /**
-   * An in-process bus only: {@link respond} with a JSON body given as a value (see {@link requestValue}). False, and
-   * nothing sent, when the value is not plain JSON data or may exceed the payload limit: send its JSON text then.
+   * An in-process bus only: {@link respond} with a JSON body handed over as a value (see {@link requestValue}).
+   * False, and nothing sent, when the value is not plain JSON data or may exceed the payload limit: send its JSON
+   * text then.
    */
   respondValue?(msg: BusMessage, value: unknown, options?: { headers?: BusHeaders }): boolean;
   /** Resolves once everything published so far reached the server. */
