@@ -37,19 +37,20 @@ export function parseJson(data: Uint8Array | string, what = 'message'): unknown 
 /** What {@link jsonCopy} returns for a value it does not copy. */
 export const NOT_COPIED: unique symbol = Symbol('not copied');
 
-const MAX_JSON_DEPTH = 64;
+const MAX_COPY_DEPTH = 64;
 
 /**
  * A deep copy of plain JSON data, equal to `JSON.parse(JSON.stringify(value))` but without the text in between: what
- * an in-process bus hands a receiver instead of encoding and decoding a message body. It gives up, returning
+ * an in-process bus is handed instead of a message body to encode and decode. It gives up, returning
  * {@link NOT_COPIED} (send the JSON text instead, which applies JSON's own rules or throws its own error), on
  * anything JSON would convert or reject: a `toJSON` method (Dates), a class instance, a typed array, a non-finite
- * number, a bigint, an array hole or `undefined` element, a `__proto__` key, nesting deeper than 64 (cycles), or a
- * body whose encoded size could exceed `maxBytes` (an upper bound is kept: 6 bytes per string character, enough for
- * any escape). Object members JSON leaves out (`undefined`, functions, symbols) are left out here too.
+ * number, a bigint, an array hole or `undefined` element, a `__proto__` key, an inherited enumerable key, nesting
+ * deeper than 64 (cycles), or a body whose encoded size could exceed `maxBytes` (an upper bound is kept: 6 bytes per
+ * string character, enough for any escape). Object members JSON leaves out (`undefined`, functions, symbols) are
+ * left out here too.
  */
 export function jsonCopy(value: unknown, maxBytes: number): unknown {
-  return walkJson(value, { left: maxBytes, copy: true, inherited: hasInheritedKeys() }, 0);
+  return copyJson(value, { left: maxBytes, inherited: hasInheritedKeys() }, 0);
 }
 
 const NO_KEYS = Object.freeze({});
@@ -60,77 +61,59 @@ function hasInheritedKeys(): boolean {
   return false;
 }
 
-/**
- * Whether a value is already what a JSON round trip of it gives: plain JSON data that {@link jsonCopy} would copy,
- * without members JSON leaves out or a `-0`, whose encoded size cannot exceed `maxBytes`. Such a value can be handed
- * to a receiver as it is, in place of its JSON text.
- */
-export function isPlainJson(value: unknown, maxBytes: number): boolean {
-  return walkJson(value, { left: maxBytes, copy: false, inherited: hasInheritedKeys() }, 0) !== NOT_COPIED;
-}
-
-/** How a walk goes: the bytes the value may still take, and whether it copies or only checks. */
-interface JsonWalk {
+/** How a copy goes: the bytes the value may still take, and whether `for...in` may meet inherited keys. */
+interface JsonCopy {
   left: number;
-  readonly copy: boolean;
-  /** Whether `for...in` may meet inherited keys, so that each key must be checked to be an own one. */
   readonly inherited: boolean;
 }
 
-function walkJson(value: unknown, walk: JsonWalk, depth: number): unknown {
+function copyJson(value: unknown, state: JsonCopy, depth: number): unknown {
   switch (typeof value) {
     case 'string':
-      walk.left -= 6 * value.length + 2;
-      return walk.left < 0 ? NOT_COPIED : value;
+      state.left -= 6 * value.length + 2;
+      return state.left < 0 ? NOT_COPIED : value;
     case 'number':
-      walk.left -= 24;
-      return walk.left < 0 ? NOT_COPIED : jsonNumber(value, walk.copy);
+      state.left -= 24;
+      return state.left < 0 || !Number.isFinite(value) ? NOT_COPIED : value + 0; // -0 becomes 0, as in JSON
     case 'boolean':
-      walk.left -= 5;
-      return walk.left < 0 ? NOT_COPIED : value;
+      state.left -= 5;
+      return state.left < 0 ? NOT_COPIED : value;
     case 'object':
       if (value === null) {
-        walk.left -= 4;
-        return walk.left < 0 ? NOT_COPIED : null;
+        state.left -= 4;
+        return state.left < 0 ? NOT_COPIED : null;
       }
-      if (depth >= MAX_JSON_DEPTH) return NOT_COPIED;
+      if (depth >= MAX_COPY_DEPTH) return NOT_COPIED;
       return Array.isArray(value)
-        ? walkJsonArray(value as unknown[], walk, depth + 1)
-        : walkJsonObject(value, walk, depth + 1);
+        ? copyJsonArray(value as unknown[], state, depth + 1)
+        : copyJsonObject(value, state, depth + 1);
     default:
       return NOT_COPIED;
   }
 }
 
-/** A number as JSON gives it back: non-finite ones are refused, `-0` becomes 0 (refused when only checking). */
-function jsonNumber(value: number, copy: boolean): number | typeof NOT_COPIED {
-  if (!Number.isFinite(value)) return NOT_COPIED;
-  if (value !== 0) return value;
-  return copy || !Object.is(value, -0) ? 0 : NOT_COPIED;
-}
-
-function walkJsonArray(array: unknown[], walk: JsonWalk, depth: number): unknown {
+function copyJsonArray(array: unknown[], state: JsonCopy, depth: number): unknown {
   if (Object.getPrototypeOf(array) !== Array.prototype) return NOT_COPIED;
   const length = array.length;
-  walk.left -= 2 + length;
-  if (walk.left < 0) return NOT_COPIED;
-  const copy = walk.copy ? new Array<unknown>(length) : array;
+  state.left -= 2 + length;
+  if (state.left < 0) return NOT_COPIED;
+  const copy = new Array<unknown>(length);
   for (let i = 0; i < length; i++) {
     if (!(i in array)) return NOT_COPIED;
-    const item = walkJson(array[i], walk, depth);
+    const item = copyJson(array[i], state, depth);
     if (item === NOT_COPIED) return NOT_COPIED;
-    if (walk.copy) copy[i] = item;
+    copy[i] = item;
   }
   return copy;
 }
 
-function walkJsonObject(object: object, walk: JsonWalk, depth: number): unknown {
+function copyJsonObject(object: object, state: JsonCopy, depth: number): unknown {
   const proto: unknown = Object.getPrototypeOf(object);
   if ((proto !== Object.prototype && proto !== null) || 'toJSON' in object) return NOT_COPIED;
-  // a copy is built member by member from an empty object (not spread from the original: copies that share its
-  // shape and then gain members get shapes of their own, which costs whatever reads them later more)
-  const copy: Record<string, unknown> | undefined = walk.copy ? {} : undefined;
-  let left = walk.left - 2;
+  // built member by member from an empty object, not spread from the original: copies that share its shape and
+  // then gain members get shapes of their own, which costs whatever reads them later more than the spread saves
+  const copy: Record<string, unknown> = {};
+  let left = state.left - 2;
   for (const key in object) {
     const member = (object as Record<string, unknown>)[key];
     let item: unknown = member;
@@ -139,8 +122,8 @@ function walkJsonObject(object: object, walk: JsonWalk, depth: number): unknown 
         left -= 6 * member.length + 2;
         break;
       case 'number':
-        item = jsonNumber(member, walk.copy);
-        if (item === NOT_COPIED) return NOT_COPIED;
+        if (!Number.isFinite(member)) return NOT_COPIED;
+        item = member + 0;
         left -= 24;
         break;
       case 'boolean':
@@ -151,24 +134,22 @@ function walkJsonObject(object: object, walk: JsonWalk, depth: number): unknown 
           left -= 4;
           break;
         }
-        walk.left = left;
-        item = walkJson(member, walk, depth);
+        state.left = left;
+        item = copyJson(member, state, depth);
         if (item === NOT_COPIED) return NOT_COPIED;
-        left = walk.left;
+        left = state.left;
         break;
       case 'bigint':
         return NOT_COPIED;
       default:
-        // undefined, a function or a symbol: JSON leaves it out, and so does a copy
-        if (copy === undefined) return NOT_COPIED;
-        continue;
+        continue; // undefined, a function or a symbol: left out, as JSON does
     }
-    if (key === '__proto__' || (walk.inherited && !Object.hasOwn(object, key))) return NOT_COPIED;
+    if (key === '__proto__' || (state.inherited && !Object.hasOwn(object, key))) return NOT_COPIED;
     left -= 6 * key.length + 4;
-    if (copy !== undefined) copy[key] = item;
+    copy[key] = item;
   }
-  walk.left = left;
-  return left < 0 ? NOT_COPIED : (copy ?? object);
+  state.left = left;
+  return left < 0 ? NOT_COPIED : copy;
 }
 
 /** Formats zod issues as `path: problem` lines so the offending field is named. */

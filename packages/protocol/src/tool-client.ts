@@ -391,22 +391,6 @@ function wireInvocation(send: Send, progressSubject: string): Record<string, unk
   return wire;
 }
 
-/**
- * The wire invocation made fit to be handed over as a value: what the caller owns and may change later (the
- * arguments, the identity) is copied. Undefined when that is not plain JSON data: send the JSON text then.
- */
-function ownedWire(wire: Record<string, unknown>, maxBytes: number): Record<string, unknown> | undefined {
-  const args = jsonCopy(wire['arguments'], maxBytes);
-  if (args === NOT_COPIED) return undefined;
-  wire['arguments'] = args;
-  if (wire['identity'] !== undefined) {
-    const identity = jsonCopy(wire['identity'], maxBytes);
-    if (identity === NOT_COPIED) return undefined;
-    wire['identity'] = identity;
-  }
-  return wire;
-}
-
 function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendResult> {
   return new Promise<SendResult>((resolve, reject) => {
     const watch = router.watch(send, resolve);
@@ -418,10 +402,10 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
         signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
         send.invocation,
       );
-      // an in-process bus hands the invocation over as a value, with no JSON text in between
-      const handed = bus.requestValue === undefined ? undefined : ownedWire(wire, bus.maxPayload);
+      // an in-process bus gets the invocation as a value (a copy: the arguments are the caller's), with no JSON text
+      const handed = bus.requestValue === undefined ? NOT_COPIED : jsonCopy(wire, bus.maxPayload);
       request =
-        handed !== undefined && bus.requestValue !== undefined
+        handed !== NOT_COPIED && bus.requestValue !== undefined
           ? bus.requestValue(send.subject, handed, options)
           : bus.request(send.subject, JSON.stringify(wire), options);
     } catch (error) {

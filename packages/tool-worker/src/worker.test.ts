@@ -472,6 +472,26 @@ describe('ToolWorker on the in-process bus', () => {
     expect(kept.outputs).toHaveLength(2);
   });
 
+  it('sends what JSON would change, or what may be too large to hand over, as JSON text', async () => {
+    const echo = defineTool({
+      name: 'test.echo_at',
+      description: 'Echoes a time.',
+      input: z.object({ at: z.string() }),
+      idempotent: true,
+      handler: ({ at }) => ({ at: at.slice(0, 24), when: new Date(0) }),
+    });
+    const { bus } = await startWorker([echo], {}, new MemoryBus({ maxPayload: 4096 }));
+    const epoch = new Date(0).toISOString();
+    const dated = await invokeTool(bus, call('test.echo_at', { at: new Date(0) }));
+    expect(dated).toMatchObject({ is_error: false, output: { at: epoch, when: epoch } });
+    // 6 bytes a character is the bound a value is handed over under: this one goes as its 1 KiB of text
+    const long = await invokeTool(bus, call('test.echo_at', { at: 'x'.repeat(1000) }));
+    expect(long).toMatchObject({ is_error: false, output: { at: 'x'.repeat(24) } });
+    await expect(invokeTool(bus, call('test.echo_at', { at: 'x'.repeat(5000) }))).rejects.toMatchObject({
+      code: 'payload_too_large',
+    });
+  });
+
   it('answers busy at once when full, and the client retries until a slot frees', async () => {
     const { bus, worker } = await startWorker([sleepTool()], { concurrency: 1 });
     const firstStart = whenStarted();

@@ -394,30 +394,20 @@ export class ToolWorker {
               0,
               0,
             );
-      this.respondOutcome(msg, outcome, invocation.tool === tool.name && this.isFresh(tool, invocation));
+      this.respondOutcome(msg, outcome);
     } finally {
       this.admission.leave();
     }
   }
 
-  /** Whether the outcome of a call is made for it alone (not kept for replays by the {@link OnceGuard}). */
-  private isFresh(tool: Tool<any, any>, invocation: ToolInvocation): boolean {
-    return invocation.idempotency_key === undefined || tool.spec.idempotent;
-  }
-
   /**
-   * Answers a call with its outcome. A call handed over as a value (an in-process bus) is answered the same way:
-   * a fresh successful outcome with a copy of its output (the handler may keep and change the original), any other
-   * (kept for replays, or carrying error details or an artifact ref) copied whole; JSON text when it cannot be.
+   * Answers a call with its outcome. A call handed over as a value (an in-process bus) is answered the same way, with
+   * a copy (the handler may keep and change its output; a replayed outcome is kept for later replays), or as JSON
+   * text when the outcome cannot be copied.
    */
-  private respondOutcome(msg: BusMessage, outcome: ToolOutcome, fresh: boolean): void {
+  private respondOutcome(msg: BusMessage, outcome: ToolOutcome): void {
     if (msg.value !== undefined && this.bus.respondValue !== undefined) {
-      const max = this.bus.maxPayload;
-      let handed: unknown;
-      if (fresh && !outcome.is_error && outcome.artifact === undefined) {
-        const output = jsonCopy(outcome.output, max);
-        handed = output === NOT_COPIED ? NOT_COPIED : { ...outcome, output };
-      } else handed = jsonCopy(outcome, max);
+      const handed = jsonCopy(outcome, this.bus.maxPayload);
       if (handed !== NOT_COPIED && this.bus.respondValue(msg, handed)) return;
     }
     respondJson(this.bus, msg, outcome);
@@ -437,7 +427,8 @@ export class ToolWorker {
         0,
       );
     const call = this.cancels.open(invocation.run_id);
-    if (this.isFresh(tool, invocation)) return this.executor.run(tool, invocation, call);
+    if (invocation.idempotency_key === undefined || tool.spec.idempotent)
+      return this.executor.run(tool, invocation, call);
     return this.runGuarded(tool, invocation, call);
   }
 

@@ -286,28 +286,6 @@ describe('MemoryBus specifics', () => {
     expect(reply.text()).toBe('{"ok":true}');
     await bus.close();
   });
-
-  it('sends as JSON text what JSON would change, and what may exceed the payload limit', async () => {
-    const bus = new MemoryBus({ maxPayload: 64 });
-    const got: [unknown, string][] = [];
-    bus.subscribe('text.value', (msg) => {
-      got.push([msg.value, msg.text()]);
-      expect(bus.respondValue(msg, { at: new Date(0) })).toBe(false);
-      bus.respond(msg, 'null');
-    });
-    const at = new Date(0);
-    await bus.requestValue('text.value', { at });
-    await bus.requestValue('text.value', { skip: undefined, zero: -0 });
-    expect(got).toEqual([
-      [undefined, JSON.stringify({ at })],
-      [undefined, '{"zero":0}'],
-    ]);
-    await expect(bus.requestValue('text.value', { big: 'x'.repeat(100) })).rejects.toMatchObject({
-      code: ErrorCode.PayloadTooLarge,
-    });
-    await expect(bus.requestValue('text.value', { n: 10n })).rejects.toThrow(/BigInt/);
-    await bus.close();
-  });
 });
 
 describe('NatsBus specifics', () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import { decodeText, isPlainJson } from '../codec.js';
+import { decodeText } from '../codec.js';
 import { Deadlines, type Deadline } from '../deadlines.js';
 import { SlotTable } from '../slot-table.js';
 import type { KvBucketOptions, KvStore } from '../stores/kv.js';
@@ -347,19 +347,10 @@ export class MemoryBus implements Backend {
 
   /**
    * {@link request} with a JSON body handed over as a value: it reaches a single receiver as `msg.value`, without
-   * being encoded and decoded; other receivers get its JSON text. The sender gives the value up (see
-   * {@link Bus.requestValue}). A value that is not plain JSON data, or may be too large, goes as JSON text.
+   * being encoded and decoded; other receivers get its JSON text. The sender gives up a value made for this message
+   * that it checked to be plain JSON data within the payload limit (see {@link Bus.requestValue}).
    */
   requestValue(subject: string, value: unknown, options: RequestOptions = {}): Promise<BusMessage> {
-    if (!isPlainJson(value, this.maxPayload)) {
-      let text: string;
-      try {
-        text = JSON.stringify(value ?? null);
-      } catch (error) {
-        return Promise.reject(error as Error);
-      }
-      return this.request(subject, text, options);
-    }
     if (this.closed) return Promise.reject(closedError());
     if (!this.isKnownSubject(subject)) return Promise.reject(invalidSubjectError(subject));
     return this.send(subject, new JsonBody(value), options);
@@ -406,9 +397,9 @@ export class MemoryBus implements Backend {
     return true;
   }
 
-  /** {@link respond} with a JSON body handed over as a value (see {@link requestValue}); false when it must go as text. */
+  /** {@link respond} with a JSON body handed over as a value (see {@link requestValue}). */
   respondValue(msg: BusMessage, value: unknown, options: { headers?: BusHeaders } = {}): boolean {
-    if (msg.reply === undefined || this.closed || !isPlainJson(value, this.maxPayload)) return false;
+    if (msg.reply === undefined || this.closed) return false;
     this.publishMessage(
       msg.reply,
       new JsonBody(value),

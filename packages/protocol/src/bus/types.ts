@@ -69,15 +69,14 @@ export interface Bus {
   /**
    * An in-process bus only: {@link request} with a JSON body given as a value, which reaches a single receiver as
    * {@link BusMessage.value} without being encoded and decoded (other receivers get its JSON text). The value is
-   * handed over, not copied: the sender builds it for this message and keeps no part it may change later, nor any
-   * part someone else may change (copy those with `jsonCopy`). A value that is not plain JSON data (`isPlainJson`),
-   * or may exceed the payload limit, goes as JSON text.
+   * handed over as it is, neither copied nor checked: the sender makes it for this message as plain JSON data
+   * within {@link maxPayload}, sharing no part with anyone (`jsonCopy` makes such a value, or says it cannot: send
+   * the JSON text then).
    */
   requestValue?(subject: string, value: unknown, options?: RequestOptions): Promise<BusMessage>;
   /**
-   * An in-process bus only: {@link respond} with a JSON body handed over as a value (see {@link requestValue}).
-   * False, and nothing sent, when the value is not plain JSON data or may exceed the payload limit: send its JSON
-   * text then.
+   * An in-process bus only: {@link respond} with a JSON body handed over as a value, on the terms of
+   * {@link requestValue}.
    */
   respondValue?(msg: BusMessage, value: unknown, options?: { headers?: BusHeaders }): boolean;
   /** Resolves once everything published so far reached the server. */
