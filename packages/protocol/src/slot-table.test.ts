@@ -23,6 +23,22 @@ describe('SlotTable', () => {
     expect(table.size).toBe(1);
   });
 
+  it('writes a handle as a subject token and reads it back, also once generations pass 2^31', () => {
+    const table = new SlotTable<object>();
+    const handles: number[] = [];
+    for (let n = 0; n < 3000; n++) {
+      const h = table.add({});
+      handles.push(h);
+      if (n % 2 === 0) table.delete(h);
+    }
+    for (const h of [...handles, 2 ** 22 * (2 ** 30 - 1) + 5]) {
+      const token = SlotTable.token(h);
+      expect(token).toMatch(/^\d+_\d+$/);
+      expect(SlotTable.fromToken(token)).toBe(h);
+    }
+    for (const bad of ['', '_', '12', 'x_1']) expect(table.get(SlotTable.fromToken(bad))).toBeUndefined();
+  });
+
   it('finds nothing under handles it never gave out', () => {
     const table = new SlotTable<object>();
     const h = table.add({});

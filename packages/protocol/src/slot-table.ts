@@ -40,6 +40,22 @@ export class SlotTable<V extends object> {
     return handle;
   }
 
+  /**
+   * A handle as text for a subject token, `<generation>_<slot>`: two small integers, which turn into text several
+   * times faster than a handle past 2^31 (a double, as handles of a busy slot soon are). {@link fromToken} reads it.
+   */
+  static token(handle: number): string {
+    const slot = handle % SLOT_LIMIT;
+    return `${(handle - slot) / SLOT_LIMIT}_${slot}`;
+  }
+
+  /** The handle a {@link token} stands for (NaN for text that is not one; check what it finds). */
+  static fromToken(token: string): number {
+    const at = token.indexOf('_');
+    if (at <= 0) return Number.NaN;
+    return Number(token.slice(0, at)) * SLOT_LIMIT + Number(token.slice(at + 1));
+  }
+
   /** The value stored under `handle`, or undefined when it was deleted or never given out. */
   get(handle: number): V | undefined {
     const slot = handle % SLOT_LIMIT;

@@ -537,7 +537,7 @@ class ProgressRouter {
     };
     const handle = this.entries.add(watch);
     watch.handle = handle;
-    watch.subject = `${this.prefix}.${handle}`;
+    watch.subject = `${this.prefix}.${SlotTable.token(handle)}`;
     if (this.ticker === undefined) {
       this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
       this.ticker.unref();
@@ -573,7 +573,7 @@ class ProgressRouter {
   }
 
   private onMessage(msg: BusMessage): void {
-    const entry = this.entries.get(Number(msg.subject.slice(this.prefix.length + 1)));
+    const entry = this.entries.get(SlotTable.fromToken(msg.subject.slice(this.prefix.length + 1)));
     if (entry === undefined || entry.subject !== msg.subject) return;
     const p = safeJson(msg.data) as Partial<ToolProgress> | undefined;
     if (

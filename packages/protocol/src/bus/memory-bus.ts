@@ -262,7 +262,7 @@ export class MemoryBus implements Backend {
 
   private replyWaiter(subject: string): PendingRequest | undefined {
     if (!subject.startsWith(this.replyPrefix)) return undefined;
-    const waiter = this.replyWaiters.get(Number(subject.slice(this.replyPrefix.length)));
+    const waiter = this.replyWaiters.get(SlotTable.fromToken(subject.slice(this.replyPrefix.length)));
     return waiter?.inbox === subject ? waiter : undefined;
   }
 
@@ -372,7 +372,7 @@ export class MemoryBus implements Backend {
       signal,
     );
     const handle = this.replyWaiters.add(pending);
-    pending.wait(handle, `${this.replyPrefix}${handle}`, this.deadlines);
+    pending.wait(handle, `${this.replyPrefix}${SlotTable.token(handle)}`, this.deadlines);
     const msg = new MemoryMessage(
       subject,
       body,

@@ -393,7 +393,7 @@ export class NatsBus implements Backend {
           this.replySubscriptionFailed(muxSub, err);
           return;
         }
-        const handle = parseInt(msg.subject.slice(this.inboxPrefix.length + 1), 36);
+        const handle = SlotTable.fromToken(msg.subject.slice(this.inboxPrefix.length + 1));
         const p = this.pending.get(handle);
         if (p === undefined) return;
         this.settle(handle, p);
@@ -491,7 +491,7 @@ export class NatsBus implements Backend {
         signal.addEventListener('abort', p.onAbort, { once: true });
       }
       try {
-        this.send(subject, data, size, `${this.inboxPrefix}.${handle.toString(36)}`, options.headers);
+        this.send(subject, data, size, `${this.inboxPrefix}.${SlotTable.token(handle)}`, options.headers);
       } catch (error) {
         this.settle(handle, p);
         reject(AgentMeshError.from(error, ErrorCode.Unavailable));
