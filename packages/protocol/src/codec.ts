@@ -50,7 +50,18 @@ const MAX_COPY_DEPTH = 64;
  * left out here too.
  */
 export function jsonCopy(value: unknown, maxBytes: number): unknown {
-  return copyJson(value, { left: maxBytes, inherited: hasInheritedKeys() }, 0);
+  return jsonCopyWithin(value, { left: maxBytes });
+}
+
+/**
+ * {@link jsonCopy} of one part of a message, counting against the bytes the whole may still take: `budget.left` goes
+ * down by the part's bound, and a part that takes it below zero is not copied.
+ */
+export function jsonCopyWithin(value: unknown, budget: { left: number }): unknown {
+  const state = { left: budget.left, inherited: hasInheritedKeys() };
+  const copy = copyJson(value, state, 0);
+  budget.left = state.left;
+  return state.left < 0 ? NOT_COPIED : copy;
 }
 
 const NO_KEYS = Object.freeze({});

@@ -3,7 +3,7 @@ import {
   NOT_COPIED,
   fastValidator,
   inputCheck,
-  jsonCopy,
+  jsonCopyWithin,
   outputCheck,
   parseJson,
   validate,
@@ -368,10 +368,24 @@ interface Send {
   onProgress: ((progress: ToolProgress) => void) | undefined;
 }
 
+/** A tool invocation as a client sends it. */
+interface WireInvocation {
+  call_id: string;
+  run_id: string;
+  tool: string;
+  arguments: unknown;
+  idempotency_key: string;
+  progress_subject: string;
+  identity?: ToolInvocationInput['identity'];
+  attempt?: number;
+  timeout_ms?: number;
+  max_output_bytes?: number;
+}
+
 /** The invocation as sent: the defaults a worker fills in itself (default identity, first attempt) are left out. */
-function wireInvocation(send: Send, progressSubject: string): Record<string, unknown> {
+function wireInvocation(send: Send, progressSubject: string): WireInvocation {
   const invocation = send.invocation;
-  const wire: Record<string, unknown> = {
+  const wire: WireInvocation = {
     call_id: invocation.call_id,
     run_id: invocation.run_id,
     tool: invocation.tool,
@@ -384,10 +398,38 @@ function wireInvocation(send: Send, progressSubject: string): Record<string, unk
     identity !== undefined &&
     (identity.tenant !== 'default' || identity.user !== undefined || identity.session !== undefined)
   )
-    wire['identity'] = identity;
-  if (send.attempt !== 1) wire['attempt'] = send.attempt;
-  if (invocation.timeout_ms !== undefined) wire['timeout_ms'] = invocation.timeout_ms;
-  if (invocation.max_output_bytes !== undefined) wire['max_output_bytes'] = invocation.max_output_bytes;
+    wire.identity = identity;
+  if (send.attempt !== 1) wire.attempt = send.attempt;
+  if (invocation.timeout_ms !== undefined) wire.timeout_ms = invocation.timeout_ms;
+  if (invocation.max_output_bytes !== undefined) wire.max_output_bytes = invocation.max_output_bytes;
+  return wire;
+}
+
+/** Room for the member names, quotes and numbers of a wire invocation, beyond its strings and objects. */
+const WIRE_FRAME_BYTES = 512;
+
+/**
+ * The wire invocation made fit to hand over on an in-process bus: what the caller owns and may change later (its
+ * arguments and identity) is copied with jsonCopy; the rest is strings and numbers made for this send. Undefined (send
+ * the JSON text) when those cannot be copied or the whole may exceed `maxBytes` (strings count 6 bytes a character,
+ * as jsonCopy counts them).
+ */
+function handOverWire(wire: WireInvocation, maxBytes: number): WireInvocation | undefined {
+  const strings =
+    wire.call_id.length +
+    wire.run_id.length +
+    wire.tool.length +
+    wire.idempotency_key.length +
+    wire.progress_subject.length;
+  const budget = { left: maxBytes - WIRE_FRAME_BYTES - 6 * strings };
+  const args = jsonCopyWithin(wire.arguments, budget);
+  if (args === NOT_COPIED) return undefined;
+  wire.arguments = args;
+  if (wire.identity !== undefined) {
+    const identity = jsonCopyWithin(wire.identity, budget);
+    if (identity === NOT_COPIED) return undefined;
+    wire.identity = identity as WireInvocation['identity'];
+  }
   return wire;
 }
 
@@ -402,10 +444,10 @@ function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendRes
         signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
         send.invocation,
       );
-      // an in-process bus gets the invocation as a value (a copy: the arguments are the caller's), with no JSON text
-      const handed = bus.requestValue === undefined ? NOT_COPIED : jsonCopy(wire, bus.maxPayload);
+      // an in-process bus gets the invocation as a value, with no JSON text in between
+      const handed = bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload);
       request =
-        handed !== NOT_COPIED && bus.requestValue !== undefined
+        handed !== undefined && bus.requestValue !== undefined
           ? bus.requestValue(send.subject, handed, options)
           : bus.request(send.subject, JSON.stringify(wire), options);
     } catch (error) {

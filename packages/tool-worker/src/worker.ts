@@ -4,9 +4,7 @@ import {
   AgentMeshError,
   ArtifactFetchSchema,
   ErrorCode,
-  NOT_COPIED,
   createLogger,
-  jsonCopy,
   parseJson,
   parseToolInvocation,
   respondError,
@@ -35,6 +33,7 @@ import { AbortScope, ProgressHub } from './call-scope.js';
 import { CpuPool } from './cpu-pool.js';
 import type { Tool } from './define-tool.js';
 import { Executor } from './executor.js';
+import { handOverOutcome } from './hand-over.js';
 import { OnceGuard } from './once-guard.js';
 import type { OutcomeCacheOptions, SharedOutcomeOptions } from './outcome-cache.js';
 import { Registration, announceWorker, openArtifactStore } from './registration.js';
@@ -401,14 +400,13 @@ export class ToolWorker {
   }
 
   /**
-   * Answers a call with its outcome. A call handed over as a value (an in-process bus) is answered the same way, with
-   * a copy (the handler may keep and change its output; a replayed outcome is kept for later replays), or as JSON
-   * text when the outcome cannot be copied.
+   * Answers a call with its outcome. A call handed over as a value (an in-process bus) is answered the same way (see
+   * {@link handOverOutcome}), or as JSON text when the outcome cannot be.
    */
   private respondOutcome(msg: BusMessage, outcome: ToolOutcome): void {
     if (msg.value !== undefined && this.bus.respondValue !== undefined) {
-      const handed = jsonCopy(outcome, this.bus.maxPayload);
-      if (handed !== NOT_COPIED && this.bus.respondValue(msg, handed)) return;
+      const handed = handOverOutcome(outcome, this.bus.maxPayload);
+      if (handed !== undefined && this.bus.respondValue(msg, handed)) return;
     }
     respondJson(this.bus, msg, outcome);
   }
