@@ -32,6 +32,7 @@ export {
 export type * from './backend/types.js';
 export { EVENT_SEQ_HEADER } from './backend/nats-event-log.js';
 export * from './tool-client.js';
+export { handOverOutcome } from './tool-handover.js';
 export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';

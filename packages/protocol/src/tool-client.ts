@@ -21,6 +21,7 @@ import {
   type ToolProgress,
 } from './schemas.js';
 import { SlotTable } from './slot-table.js';
+import { takeHandedOverOutcome } from './tool-handover.js';
 import { DEFAULT_PREFIX } from './subjects.js';
 import { backoffDelay, retry } from './retry.js';
 
@@ -466,7 +467,7 @@ function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
   try {
     throwIfErrorReply(reply);
     const body = reply.value !== undefined ? reply.value : parseJson(reply.text(), 'tool outcome');
-    const outcome = checkOutcome(body, `outcome of ${watch.tool}`);
+    const outcome = takeHandedOverOutcome(body) ? body : checkOutcome(body, `outcome of ${watch.tool}`);
     return { kind: 'outcome', outcome, sawStarted: watch.workerId !== undefined };
   } catch (error) {
     return { kind: 'error', error: AgentMeshError.from(error) };

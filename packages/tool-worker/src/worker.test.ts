@@ -472,6 +472,18 @@ describe('ToolWorker on the in-process bus', () => {
     expect(kept.outputs).toHaveLength(2);
   });
 
+  it('checks an outcome handed over by anything but a worker', async () => {
+    const bus = new MemoryBus();
+    bus.subscribe('agentmesh.tool.invoke.test.fake', (msg) => void bus.respondValue(msg, { call_id: 'x' }), {
+      queue: 'tool.test.fake',
+    });
+    await expect(invokeTool(bus, call('test.fake', {}))).rejects.toMatchObject({
+      code: 'invalid_message',
+      message: expect.stringMatching(/invalid outcome of test.fake/),
+    });
+    await bus.close();
+  });
+
   it('sends what JSON would change, or what may be too large to hand over, as JSON text', async () => {
     const echo = defineTool({
       name: 'test.echo_at',

@@ -5,6 +5,7 @@ import {
   ArtifactFetchSchema,
   ErrorCode,
   createLogger,
+  handOverOutcome,
   parseJson,
   parseToolInvocation,
   respondError,
@@ -33,7 +34,6 @@ import { AbortScope, ProgressHub } from './call-scope.js';
 import { CpuPool } from './cpu-pool.js';
 import type { Tool } from './define-tool.js';
 import { Executor } from './executor.js';
-import { handOverOutcome } from './hand-over.js';
 import { OnceGuard } from './once-guard.js';
 import type { OutcomeCacheOptions, SharedOutcomeOptions } from './outcome-cache.js';
 import { Registration, announceWorker, openArtifactStore } from './registration.js';

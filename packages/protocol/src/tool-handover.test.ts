@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ToolOutcomeSchema, type ToolOutcome } from '@agentmesh/protocol';
-import { OUTCOME_OBJECTS, handOverOutcome } from './hand-over.js';
+import { ToolOutcomeSchema, type ToolOutcome } from './schemas.js';
+import { OUTCOME_OBJECTS, handOverOutcome, takeHandedOverOutcome } from './tool-handover.js';
 
 const outcome = (extra: Partial<ToolOutcome> = {}): ToolOutcome => ({
   call_id: 'c-1',
@@ -50,5 +50,13 @@ describe('handOverOutcome', () => {
     expect(handOverOutcome(outcome({ preview: 'x'.repeat(1000) }), 4096)).toBeUndefined();
     expect(handOverOutcome(outcome({ output: 'x'.repeat(1000) }), 4096)).toBeUndefined();
     expect(handOverOutcome(outcome(), 4096)).toBeDefined();
+  });
+
+  it('lets a client take an outcome it made once, and nothing else', () => {
+    const made = handOverOutcome(outcome(), 1 << 20)!;
+    expect(takeHandedOverOutcome(outcome())).toBe(false);
+    expect(takeHandedOverOutcome(made)).toBe(true);
+    expect(takeHandedOverOutcome(made)).toBe(false);
+    expect(takeHandedOverOutcome({ ...made })).toBe(false);
   });
 });

@@ -1,4 +1,5 @@
-import { NOT_COPIED, jsonCopyWithin, type ToolOutcome } from '@agentmesh/protocol';
+import { NOT_COPIED, jsonCopyWithin } from './codec.js';
+import type { ToolOutcome } from './schemas.js';
 
 /** Room for the member names, quotes, numbers and flags of an outcome, beyond its strings and objects. */
 const OUTCOME_FRAME_BYTES = 512;
@@ -6,10 +7,13 @@ const OUTCOME_FRAME_BYTES = 512;
 /** The members of an outcome that hold objects: what a copy of it must copy in turn. */
 export const OUTCOME_OBJECTS = ['output', 'error', 'artifact'] as const;
 
+/** The outcomes {@link handOverOutcome} made and no client took yet. */
+const handedOver = new WeakSet<object>();
+
 /**
  * The outcome to hand over on an in-process bus: a shallow copy whose objects (the output, the error, the artifact
  * ref) are copied with jsonCopy, so that the caller shares nothing with the handler (which may keep and change its
- * output) or with the replays the OnceGuard keeps. Undefined (send the JSON text) when one of them cannot be copied or
+ * output) or with the replays a worker keeps. Undefined (send the JSON text) when one of them cannot be copied or
  * the whole may exceed `maxBytes` (strings count 6 bytes a character, as jsonCopy counts them).
  */
 export function handOverOutcome(outcome: ToolOutcome, maxBytes: number): ToolOutcome | undefined {
@@ -24,5 +28,16 @@ export function handOverOutcome(outcome: ToolOutcome, maxBytes: number): ToolOut
     if (copied === NOT_COPIED) return undefined;
     (copy as Record<string, unknown>)[key] = copied;
   }
-  return budget.left < 0 ? undefined : copy;
+  if (budget.left < 0) return undefined;
+  handedOver.add(copy);
+  return copy;
+}
+
+/**
+ * Whether a reply body is an outcome {@link handOverOutcome} made (once: it is forgotten as it is taken). Such an
+ * outcome was built in this process by a worker and copied here, and reached the client only through the in-process
+ * bus, so the client takes it as it is; any other reply (JSON text from NATS, a value from anyone else) is checked.
+ */
+export function takeHandedOverOutcome(value: unknown): value is ToolOutcome {
+  return typeof value === 'object' && value !== null && handedOver.delete(value);
 }
