@@ -153,6 +153,10 @@ export class MemoryBus implements Backend {
     else this.route(msg);
   }
 
+  hasSubscribers(subject: string): boolean {
+    return this.matching(subject).length > 0 || this.replyWaiter(subject) !== undefined;
+  }
+
   private replyWaiter(subject: string): ReplyWaiter | undefined {
     if (!subject.startsWith(this.replyPrefix)) return undefined;
     const waiter = this.replyWaiters.get(parseInt(subject.slice(this.replyPrefix.length), 36));
