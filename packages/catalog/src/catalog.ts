@@ -177,6 +177,8 @@ export class Catalog {
     this.signal?.throwIfAborted();
     this.started = true;
     try {
+      // compiles the register check now (tens of ms) rather than inside the first worker's registration
+      checkRegister({ worker_id: 'warm', tools: [] }, 'catalog register request');
       this.kv = await this.openBucket();
       await this.load(this.kv);
       this.serveAll();
