@@ -125,6 +125,38 @@ async function warmRegistration(natsUrl) {
   }
 }
 
+/**
+ * What registering costs with no catalog work at all: the same client sends the same 100 requests, and a bare
+ * responder writes each request's bytes to a KV bucket as they arrived (no parsing, validation or hashing) and
+ * replies. The gap between this and the catalog's figure is the catalog's own work.
+ */
+async function registrationFloor(natsUrl, tools) {
+  const id = randomUUID().slice(0, 8);
+  const prefix = `benchfloor${id}`;
+  const bucket = `bench_floor_${id}`;
+  const responder = await connect({ servers: natsUrl, noAsyncTraces: true });
+  const client = await NatsBus.connect(natsUrl, { logger: silentLogger() });
+  const kv = await new Kvm(responder).create(bucket, { history: 1 });
+  const reply = encodeJson({ accepted: [], rejected: [], ttl_ms: 10_000 });
+  let n = 0;
+  const sub = responder.subscribe(subjects(prefix).catalogRegister, {
+    callback: (_e, m) => void kv.put(`workers.w${n++}`, m.data).then(() => m.respond(reply)),
+  });
+  try {
+    await responder.flush();
+    const warm = tools.slice(0, 1000).map((t) => ({ ...t, name: `warm${t.name}` }));
+    await registerAll(client, prefix, warm);
+    const t0 = performance.now();
+    await registerAll(client, prefix, tools);
+    return performance.now() - t0;
+  } finally {
+    sub.unsubscribe();
+    const jsm = await client.jetstreamManager();
+    await jsm.streams.delete(`KV_${bucket}`).catch(() => undefined);
+    await Promise.all([responder.close(), client.close()]);
+  }
+}
+
 export async function run({ natsUrl, quick }) {
   const figures = [];
   const count = quick ? 2000 : 10000;
@@ -229,6 +261,15 @@ export async function run({ natsUrl, quick }) {
       ),
     );
     figures.push(figure('search over NATS minus raw round trip, p50', natsR.p50_us - rawR.p50_us, 'us'));
+    // after the searches, so the catalog's search index has caught up and does not run meanwhile
+    figures.push(
+      figure(
+        'register floor: the same 100 requests put to KV unparsed by a bare responder',
+        await registrationFloor(natsUrl, tools),
+        'ms',
+        rawPuts,
+      ),
+    );
   } finally {
     await catalog.stop();
     const jsm = await catalogBus.jetstreamManager();

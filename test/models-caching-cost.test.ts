@@ -254,7 +254,7 @@ describe('presets and models: aliases', () => {
       model: 'fast',
       models: {
         fast: 'openai:gpt-4.1-mini',
-        smart: { model: 'anthropic:claude-sonnet-4-5', temperature: 0.2 },
+        smart: { model: 'anthropic:claude-sonnet-4-6', temperature: 0.2 },
         'openai:gpt-4.1-mini': { max_output_tokens: 512, parallel_tool_calls: false },
         local: { model: 'ollama:llama3.2:3b', tool_protocol: 'text', context_window: 8192 },
       },
@@ -267,7 +267,7 @@ describe('presets and models: aliases', () => {
     expect(() => resolveProvider({ model: 'smart' }, settings)).toThrow(/ANTHROPIC_API_KEY/);
     expect(resolveProvider({ model: 'smart' }, { ...settings, anthropicApiKey: 'k' })).toMatchObject({
       kind: 'anthropic',
-      model: 'claude-sonnet-4-5',
+      model: 'claude-sonnet-4-6',
       tuning: { temperature: 0.2 },
     });
     expect(resolveProvider({ model: 'local' }, settings)).toMatchObject({

@@ -23,7 +23,7 @@ describe('agentmesh run with models: aliases and --tool-protocol text', () => {
     const config = join(dir, 'agentmesh.yaml');
     writeFileSync(
       config,
-      'models:\n  fast: "openai-responses:gpt-4.1-mini"\n  smart: { model: "anthropic:claude-sonnet-4-5" }\n',
+      'models:\n  fast: "openai-responses:gpt-4.1-mini"\n  smart: { model: "anthropic:claude-sonnet-4-6" }\n',
     );
     const r = await runAgentmesh(
       ['run', '--config', config, '--model', 'fast', '--tool-protocol', 'text', '--json', 'add 2 and 3'],

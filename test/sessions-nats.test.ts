@@ -117,7 +117,7 @@ describe('sessions over NATS', () => {
 
   it.each([
     ['openai', startOpenAiServer, { provider: 'openai', model: 'gpt-4o' }],
-    ['anthropic', startAnthropicServer, { provider: 'anthropic', model: 'claude-sonnet-4-5' }],
+    ['anthropic', startAnthropicServer, { provider: 'anthropic', model: 'claude-sonnet-4-6' }],
   ] as const)(
     '%s: compaction is written by the model and keeps tool calls with their results',
     async (kind, start, choice) => {

@@ -68,6 +68,27 @@ describe('Catalog on the in-process bus', () => {
     await bus.close();
   });
 
+  it('register requests: a spec without its defaults gets them, a name only the name rules refuse is named', async () => {
+    await start();
+    const { version: _v, cpu_bound: _c, tags: _t, ...bare } = spec('text.upper', 'Upper-case a text');
+    const reply = await register('w1', [bare as ToolSpec]);
+    expect(reply.accepted).toEqual(['text.upper']);
+    const got = await requestJson(bus, s.catalogGet, { name: 'text.upper' }, CatalogGetReplySchema);
+    expect(got.tool).toMatchObject({ version: '1', cpu_bound: false, tags: [] });
+    // matches the JSON Schema check (lowercase segments) but has "__", which only the tool-name rules refuse
+    await expect(
+      register('w2', [{ ...spec('text.lower', 'Lower-case a text'), name: 'text__lower' }]),
+    ).rejects.toMatchObject({
+      code: 'invalid_message',
+      message: expect.stringMatching(/tools\.0\.name/),
+    });
+    await expect(register('w2', [{ ...spec('text.lower', 'x'), timeout_ms: 2 ** 60 }])).rejects.toMatchObject(
+      {
+        message: expect.stringMatching(/tools\.0\.timeout_ms/),
+      },
+    );
+  });
+
   it('registers, lists, gets and searches tools', async () => {
     await start();
     const reply = await register('w1', TOOLS);

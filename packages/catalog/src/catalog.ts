@@ -11,6 +11,8 @@ import {
   ServiceName,
   createLogger,
   encodeJson,
+  fastValidator,
+  isToolName,
   resolveToolLoading,
   serve,
   subjects,
@@ -30,6 +32,7 @@ import {
   type ToolLoading,
 } from '@agentmesh/protocol';
 import { ToolAvailability } from './availability.js';
+import { z } from 'zod';
 import { conflictRejection, registerRejection } from './rejections.js';
 import { DeferredIndex } from './deferred-index.js';
 import { CatalogQueries, SearchRequestSchema } from './queries.js';
@@ -37,9 +40,9 @@ import { traceCatalogSearch } from './search-span.js';
 import {
   CatalogKeys,
   ToolRegistry,
-  canonicalJson,
   encodeRecord,
   hashCanonical,
+  specCanonicalJson,
   parseWorkerRecord,
   type LiveTool,
   type WorkerRecord,
@@ -86,6 +89,16 @@ export interface CatalogOptions {
   /** Stops the catalog when aborted. */
   signal?: AbortSignal;
 }
+
+/**
+ * Register requests are checked by an ajv validator compiled once from the schema (a request that fails it, or lacks
+ * a default, goes through zod, which names the offending field as before): zod copies every one of the specs.
+ */
+const checkRegister = fastValidator(CatalogRegisterSchema, (request) =>
+  request.tools.every((spec) => isToolName(spec.name)),
+);
+/** Register bodies reach the handler unchecked; it runs {@link checkRegister}. */
+const UncheckedSchema = z.unknown();
 
 /** How long a registration waits for its own write to come back through the bucket watch. */
 const ECHO_TIMEOUT_MS = 5000;
@@ -164,6 +177,8 @@ export class Catalog {
     this.signal?.throwIfAborted();
     this.started = true;
     try {
+      // compiles the register check now (tens of ms) rather than inside the first worker's registration
+      checkRegister({ worker_id: 'warm', tools: [] }, 'catalog register request');
       this.kv = await this.openBucket();
       await this.load(this.kv);
       this.serveAll();
@@ -330,9 +345,9 @@ export class Catalog {
         ...common,
         maxBytes: this.maxRegisterBytes,
         subject: s.catalogRegister,
-        schema: CatalogRegisterSchema,
+        schema: UncheckedSchema,
         what: 'catalog register request',
-        handler: (body) => this.register(body),
+        handler: (body) => this.register(checkRegister(body, 'catalog register request')),
       }),
       serve({
         ...small,
@@ -427,7 +442,7 @@ export class Catalog {
         continue;
       }
       seen.add(id);
-      const text = canonicalJson(spec);
+      const text = specCanonicalJson(spec);
       const hash = hashCanonical(text);
       canonical.set(hash, text);
       const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);

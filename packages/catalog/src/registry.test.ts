@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
-import { ToolRegistry, canonicalJson, compareVersions, specHash } from './registry.js';
+import { readFileSync } from 'node:fs';
+import { ToolRegistry, canonicalJson, compareVersions, specCanonicalJson, specHash } from './registry.js';
+import { RETRY_KEYS, SAFETY_KEYS, SPEC_KEYS } from './canonical.js';
 
 const spec = (version: string, description: string) =>
   ToolSpecSchema.parse({
@@ -49,6 +51,38 @@ describe('ToolRegistry', () => {
     );
     expect(JSON.parse(canonicalJson(value))).toEqual(JSON.parse(JSON.stringify(value)));
     expect(specHash(spec('1', 'x'))).toBe(specHash(JSON.parse(JSON.stringify(spec('1', 'x'))) as ToolSpec));
+  });
+
+  it('writes a spec as the generic canonical JSON does, on its fast path and off it', () => {
+    const fixtures = JSON.parse(
+      readFileSync(new URL('../../../test/fixtures/catalog/tools.json', import.meta.url), 'utf8'),
+    ) as ToolSpec[];
+    const withOutput = {
+      ...spec('2', 'out "quoted"\n é'),
+      output_schema: { type: 'object', properties: { z: { type: 'number' }, a: { enum: [1, 'x', null] } } },
+      tags: ['b', 'a'],
+      retry: {
+        max_attempts: 3,
+        timeout_ms: 5,
+        retry_on: ['5xx', 'timeout'],
+        backoff_ms: 1,
+        max_backoff_ms: 2,
+        jitter: 0.25,
+      },
+    } as ToolSpec;
+    for (const s of [...fixtures, spec('1', 'x'), withOutput])
+      expect(specCanonicalJson(s)).toBe(canonicalJson(s));
+    // a member the fast path does not know (a schema that grew a field) is still in the text
+    const grown = { ...withOutput, extra: { b: 1, a: 2 } } as ToolSpec;
+    expect(specCanonicalJson(grown)).toBe(canonicalJson(grown));
+    expect(specCanonicalJson(grown)).toContain('"extra":{"a":2,"b":1}');
+  });
+
+  it('the fast path knows exactly the members the schemas define', () => {
+    const keys = (shape: object) => Object.keys(shape).sort();
+    expect([...SPEC_KEYS]).toEqual(keys(ToolSpecSchema.shape));
+    expect([...RETRY_KEYS]).toEqual(keys(ToolSpecSchema.shape.retry.shape));
+    expect([...SAFETY_KEYS]).toEqual(keys(ToolSpecSchema.shape.safety.shape));
   });
 
   it('orders versions numerically', () => {

@@ -1,5 +1,7 @@
-import { hash } from 'node:crypto';
 import { AgentMeshError, ErrorCode, parseJson, type ToolSpec } from '@agentmesh/protocol';
+import { specCanonicalJson } from './canonical.js';
+
+export { canonicalJson, hashCanonical, specCanonicalJson, specHash } from './canonical.js';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
 export interface WorkerRecord {
@@ -21,52 +23,6 @@ export interface LiveTool {
 export interface SpecConflict {
   hash: string;
   workers: string[];
-}
-
-/** sha256 of the spec as canonical JSON (keys sorted), so equal specs hash equally whatever their key order. */
-export function specHash(spec: ToolSpec): string {
-  return hashCanonical(canonicalJson(spec));
-}
-
-/** sha256 (hex) of a spec already written as canonical JSON. */
-export function hashCanonical(canonical: string): string {
-  return hash('sha256', canonical, 'hex');
-}
-
-export function canonicalJson(value: unknown): string {
-  if (typeof value !== 'object' || value === null) return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) {
-    let out = '[';
-    for (let i = 0; i < value.length; i++) {
-      const item: unknown = value[i];
-      if (i > 0) out += ',';
-      out +=
-        typeof item === 'string' ? JSON.stringify(item) : item === undefined ? 'null' : canonicalJson(item);
-    }
-    return out + ']';
-  }
-  const record = value as Record<string, unknown>;
-  const keys = Object.keys(record);
-  if (keys.length > 1) keys.sort();
-  let out = '{';
-  for (const key of keys) {
-    const v = record[key];
-    if (v === undefined) continue;
-    if (out.length > 1) out += ',';
-    out += quotedKey(key) + ':' + (typeof v === 'string' ? JSON.stringify(v) : canonicalJson(v));
-  }
-  return out + '}';
-}
-
-/** Object keys as JSON strings, remembered: specs repeat the same few dozen keys. */
-const quotedKeys = new Map<string, string>();
-function quotedKey(key: string): string {
-  let quoted = quotedKeys.get(key);
-  if (quoted === undefined) {
-    quoted = JSON.stringify(key);
-    if (quotedKeys.size < 4096) quotedKeys.set(key, quoted);
-  }
-  return quoted;
 }
 
 /** Orders versions numerically where they are numbers (`1.10` after `1.9`, `2` after `1`). */
@@ -220,7 +176,7 @@ const utf8 = new TextEncoder();
 export function encodeRecord(record: WorkerRecord, canonical: Map<string, string>): Uint8Array {
   let tools = '';
   for (const { hash, spec, since } of record.tools) {
-    const text = canonical.get(hash) ?? canonicalJson(spec);
+    const text = canonical.get(hash) ?? specCanonicalJson(spec);
     if (tools.length > 0) tools += ',';
     tools += `{"hash":"${hash}","spec":${text}${since === undefined ? '' : `,"since":${since}`}}`;
   }

@@ -127,11 +127,12 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
     giveUp: (why) => lease.fence(why),
     setWaiting: (waiting) => lease.setWaiting(waiting),
     finish: async (status, endedAt) => {
-      try {
-        await lease.finish({ status, finished_at: endedAt });
-      } finally {
-        await writer.clear(lease.runId);
-      }
+      // the run's end is in its event log already: the record and the checkpoint are written side by side
+      const [finished] = await Promise.allSettled([
+        lease.finish({ status, finished_at: endedAt }),
+        writer.clear(lease.runId),
+      ]);
+      if (finished.status === 'rejected') throw finished.reason;
     },
   };
 }

@@ -31,7 +31,9 @@ function parseEvent(e: LoggedEvent): RunEvent {
 export function busPublisher(backend: Backend, prefix: string, runId: string): EventPublisher {
   const subject = buildSubjects(prefix).runEvents(runId);
   return {
-    publish: (e) => backend.publish(subject, encodeJson(e)),
+    publish: (e) => {
+      if (backend.hasSubscribers?.(subject) !== false) backend.publish(subject, encodeJson(e));
+    },
     flush: async () => undefined,
     close: () => undefined,
   };

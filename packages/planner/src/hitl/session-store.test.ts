@@ -63,6 +63,23 @@ describe('SessionStore', () => {
     await expect(second).resolves.toMatchObject({ runId: 'r2' });
   });
 
+  it('a lock released while the next run starts its watch wakes that run (no wait for the 60 s ttl)', async () => {
+    const kv = new MemoryKvStore();
+    const s = new SessionStore(new MemoryBlobStore(), kv);
+    const first = await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 60_000, signal: never });
+    // the holder releases after the waiter read the lock and before its watch is up
+    const watch = kv.watch.bind(kv);
+    kv.watch = async (...args) => {
+      await first.release();
+      return watch(...args);
+    };
+    const bound = new AbortController();
+    const timer = setTimeout(() => bound.abort(), 5_000);
+    const second = await s.lock('acme', 'chat', { runId: 'r2', ttlMs: 60_000, signal: bound.signal });
+    clearTimeout(timer);
+    expect(second.runId).toBe('r2');
+  });
+
   it('takes over a lock whose holder stopped renewing it', async () => {
     const s = store();
     await s.lock('acme', 'chat', { runId: 'dead', ttlMs: 50, signal: never });

@@ -170,7 +170,11 @@ export class SessionStore {
         else {
           const held = JSON.parse(new TextDecoder().decode(entry.value)) as SessionLock;
           if (held.run_id !== options.runId && held.expires_at > Date.now()) {
-            await waitForChange(locks, key, held.expires_at - Date.now(), options.signal);
+            await waitForChange(locks, entry.revision, {
+              key,
+              ms: held.expires_at - Date.now(),
+              signal: options.signal,
+            });
             continue;
           }
           await locks.update(key, value(), entry.revision);
@@ -216,15 +220,24 @@ function lockKey(tenant: string, session: string): string {
   return `session.${encodeName(tenant)}.${encodeName(session)}`;
 }
 
-/** Resolves when the key changes, after `ms` at the latest, or when the signal aborts. */
-async function waitForChange(kv: KvStore, key: string, ms: number, signal: AbortSignal): Promise<void> {
+/**
+ * Resolves when the key no longer holds revision `seen` (changed or deleted), after `ms` at the latest, or when the
+ * signal aborts. The key is read again once the watch is up, so a change made before the watch started is not missed.
+ */
+async function waitForChange(
+  kv: KvStore,
+  seen: number,
+  wait: { key: string; ms: number; signal: AbortSignal },
+): Promise<void> {
+  const { key, signal } = wait;
   if (signal.aborted) return;
   const changed = new AbortController();
   const onAbort = () => changed.abort();
   signal.addEventListener('abort', onAbort, { once: true });
   const watcher = await kv.watch(() => changed.abort(), { key, updatesOnly: true });
   try {
-    await sleep(Math.max(1, ms), changed.signal);
+    if ((await kv.get(key))?.revision !== seen) return;
+    await sleep(Math.max(1, wait.ms), changed.signal);
   } finally {
     watcher.stop();
     signal.removeEventListener('abort', onAbort);

@@ -286,6 +286,19 @@ describe('MemoryBus specifics', () => {
     expect(reply.text()).toBe('{"ok":true}');
     await bus.close();
   });
+  it('says whether a subject has subscribers: exact, wildcard and queue subscriptions, until they go', () => {
+    const bus = new MemoryBus();
+    expect(bus.hasSubscribers('runs.r1.events')).toBe(false);
+    const wild = bus.subscribe('runs.*.events', () => undefined);
+    expect(bus.hasSubscribers('runs.r1.events')).toBe(true);
+    expect(bus.hasSubscribers('runs.r1.other')).toBe(false);
+    wild.unsubscribe();
+    expect(bus.hasSubscribers('runs.r1.events')).toBe(false);
+    const queued = bus.subscribe('runs.r1.events', () => undefined, { queue: 'q' });
+    expect(bus.hasSubscribers('runs.r1.events')).toBe(true);
+    queued.unsubscribe();
+    expect(bus.hasSubscribers('runs.r1.events')).toBe(false);
+  });
 });
 
 describe('NatsBus specifics', () => {

@@ -260,6 +260,13 @@ export class MemoryBus implements Backend {
     return this.routes.has(subject) || isValidSubject(subject, false);
   }
 
+  hasSubscribers(subject: string): boolean {
+    // a subject that cannot be published to reaches nobody, and gets no route (a route vouches for its subject)
+    if (!this.isKnownSubject(subject)) return false;
+    const { plain, groups } = this.matching(subject);
+    return plain.length + groups.length > 0 || this.replyWaiter(subject) !== undefined;
+  }
+
   private replyWaiter(subject: string): PendingRequest | undefined {
     if (!subject.startsWith(this.replyPrefix)) return undefined;
     const waiter = this.replyWaiters.get(SlotTable.fromToken(subject.slice(this.replyPrefix.length)));

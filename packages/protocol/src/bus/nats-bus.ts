@@ -278,6 +278,9 @@ export class NatsBus implements Backend {
         ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
         ...(options.token === undefined ? {} : { token: options.token }),
         inboxPrefix: replyPrefix,
+        // nats-core otherwise captures a stack trace (an Error) for every request it makes, which JetStream makes
+        // for each publish, KV operation and direct get; our errors name the operation instead
+        noAsyncTraces: true,
       } as ConnectionOptions);
     } catch (error) {
       throw new AgentMeshError(

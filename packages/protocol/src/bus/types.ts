@@ -62,6 +62,11 @@ export interface Bus {
   /** The largest payload a message may carry, in bytes. */
   readonly maxPayload: number;
   publish(subject: string, data: BusPayload, options?: PublishOptions): void;
+  /**
+   * Whether a message published on `subject` now would reach a subscription, for a publisher that can skip building
+   * a message nobody receives. Only an in-process bus knows; a networked bus leaves it out.
+   */
+  hasSubscribers?(subject: string): boolean;
   subscribe(subject: string, handler: MessageHandler, options?: SubscribeOptions): Subscription;
   request(subject: string, data: BusPayload, options?: RequestOptions): Promise<BusMessage>;
   /** Answers a message that has a reply subject. */
