@@ -56,7 +56,7 @@ export function miniCatalog(bus, specs, prefix) {
   return () => subs.forEach((x) => x.unsubscribe());
 }
 
-async function embeddedMesh(options = {}) {
+export async function embeddedMesh(options = {}) {
   const bus = new MemoryBus();
   const worker = new ToolWorker({
     bus,
@@ -93,7 +93,7 @@ export async function run({ natsUrl, quick }) {
 async function loopOverhead(quick) {
   const mesh = await embeddedMesh({ transcripts: true });
   const turns = 50;
-  const runs = quick ? 10 : 40;
+  const runs = 40;
   const toolTurns = Array.from({ length: turns - 1 }, () => ({ tool_calls: [add] }));
   const textTurns = Array.from({ length: turns - 1 }, () => ({
     text: 'thinking',
@@ -217,7 +217,7 @@ async function runnerBaseline(quick, ours) {
   });
   const runner = new Runner({ tracingDisabled: true });
   const turns = 50;
-  const runs = quick ? 10 : 40;
+  const runs = 40;
   const timeRuns = async (toolTurns) => {
     const t0 = performance.now();
     for (let i = 0; i < runs; i++) {

@@ -201,15 +201,17 @@ export async function embedded(quick) {
   await worker.start();
   let seq = 0;
 
-  const plainR = await measure(() => plain(args), { count });
-  const oursR = await measure(() => ours.invoke(args), { count });
+  // each figure after as many warm-up calls as it measures: the steady state, not the JIT's first minutes
+  const steady = (n) => ({ count: n, warmup: n });
+  const plainR = await measure(() => plain(args), steady(count));
+  const oursR = await measure(() => ours.invoke(args), steady(count));
   const executeR = await measure(
     () => worker.execute({ call_id: `e-${++seq}`, run_id: 'r', tool: 'math.calc', arguments: args }),
-    { count },
+    steady(count),
   );
   const memR = await measure(
     () => invokeTool(bus, { call_id: `m-${++seq}`, run_id: 'r', tool: 'math.calc', arguments: args }),
-    { count: count / 4 },
+    steady(count / 4),
   );
   figures.push(figure('plain function call p50', plainR.p50_us, 'us'));
   const vsPlain = (label, r) =>
@@ -226,7 +228,7 @@ export async function embedded(quick) {
       description: 'Computes lhs op rhs.',
       schema,
     });
-    const lcR = await measure(() => lc.invoke(args), { count: count / 4 });
+    const lcR = await measure(() => lc.invoke(args), steady(count / 4));
     figures.push(vsPlain('LangChain tool.invoke', lcR));
     figures.push(
       figure('agentmesh tool.invoke p50 vs LangChain', oursR.p50_us, 'us', {
@@ -247,12 +249,14 @@ export async function embedded(quick) {
     });
     const runContext = new RunContext({});
     const input = JSON.stringify(args);
-    const oaR = await measure(() => invokeFunctionTool({ tool: oa, runContext, input }), {
-      count: count / 4,
-    });
+    const oaR = await measure(() => invokeFunctionTool({ tool: oa, runContext, input }), steady(count / 4));
     figures.push(vsPlain('OpenAI Agents invokeFunctionTool', oaR));
     figures.push(
       figure('agentmesh tool.invoke p50 vs OpenAI Agents', oursR.p50_us, 'us', {
+        name: 'OpenAI Agents invokeFunctionTool p50',
+        value: oaR.p50_us,
+      }),
+      figure('agentmesh invokeTool over MemoryBus p50 vs OpenAI Agents', memR.p50_us, 'us', {
         name: 'OpenAI Agents invokeFunctionTool p50',
         value: oaR.p50_us,
       }),
