@@ -1,0 +1,178 @@
+import type { Bus, BusMessage } from './bus/types.js';
+import {
+  NOT_COPIED,
+  fastValidator,
+  inputCheck,
+  jsonCopyWithin,
+  outputCheck,
+  parseJson,
+  validate,
+} from './codec.js';
+import { AgentMeshError, ErrorCode } from './errors.js';
+import { isToolName } from './names.js';
+import { throwIfErrorReply } from './rpc.js';
+import {
+  ToolInvocationSchema,
+  ToolOutcomeSchema,
+  type ToolInvocation,
+  type ToolInvocationInput,
+} from './schemas.js';
+import { withToolCallTraceHeaders } from './telemetry/run-tracer.js';
+import { takeHandedOverOutcome } from './tool-handover.js';
+import type { CallWatch, ProgressRouter, Send, SendResult } from './tool-progress-router.js';
+
+/** A tool invocation as a client sends it. */
+interface WireInvocation {
+  call_id: string;
+  run_id: string;
+  tool: string;
+  arguments: unknown;
+  idempotency_key: string;
+  progress_subject: string;
+  identity?: ToolInvocationInput['identity'];
+  attempt?: number;
+  timeout_ms?: number;
+  max_output_bytes?: number;
+}
+
+/** The invocation as sent: the defaults a worker fills in itself (default identity, first attempt) are left out. */
+function wireInvocation(send: Send, progressSubject: string): WireInvocation {
+  const invocation = send.invocation;
+  const wire: WireInvocation = {
+    call_id: invocation.call_id,
+    run_id: invocation.run_id,
+    tool: invocation.tool,
+    arguments: invocation.arguments,
+    idempotency_key: send.idempotencyKey,
+    progress_subject: progressSubject,
+  };
+  const identity = invocation.identity;
+  if (
+    identity !== undefined &&
+    (identity.tenant !== 'default' || identity.user !== undefined || identity.session !== undefined)
+  )
+    wire.identity = identity;
+  if (send.attempt !== 1) wire.attempt = send.attempt;
+  if (invocation.timeout_ms !== undefined) wire.timeout_ms = invocation.timeout_ms;
+  if (invocation.max_output_bytes !== undefined) wire.max_output_bytes = invocation.max_output_bytes;
+  return wire;
+}
+
+/** Room for the member names, quotes and numbers of a wire invocation, beyond its strings and objects. */
+const WIRE_FRAME_BYTES = 512;
+
+/**
+ * The wire invocation made fit to hand over on an in-process bus: what the caller owns and may change later (its
+ * arguments and identity) is copied with jsonCopy; the rest is strings and numbers made for this send. Undefined (send
+ * the JSON text) when those cannot be copied or the whole may exceed `maxBytes` (strings count 6 bytes a character,
+ * as jsonCopy counts them).
+ */
+function handOverWire(wire: WireInvocation, maxBytes: number): WireInvocation | undefined {
+  const strings =
+    wire.call_id.length +
+    wire.run_id.length +
+    wire.tool.length +
+    wire.idempotency_key.length +
+    wire.progress_subject.length;
+  const budget = { left: maxBytes - WIRE_FRAME_BYTES - 6 * strings };
+  const args = jsonCopyWithin(wire.arguments, budget);
+  if (args === NOT_COPIED) return undefined;
+  wire.arguments = args;
+  if (wire.identity !== undefined) {
+    const identity = jsonCopyWithin(wire.identity, budget);
+    if (identity === NOT_COPIED) return undefined;
+    wire.identity = identity as WireInvocation['identity'];
+  }
+  return wire;
+}
+
+export function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendResult> {
+  return new Promise<SendResult>((resolve, reject) => {
+    const watch = router.watch(send, resolve);
+    const signal = send.signal;
+    let request: Promise<BusMessage>;
+    try {
+      const wire = wireInvocation(send, watch.subject);
+      const options = withToolCallTraceHeaders(
+        signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
+        send.invocation,
+      );
+      // an in-process bus gets the invocation as a value, with no JSON text in between
+      const handed = bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload);
+      request =
+        handed !== undefined && bus.requestValue !== undefined
+          ? bus.requestValue(send.subject, handed, options)
+          : bus.request(send.subject, JSON.stringify(wire), options);
+    } catch (error) {
+      router.unwatch(watch);
+      reject(error as Error);
+      return;
+    }
+    request.then(
+      (reply) => router.settle(watch, replyResult(reply, watch)),
+      (error: unknown) => router.settle(watch, { kind: 'error', error: AgentMeshError.from(error) }),
+    );
+  });
+}
+
+function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
+  try {
+    throwIfErrorReply(reply);
+    const body = reply.value !== undefined ? reply.value : parseJson(reply.text(), 'tool outcome');
+    const outcome = takeHandedOverOutcome(body) ? body : checkOutcome(body, `outcome of ${watch.tool}`);
+    return { kind: 'outcome', outcome, sawStarted: watch.workerId !== undefined };
+  } catch (error) {
+    return { kind: 'error', error: AgentMeshError.from(error) };
+  }
+}
+
+const checkOutcome = fastValidator(ToolOutcomeSchema);
+const invocationCheck = outputCheck(ToolInvocationSchema);
+const invocationInputCheck = inputCheck(ToolInvocationSchema);
+const checkedToolNames = new Set<string>();
+
+function isCheckedToolName(name: unknown): boolean {
+  if (typeof name !== 'string') return false;
+  if (checkedToolNames.has(name)) return true;
+  if (!isToolName(name)) return false;
+  if (checkedToolNames.size >= 4096) checkedToolNames.clear();
+  checkedToolNames.add(name);
+  return true;
+}
+
+/**
+ * Parses a tool invocation exactly as `ToolInvocationSchema` does, without zod in the common case: a value that only
+ * lacks the defaulted `identity` and `attempt` is completed and checked by a compiled validator; anything else goes
+ * through zod, whose error names the offending field. With `copy` the result is a new object; without it (a value
+ * the caller owns, like one just decoded) the defaults are filled in place.
+ */
+export function parseToolInvocation(
+  value: unknown,
+  what: string,
+  code: string = ErrorCode.InvalidMessage,
+  copy = false,
+): ToolInvocation {
+  if (typeof value === 'object' && value !== null && !Object.hasOwn(value, '__proto__')) {
+    const candidate = (copy ? Object.assign({}, value) : value) as Partial<ToolInvocation>;
+    if (candidate.identity === undefined) candidate.identity = { tenant: 'default' };
+    if (candidate.attempt === undefined) candidate.attempt = 1;
+    if (invocationCheck(candidate) && isCheckedToolName(candidate.tool)) return candidate as ToolInvocation;
+  }
+  return validate(ToolInvocationSchema, value, what, code);
+}
+
+/**
+ * A caller's invocation, checked as `ToolInvocationSchema` parses it but not copied: a valid value is returned as it
+ * is (its defaults still absent); anything else goes through zod, whose error names the offending field.
+ */
+export function checkInvocationInput(value: ToolInvocationInput): ToolInvocationInput {
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    !Object.hasOwn(value, '__proto__') &&
+    invocationInputCheck(value) &&
+    isCheckedToolName(value.tool)
+  )
+    return value;
+  return validate(ToolInvocationSchema, value, 'tool invocation', ErrorCode.InvalidRequest);
+}
