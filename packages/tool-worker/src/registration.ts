@@ -17,10 +17,13 @@ import {
   type ToolSpec,
 } from '@agentmesh/protocol';
 
+/** How many bytes of artifacts an in-process worker keeps (the oldest go first): a long-lived process stays bounded. */
+const MEMORY_ARTIFACT_BYTES = 256 * 1024 * 1024;
+
 /** Opens the artifact store (the one place the worker opens a blob store), with an error that says what to do. */
 export async function openArtifactStore(bus: Backend): Promise<BlobStore> {
   try {
-    return await bus.blobs(ARTIFACTS_BUCKET);
+    return await bus.blobs(ARTIFACTS_BUCKET, { memoryMaxBytes: MEMORY_ARTIFACT_BYTES });
   } catch (error) {
     throw new AgentMeshError(
       ErrorCode.JetStreamUnavailable,

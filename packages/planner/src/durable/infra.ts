@@ -47,6 +47,8 @@ import {
 export type { EventPublisher, IntakeDelivery, IntakeOptions, Settlement };
 
 const WEEK_MS = 7 * 24 * 3_600_000;
+/** How many bytes of transcripts an in-process planner keeps (the oldest go first): a long-lived process stays bounded. */
+const MEMORY_TRANSCRIPT_BYTES = 256 * 1024 * 1024;
 
 function bucketPrefix(prefix: string): string {
   return prefix.replace(/[^A-Za-z0-9_-]/g, '_');
@@ -72,7 +74,7 @@ export function openRunRecords(bus: Backend, prefix: string = DEFAULT_PREFIX): P
 }
 
 export function openTranscriptStore(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<BlobStore> {
-  return bus.blobs(transcriptsBucket(prefix), { ttlMs: WEEK_MS });
+  return bus.blobs(transcriptsBucket(prefix), { ttlMs: WEEK_MS, memoryMaxBytes: MEMORY_TRANSCRIPT_BYTES });
 }
 
 /** The KV bucket of approvals, pending and decided (`agentmesh_approvals` for the default prefix). */

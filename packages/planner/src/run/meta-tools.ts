@@ -5,6 +5,7 @@ import {
   CatalogListReplySchema,
   CatalogSearchReplySchema,
   ErrorCode,
+  fastValidator,
   isToolName,
   requestJsonRetrying,
   toErrorPayload,
@@ -157,6 +158,15 @@ function parseMetaArgs<S extends z.ZodType>(schema: S, args: unknown, name: stri
   });
 }
 
+/**
+ * Every run lists its tools: the reply is checked by a compiled ajv validator (zod only for a reply that fails it, to
+ * name the field), with the tool-name rule JSON Schema cannot carry checked here.
+ */
+const checkListReply = fastValidator(
+  CatalogListReplySchema,
+  (reply) => reply.specs === undefined || reply.specs.every((spec) => isToolName(spec.name)),
+);
+
 /** Loads the run's tools from the catalog (specs within the allow-list, loading resolved for this run). */
 export async function loadRunTools(
   bus: Bus,
@@ -172,7 +182,12 @@ export async function loadRunTools(
         subjects.catalogList,
         { ...scope, full: true, ...(offset > 0 ? { offset } : {}) },
         CatalogListReplySchema,
-        { timeoutMs: 5_000, retryForMs: options.retryForMs ?? CATALOG_RETRY_MS, signal: options.signal },
+        {
+          timeoutMs: 5_000,
+          retryForMs: options.retryForMs ?? CATALOG_RETRY_MS,
+          signal: options.signal,
+          check: checkListReply,
+        },
       );
       specs.push(...(reply.specs ?? []));
       offset = reply.next_offset;

@@ -53,8 +53,17 @@ export interface PlannerDefaults {
   skill_match?: SkillMatchInput;
 }
 
+/** The limits of runs that set none of their own, by planner defaults (parsed once, copied per run). */
+const defaultLimits = new WeakMap<PlannerDefaults, RunLimits>();
+
 export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
-  return RunLimitsSchema.parse({ ...defaults.limits, ...request.limits });
+  if (request.limits !== undefined) return RunLimitsSchema.parse({ ...defaults.limits, ...request.limits });
+  let limits = defaultLimits.get(defaults);
+  if (limits === undefined) {
+    limits = RunLimitsSchema.parse({ ...defaults.limits });
+    defaultLimits.set(defaults, limits);
+  }
+  return { ...limits };
 }
 
 export function searchDefaults(defaults: PlannerDefaults): ToolSearchDefaults {

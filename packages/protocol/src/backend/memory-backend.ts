@@ -35,9 +35,9 @@ export class MemoryBackendParts {
     return store;
   }
 
-  async blobs(bucket: string, _options: BlobBucketOptions = {}): Promise<BlobStore> {
+  async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {
     let store = this.blobStores.get(bucket);
-    if (store === undefined) this.blobStores.set(bucket, (store = new MemoryBlobStore()));
+    if (store === undefined) this.blobStores.set(bucket, (store = new MemoryBlobStore(options)));
     return store;
   }
 

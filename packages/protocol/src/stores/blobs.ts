@@ -20,7 +20,13 @@ export interface BlobStore {
 }
 
 export interface BlobBucketOptions {
+  /** Blobs older than this are dropped (the object store's max age on NATS). */
   ttlMs?: number;
+  /**
+   * In-process stores only: past this many bytes in all, the oldest blobs are dropped, so that a long-lived process
+   * does not keep every blob it ever stored. NATS object stores keep theirs on disk and ignore it.
+   */
+  memoryMaxBytes?: number;
 }
 
 /** A blob store on a JetStream object store. */
@@ -52,24 +58,65 @@ export class NatsBlobStore implements BlobStore {
   }
 }
 
+/**
+ * An in-process blob store: blobs older than `ttlMs` are dropped like an object store's max age, and past
+ * `memoryMaxBytes` the oldest blobs go first. Without either it keeps every blob.
+ */
 export class MemoryBlobStore implements BlobStore {
-  private readonly blobs = new Map<string, { info: BlobInfo; data: Uint8Array }>();
+  /** In the order written (a blob written again moves to the end). */
+  private readonly blobs = new Map<string, { info: BlobInfo; data: Uint8Array; at: number }>();
+  private bytes = 0;
+  private readonly ttlMs: number;
+  private readonly maxBytes: number;
+
+  constructor(options: BlobBucketOptions = {}) {
+    this.ttlMs = options.ttlMs ?? 0;
+    this.maxBytes = options.memoryMaxBytes ?? 0;
+  }
+
   async put(
     name: string,
     data: Uint8Array,
     info: { mime: string; meta?: Record<string, string> },
   ): Promise<BlobInfo> {
     const i: BlobInfo = { name, size: data.length, mime: info.mime, meta: info.meta ?? {} };
-    this.blobs.set(name, { info: i, data });
+    this.remove(name);
+    const now = Date.now();
+    this.blobs.set(name, { info: i, data, at: now });
+    this.bytes += data.length;
+    this.evict(now);
     return i;
   }
   async info(name: string): Promise<BlobInfo | null> {
-    return this.blobs.get(name)?.info ?? null;
+    return this.live(name)?.info ?? null;
   }
   async get(name: string): Promise<{ info: BlobInfo; data: Uint8Array } | null> {
-    return this.blobs.get(name) ?? null;
+    const blob = this.live(name);
+    return blob === undefined ? null : { info: blob.info, data: blob.data };
   }
   async delete(name: string): Promise<void> {
+    this.remove(name);
+  }
+
+  private live(name: string): { info: BlobInfo; data: Uint8Array } | undefined {
+    this.evict(Date.now());
+    return this.blobs.get(name);
+  }
+
+  private remove(name: string): void {
+    const blob = this.blobs.get(name);
+    if (blob === undefined) return;
     this.blobs.delete(name);
+    this.bytes -= blob.data.length;
+  }
+
+  /** Drops the oldest blobs while they are past their age or the store is past its size. */
+  private evict(now: number): void {
+    for (const [name, blob] of this.blobs) {
+      const expired = this.ttlMs > 0 && now - blob.at > this.ttlMs;
+      const over = this.maxBytes > 0 && this.bytes > this.maxBytes && this.blobs.size > 1;
+      if (!expired && !over) return;
+      this.remove(name);
+    }
   }
 }

@@ -1,0 +1,59 @@
+import { MemoryBus, subjects as subjectsOf, type ToolSpec } from '@agentmesh/protocol';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { loadRunTools } from './meta-tools.js';
+
+const spec: ToolSpec = {
+  name: 'math.calc',
+  version: '1',
+  description: 'adds',
+  namespace: 'math',
+  input_schema: { type: 'object' },
+  safety: {
+    read_only: true,
+    mutating: false,
+    networked: false,
+    filesystem: false,
+    process: false,
+    external_spend: false,
+    needs_confirmation: false,
+  },
+  timeout_ms: 1000,
+  retry: { max_attempts: 1, timeout_ms: 1000, retry_on: [], backoff_ms: 100, max_backoff_ms: 1000, jitter: 0 },
+  idempotent: true,
+  loading: 'always',
+  cpu_bound: false,
+  tags: [],
+};
+
+describe('loadRunTools: the catalog list reply', () => {
+  let bus = new MemoryBus();
+  const subjects = subjectsOf('metatest');
+  beforeEach(() => {
+    bus = new MemoryBus();
+  });
+  afterEach(() => bus.close());
+
+  const catalogAnswering = (reply: unknown) =>
+    bus.subscribe(subjects.catalogList, (msg) => bus.respond(msg, JSON.stringify(reply)));
+  const load = () =>
+    loadRunTools(bus, subjects, {}, { signal: new AbortController().signal, retryForMs: 0 });
+
+  it('returns the specs of a reply that passes the compiled check as they came', async () => {
+    const sub = catalogAnswering({ tools: [], specs: [spec] });
+    expect(await load()).toEqual([spec]);
+    sub.unsubscribe();
+  });
+
+  it('fills the defaults of a reply without them (zod, after the compiled check refused it)', async () => {
+    const { cpu_bound: _c, tags: _t, version: _v, ...bare } = spec;
+    const sub = catalogAnswering({ tools: [], specs: [bare] });
+    expect(await load()).toEqual([spec]);
+    sub.unsubscribe();
+  });
+
+  it('refuses a spec whose name breaks the tool-name rule, naming the field', async () => {
+    const sub = catalogAnswering({ tools: [], specs: [{ ...spec, name: 'bad name!' }] });
+    await expect(load()).rejects.toThrow(/specs\.0\.name/);
+    sub.unsubscribe();
+  });
+});
