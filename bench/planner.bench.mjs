@@ -36,7 +36,11 @@ export function miniCatalog(bus, specs, prefix) {
       subject: s.catalogList,
       schema: CatalogListSchema,
       what: 'list',
-      handler: (r) => ({ tools: [], ...(r.full ? { specs } : {}) }),
+      // a fixed tool set is one version for good: a list that sends it back is answered `unchanged`, as the catalog does
+      handler: (r) =>
+        r.cached === 'fixed'
+          ? { tools: [], unchanged: true, version: 'fixed' }
+          : { tools: [], ...(r.full ? { specs } : {}), version: 'fixed' },
     }),
     serve({
       bus,

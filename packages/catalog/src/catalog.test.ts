@@ -234,6 +234,50 @@ describe('Catalog on the in-process bus', () => {
     expect(await beat()).toEqual({ known: false });
   });
 
+  it('answers unchanged to a list that sends the current version back, and a full list after any change', async () => {
+    await start();
+    await register('w1', TOOLS.slice(0, 2));
+    const first = await list({ full: true });
+    expect(first.version).toEqual(expect.any(String));
+    expect(first.unchanged).toBeUndefined();
+    expect(await list({ full: true, cached: first.version })).toEqual({
+      tools: [],
+      unchanged: true,
+      version: first.version,
+    });
+    const versions = new Set([first.version]);
+    const fullAfter = async (change: () => Promise<unknown>) => {
+      await change();
+      const reply = await list({ full: true, cached: [...versions].at(-1) });
+      expect(reply.unchanged).toBeUndefined();
+      expect(versions.has(reply.version!)).toBe(false);
+      versions.add(reply.version!);
+      return reply.specs!.map((t) => t.name);
+    };
+    // a new tool, a second worker of a served tool, a worker leaving, a changed spec: each is a new version
+    expect(await fullAfter(() => register('w2', [TOOLS[2]!]))).toEqual([
+      'crypto.md5',
+      'crypto.sha256',
+      'math.calc',
+    ]);
+    expect(await fullAfter(() => register('w3', [TOOLS[2]!]))).toHaveLength(3);
+    expect(
+      await fullAfter(() =>
+        requestJson(bus, s.catalogDeregister, { worker_id: 'w2' }, CatalogHeartbeatReplySchema),
+      ),
+    ).toHaveLength(3);
+    const changed = spec('crypto.md5', 'Compute the MD5 checksum of a text, in hex');
+    await fullAfter(() => register('w1', [TOOLS[0]!, changed]));
+    const now = await list({ full: true, cached: [...versions].at(-1) });
+    expect(now.unchanged).toBe(true);
+    // another catalog (a replica, or this one restarted) never takes this one's version for its own
+    await catalog.stop();
+    await start();
+    const restarted = await list({ full: true, cached: [...versions].at(-1) });
+    expect(restarted.unchanged).toBeUndefined();
+    expect(restarted.specs?.find((t) => t.name === 'crypto.md5')?.description).toBe(changed.description);
+  });
+
   it('applies exposure: spec default, then configured globs, then the request (always wins)', async () => {
     await start({ exposure: { always: ['crypto.*'], deferred: ['math.calc'] } });
     await register('w1', TOOLS);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   AgentMeshError,
   CATALOG_BUCKET,
@@ -126,6 +127,9 @@ export class Catalog {
   private readonly index: DeferredIndex;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
+  /** This replica's state of `live`, as catalog list replies name it: a new value whenever a live tool changes. */
+  private readonly liveEpoch = randomUUID().slice(0, 8);
+  private liveChanges = 0;
   private readonly availability = new ToolAvailability();
   private readonly revisions = new Map<string, number>();
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
@@ -168,6 +172,7 @@ export class Catalog {
       defaultStrategy: this.defaultStrategy,
       defaultLimit: clampSearchLimit(options.search?.limit ?? DEFAULT_SEARCH_LIMIT, maxLimit),
       maxLimit,
+      version: () => `${this.liveEpoch}.${this.liveChanges}`,
     });
   }
 
@@ -329,11 +334,13 @@ export class Catalog {
       if (current !== undefined) {
         this.index.set(name, null);
         this.live.delete(name);
+        this.liveChanges++;
       }
       return;
     }
     if (current?.tool.hash !== tool.hash) this.index.set(name, tool.spec);
     this.live.set(name, { tool, loading: resolveToolLoading(name, tool.spec.loading, this.exposure) });
+    this.liveChanges++;
   }
 
   private serveAll(): void {

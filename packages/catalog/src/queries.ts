@@ -38,6 +38,8 @@ export interface CatalogQueryDeps {
   defaultStrategy: SearchStrategy;
   defaultLimit: number;
   maxLimit: number;
+  /** The state of `live` now: it changes whenever a live tool does. */
+  version: () => string;
 }
 
 /** The catalog's answers to list, get and search, from this replica's view of the live tools. */
@@ -54,6 +56,8 @@ export class CatalogQueries {
    * message; `next_offset` says where the rest starts.
    */
   list(request: CatalogList): CatalogListReply {
+    const version = this.deps.version();
+    if (request.cached === version) return { tools: [], unchanged: true, version };
     const text = request.text?.toLowerCase();
     const matching: { summary: ToolSummary; spec: ToolSpec }[] = [];
     for (const name of [...this.deps.live.keys()].sort()) {
@@ -95,6 +99,7 @@ export class CatalogQueries {
       ...(request.full === true ? { specs } : {}),
       total: matching.length,
       ...(next < matching.length ? { next_offset: next } : {}),
+      version,
     };
   }
 

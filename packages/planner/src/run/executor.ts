@@ -43,7 +43,7 @@ import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
-import { CATALOG_RETRY_MS, listToolNames, loadRunTools } from './meta-tools.js';
+import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
 import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
 import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { startWarnings } from './warnings.js';
@@ -133,6 +133,9 @@ interface RunIo {
  * {@link RunContext} and drives the agent loop, then saves the transcript and hands the ending to the run's keeper.
  */
 export class RunExecutor {
+  /** The catalog's last tool list per scope: runs of an unchanged catalog are not sent every spec again. */
+  private readonly toolLists = new ToolListCache();
+
   constructor(private readonly config: ExecutorConfig) {}
 
   async run(
@@ -405,7 +408,11 @@ export class RunExecutor {
   ): Promise<ToolSpec[]> {
     const { bus, subjects, catalogRetryMs } = this.config;
     try {
-      const specs = await loadRunTools(bus, subjects, scope, { signal, retryForMs: catalogRetryMs });
+      const specs = await loadRunTools(bus, subjects, scope, {
+        signal,
+        retryForMs: catalogRetryMs,
+        cache: this.toolLists,
+      });
       if (!warn) return specs;
       const unmatched = (scope.allow ?? []).filter(
         (entry) =>

@@ -1,6 +1,6 @@
 import { MemoryBus, subjects as subjectsOf, type ToolSpec } from '@agentmesh/protocol';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { loadRunTools } from './meta-tools.js';
+import { ToolListCache, loadRunTools } from './meta-tools.js';
 
 const spec: ToolSpec = {
   name: 'math.calc',
@@ -18,7 +18,14 @@ const spec: ToolSpec = {
     needs_confirmation: false,
   },
   timeout_ms: 1000,
-  retry: { max_attempts: 1, timeout_ms: 1000, retry_on: [], backoff_ms: 100, max_backoff_ms: 1000, jitter: 0 },
+  retry: {
+    max_attempts: 1,
+    timeout_ms: 1000,
+    retry_on: [],
+    backoff_ms: 100,
+    max_backoff_ms: 1000,
+    jitter: 0,
+  },
   idempotent: true,
   loading: 'always',
   cpu_bound: false,
@@ -34,9 +41,10 @@ describe('loadRunTools: the catalog list reply', () => {
   afterEach(() => bus.close());
 
   const catalogAnswering = (reply: unknown) =>
-    bus.subscribe(subjects.catalogList, (msg) => bus.respond(msg, JSON.stringify(reply)));
-  const load = () =>
-    loadRunTools(bus, subjects, {}, { signal: new AbortController().signal, retryForMs: 0 });
+    bus.subscribe(subjects.catalogList, (msg) => {
+      bus.respond(msg, JSON.stringify(reply));
+    });
+  const load = () => loadRunTools(bus, subjects, {}, { signal: new AbortController().signal, retryForMs: 0 });
 
   it('returns the specs of a reply that passes the compiled check as they came', async () => {
     const sub = catalogAnswering({ tools: [], specs: [spec] });
@@ -55,5 +63,54 @@ describe('loadRunTools: the catalog list reply', () => {
     const sub = catalogAnswering({ tools: [], specs: [{ ...spec, name: 'bad name!' }] });
     await expect(load()).rejects.toThrow(/specs\.0\.name/);
     sub.unsubscribe();
+  });
+});
+
+describe('loadRunTools with a cache: runs of an unchanged catalog get its last list', () => {
+  let bus = new MemoryBus();
+  const subjects = subjectsOf('metacache');
+  beforeEach(() => {
+    bus = new MemoryBus();
+  });
+  afterEach(() => bus.close());
+
+  /** A catalog that answers `unchanged` to its current version, and records what each request sent. */
+  const versionedCatalog = () => {
+    const state = { version: 'v1', specs: [spec], requests: [] as Record<string, unknown>[] };
+    bus.subscribe(subjects.catalogList, (msg) => {
+      const body = JSON.parse(msg.text()) as Record<string, unknown>;
+      state.requests.push(body);
+      const reply =
+        body['cached'] === state.version
+          ? { tools: [], unchanged: true, version: state.version }
+          : { tools: [], specs: state.specs, version: state.version };
+      bus.respond(msg, JSON.stringify(reply));
+    });
+    return state;
+  };
+  const load = (cache: ToolListCache, scope: Record<string, string[]> = {}) =>
+    loadRunTools(bus, subjects, scope, { signal: new AbortController().signal, retryForMs: 0, cache });
+
+  it('sends the cached version back and reuses the list while the catalog says unchanged', async () => {
+    const catalog = versionedCatalog();
+    const cache = new ToolListCache();
+    const first = await load(cache);
+    expect(first).toEqual([spec]);
+    first.push({ ...spec, name: 'run.local' });
+    expect(await load(cache)).toEqual([spec]);
+    expect(catalog.requests.map((r) => r['cached'])).toEqual([undefined, 'v1']);
+  });
+
+  it('takes the new list when the catalog changed, and keeps one list per scope', async () => {
+    const catalog = versionedCatalog();
+    const cache = new ToolListCache();
+    await load(cache);
+    const added = { ...spec, name: 'math.mul' };
+    catalog.version = 'v2';
+    catalog.specs = [spec, added];
+    expect(await load(cache)).toEqual([spec, added]);
+    expect(await load(cache, { allow: ['math.*'] })).toEqual([spec, added]);
+    expect(await load(cache)).toEqual([spec, added]);
+    expect(catalog.requests.map((r) => r['cached'])).toEqual([undefined, 'v1', undefined, 'v2']);
   });
 });

@@ -167,30 +167,63 @@ const checkListReply = fastValidator(
   (reply) => reply.specs === undefined || reply.specs.every((spec) => isToolName(spec.name)),
 );
 
-/** Loads the run's tools from the catalog (specs within the allow-list, loading resolved for this run). */
+/** How many tool scopes (allow, deferred and always lists) a planner keeps the catalog's last list of. */
+const TOOL_LIST_SCOPES = 64;
+
+/**
+ * The catalog's last full list of tools for each scope a run asked with, and the catalog `version` it came with. The
+ * next run of the same scope sends that version as `cached` and, while the catalog is unchanged, gets `unchanged`
+ * back instead of every spec again.
+ */
+export class ToolListCache {
+  private readonly lists = new Map<string, { version: string; specs: readonly ToolSpec[] }>();
+
+  get(scope: string): { version: string; specs: readonly ToolSpec[] } | undefined {
+    return this.lists.get(scope);
+  }
+
+  set(scope: string, version: string, specs: readonly ToolSpec[]): void {
+    if (!this.lists.has(scope) && this.lists.size >= TOOL_LIST_SCOPES) this.lists.clear();
+    this.lists.set(scope, { version, specs });
+  }
+
+  forget(scope: string): void {
+    this.lists.delete(scope);
+  }
+}
+
+/**
+ * Loads the run's tools from the catalog (specs within the allow-list, loading resolved for this run). With a cache,
+ * a catalog that says its tools are unchanged since the cached list is answered from the cache.
+ */
 export async function loadRunTools(
   bus: Bus,
   subjects: Subjects,
   scope: ToolScope,
-  options: { signal: AbortSignal; retryForMs?: number | undefined },
+  options: { signal: AbortSignal; retryForMs?: number | undefined; cache?: ToolListCache | undefined },
 ): Promise<ToolSpec[]> {
+  const ask = (body: Record<string, unknown>): Promise<CatalogListReply> =>
+    requestJsonRetrying(bus, subjects.catalogList, body, CatalogListReplySchema, {
+      timeoutMs: 5_000,
+      retryForMs: options.retryForMs ?? CATALOG_RETRY_MS,
+      signal: options.signal,
+      check: checkListReply,
+    });
   try {
-    const specs: ToolSpec[] = [];
-    for (let offset: number | undefined = 0; offset !== undefined;) {
-      const reply: CatalogListReply = await requestJsonRetrying(
-        bus,
-        subjects.catalogList,
-        { ...scope, full: true, ...(offset > 0 ? { offset } : {}) },
-        CatalogListReplySchema,
-        {
-          timeoutMs: 5_000,
-          retryForMs: options.retryForMs ?? CATALOG_RETRY_MS,
-          signal: options.signal,
-          check: checkListReply,
-        },
-      );
-      specs.push(...(reply.specs ?? []));
-      offset = reply.next_offset;
+    const key = options.cache === undefined ? undefined : JSON.stringify(scope);
+    const cached = key === undefined ? undefined : options.cache?.get(key);
+    const reply = await ask({ ...scope, full: true, ...(cached ? { cached: cached.version } : {}) });
+    if (reply.unchanged === true && cached !== undefined) return [...cached.specs];
+    const specs = [...(reply.specs ?? [])];
+    for (let offset = reply.next_offset; offset !== undefined;) {
+      const page = await ask({ ...scope, full: true, offset });
+      specs.push(...(page.specs ?? []));
+      offset = page.next_offset;
+    }
+    if (key !== undefined) {
+      if (reply.version !== undefined && reply.next_offset === undefined)
+        options.cache?.set(key, reply.version, [...specs]);
+      else options.cache?.forget(key);
     }
     return specs;
   } catch (error) {

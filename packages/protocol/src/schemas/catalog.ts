@@ -57,6 +57,11 @@ export const CatalogListSchema = z
     offset: z.number().int().min(0).optional(),
     /** Return at most this many; without it the reply holds as many as fit in one message. */
     limit: z.number().int().min(1).optional(),
+    /**
+     * The `version` of an earlier reply to this same request that the caller still holds: while the catalog's tools
+     * are unchanged since, it answers `unchanged: true` with no tools, and the caller reuses what it has.
+     */
+    cached: z.string().max(128).optional(),
   })
   .strict();
 export type CatalogList = z.infer<typeof CatalogListSchema>;
@@ -67,6 +72,10 @@ export const CatalogListReplySchema = z.object({
   total: z.number().int().optional(),
   /** Present when more tools matched than this reply holds: ask again with this offset. */
   next_offset: z.number().int().optional(),
+  /** The state of the catalog replica this reply comes from: send it back as `cached` to be told when nothing changed. */
+  version: z.string().optional(),
+  /** The answer to a request whose `cached` version is still current: `tools` is empty, reuse the earlier reply. */
+  unchanged: z.boolean().optional(),
 });
 export type CatalogListReply = z.infer<typeof CatalogListReplySchema>;
 
