@@ -76,8 +76,13 @@ describe('loadRunTools with a cache: runs of an unchanged catalog get its last l
 
   /** A catalog that answers `unchanged` to its current version, and records what each request sent. */
   const versionedCatalog = () => {
-    const state = { version: 'v1', specs: [spec], requests: [] as Record<string, unknown>[] };
-    bus.subscribe(subjects.catalogList, (msg) => {
+    const state = {
+      version: 'v1',
+      specs: [spec],
+      requests: [] as Record<string, unknown>[],
+      sub: undefined as { unsubscribe(): void } | undefined,
+    };
+    state.sub = bus.subscribe(subjects.catalogList, (msg) => {
       const body = JSON.parse(msg.text()) as Record<string, unknown>;
       state.requests.push(body);
       const reply =
@@ -99,6 +104,34 @@ describe('loadRunTools with a cache: runs of an unchanged catalog get its last l
     first.push({ ...spec, name: 'run.local' });
     expect(await load(cache)).toEqual([spec]);
     expect(catalog.requests.map((r) => r['cached'])).toEqual([undefined, 'v1']);
+  });
+
+  it('asks again without cached when a catalog from before it refuses the member', async () => {
+    const catalog = versionedCatalog();
+    const cache = new ToolListCache();
+    await load(cache);
+    catalog.sub?.unsubscribe();
+    const asked: Record<string, unknown>[] = [];
+    bus.subscribe(subjects.catalogList, (msg) => {
+      const body = JSON.parse(msg.text()) as Record<string, unknown>;
+      asked.push(body);
+      if ('cached' in body)
+        bus.respond(
+          msg,
+          JSON.stringify({
+            error: {
+              code: 'invalid_message',
+              message: 'invalid list: (root): Unrecognized key: "cached"',
+              retryable: false,
+            },
+          }),
+          { headers: { 'am-status': 'error' } },
+        );
+      else bus.respond(msg, JSON.stringify({ tools: [], specs: [spec] }));
+    });
+    expect(catalog.requests).toHaveLength(1);
+    expect(await load(cache)).toEqual([spec]);
+    expect(asked.map((r) => 'cached' in r)).toEqual([true, false]);
   });
 
   it('takes the new list when the catalog changed, and keeps one list per scope', async () => {

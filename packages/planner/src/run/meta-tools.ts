@@ -212,7 +212,14 @@ export async function loadRunTools(
   try {
     const key = options.cache === undefined ? undefined : JSON.stringify(scope);
     const cached = key === undefined ? undefined : options.cache?.get(key);
-    const reply = await ask({ ...scope, full: true, ...(cached ? { cached: cached.version } : {}) });
+    const reply =
+      cached === undefined
+        ? await ask({ ...scope, full: true })
+        : await ask({ ...scope, full: true, cached: cached.version }).catch((error: unknown) => {
+            // a catalog from before `cached` (a replica not yet upgraded) refuses the member: ask as it knows
+            if (!(error instanceof AgentMeshError) || error.code !== ErrorCode.InvalidMessage) throw error;
+            return ask({ ...scope, full: true });
+          });
     if (reply.unchanged === true && cached !== undefined) return [...cached.specs];
     const specs = [...(reply.specs ?? [])];
     for (let offset = reply.next_offset; offset !== undefined;) {
