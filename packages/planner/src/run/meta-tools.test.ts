@@ -32,14 +32,14 @@ const spec: ToolSpec = {
   tags: [],
 };
 
-describe('loadRunTools: the catalog list reply', () => {
-  let bus = new MemoryBus();
-  const subjects = subjectsOf('metatest');
-  beforeEach(() => {
-    bus = new MemoryBus();
-  });
-  afterEach(() => bus.close());
+const subjects = subjectsOf('metatest');
+let bus = new MemoryBus();
+beforeEach(() => {
+  bus = new MemoryBus();
+});
+afterEach(() => bus.close());
 
+describe('loadRunTools: the catalog list reply', () => {
   const catalogAnswering = (reply: unknown) =>
     bus.subscribe(subjects.catalogList, (msg) => {
       bus.respond(msg, JSON.stringify(reply));
@@ -67,13 +67,6 @@ describe('loadRunTools: the catalog list reply', () => {
 });
 
 describe('loadRunTools with a cache: runs of an unchanged catalog get its last list', () => {
-  let bus = new MemoryBus();
-  const subjects = subjectsOf('metacache');
-  beforeEach(() => {
-    bus = new MemoryBus();
-  });
-  afterEach(() => bus.close());
-
   /** A catalog that answers `unchanged` to its current version, and records what each request sent. */
   const versionedCatalog = () => {
     const state = {
