@@ -1,22 +1,14 @@
-import { MemoryBus, subjects as subjectsOf, type ToolSpec } from '@agentmesh/protocol';
+import { MemoryBus, ToolSpecSchema, subjects as subjectsOf, type ToolSpec } from '@agentmesh/protocol';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ToolListCache, loadRunTools } from './meta-tools.js';
 
-const spec: ToolSpec = {
+/** A spec as the catalog serves it: every default filled in (safety flags all false). */
+const spec: ToolSpec = ToolSpecSchema.parse({
   name: 'math.calc',
-  version: '1',
   description: 'adds',
   namespace: 'math',
   input_schema: { type: 'object' },
-  safety: {
-    read_only: true,
-    mutating: false,
-    networked: false,
-    filesystem: false,
-    process: false,
-    external_spend: false,
-    needs_confirmation: false,
-  },
+  safety: {},
   timeout_ms: 1000,
   retry: {
     max_attempts: 1,
@@ -28,9 +20,7 @@ const spec: ToolSpec = {
   },
   idempotent: true,
   loading: 'always',
-  cpu_bound: false,
-  tags: [],
-};
+});
 
 const subjects = subjectsOf('metatest');
 let bus = new MemoryBus();

@@ -178,17 +178,19 @@ const TOOL_LIST_SCOPES = 64;
 export class ToolListCache {
   private readonly lists = new Map<string, { version: string; specs: readonly ToolSpec[] }>();
 
-  get(scope: string): { version: string; specs: readonly ToolSpec[] } | undefined {
-    return this.lists.get(scope);
+  get(scope: ToolScope): { version: string; specs: readonly ToolSpec[] } | undefined {
+    return this.lists.get(JSON.stringify(scope));
   }
 
-  set(scope: string, version: string, specs: readonly ToolSpec[]): void {
-    if (!this.lists.has(scope) && this.lists.size >= TOOL_LIST_SCOPES) this.lists.clear();
-    this.lists.set(scope, { version, specs });
-  }
-
-  forget(scope: string): void {
-    this.lists.delete(scope);
+  /** Keeps a full list that came in one reply with a version; forgets the scope's list otherwise. */
+  remember(scope: ToolScope, reply: CatalogListReply, specs: readonly ToolSpec[]): void {
+    const key = JSON.stringify(scope);
+    if (reply.version === undefined || reply.next_offset !== undefined) {
+      this.lists.delete(key);
+      return;
+    }
+    if (!this.lists.has(key) && this.lists.size >= TOOL_LIST_SCOPES) this.lists.clear();
+    this.lists.set(key, { version: reply.version, specs: [...specs] });
   }
 }
 
@@ -210,8 +212,7 @@ export async function loadRunTools(
       check: checkListReply,
     });
   try {
-    const key = options.cache === undefined ? undefined : JSON.stringify(scope);
-    const cached = key === undefined ? undefined : options.cache?.get(key);
+    const cached = options.cache?.get(scope);
     const reply =
       cached === undefined
         ? await ask({ ...scope, full: true })
@@ -227,11 +228,7 @@ export async function loadRunTools(
       specs.push(...(page.specs ?? []));
       offset = page.next_offset;
     }
-    if (key !== undefined) {
-      if (reply.version !== undefined && reply.next_offset === undefined)
-        options.cache?.set(key, reply.version, [...specs]);
-      else options.cache?.forget(key);
-    }
+    options.cache?.remember(scope, reply, specs);
     return specs;
   } catch (error) {
     const e = AgentMeshError.from(error);
