@@ -210,6 +210,7 @@ describe('deploy/nats/nats.conf', () => {
       S.toolProgress('*'),
       S.allToolInvokes,
       `${S.prefix}.tool.invoke.math.>`,
+      `${S.prefix}.tool.capacity.>`,
       S.catalogRegister,
       S.catalogHeartbeat,
       S.catalogDeregister,

@@ -231,6 +231,17 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     await worker.bus.flush();
     await waitFor(() => registered.length === 1, 'the registration');
 
+    // capacity notices: a worker that turned calls away says when it has room; the planner sends to its own subject
+    const notices: string[] = [];
+    planner.bus.subscribe(S.toolCapacity('math.calc'), (m) => void notices.push(m.text()));
+    await planner.bus.flush();
+    const direct = S.toolInvokeDirect('math.calc', 'Wperm');
+    worker.bus.subscribe(direct, (m) => void worker.bus.respond(m, JSON.stringify({ direct: true })));
+    worker.bus.publish(S.toolCapacity('math.calc'), JSON.stringify({ invoke: direct, free: 1 }));
+    await worker.bus.flush();
+    await waitFor(() => notices.length === 1, 'the capacity notice');
+    expect(JSON.parse((await planner.bus.request(direct, '{}')).text())).toEqual({ direct: true });
+
     // client: a plain request on runs.submit gets the JetStream PubAck.
     const runId = 'run-perm-1';
     const ack = await client.nc.request(S.runsSubmit, JSON.stringify({ id: runId, task: 'add 2 and 3' }));
@@ -361,6 +372,16 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     await math.nc.flush();
     const reply = await planner.nc.request(S.toolInvoke('math.calc'), '{}', { timeout: 2000 });
     expect(JSON.parse(reply.string())).toEqual({ ok: true, value: 7 });
+    // its own subject for math.calc lies inside its lane; another tool's does not
+    math.nc.subscribe(S.toolInvokeDirect('math.calc', 'Wmath'), {
+      callback: (_e, m: Msg) => void m.respond(enc.encode('{"direct":true}')),
+    });
+    await math.nc.flush();
+    const direct = await planner.nc.request(S.toolInvokeDirect('math.calc', 'Wmath'), '{}', {
+      timeout: 2000,
+    });
+    expect(JSON.parse(direct.string())).toEqual({ direct: true });
+    await expectSubscribeRefused(math, S.toolInvokeDirect('crypto.sha256', 'Wmath'));
     await expectSubscribeRefused(math, S.toolInvoke('crypto.sha256'), toolQueueGroup('crypto.sha256'));
     await expectSubscribeRefused(math, S.allToolInvokes);
     await expectSubscribeRefused(math, `${S.prefix}.tool.invoke.*.*`);

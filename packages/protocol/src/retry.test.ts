@@ -109,4 +109,35 @@ describe('retry', () => {
     ).rejects.toMatchObject({ code: 'unavailable' });
     expect(calls).toBe(2);
   });
+
+  it('spends each delay through `wait`, which may end it early; an abort during it is `cancelled`', async () => {
+    const waits: [number, string][] = [];
+    let calls = 0;
+    const result = await retry(
+      async () => {
+        if (++calls < 3) throw transient();
+        return calls;
+      },
+      {
+        baseMs: 10_000,
+        capMs: 10_000,
+        jitter: 0,
+        wait: async (delayMs, error) => void waits.push([delayMs, error.code]),
+      },
+    );
+    expect(result).toBe(3);
+    expect(waits).toEqual([
+      [10_000, 'unavailable'],
+      [10_000, 'unavailable'],
+    ]);
+
+    const controller = new AbortController();
+    const pending = retry(
+      async () => {
+        throw transient();
+      },
+      { baseMs: 1, signal: controller.signal, wait: async () => controller.abort('stop') },
+    );
+    await expect(pending).rejects.toMatchObject({ code: 'cancelled' });
+  });
 });

@@ -47,6 +47,11 @@ export interface RetryOptions extends BackoffOptions {
   delayHint?: (error: AgentMeshError) => number | undefined;
   /** Called before each wait, for logs and metrics. */
   onRetry?: (error: AgentMeshError, attempt: number, delayMs: number) => void;
+  /**
+   * Spends the delay before the next attempt (default: sleeps it). It may end early, when whatever failed says it
+   * is ready again; an abort of `signal` must end it.
+   */
+  wait?: (delayMs: number, error: AgentMeshError, signal: AbortSignal | undefined) => Promise<void>;
 }
 
 /**
@@ -75,7 +80,10 @@ export async function retry<T>(
       const hinted = options.delayHint?.(e);
       const delay = Math.min(remaining, Math.max(backoffDelay(attempt, options), hinted ?? 0));
       options.onRetry?.(e, attempt, delay);
-      await sleep(delay, options.signal);
+      await (options.wait === undefined
+        ? sleep(delay, options.signal)
+        : options.wait(delay, e, options.signal));
+      if (options.signal?.aborted) throw cancelled(options.signal, e);
     }
   }
 }

@@ -20,6 +20,7 @@ import {
   ToolInvocationSchema,
   ToolOutcomeSchema,
   ToolProgressSchema,
+  ToolCapacitySchema,
   ToolSpecSchema,
 } from './schemas/tools.js';
 
@@ -38,6 +39,7 @@ export const PUBLIC_SCHEMAS = {
   ToolInvocation: ToolInvocationSchema,
   ToolOutcome: ToolOutcomeSchema,
   ToolProgress: ToolProgressSchema,
+  ToolCapacity: ToolCapacitySchema,
   CatalogRegister: CatalogRegisterSchema,
   CatalogRegisterReply: CatalogRegisterReplySchema,
   CatalogDeregister: CatalogDeregisterSchema,

@@ -1,3 +1,4 @@
+import { AgentMeshError, ErrorCode } from './errors.js';
 import { assertToolName } from './names.js';
 
 export const DEFAULT_PREFIX = 'agentmesh';
@@ -6,6 +7,8 @@ export const EVENTS_STREAM = 'AGENTMESH_EVENTS';
 export const CATALOG_BUCKET = 'agentmesh_catalog';
 export const ARTIFACTS_BUCKET = 'agentmesh_artifacts';
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+/** The last token of one worker's own tool subject: it starts with an uppercase letter, which no tool name does. */
+export const WORKER_SUBJECT_TOKEN = /^[A-Z][A-Za-z0-9_-]{0,63}$/;
 
 /** Service names announced on NATS service discovery (`$SRV.PING`). */
 export const ServiceName = {
@@ -33,6 +36,25 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
       return `${prefix}.tool.invoke.${toolName}`;
     },
     allToolInvokes: `${prefix}.tool.invoke.>`,
+    /**
+     * One worker's own subject for a tool, no queue group: `<prefix>.tool.invoke.<tool>.<token>`. The token starts with
+     * an uppercase letter, which no tool name segment does, so it never names another tool, and it stays under the
+     * tool's own `tool.invoke.<tool>.>` for subject permissions.
+     */
+    toolInvokeDirect: (toolName: string, token: string) => {
+      assertToolName(toolName);
+      if (!WORKER_SUBJECT_TOKEN.test(token))
+        throw new AgentMeshError(
+          ErrorCode.InvalidRequest,
+          `worker subject token "${token}" must match ${WORKER_SUBJECT_TOKEN.source}`,
+        );
+      return `${prefix}.tool.invoke.${toolName}.${token}`;
+    },
+    /** Where a worker that turned calls of a tool away says it can take more (`ToolCapacity`). */
+    toolCapacity: (toolName: string) => {
+      assertToolName(toolName);
+      return `${prefix}.tool.capacity.${toolName}`;
+    },
     /** Where a worker reports progress of one call to the planner that made it. */
     toolProgress: (runId: string) => `${prefix}.runs.${runId}.progress`,
     catalogRegister: `${prefix}.catalog.register`,

@@ -1,6 +1,8 @@
 import type { Bus } from './bus/types.js';
 import { AgentMeshError, ErrorCode } from './errors.js';
 import { backoffDelay, retry } from './retry.js';
+import { sleep } from './timing.js';
+import { capacityWaiters } from './tool-capacity.js';
 import type { ToolInvocation, ToolInvocationInput, ToolOutcome, ToolProgress } from './schemas.js';
 import { DEFAULT_PREFIX } from './subjects.js';
 import { progressRouter, type ProgressRouter, type Send, type SendResult } from './tool-progress-router.js';
@@ -89,6 +91,9 @@ const STORE_NOT_READY = 'outcome_store_not_ready';
 class ClientCall {
   readonly timeoutMs: number;
   private readonly subject: string;
+  private readonly capacitySubject: string;
+  /** The subject of the worker whose capacity notice woke this call: its next send goes there, once. */
+  private target: string | undefined;
   private readonly idempotencyKey: string;
   private readonly deadline: number;
   private readonly lostAfterMs: number;
@@ -109,6 +114,7 @@ class ClientCall {
   ) {
     this.idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
     this.subject = toolSubject(options.prefix ?? DEFAULT_PREFIX, body.tool);
+    this.capacitySubject = `${options.prefix ?? DEFAULT_PREFIX}.tool.capacity.${body.tool}`;
     this.timeoutMs = options.timeoutMs ?? 60_000;
     this.deadline = Date.now() + this.timeoutMs;
     this.lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
@@ -144,6 +150,7 @@ class ClientCall {
         ...(signal === undefined ? {} : { signal }),
         retryable: (error) => this.mayResend(error),
         delayHint: (error) => this.delayHint(error),
+        wait: (delayMs, error, signal) => this.pause(delayMs, error, signal),
       });
     } catch (error) {
       throw this.finalError(AgentMeshError.from(error));
@@ -164,8 +171,11 @@ class ClientCall {
 
   private send(now: number): Send {
     this.sends++;
+    const target = this.target;
+    this.target = undefined;
     return {
       subject: this.subject,
+      target,
       invocation: this.body,
       attempt: this.attempt,
       idempotencyKey: this.idempotencyKey,
@@ -240,13 +250,34 @@ class ClientCall {
     return Date.now() - this.firstNoResponders < Math.min(this.noRespondersMs, this.timeoutMs);
   }
 
-  /** No worker right now waits longer between sends than a busy one; a store that is not back longer still. */
+  /**
+   * No worker right now waits longer between sends than a busy one; a store that is not back longer still. A worker
+   * that will say when it has room again (`offers`) is asked again once at once (another replica may have room), then
+   * only on its notice or after a longer backoff.
+   */
   delayHint(error: AgentMeshError): number | undefined {
+    if (error.code === ErrorCode.Busy && offersCapacity(error) && this.sends > 1)
+      return backoffDelay(this.sends - 1, { baseMs: 50, capMs: 1000, jitter: 0.5 });
     if (error.code === ErrorCode.NoResponders)
       return backoffDelay(this.sends, { baseMs: 2, capMs: 250, jitter: 0.5 });
     if (error.code === STORE_NOT_READY)
       return backoffDelay(this.sends, { baseMs: 100, capMs: 1000, jitter: 0.5 });
     return undefined;
+  }
+
+  /** Waits before the next send: until a worker that turned the call away says it has room, or the delay is over. */
+  private async pause(
+    delayMs: number,
+    error: AgentMeshError,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    if (error.code !== ErrorCode.Busy || !offersCapacity(error)) return sleep(delayMs, signal);
+    this.target = await capacityWaiters(this.router.bus).wait(
+      this.capacitySubject,
+      this.subject,
+      delayMs,
+      signal,
+    );
   }
 
   /** The error the caller gets once no more sends are made. */
@@ -295,6 +326,11 @@ class ClientCall {
       cause,
     });
   }
+}
+
+/** Whether a worker's `busy` answer says it will announce when it has room again. */
+function offersCapacity(error: AgentMeshError): boolean {
+  return error.details?.['offers'] === true;
 }
 
 /** What errors name of a call. */

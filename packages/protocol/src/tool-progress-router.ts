@@ -11,7 +11,10 @@ export type SendResult =
 
 /** One send of a call: what goes on the wire and how long to wait for it. */
 export interface Send {
+  /** The tool's subject, served by its queue group. */
   subject: string;
+  /** One worker's own subject to send to instead (it said it has room), or undefined. */
+  target: string | undefined;
   invocation: ToolInvocationInput;
   attempt: number;
   idempotencyKey: string;

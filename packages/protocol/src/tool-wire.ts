@@ -101,8 +101,8 @@ export function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<
       const handed = bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload);
       request =
         handed !== undefined && bus.requestValue !== undefined
-          ? bus.requestValue(send.subject, handed, options)
-          : bus.request(send.subject, JSON.stringify(wire), options);
+          ? bus.requestValue(send.target ?? send.subject, handed, options)
+          : bus.request(send.target ?? send.subject, JSON.stringify(wire), options);
     } catch (error) {
       router.unwatch(watch);
       reject(error as Error);

@@ -14,6 +14,8 @@ import {
   type MetricsServer,
   type ToolProgress,
 } from '@agentmesh/protocol';
+import { Admission } from './admission.js';
+import type { CpuPool } from './cpu-pool.js';
 import { defineTool } from './define-tool.js';
 import { ToolWorker } from './worker.js';
 
@@ -83,4 +85,59 @@ describe('admission queue depth gauge', () => {
     expect(outcomes.every((o) => !o.is_error)).toBe(true);
     expect(await scrapeQueueDepth(server)).toBe(0);
   }, 60_000);
+});
+
+describe('Admission owes the callers it turned away a word once it has room', () => {
+  it('owes the tools it refused, tells them once when a call leaves, and never while draining', () => {
+    const admission = new Admission('w1', 2);
+    admission.state = 'running';
+    expect(admission.admit('t.a', undefined)).toBeUndefined();
+    expect(admission.leave()).toBeUndefined();
+
+    // at its limit without turning anyone away: a fast tool owes nothing (that would be a notice per call)
+    expect(admission.admit('t.a', undefined)).toBeUndefined();
+    expect(admission.admit('t.a', undefined)).toBeUndefined();
+    expect(admission.leave()).toBeUndefined();
+    expect(admission.admit('t.a', undefined)).toBeUndefined();
+    expect(admission.admit('t.b', undefined)).toMatchObject({
+      code: 'busy',
+      retryable: true,
+      details: { worker_id: 'w1', tool: 't.b', offers: true },
+    });
+    expect(admission.admit('t.c', undefined)).toMatchObject({ code: 'busy' });
+    expect(admission.leave()).toEqual([
+      { tool: 't.b', free: 1 },
+      { tool: 't.c', free: 1 },
+    ]);
+    expect(admission.leave()).toBeUndefined();
+
+    expect(admission.admit('t.a', undefined)).toBeUndefined();
+    expect(admission.admit('t.a', undefined)).toBeUndefined();
+    admission.state = 'draining';
+    expect(admission.admit('t.c', undefined)?.details).toEqual({ worker_id: 'w1', tool: 't.c' });
+    expect(admission.leave()).toBeUndefined();
+    expect(admission.leave()).toBeUndefined();
+  });
+
+  it('tells the callers of a CPU-bound tool only once its thread pool has room', () => {
+    let room = 0;
+    const pool = {
+      threads: 1,
+      get saturated() {
+        return room <= 0;
+      },
+      room: (arriving = 0) => room - arriving,
+      waiting: () => 0,
+    } as unknown as CpuPool;
+    const admission = new Admission('w1', 8);
+    admission.state = 'running';
+    room = 1;
+    expect(admission.admit('t.cpu', pool)).toBeUndefined();
+    room = 0;
+    expect(admission.admit('t.cpu', pool)).toMatchObject({ code: 'busy', details: { offers: true } });
+    expect(admission.leave()).toBeUndefined();
+    expect(admission.admit('t.io', undefined)).toBeUndefined();
+    room = 2;
+    expect(admission.leave()).toEqual([{ tool: 't.cpu', free: 2 }]);
+  });
 });

@@ -3,16 +3,26 @@ import type { CpuPool } from './cpu-pool.js';
 
 export type WorkerState = 'new' | 'starting' | 'running' | 'draining' | 'stopped';
 
+/** A tool this worker has room for again, and how many calls of it it would take now. */
+export interface RoomFor {
+  tool: string;
+  free: number;
+}
+
 /**
  * Which calls a worker takes: at most `concurrency` in flight, CPU-bound calls only while the thread pool's queue
  * has room, none unless it is running. A refused call is answered `busy` at once (retryable: it never started), so
- * the client sends it again and the tool's queue group gives it to another replica.
+ * the client sends it again and the tool's queue group gives it to another replica. While running, the worker also
+ * owes the callers of every tool it turned away, or filled its thread pool with, a word once it has room again
+ * ({@link leave}).
  */
 export class Admission {
   state: WorkerState = 'new';
   private calls = 0;
   /** The CPU pool of the calls admitted so far, whose waiting calls are the admission queue depth gauge. */
   private cpuPool: CpuPool | undefined;
+  /** Tools whose callers may be waiting for this worker to have room, with the CPU pool their calls need. */
+  private readonly owed = new Map<string, CpuPool | undefined>();
 
   constructor(
     private readonly workerId: string,
@@ -33,8 +43,13 @@ export class Admission {
         this.cpuPool = cpuPool;
         actorMetrics().setAdmissionQueueDepth(cpuPool.waiting(1));
       }
+      // a full thread pool owes a word even before it turns anyone away: another replica may have, and a CPU call
+      // is long enough for a notice per call to cost nothing (a fast tool at its concurrency limit would pay per call)
+      if (cpuPool !== undefined && cpuPool.room(1) <= 0) this.owed.set(tool, cpuPool);
       return undefined;
     }
+    const offers = this.state === 'running';
+    if (offers) this.owed.set(tool, cpuPool);
     return {
       code: ErrorCode.Busy,
       message:
@@ -44,12 +59,29 @@ export class Admission {
             ? `worker ${this.workerId} has all ${cpuPool?.threads} CPU threads busy and its queue full; try another replica`
             : `worker ${this.workerId} has ${this.calls} calls in flight (limit ${this.concurrency}); try another replica`,
       retryable: true,
-      details: { worker_id: this.workerId, tool },
+      details: offers ? { worker_id: this.workerId, tool, offers } : { worker_id: this.workerId, tool },
     };
   }
 
-  leave(): void {
+  /**
+   * Ends an admitted call. Returns the owed tools the worker now has room for (each then owed no more), or undefined:
+   * the worker tells their waiting callers.
+   */
+  leave(): RoomFor[] | undefined {
     this.calls--;
     if (this.cpuPool !== undefined) actorMetrics().setAdmissionQueueDepth(this.cpuPool.waiting());
+    if (this.owed.size === 0) return undefined;
+    if (this.state !== 'running') {
+      this.owed.clear();
+      return undefined;
+    }
+    let room: RoomFor[] | undefined;
+    for (const [tool, pool] of this.owed) {
+      const free = Math.min(this.concurrency - this.calls, pool === undefined ? Infinity : pool.room());
+      if (free < 1) continue;
+      this.owed.delete(tool);
+      (room ??= []).push({ tool, free });
+    }
+    return room;
   }
 }

@@ -97,6 +97,11 @@ export class CpuPool {
     return this.tasks >= this.threads + this.queueDepth;
   }
 
+  /** CPU calls the pool would still take before it is saturated, counting `arriving` more about to be handed to it. */
+  room(arriving = 0): number {
+    return this.threads + this.queueDepth - this.tasks - arriving;
+  }
+
   /** CPU calls waiting for a thread now, counting `arriving` more that are about to be handed to the pool. */
   waiting(arriving = 0): number {
     return Math.max(0, this.tasks + arriving - this.threads);

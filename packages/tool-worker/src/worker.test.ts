@@ -4,6 +4,7 @@ import {
   ArtifactFetchReplySchema,
   CatalogRegisterSchema,
   MemoryBus,
+  ToolOutcomeSchema,
   invokeTool,
   publishJson,
   requestJson,
@@ -170,7 +171,15 @@ describe('ToolWorker on the in-process bus', () => {
   it('answers unknown tools: unknown_tool from the worker, no_responders (fast) for a tool nobody serves', async () => {
     const { bus, worker } = await startWorker([sleepTool()]);
     const direct = await worker.execute(call('test.missing', {}));
-    expect(direct).toMatchObject({ is_error: true, error: { code: 'unknown_tool' } });
+    expect(direct).toMatchObject({ is_error: true, attempts: 1, error: { code: 'unknown_tool' } });
+    // an invocation of another tool on this tool's subject gets a valid outcome that names both tools
+    const reply = await bus.request(
+      'agentmesh.tool.invoke.test.sleep',
+      JSON.stringify(call('test.other', {})),
+    );
+    const misrouted = ToolOutcomeSchema.parse(JSON.parse(reply.text()));
+    expect(misrouted).toMatchObject({ is_error: true, attempts: 1, error: { code: 'unknown_tool' } });
+    expect(misrouted.error?.message).toMatch(/"test\.other" arrived on the subject of "test\.sleep"/);
     const c = call('test.nobody', {});
     const error = await invokeTool(bus, c, { noRespondersMs: 100 }).catch((e: unknown) => e);
     expect(error).toMatchObject({

@@ -31,6 +31,7 @@ import { Admission } from './admission.js';
 import type { RunCallScope } from './attempt.js';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts } from './artifacts.js';
 import { AbortScope, ProgressHub } from './call-scope.js';
+import { CapacityNotices } from './capacity-notices.js';
 import { CpuPool } from './cpu-pool.js';
 import type { Tool } from './define-tool.js';
 import { Executor } from './executor.js';
@@ -91,10 +92,12 @@ export interface ToolWorkerOptions {
 
 /**
  * The tool-worker actor. Serves each of its tools on `<prefix>.tool.invoke.<name>` in the tool's queue group, so
- * replicas share calls. It is composed of: {@link Admission} (concurrency, busy answers, draining), {@link OnceGuard}
- * (idempotency keys, local and shared), {@link Executor} (validation, policy, attempts, piscina, output checks,
- * artifacts), {@link RunCancels} (a run's cancel reaches its calls wherever they wait) and {@link Registration}
- * (catalog registration and heartbeat). It also serves `artifact_fetch` and drains on demand.
+ * replicas share calls, and on a subject of its own that its capacity notices point callers at once it has room
+ * again. It is composed of: {@link Admission} (concurrency, busy answers, draining), {@link CapacityNotices} (its
+ * own subjects and the notices), {@link OnceGuard} (idempotency keys, local and shared), {@link Executor} (validation,
+ * policy, attempts, piscina, output checks, artifacts), {@link RunCancels} (a run's cancel reaches its calls wherever
+ * they wait) and {@link Registration} (catalog registration and heartbeat). It also serves `artifact_fetch` and
+ * drains on demand.
  */
 export class ToolWorker {
   readonly workerId: string;
@@ -112,7 +115,9 @@ export class ToolWorker {
   private readonly lifecycle = new AbortController();
   private readonly draining = new AbortScope();
   private readonly options: ToolWorkerOptions;
-  private subs: { tools: Map<string, Subscription>; other: Subscription[] } = {
+  private readonly capacity: CapacityNotices;
+  /** Per tool: its queue-group subscription and this worker's own subject for it. */
+  private subs: { tools: Map<string, Subscription[]>; other: Subscription[] } = {
     tools: new Map(),
     other: [],
   };
@@ -155,6 +160,7 @@ export class ToolWorker {
       ...(options.outcomeCache === undefined ? {} : { outcomeCache: options.outcomeCache }),
     });
     this.cancels = new RunCancels(this.subjects.prefix, this.logger);
+    this.capacity = new CapacityNotices(this.bus, this.subjects, this.workerId, this.logger);
     if (options.register ?? true)
       this.registration = new Registration({
         bus: this.bus,
@@ -240,12 +246,11 @@ export class ToolWorker {
   }
 
   private subscribeTool(tool: Tool<any, any>): void {
-    this.subs.tools.set(
-      tool.name,
-      this.bus.subscribe(this.subjects.toolInvoke(tool.name), (msg) => this.onInvoke(tool, msg), {
-        queue: toolQueueGroup(tool.name),
-      }),
-    );
+    const onInvoke = (msg: BusMessage) => this.onInvoke(tool, msg);
+    this.subs.tools.set(tool.name, [
+      this.bus.subscribe(this.subjects.toolInvoke(tool.name), onInvoke, { queue: toolQueueGroup(tool.name) }),
+      this.bus.subscribe(this.capacity.subjectFor(tool.name), onInvoke),
+    ]);
   }
 
   /**
@@ -275,9 +280,8 @@ export class ToolWorker {
     const drains: Promise<void>[] = [];
     for (const name of remove) {
       this.tools.delete(name);
-      const sub = this.subs.tools.get(name);
+      for (const sub of this.subs.tools.get(name) ?? []) drains.push(sub.drain());
       this.subs.tools.delete(name);
-      if (sub !== undefined) drains.push(sub.drain());
     }
     for (const tool of add) {
       this.addTool(tool);
@@ -337,7 +341,7 @@ export class ToolWorker {
     this.lifecycle.abort(closed);
     this.draining.abort(closed);
     this.daemonWatcher?.stop();
-    await Promise.all([...this.subs.tools.values()].map((s) => s.drain()));
+    await Promise.all([...this.subs.tools.values()].flat().map((s) => s.drain()));
     if (wasRunning) await this.registration?.stop();
     await Promise.all(this.subs.other.map((s) => s.drain()));
     await this.executor.cpuPool
@@ -390,12 +394,12 @@ export class ToolWorker {
                 `invocation for tool "${invocation.tool}" arrived on the subject of "${tool.name}"`,
                 { retryable: false },
               ),
-              0,
+              1,
               0,
             );
       this.respondOutcome(msg, outcome);
     } finally {
-      this.admission.leave();
+      this.capacity.announce(this.admission.leave());
     }
   }
 
@@ -421,7 +425,7 @@ export class ToolWorker {
           `unknown tool "${invocation.tool}": worker ${this.workerId} does not serve it`,
           { retryable: false, details: { served: [...this.tools.keys()] } },
         ),
-        0,
+        1,
         0,
       );
     const call = this.cancels.open(invocation.run_id);

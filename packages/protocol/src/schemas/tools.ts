@@ -108,3 +108,18 @@ export const ToolProgressSchema = z.object({
   dedup: z.literal('shared').optional(),
 });
 export type ToolProgress = z.infer<typeof ToolProgressSchema>;
+
+/**
+ * What a worker that turned calls of a tool away (or was full) publishes on `<prefix>.tool.capacity.<tool>` once it
+ * can take `free` more: callers waiting to send a call of that tool again send it to `invoke`, the subject of this
+ * worker alone, instead of waiting out their backoff.
+ */
+export const ToolCapacitySchema = z
+  .object({
+    worker_id: z.string().min(1),
+    tool: z.string().min(1),
+    invoke: z.string().min(1),
+    free: z.number().int().min(1),
+  })
+  .strict();
+export type ToolCapacity = z.infer<typeof ToolCapacitySchema>;
