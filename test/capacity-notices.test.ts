@@ -119,6 +119,20 @@ describe('capacity notices', () => {
     expect(seen.sends.length).toBeLessThan(12 * 4);
   });
 
+  it('wake a long queue of waiting calls one freed slot after another, not on their backoff', async () => {
+    const worker = await startWorker([napTool('cap.queue')], 1);
+    const seen = await watchTool('cap.queue');
+    const started = performance.now();
+    const outcomes = await Promise.all(Array.from({ length: 60 }, () => call('cap.queue', 5)));
+    const elapsed = performance.now() - started;
+    seen.stop();
+    expect(outcomes.every((o) => !o.is_error)).toBe(true);
+    // a notice for every freed slot while calls wait, each taken by a waiting call
+    expect(seen.notices.filter((n) => n.worker_id === worker.workerId).length).toBeGreaterThanOrEqual(50);
+    // 60 calls of 5 ms one after another; calls left to their backoff (50 ms doubling to 1 s) take seconds
+    expect(elapsed).toBeLessThan(2_000);
+  });
+
   it('ignore a notice that points at another tool, and outlive one that points at a worker that is gone', async () => {
     const worker = await startWorker([napTool('cap.held')], 1);
     await startWorker([napTool('cap.other')], 4);

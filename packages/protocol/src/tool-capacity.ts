@@ -12,8 +12,6 @@ interface Waiter {
 
 interface Listener {
   readonly sub: Subscription;
-  /** What every `invoke` of a notice must start with: the tool's own subject and a dot. */
-  readonly toolSubject: string;
   readonly waiters: Set<Waiter>;
   idle: NodeJS.Timeout | undefined;
 }
@@ -74,7 +72,7 @@ export class CapacityWaiters {
     if (listener === undefined) {
       const waiters = new Set<Waiter>();
       const sub = this.bus.subscribe(subject, (msg) => wakeFor(msg, toolSubject, waiters));
-      listener = { sub, toolSubject, waiters, idle: undefined };
+      listener = { sub, waiters, idle: undefined };
       this.listeners.set(subject, listener);
     }
     return listener;

@@ -119,6 +119,18 @@ describe('Admission owes the callers it turned away a word once it has room', ()
     expect(admission.leave()).toBeUndefined();
   });
 
+  it('keeps telling while calls it turned away are unanswered, one notice per freed slot', () => {
+    const admission = new Admission('w1', 1);
+    admission.state = 'running';
+    expect(admission.admit('t.q', undefined)).toBeUndefined();
+    for (let i = 0; i < 3; i++) expect(admission.admit('t.q', undefined)).toMatchObject({ code: 'busy' });
+    for (let i = 0; i < 3; i++) {
+      expect(admission.leave()).toEqual([{ tool: 't.q', free: 1 }]);
+      expect(admission.admit('t.q', undefined)).toBeUndefined();
+    }
+    expect(admission.leave()).toBeUndefined();
+  });
+
   it('tells the callers of a CPU-bound tool only once its thread pool has room', () => {
     let room = 0;
     const pool = {

@@ -21,8 +21,11 @@ export class Admission {
   private calls = 0;
   /** The CPU pool of the calls admitted so far, whose waiting calls are the admission queue depth gauge. */
   private cpuPool: CpuPool | undefined;
-  /** Tools whose callers may be waiting for this worker to have room, with the CPU pool their calls need. */
-  private readonly owed = new Map<string, CpuPool | undefined>();
+  /**
+   * Tools whose callers may be waiting for this worker to have room: the CPU pool their calls need, and how many
+   * calls it turned away that no notice has answered yet.
+   */
+  private readonly owed = new Map<string, { pool: CpuPool | undefined; waiting: number }>();
 
   constructor(
     private readonly workerId: string,
@@ -45,11 +48,11 @@ export class Admission {
       }
       // a full thread pool owes a word even before it turns anyone away: another replica may have, and a CPU call
       // is long enough for a notice per call to cost nothing (a fast tool at its concurrency limit would pay per call)
-      if (cpuPool !== undefined && cpuPool.room(1) <= 0) this.owed.set(tool, cpuPool);
+      if (cpuPool !== undefined && cpuPool.room(1) <= 0) this.owe(tool, cpuPool, 0);
       return undefined;
     }
     const offers = this.state === 'running';
-    if (offers) this.owed.set(tool, cpuPool);
+    if (offers) this.owe(tool, cpuPool, 1);
     return {
       code: ErrorCode.Busy,
       message:
@@ -64,8 +67,9 @@ export class Admission {
   }
 
   /**
-   * Ends an admitted call. Returns the owed tools the worker now has room for (each then owed no more), or undefined:
-   * the worker tells their waiting callers.
+   * Ends an admitted call. Returns the owed tools the worker now has room for, or undefined: the worker tells their
+   * waiting callers. Each notice counts as answering `free` of the calls turned away; a tool stays owed until its
+   * notices have answered them all, so a long queue of waiting callers is woken one freed slot after another.
    */
   leave(): RoomFor[] | undefined {
     this.calls--;
@@ -76,12 +80,23 @@ export class Admission {
       return undefined;
     }
     let room: RoomFor[] | undefined;
-    for (const [tool, pool] of this.owed) {
-      const free = Math.min(this.concurrency - this.calls, pool === undefined ? Infinity : pool.room());
+    for (const [tool, debt] of this.owed) {
+      const free = Math.min(
+        this.concurrency - this.calls,
+        debt.pool === undefined ? Infinity : debt.pool.room(),
+      );
       if (free < 1) continue;
-      this.owed.delete(tool);
+      debt.waiting -= free;
+      if (debt.waiting <= 0) this.owed.delete(tool);
       (room ??= []).push({ tool, free });
     }
     return room;
+  }
+
+  /** Counts `turnedAway` more calls of `tool` owed a notice (at least one, so that a full pool says when it frees). */
+  private owe(tool: string, pool: CpuPool | undefined, turnedAway: number): void {
+    const debt = this.owed.get(tool);
+    if (debt === undefined) this.owed.set(tool, { pool, waiting: Math.max(1, turnedAway) });
+    else debt.waiting = Math.max(1, debt.waiting + turnedAway);
   }
 }
