@@ -87,6 +87,40 @@ describe('admission queue depth gauge', () => {
   }, 60_000);
 });
 
+describe('refusals and capacity notices in the metrics', () => {
+  it('counts the calls a worker answered busy and the notices it sent, per tool', async () => {
+    const metrics = createActorMetrics('tool-worker');
+    setProcessMetrics(metrics);
+    cleanup.push(() => void setProcessMetrics(NOOP_METRICS));
+    const bus = new MemoryBus();
+    const nap = defineTool({
+      name: 'test.nap',
+      description: 'Sleeps for ms.',
+      input: z.object({ ms: z.number() }),
+      idempotent: true,
+      handler: async ({ ms }) => new Promise((resolve) => setTimeout(() => resolve({ ms }), ms)),
+    });
+    const worker = new ToolWorker({
+      bus,
+      tools: [nap],
+      logger: silentLogger(),
+      register: false,
+      concurrency: 1,
+    });
+    await worker.start();
+    cleanup.push(() => worker.drain());
+    const calls = [50, 1].map((ms, i) =>
+      invokeTool(bus, { call_id: `nap-${i}`, run_id: 'run-nap', tool: 'test.nap', arguments: { ms } }),
+    );
+    expect((await Promise.all(calls)).every((o) => !o.is_error)).toBe(true);
+    const text = await metrics.scrape();
+    const count = (name: string) =>
+      Number(new RegExp(`^${name}\\{tool="test\\.nap"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+    expect(count('agentmesh_tool_calls_refused_total')).toBeGreaterThanOrEqual(1);
+    expect(count('agentmesh_capacity_notices_total')).toBeGreaterThanOrEqual(1);
+  });
+});
+
 describe('Admission owes the callers it turned away a word once it has room', () => {
   it('owes the tools it refused, tells them once when a call leaves, and never while draining', () => {
     const admission = new Admission('w1', 2);

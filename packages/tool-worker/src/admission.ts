@@ -53,6 +53,7 @@ export class Admission {
     }
     const offers = this.state === 'running';
     if (offers) this.owe(tool, cpuPool, 1);
+    actorMetrics().toolCallRefused(tool);
     return {
       code: ErrorCode.Busy,
       message:

@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { publishJson, type Bus, type Logger, type Subjects, type ToolCapacity } from '@agentmesh/protocol';
+import {
+  actorMetrics,
+  publishJson,
+  type Bus,
+  type Logger,
+  type Subjects,
+  type ToolCapacity,
+} from '@agentmesh/protocol';
 import type { RoomFor } from './admission.js';
 
 /**
@@ -30,6 +37,7 @@ export class CapacityNotices {
       const notice: ToolCapacity = { worker_id: this.workerId, tool, invoke: this.subjectFor(tool), free };
       try {
         publishJson(this.bus, this.subjects.toolCapacity(tool), notice);
+        actorMetrics().capacityNotice(tool);
       } catch (error) {
         this.logger.warn({ err: error, tool }, 'capacity notice not sent');
       }

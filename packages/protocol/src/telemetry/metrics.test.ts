@@ -40,6 +40,9 @@ describe('actor metrics', () => {
     metrics.runsInFlight(-1);
     metrics.runFinished('done', 1.5);
     metrics.setCatalogTools({ registered: 7, available: 5 });
+    metrics.toolCallRefused('math.calc');
+    metrics.toolCallRefused('math.calc');
+    metrics.capacityNotice('math.calc');
     let polled = 0;
     metrics.onCollect(() => {
       polled++;
@@ -69,6 +72,8 @@ describe('actor metrics', () => {
       ['agentmesh_intake_lag', {}, 3],
       ['agentmesh_admission_queue_depth', {}, 0],
       ['agentmesh_tool_calls_in_flight', {}, 0],
+      ['agentmesh_tool_calls_refused_total', { tool: 'math.calc' }, 2],
+      ['agentmesh_capacity_notices_total', { tool: 'math.calc' }, 1],
     ];
     for (const [name, labels, value] of expected)
       expect(sampleValue(text, name, { actor: 'planner', ...labels }), name).toBe(value);

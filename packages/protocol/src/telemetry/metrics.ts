@@ -27,6 +27,10 @@ export interface ActorMetrics {
   /** +1 when a run starts on this planner, -1 when it ends. */
   runsInFlight(delta: number): void;
   setAdmissionQueueDepth(depth: number): void;
+  /** A worker answered a call of `tool` `busy` (full or draining): the call goes to another replica or waits. */
+  toolCallRefused(tool: string): void;
+  /** A worker said it has room again for `tool` (a capacity notice). */
+  capacityNotice(tool: string): void;
   setCatalogTools(counts: { registered: number; available: number }): void;
   /** Run requests waiting in the runs stream (JetStream consumer pending). */
   setIntakeLag(pending: number): void;
@@ -93,6 +97,16 @@ function defineMetrics(registry: Registry) {
       'agentmesh_admission_queue_depth',
       'Tool calls admitted and waiting for an execution slot',
     ),
+    toolRefused: counter(
+      'agentmesh_tool_calls_refused_total',
+      'Tool calls this worker answered busy (full or draining), by tool',
+      ['tool'],
+    ),
+    capacityNotices: counter(
+      'agentmesh_capacity_notices_total',
+      'Notices that this worker has room again for a tool whose calls it turned away',
+      ['tool'],
+    ),
     catalogTools: gauge(
       'agentmesh_catalog_tools',
       'Tools known to the catalog, by state (registered | available)',
@@ -146,6 +160,8 @@ export function createActorMetrics(
     toolCallsInFlight: (delta) => m.toolInFlight.inc(delta),
     runsInFlight: (delta) => m.runsInFlight.inc(delta),
     setAdmissionQueueDepth: (depth) => m.admission.set(depth),
+    toolCallRefused: (tool) => m.toolRefused.inc({ tool }),
+    capacityNotice: (tool) => m.capacityNotices.inc({ tool }),
     setCatalogTools: ({ registered, available }) => {
       m.catalogTools.set({ state: 'registered' }, registered);
       m.catalogTools.set({ state: 'available' }, available);
@@ -172,6 +188,8 @@ export const NOOP_METRICS: ActorMetrics = {
   toolCallsInFlight: noop,
   runsInFlight: noop,
   setAdmissionQueueDepth: noop,
+  toolCallRefused: noop,
+  capacityNotice: noop,
   setCatalogTools: noop,
   setIntakeLag: noop,
   onCollect: noop,
