@@ -4,7 +4,7 @@ import { backoffDelay, retry } from './retry.js';
 import { sleep } from './timing.js';
 import { capacityWaiters } from './tool-capacity.js';
 import type { ToolInvocation, ToolInvocationInput, ToolOutcome, ToolProgress } from './schemas.js';
-import { DEFAULT_PREFIX } from './subjects.js';
+import { DEFAULT_PREFIX, subjects } from './subjects.js';
 import { progressRouter, type ProgressRouter, type Send, type SendResult } from './tool-progress-router.js';
 import { checkInvocationInput, sendOnce } from './tool-wire.js';
 
@@ -91,7 +91,6 @@ const STORE_NOT_READY = 'outcome_store_not_ready';
 class ClientCall {
   readonly timeoutMs: number;
   private readonly subject: string;
-  private readonly capacitySubject: string;
   /** The subject of the worker whose capacity notice woke this call: its next send goes there, once. */
   private target: string | undefined;
   private readonly idempotencyKey: string;
@@ -114,7 +113,6 @@ class ClientCall {
   ) {
     this.idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
     this.subject = toolSubject(options.prefix ?? DEFAULT_PREFIX, body.tool);
-    this.capacitySubject = `${options.prefix ?? DEFAULT_PREFIX}.tool.capacity.${body.tool}`;
     this.timeoutMs = options.timeoutMs ?? 60_000;
     this.deadline = Date.now() + this.timeoutMs;
     this.lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
@@ -273,7 +271,7 @@ class ClientCall {
   ): Promise<void> {
     if (error.code !== ErrorCode.Busy || !offersCapacity(error)) return sleep(delayMs, signal);
     this.target = await capacityWaiters(this.router.bus).wait(
-      this.capacitySubject,
+      subjects(this.options.prefix).toolCapacity(this.body.tool),
       this.subject,
       delayMs,
       signal,
