@@ -53,6 +53,24 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       expect(await (await backend.kv(unique('kv'))).get('a.one')).toBeNull();
     });
 
+    it('lists each key once while another writer keeps writing', async () => {
+      const kv = await backend.kv(unique('kv'));
+      const keys = Array.from({ length: 20 }, (_, i) => `run.k${i}`);
+      for (const key of keys) await kv.put(key, enc.encode('0'));
+      await kv.put('other', enc.encode('x'));
+      let writing = true;
+      const writer = (async () => {
+        for (let n = 1; writing; n++) await kv.put(keys[n % keys.length]!, enc.encode(String(n)));
+      })();
+      try {
+        for (let round = 0; round < 30; round++)
+          expect((await kv.keys('run.>')).sort()).toEqual([...keys].sort());
+      } finally {
+        writing = false;
+        await writer;
+      }
+    });
+
     it('a KV watch that knows its own writes still gets every other entry with its value, in order', async () => {
       const bucket = unique('kv');
       const kv = await backend.kv(bucket);

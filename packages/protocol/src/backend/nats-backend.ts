@@ -89,8 +89,9 @@ export class NatsBackendParts {
       .catch((error: unknown) => {
         throw createError(`KV_${bucket}`, this.replicas, error);
       });
+    const jsm = await this.conn.jetstreamManager();
     await ensureStream(
-      await this.conn.jetstreamManager(),
+      jsm,
       {
         name: `KV_${bucket}`,
         num_replicas: this.replicas,
@@ -99,7 +100,7 @@ export class NatsBackendParts {
       },
       { enforceReplicas: this.enforceReplicas },
     );
-    return new NatsKvStore(kv);
+    return new NatsKvStore(kv, jsm, bucket);
   }
 
   async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {

@@ -1,3 +1,4 @@
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
@@ -26,6 +27,10 @@ export interface KvStore {
   /** Writes only when the key is at `revision`; otherwise fails with `conflict`. */
   update(key: string, value: Uint8Array, revision: number): Promise<number>;
   delete(key: string): Promise<void>;
+  /**
+   * The keys matching `filter` (all keys without one), each once. A key deleted lately may still be listed: read
+   * each with `get`, which returns null for it.
+   */
   keys(filter?: string): Promise<string[]>;
   /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change, in revision order. */
   watch(onEntry: (entry: KvEntry) => void, options?: KvWatchOptions): Promise<KvWatcher>;
@@ -58,7 +63,15 @@ function conflict(key: string, cause?: unknown): AgentMeshError {
 
 /** A KV bucket on JetStream. */
 export class NatsKvStore implements KvStore {
-  constructor(private readonly kv: KV) {}
+  private readonly subjectPrefix: string;
+
+  constructor(
+    private readonly kv: KV,
+    private readonly jsm: JetStreamManager,
+    private readonly bucket: string,
+  ) {
+    this.subjectPrefix = `$KV.${bucket}.`;
+  }
 
   async get(key: string): Promise<KvEntry | null> {
     const e = await this.kv.get(key);
@@ -85,10 +98,16 @@ export class NatsKvStore implements KvStore {
   async delete(key: string): Promise<void> {
     await this.kv.delete(key);
   }
-  async keys(filter?: string): Promise<string[]> {
-    const out: string[] = [];
-    for await (const k of await this.kv.keys(filter)) out.push(k);
-    return out;
+  /**
+   * Reads the subjects of the bucket's stream in one request (paged by the client when there are many). The KV
+   * client's own `keys()` follows an ordered consumer until its pending count reaches zero or it idles 5 s: under
+   * steady writes it can list a key twice, and it may never end on a server whose pending count is off.
+   */
+  async keys(filter = '>'): Promise<string[]> {
+    const info = await this.jsm.streams.info(`KV_${this.bucket}`, {
+      subjects_filter: this.subjectPrefix + filter,
+    });
+    return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(this.subjectPrefix.length));
   }
   async watch(onEntry: (entry: KvEntry) => void, options: KvWatchOptions = {}): Promise<KvWatcher> {
     const { known } = options;
