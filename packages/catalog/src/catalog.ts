@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import {
-  AgentMeshError,
   CATALOG_BUCKET,
   CatalogAvailabilitySchema,
   CatalogDeregisterSchema,
@@ -8,7 +7,6 @@ import {
   CatalogHeartbeatSchema,
   CatalogListSchema,
   CatalogRegisterSchema,
-  ErrorCode,
   ServiceName,
   createLogger,
   encodeJson,
@@ -23,8 +21,6 @@ import {
   type CatalogRegisterReply,
   type ExposureLayer,
   type KvEntry,
-  type KvStore,
-  type KvWatcher,
   type Logger,
   type SearchStrategy,
   type ServiceHandle,
@@ -33,6 +29,7 @@ import {
   type ToolLoading,
 } from '@agentmesh/protocol';
 import { ToolAvailability } from './availability.js';
+import { CatalogBucket } from './bucket.js';
 import { z } from 'zod';
 import { conflictRejection, registerRejection } from './rejections.js';
 import { DeferredIndex } from './deferred-index.js';
@@ -101,8 +98,6 @@ const checkRegister = fastValidator(CatalogRegisterSchema, (request) =>
 /** Register bodies reach the handler unchecked; it runs {@link checkRegister}. */
 const UncheckedSchema = z.unknown();
 
-/** How long a registration waits for its own write to come back through the bucket watch. */
-const ECHO_TIMEOUT_MS = 5000;
 /** How long the search index waits after the last registration change before it catches up (a search catches up first). */
 const INDEX_SETTLE_MS = 50;
 
@@ -122,7 +117,7 @@ export class Catalog {
   private readonly queries: CatalogQueries;
   private readonly maxRequestBytes: number;
   private readonly maxRegisterBytes: number;
-  private readonly bucket: string;
+  private readonly bucketName: string;
   private readonly registry = new ToolRegistry();
   private readonly index: DeferredIndex;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
@@ -131,14 +126,10 @@ export class Catalog {
   private readonly liveEpoch = randomUUID().slice(0, 8);
   private liveChanges = 0;
   private readonly availability = new ToolAvailability();
-  private readonly revisions = new Map<string, number>();
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
   private readonly seenAt = new Map<string, number>();
   /** Highest revision delivered by the bucket watch (entries arrive in revision order). */
-  private watchRevision = 0;
-  private readonly echoWaiters = new Set<{ revision: number; resolve: () => void }>();
-  private kv: KvStore | undefined;
-  private watcher: KvWatcher | undefined;
+  private readonly bucket: CatalogBucket;
   private service: ServiceHandle | undefined;
   private subscriptions: Subscription[] = [];
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -156,7 +147,13 @@ export class Catalog {
     const maxLimit = clampSearchLimit(options.search?.maxLimit ?? MAX_SEARCH_LIMIT, MAX_SEARCH_LIMIT);
     this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
     this.maxRegisterBytes = options.maxRegisterBytes ?? options.bus.maxPayload;
-    this.bucket = options.bucket ?? CATALOG_BUCKET;
+    this.bucketName = options.bucket ?? CATALOG_BUCKET;
+    this.bucket = new CatalogBucket({
+      bus: options.bus,
+      bucket: this.bucketName,
+      logger: this.logger,
+      apply: (entry, written) => this.apply(entry, written),
+    });
     this.index = new DeferredIndex(
       createToolIndex(
         options.search?.regexBudgetMs === undefined ? {} : { regexBudgetMs: options.search.regexBudgetMs },
@@ -184,8 +181,7 @@ export class Catalog {
     try {
       // compiles the register check now (tens of ms) rather than inside the first worker's registration
       checkRegister({ worker_id: 'warm', tools: [] }, 'catalog register request');
-      this.kv = await this.openBucket();
-      await this.load(this.kv);
+      await this.bucket.open();
       this.serveAll();
       await this.bus.flush();
       this.service = await this.bus.announce({
@@ -201,7 +197,7 @@ export class Catalog {
         this.logger.info('reconnected: workers get a full ttl to heartbeat again before they expire');
       });
       this.signal?.addEventListener('abort', () => void this.stop(), { once: true });
-      this.logger.info({ tools: this.live.size, bucket: this.bucket }, 'catalog started');
+      this.logger.info({ tools: this.live.size, bucket: this.bucketName }, 'catalog started');
     } catch (error) {
       await this.stop();
       throw error;
@@ -219,8 +215,7 @@ export class Catalog {
     const subs = this.subscriptions;
     this.subscriptions = [];
     await Promise.all(subs.map((s) => s.drain().catch(() => s.unsubscribe())));
-    this.watcher?.stop();
-    this.watcher = undefined;
+    this.bucket.stop();
     await this.service?.stop();
     this.service = undefined;
   }
@@ -230,81 +225,8 @@ export class Catalog {
     return [...this.live.keys()].sort();
   }
 
-  private async openBucket(): Promise<KvStore> {
-    try {
-      return await this.bus.kv(this.bucket);
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      if (/jetstream/i.test(message) || /503/.test(message))
-        throw new AgentMeshError(
-          ErrorCode.JetStreamUnavailable,
-          `the catalog needs JetStream to keep its state in KV bucket "${this.bucket}": start nats-server with -js (${message})`,
-          { cause: error },
-        );
-      throw AgentMeshError.from(error, ErrorCode.Unavailable);
-    }
-  }
-
-  /** Watches for changes first (buffered), then loads the snapshot, then replays what changed meanwhile. */
-  private async load(kv: KvStore): Promise<void> {
-    let buffer: KvEntry[] | undefined = [];
-    this.watcher = await kv.watch(
-      (entry) => {
-        if (buffer !== undefined) buffer.push(entry);
-        else this.apply(entry);
-        this.watched(entry.revision);
-      },
-      {
-        updatesOnly: true,
-        known: (key, revision) => (this.revisions.get(key) ?? 0) >= revision,
-      },
-    );
-    const keys = await kv.keys();
-    await forEachLimited(keys, 64, async (key) => {
-      const entry = await kv.get(key);
-      if (entry !== null) {
-        this.apply(entry);
-        this.watched(entry.revision);
-      }
-    });
-    const pending = buffer;
-    buffer = undefined;
-    for (const entry of pending) this.apply(entry);
-  }
-
-  private watched(revision: number): void {
-    if (revision <= this.watchRevision) return;
-    this.watchRevision = revision;
-    for (const waiter of this.echoWaiters)
-      if (waiter.revision <= revision) {
-        this.echoWaiters.delete(waiter);
-        waiter.resolve();
-      }
-  }
-
-  /** Resolves once the watch has delivered `revision`, so every earlier write is applied too. */
-  private async echoOf(revision: number): Promise<void> {
-    if (this.watchRevision >= revision) return;
-    await new Promise<void>((resolve) => {
-      const waiter = { revision, resolve: () => (clearTimeout(timer), resolve()) };
-      const timer = setTimeout(() => {
-        this.echoWaiters.delete(waiter);
-        this.logger.warn(
-          { revision },
-          'the bucket watch did not deliver our write in time; checking conflicts on the current view',
-        );
-        resolve();
-      }, ECHO_TIMEOUT_MS);
-      timer.unref();
-      this.echoWaiters.add(waiter);
-    });
-  }
-
-  /** Applies one KV entry (from the watch, the snapshot or our own write); older revisions are ignored. */
+  /** Applies one KV entry, once per key and revision (from the watch, the snapshot or our own write). */
   private apply(entry: KvEntry, written?: WorkerRecord): void {
-    const known = this.revisions.get(entry.key);
-    if (known !== undefined && entry.revision <= known) return;
-    this.revisions.set(entry.key, entry.revision);
     const present = entry.operation === 'PUT';
     let affected: string[] = [];
     try {
@@ -418,11 +340,6 @@ export class Catalog {
     return { ok: true };
   }
 
-  private get store(): KvStore {
-    if (this.kv === undefined) throw new AgentMeshError(ErrorCode.Unavailable, 'the catalog is not started');
-    return this.kv;
-  }
-
   /**
    * Registers the worker's tools: one KV write of its record. A spec that differs from the one another live worker
    * serves under the same name and version is rejected, naming both workers. Two replicas racing on conflicting
@@ -469,7 +386,7 @@ export class Catalog {
       tools: accepted,
     };
     let revision = await this.writeRecord(key, record, canonical);
-    await this.echoOf(revision);
+    await this.bucket.echoOf(revision);
     const lost = new Set<string>();
     for (const { hash, spec } of record.tools) {
       const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
@@ -493,36 +410,18 @@ export class Catalog {
     return { accepted: record.tools.map((t) => t.spec.name), rejected, ttl_ms: ttlMs };
   }
 
-  /** Writes a key and applies it at once (`record`: the worker record written, so it is not parsed back). */
-  private async write(key: string, value: unknown, record?: WorkerRecord): Promise<number> {
-    return this.writeBytes(key, encodeJson(value), record);
-  }
-
   /** Writes a worker record, its specs spliced in from the canonical JSON their hashes were computed from. */
   private writeRecord(key: string, record: WorkerRecord, canonical: Map<string, string>): Promise<number> {
-    return this.writeBytes(key, encodeRecord(record, canonical), record);
-  }
-
-  private async writeBytes(key: string, bytes: Uint8Array, record?: WorkerRecord): Promise<number> {
-    const revision = await this.store.put(key, bytes);
-    this.apply({ key, value: bytes, revision, operation: 'PUT' }, record);
-    return revision;
-  }
-
-  /** Deletes a key and applies the deletion at once (the watch later confirms it with the real revision). */
-  private async remove(key: string): Promise<void> {
-    await this.store.delete(key);
-    const known = this.revisions.get(key) ?? 0;
-    this.apply({ key, value: new Uint8Array(0), revision: known + 0.5, operation: 'DEL' });
+    return this.bucket.write(key, encodeRecord(record, canonical), record);
   }
 
   private async deregister(workerId: string): Promise<{ known: boolean }> {
     this.availability.forget(workerId);
     const key = CatalogKeys.worker(workerId);
-    const known = this.registry.worker(workerId) !== undefined || (await this.store.get(key)) !== null;
+    const known = this.registry.worker(workerId) !== undefined || (await this.bucket.get(key)) !== null;
     if (known) {
-      await this.remove(key);
-      await this.remove(CatalogKeys.beat(workerId));
+      await this.bucket.remove(key);
+      await this.bucket.remove(CatalogKeys.beat(workerId));
     }
     this.seenAt.delete(workerId);
     this.logger.info({ worker_id: workerId, known }, 'worker deregistered');
@@ -532,10 +431,10 @@ export class Catalog {
   private async heartbeat(workerId: string): Promise<{ known: boolean }> {
     if (
       this.registry.worker(workerId) === undefined &&
-      (await this.store.get(CatalogKeys.worker(workerId))) === null
+      (await this.bucket.get(CatalogKeys.worker(workerId))) === null
     )
       return { known: false };
-    await this.write(CatalogKeys.beat(workerId), { at: new Date().toISOString() });
+    await this.bucket.write(CatalogKeys.beat(workerId), encodeJson({ at: new Date().toISOString() }));
     return { known: true };
   }
 
@@ -571,20 +470,8 @@ export class Catalog {
         'worker missed its heartbeats: expired',
       );
       this.seenAt.delete(worker.worker_id);
-      await this.remove(CatalogKeys.worker(worker.worker_id));
-      await this.remove(CatalogKeys.beat(worker.worker_id));
+      await this.bucket.remove(CatalogKeys.worker(worker.worker_id));
+      await this.bucket.remove(CatalogKeys.beat(worker.worker_id));
     }
   }
-}
-
-async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const lane = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }
