@@ -122,8 +122,48 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
   definition: ToolDefinition<I, O>,
 ): Tool<z.output<I>, z.output<O>> {
   const { name } = definition;
-  assertToolName(name);
   const what = `tool "${name}"`;
+  const { spec, policy, checkInput } = describeTool(definition, what);
+  const cpu =
+    definition.cpu === undefined
+      ? undefined
+      : { module: cpuModuleUrl(definition.cpu.module), export: definition.cpu.export ?? 'default' };
+  const inputPasses = identityCheck(definition.input);
+  const argumentsWhat = `arguments for ${name}`;
+  const parseArguments = (args: unknown): z.output<I> =>
+    checkValue(
+      args,
+      checkInput,
+      definition.input as z.ZodType<z.output<I>>,
+      ErrorCode.InvalidArguments,
+      argumentsWhat,
+      inputPasses,
+    );
+  const checkOutput = outputChecker<z.output<O>>(definition.output, what);
+  const runHandler = handlerRunner<z.output<I>>(definition.handler, cpu, what);
+  return {
+    name,
+    spec,
+    policy,
+    cpu,
+    parseArguments,
+    checkOutput,
+    runHandler,
+    async invoke(args: unknown, context: Partial<ToolContext> = {}): Promise<z.output<O>> {
+      const parsed = parseArguments(args);
+      const ctx = localContext(name, context);
+      return checkOutput(await runHandler(parsed, ctx));
+    },
+  };
+}
+
+/** Checks a definition and derives its spec, retry policy and compiled input check. */
+function describeTool<I extends z.ZodType, O extends z.ZodType>(
+  definition: ToolDefinition<I, O>,
+  what: string,
+): { spec: ToolSpec; policy: RetryPolicy; checkInput: ValidateFunction } {
+  const { name } = definition;
+  assertToolName(name);
   if (typeof definition.description !== 'string' || definition.description.trim() === '')
     throw new AgentMeshError(ErrorCode.InvalidConfig, `${what} needs a non-empty description`);
   if ((definition.handler === undefined) === (definition.cpu === undefined))
@@ -138,7 +178,7 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
     definition.output === undefined
       ? undefined
       : toJsonSchema(definition.output, 'output', `the output schema of ${what}`);
-  const checkInput: ValidateFunction = compileJsonSchema(inputSchema, `the input schema of ${what}`);
+  const checkInput = compileJsonSchema(inputSchema, `the input schema of ${what}`);
   const policy = resolvePolicy(definition.retry, definition.timeoutMs);
   const safety = ToolSafetySchema.safeParse(definition.safety ?? {});
   if (!safety.success)
@@ -166,50 +206,32 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
       ErrorCode.InvalidConfig,
       `${what} has an invalid spec: ${describeZodError(specResult.error)}`,
     );
-  const spec = specResult.data;
-  const cpu =
-    definition.cpu === undefined
-      ? undefined
-      : { module: cpuModuleUrl(definition.cpu.module), export: definition.cpu.export ?? 'default' };
-  const handler = definition.handler;
-  const outputZod = definition.output;
-  const inputPasses = identityCheck(definition.input);
-  const outputPasses = outputZod === undefined ? undefined : identityCheck(outputZod);
-  const argumentsWhat = `arguments for ${name}`;
+  return { spec: specResult.data, policy, checkInput };
+}
 
-  const parseArguments = (args: unknown): z.output<I> =>
-    checkValue(
-      args,
-      checkInput,
-      definition.input as z.ZodType<z.output<I>>,
-      ErrorCode.InvalidArguments,
-      argumentsWhat,
-      inputPasses,
-    );
-
-  const checkOutput = (output: unknown): z.output<O> => {
-    if (outputZod === undefined || outputPasses?.(output) === true) return output as z.output<O>;
+/** The output check: the output schema's identity check first, its zod parse when that cannot tell. */
+function outputChecker<Out>(outputZod: z.ZodType | undefined, what: string): (output: unknown) => Out {
+  if (outputZod === undefined) return (output) => output as Out;
+  const passes = identityCheck(outputZod);
+  return (output) => {
+    if (passes?.(output) === true) return output as Out;
     const parsed = outputZod.safeParse(output);
-    if (parsed.success) return parsed.data;
+    if (parsed.success) return parsed.data as Out;
     throw new AgentMeshError(
       ErrorCode.InvalidOutput,
       `${what} returned output that breaks its output schema: ${describeZodError(parsed.error)}`,
       { retryable: false },
     );
   };
+}
 
-  // Not async: a handler's own promise is handed on as it is, without the extra turns of adopting it.
-  const runHandler = (args: z.output<I>, ctx: ToolContext): Promise<unknown> => {
-    if (handler === undefined) return runInline(args, ctx);
-    try {
-      const result = handler(args, ctx);
-      return result instanceof Promise ? result : Promise.resolve(result);
-    } catch (error) {
-      return Promise.reject(error as Error);
-    }
-  };
-
-  const runInline = async (args: z.output<I>, ctx: ToolContext): Promise<unknown> => {
+/** Runs the handler, or the CPU module on the calling thread when the tool has none. */
+function handlerRunner<Args>(
+  handler: ((args: Args, ctx: ToolContext) => unknown) | undefined,
+  cpu: { module: string; export: string } | undefined,
+  what: string,
+): (args: Args, ctx: ToolContext) => Promise<unknown> {
+  const runInline = async (args: Args, ctx: ToolContext): Promise<unknown> => {
     if (cpu === undefined) throw new AgentMeshError(ErrorCode.Internal, `${what} has no handler`);
     const mod = (await import(cpu.module)) as Record<string, unknown>;
     const fn = mod[cpu.export];
@@ -227,20 +249,15 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
     };
     return (fn as (a: unknown, c: CpuToolContext) => unknown)(args, cpuContext);
   };
-
-  return {
-    name,
-    spec,
-    policy,
-    cpu,
-    parseArguments,
-    checkOutput,
-    runHandler,
-    async invoke(args: unknown, context: Partial<ToolContext> = {}): Promise<z.output<O>> {
-      const parsed = parseArguments(args);
-      const ctx = localContext(name, context);
-      return checkOutput(await runHandler(parsed, ctx));
-    },
+  // Not async: a handler's own promise is handed on as it is, without the extra turns of adopting it.
+  return (args, ctx) => {
+    if (handler === undefined) return runInline(args, ctx);
+    try {
+      const result = handler(args, ctx);
+      return result instanceof Promise ? result : Promise.resolve(result);
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
   };
 }
 
