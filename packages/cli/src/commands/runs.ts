@@ -1,4 +1,5 @@
 import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
+import type { Backend } from '@agentmesh/protocol';
 import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -56,75 +57,88 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
   const state = stringFlag(ctx.args, 'state');
   if (state !== undefined && state !== 'running' && state !== 'finished')
     throw usageError(`--state must be running or finished, not "${state}"`);
-  const json = ctx.args.values['json'] === true;
-  const out = ctx.io.stdout;
   const bus = await connectNats(ctx, 'agentmesh-cli');
   try {
     if (verb === 'trigger') return await runsTrigger(ctx, runsSpec, bus, id!);
-    if (verb === 'list') {
-      const limit = intFlag(ctx.args, 'limit');
-      const runs = await listRuns(bus, {
-        prefix: ctx.prefix,
-        ...(limit === undefined ? {} : { limit }),
-        ...(state === undefined ? {} : { state }),
-      });
-      const daemons = await daemonLabels(ctx, bus, runs);
-      if (json) out.write(`${JSON.stringify(runs)}\n`);
-      else if (runs.length === 0) out.write('no runs\n');
-      else
-        for (const r of runs)
-          out.write(
-            `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : `${r.waiting ?? 'running'}${daemons.get(r.run_id) ?? ''}`}  ${r.accepted_at}  ` +
-              `${r.planner_id}${r.takeovers ? ` (resumed ${r.takeovers}x)` : ''}  ${r.task ?? ''}\n`,
-          );
-      return 0;
-    }
-    if (verb === 'show') {
-      const details = await showRun(bus, id!, { prefix: ctx.prefix });
-      if (details.record === null && details.events.length === 0 && details.transcript === null) {
-        ctx.io.stderr.write(`agentmesh runs: no run "${id}" is known (no record, events or transcript)\n`);
-        return 1;
-      }
-      const tree = await runTree(bus, id!, { prefix: ctx.prefix, events: details.events });
-      if (json) {
-        out.write(`${JSON.stringify({ ...details, tree })}\n`);
-        return 0;
-      }
-      const r = details.record;
-      if (r)
-        out.write(
-          `run ${r.run_id}: ${r.state}${r.status ? ` (${r.status})` : ''}${r.waiting ? ` (${r.waiting})` : ''}, planner ${r.planner_id}, accepted ${r.accepted_at}` +
-            `${r.finished_at ? `, finished ${r.finished_at}` : ''}${r.takeovers ? `, resumed ${r.takeovers}x` : ''}\n`,
-        );
-      const render = createHumanRenderer(out);
-      for (const event of details.events) render(event);
-      if (tree.children.length > 0) out.write(`tree:\n${formatRunTree(tree).join('\n')}\n`);
-      const t = details.transcript;
-      if (t)
-        out.write(
-          `transcript: ${t.messages.length} messages, ${t.events.length} events, status ${t.status ?? '?'}\n`,
-        );
-      return 0;
-    }
-    const record = await cancelRun(bus, id!, {
-      prefix: ctx.prefix,
-      ...(stringFlag(ctx.args, 'reason') === undefined ? {} : { reason: stringFlag(ctx.args, 'reason')! }),
-    });
-    if (record === null) {
-      ctx.io.stderr.write(`agentmesh runs: no run "${id}" is known\n`);
-      return 1;
-    }
-    const message =
-      record.state === 'finished'
-        ? `run ${id} already finished (${record.status ?? 'finished'}): nothing to cancel`
-        : `cancel sent to run ${id} (planner ${record.planner_id})`;
-    out.write(
-      json
-        ? `${JSON.stringify({ run_id: id, state: record.state, cancelled: record.state !== 'finished' })}\n`
-        : `${message}\n`,
-    );
-    return 0;
+    if (verb === 'list') return await listVerb(ctx, bus, state);
+    if (verb === 'show') return await showVerb(ctx, bus, id!);
+    return await cancelVerb(ctx, bus, id!);
   } finally {
     await bus.close();
   }
+}
+
+async function listVerb(
+  ctx: CommandContext,
+  bus: Backend,
+  state: 'running' | 'finished' | undefined,
+): Promise<number> {
+  const out = ctx.io.stdout;
+  const limit = intFlag(ctx.args, 'limit');
+  const runs = await listRuns(bus, {
+    prefix: ctx.prefix,
+    ...(limit === undefined ? {} : { limit }),
+    ...(state === undefined ? {} : { state }),
+  });
+  const daemons = await daemonLabels(ctx, bus, runs);
+  if (ctx.args.values['json'] === true) out.write(`${JSON.stringify(runs)}\n`);
+  else if (runs.length === 0) out.write('no runs\n');
+  else
+    for (const r of runs)
+      out.write(
+        `${r.run_id}  ${r.state === 'finished' ? (r.status ?? 'finished') : `${r.waiting ?? 'running'}${daemons.get(r.run_id) ?? ''}`}  ${r.accepted_at}  ` +
+          `${r.planner_id}${r.takeovers ? ` (resumed ${r.takeovers}x)` : ''}  ${r.task ?? ''}\n`,
+      );
+  return 0;
+}
+
+async function showVerb(ctx: CommandContext, bus: Backend, id: string): Promise<number> {
+  const out = ctx.io.stdout;
+  const details = await showRun(bus, id, { prefix: ctx.prefix });
+  if (details.record === null && details.events.length === 0 && details.transcript === null) {
+    ctx.io.stderr.write(`agentmesh runs: no run "${id}" is known (no record, events or transcript)\n`);
+    return 1;
+  }
+  const tree = await runTree(bus, id, { prefix: ctx.prefix, events: details.events });
+  if (ctx.args.values['json'] === true) {
+    out.write(`${JSON.stringify({ ...details, tree })}\n`);
+    return 0;
+  }
+  const r = details.record;
+  if (r)
+    out.write(
+      `run ${r.run_id}: ${r.state}${r.status ? ` (${r.status})` : ''}${r.waiting ? ` (${r.waiting})` : ''}, planner ${r.planner_id}, accepted ${r.accepted_at}` +
+        `${r.finished_at ? `, finished ${r.finished_at}` : ''}${r.takeovers ? `, resumed ${r.takeovers}x` : ''}\n`,
+    );
+  const render = createHumanRenderer(out);
+  for (const event of details.events) render(event);
+  if (tree.children.length > 0) out.write(`tree:\n${formatRunTree(tree).join('\n')}\n`);
+  const t = details.transcript;
+  if (t)
+    out.write(
+      `transcript: ${t.messages.length} messages, ${t.events.length} events, status ${t.status ?? '?'}\n`,
+    );
+  return 0;
+}
+
+async function cancelVerb(ctx: CommandContext, bus: Backend, id: string): Promise<number> {
+  const reason = stringFlag(ctx.args, 'reason');
+  const record = await cancelRun(bus, id, {
+    prefix: ctx.prefix,
+    ...(reason === undefined ? {} : { reason }),
+  });
+  if (record === null) {
+    ctx.io.stderr.write(`agentmesh runs: no run "${id}" is known\n`);
+    return 1;
+  }
+  const message =
+    record.state === 'finished'
+      ? `run ${id} already finished (${record.status ?? 'finished'}): nothing to cancel`
+      : `cancel sent to run ${id} (planner ${record.planner_id})`;
+  ctx.io.stdout.write(
+    ctx.args.values['json'] === true
+      ? `${JSON.stringify({ run_id: id, state: record.state, cancelled: record.state !== 'finished' })}\n`
+      : `${message}\n`,
+  );
+  return 0;
 }
