@@ -128,7 +128,7 @@ export class Catalog {
   private readonly availability = new ToolAvailability();
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
   private readonly seenAt = new Map<string, number>();
-  /** Highest revision delivered by the bucket watch (entries arrive in revision order). */
+  /** The catalog's KV bucket, mirrored here: every entry reaches {@link Catalog.apply} once. */
   private readonly bucket: CatalogBucket;
   private service: ServiceHandle | undefined;
   private subscriptions: Subscription[] = [];
