@@ -1,6 +1,8 @@
 import {
   AgentMeshError,
   ErrorCode,
+  KEY_READS_IN_FLIGHT,
+  mapLimited,
   type Backend,
   type KvEntry,
   type KvStore,
@@ -49,7 +51,7 @@ export class CatalogBucket {
         known: (key, revision) => (this.revisions.get(key) ?? 0) >= revision,
       },
     );
-    await forEachLimited(await kv.keys(), 64, async (key) => {
+    await mapLimited(await kv.keys(), KEY_READS_IN_FLIGHT, async (key) => {
       const entry = await kv.get(key);
       if (entry !== null) {
         this.accept(entry);
@@ -139,16 +141,4 @@ export class CatalogBucket {
       throw AgentMeshError.from(error, ErrorCode.Unavailable);
     }
   }
-}
-
-async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const lane = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }

@@ -6,6 +6,8 @@ import {
   subjects,
   type Backend,
   type RunEvent,
+  KEY_READS_IN_FLIGHT,
+  mapLimited,
 } from '@agentmesh/protocol';
 import { parseRecord, readRunEvents } from './durable/index.js';
 import {
@@ -22,9 +24,9 @@ export async function listRuns(
   options: { prefix?: string; limit?: number; state?: RunRecord['state'] } = {},
 ): Promise<RunRecord[]> {
   const kv = await openRunRecords(bus, options.prefix);
+  const entries = await mapLimited(await kv.keys(), KEY_READS_IN_FLIGHT, (key) => kv.get(key));
   const records: RunRecord[] = [];
-  for (const key of await kv.keys()) {
-    const entry = await kv.get(key);
+  for (const entry of entries) {
     if (entry === null) continue;
     const record = parseRecord(entry.value);
     if (options.state === undefined || record.state === options.state) records.push(record);

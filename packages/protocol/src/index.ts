@@ -37,6 +37,7 @@ export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
+export * from './concurrency.js';
 export { SlotTable } from './slot-table.js';
 export { Deadlines, type Deadline } from './deadlines.js';
 export * from './telemetry/index.js';

@@ -8,6 +8,8 @@ import {
   type KvEntry,
   type KvStore,
   type ApprovalDecision,
+  KEY_READS_IN_FLIGHT,
+  mapLimited,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 
@@ -135,9 +137,9 @@ export class ApprovalStore {
   /** Approvals of one run, or of every run; pending ones only unless `all`. */
   async list(options: { runId?: string; all?: boolean } = {}): Promise<ApprovalRecord[]> {
     const keys = await this.kv.keys(options.runId === undefined ? undefined : `${options.runId}.>`);
+    const entries = await mapLimited(keys, KEY_READS_IN_FLIGHT, (key) => this.kv.get(key));
     const out: ApprovalRecord[] = [];
-    for (const k of keys) {
-      const entry = await this.kv.get(k);
+    for (const entry of entries) {
       if (entry === null) continue;
       const record = parse(entry);
       if (options.all === true || record.state === 'pending') out.push(record);

@@ -7,6 +7,8 @@ import {
   sleep,
   type BlobStore,
   type KvStore,
+  KEY_READS_IN_FLIGHT,
+  mapLimited,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import type { ChatMessage } from '../providers/types.js';
@@ -75,11 +77,11 @@ export class SessionStore {
 
   /** The sessions of one tenant, newest first. */
   async list(tenant: string): Promise<SessionSummary[]> {
+    const keys = await this.meta.keys(`index.${encodeName(tenant)}.>`);
+    const entries = await mapLimited(keys, KEY_READS_IN_FLIGHT, (key) => this.meta.get(key));
     const out: SessionSummary[] = [];
-    for (const key of await this.meta.keys(`index.${encodeName(tenant)}.>`)) {
-      const entry = await this.meta.get(key);
+    for (const entry of entries)
       if (entry !== null) out.push(JSON.parse(new TextDecoder().decode(entry.value)) as SessionSummary);
-    }
     return out.sort((a, b) => b.updated_at.localeCompare(a.updated_at));
   }
 
