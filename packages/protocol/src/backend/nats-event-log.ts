@@ -102,7 +102,8 @@ export class NatsEventLog implements EventLog {
   async replay(subject: string, options: { fromSeq?: number; signal?: AbortSignal } = {}) {
     const from = options.fromSeq ?? 1;
     const out: LoggedEvent[] = [];
-    if ((await this.last(subject)) === undefined) return out;
+    const last = await this.last(subject);
+    if (last === undefined) return out;
     const consumer = await this.js.consumers.get(this.stream, {
       filter_subjects: subject,
       deliver_policy: DeliverPolicy.All,
@@ -111,12 +112,19 @@ export class NatsEventLog implements EventLog {
     const stop = () => messages.stop();
     options.signal?.addEventListener('abort', stop, { once: true });
     const guard = setTimeout(stop, REPLAY_GUARD_MS);
+    let reached = 0;
     try {
       for await (const m of messages) {
-        const seq = eventSeq(fromNatsHeaders(m.headers), m.data);
+        const seq = (reached = eventSeq(fromNatsHeaders(m.headers), m.data));
         if (seq >= from) out.push({ seq, data: m.data });
-        if (m.info.pending === 0) break;
+        if (seq >= last.seq) break;
       }
+      if (reached < last.seq && options.signal?.aborted !== true)
+        throw new AgentMeshError(
+          ErrorCode.Unavailable,
+          `replaying ${subject} stopped at event ${reached} of ${last.seq}: the server delivered no more within ${REPLAY_GUARD_MS} ms`,
+          { retryable: true, details: { subject, reached, last: last.seq } },
+        );
     } finally {
       clearTimeout(guard);
       options.signal?.removeEventListener('abort', stop);
