@@ -178,6 +178,29 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       sub.unsubscribe();
     });
 
+    it('replays every event stored when the replay began, gapless, while a writer keeps appending', async () => {
+      const stream = unique('EV').toUpperCase();
+      const log = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
+      const subject = `${stream}.busy.events`;
+      let appended = 0;
+      while (appended < 40) await log.append(subject, ++appended, enc.encode(`e${appended}`));
+      let writing = true;
+      const writer = (async () => {
+        while (writing) await log.append(subject, ++appended, enc.encode(`e${appended}`));
+      })();
+      try {
+        for (let round = 0; round < 10; round++) {
+          const stored = appended - 1; // at most one append is in flight
+          const seqs = (await log.replay(subject)).map((e) => e.seq);
+          expect(seqs.length).toBeGreaterThanOrEqual(stored);
+          expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+        }
+      } finally {
+        writing = false;
+        await writer;
+      }
+    });
+
     it('refuses a stale writer: the handle that appended a seq first wins, another body for that seq gets conflict', async () => {
       const stream = unique('EV').toUpperCase();
       const a = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
