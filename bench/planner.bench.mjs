@@ -21,6 +21,7 @@ import {
 } from '@agentmesh/protocol';
 import { Planner, runsBucket, submitRun, transcriptsBucket } from '@agentmesh/planner';
 import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
+import { bareAcceptChain } from './accept-floor.mjs';
 import { figure, latencyFigures, measure } from './lib.mjs';
 
 export const title = 'Planner: loop overhead per turn, submit to run.accepted, 1,000 concurrent runs';
@@ -296,6 +297,7 @@ async function submitToAccepted(natsUrl, quick) {
   const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
   const baseline = await measure(() => nc.request(`${prefix}.echo`, payload), { count: quick ? 200 : 1000 });
   const pubAck = await rawJetStreamPublish(nc, prefix, payload, quick);
+  const floor = await bareAcceptChain(natsUrl, prefix, payload, { count: quick ? 200 : 1000 });
   let n = 0;
   const one = async () => {
     const id = `sub-${++n}`;
@@ -341,6 +343,7 @@ async function submitToAccepted(natsUrl, quick) {
   await clientBus.close();
   await bus.close();
   const raw = figure('raw NATS request/reply p50', baseline.p50_us, 'us');
+  const floorFigure = figure('submit -> run.accepted floor: bare nats.js chain p50', floor.p50_us, 'us', raw);
   return [
     raw,
     figure(
@@ -372,6 +375,13 @@ async function submitToAccepted(natsUrl, quick) {
       apart[Math.floor(apart.length / 2)],
       'us',
       pubAck,
+    ),
+    floorFigure,
+    figure(
+      'submit -> run.accepted p50 vs its bare nats.js floor',
+      samples[Math.floor(samples.length / 2)],
+      'us',
+      floorFigure,
     ),
   ];
 }
@@ -406,8 +416,8 @@ async function inOwnProcess(natsUrl, prefix, measure) {
 /**
  * The floor of a durable intake: one JetStream publish of the same request, with a message id, to a file-backed
  * work-queue stream like the runs intake, awaiting its PubAck. A run is accepted only after this write (the
- * request survives a crash) and one more (its run record: the run-once dedupe and its lease), so run.accepted
- * cannot come within 2x of a plain request/reply.
+ * request survives a crash) and two more in turn (its run record: the run-once dedupe and its lease; then the
+ * run.accepted event itself): accept-floor.mjs measures that whole chain with bare nats.js.
  */
 async function rawJetStreamPublish(nc, prefix, payload, quick) {
   const stream = `${prefix}_RAWPUB`;
