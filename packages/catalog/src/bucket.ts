@@ -1,8 +1,7 @@
 import {
   AgentMeshError,
   ErrorCode,
-  KEY_READS_IN_FLIGHT,
-  mapLimited,
+  readEntries,
   type Backend,
   type KvEntry,
   type KvStore,
@@ -51,13 +50,10 @@ export class CatalogBucket {
         known: (key, revision) => (this.revisions.get(key) ?? 0) >= revision,
       },
     );
-    await mapLimited(await kv.keys(), KEY_READS_IN_FLIGHT, async (key) => {
-      const entry = await kv.get(key);
-      if (entry !== null) {
-        this.accept(entry);
-        this.watched(entry.revision);
-      }
-    });
+    for (const entry of await readEntries(kv)) {
+      this.accept(entry);
+      this.watched(entry.revision);
+    }
     const pending = buffer;
     buffer = undefined;
     for (const entry of pending) this.accept(entry);

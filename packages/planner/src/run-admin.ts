@@ -6,8 +6,7 @@ import {
   subjects,
   type Backend,
   type RunEvent,
-  KEY_READS_IN_FLIGHT,
-  mapLimited,
+  readEntries,
 } from '@agentmesh/protocol';
 import { parseRecord, readRunEvents } from './durable/index.js';
 import {
@@ -24,10 +23,8 @@ export async function listRuns(
   options: { prefix?: string; limit?: number; state?: RunRecord['state'] } = {},
 ): Promise<RunRecord[]> {
   const kv = await openRunRecords(bus, options.prefix);
-  const entries = await mapLimited(await kv.keys(), KEY_READS_IN_FLIGHT, (key) => kv.get(key));
   const records: RunRecord[] = [];
-  for (const entry of entries) {
-    if (entry === null) continue;
+  for (const entry of await readEntries(kv)) {
     const record = parseRecord(entry.value);
     if (options.state === undefined || record.state === options.state) records.push(record);
   }

@@ -1,4 +1,4 @@
-/** How many keys a listing reads from a store at once (catalog load, run and approval listings). */
+/** How many keys a listing reads from a store at once (`readEntries`: the catalog load and the run, approval, session and input listings). */
 export const KEY_READS_IN_FLIGHT = 64;
 
 /**

@@ -13,6 +13,7 @@ export { NatsBus, inboxPrefixFor, type NatsBusOptions } from './bus/nats-bus.js'
 export { subjectMatches } from './bus/shared.js';
 export {
   MemoryKvStore,
+  readEntries,
   type KvBucketOptions,
   type KvEntry,
   type KvStore,
@@ -37,7 +38,6 @@ export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
-export * from './concurrency.js';
 export { SlotTable } from './slot-table.js';
 export { Deadlines, type Deadline } from './deadlines.js';
 export * from './telemetry/index.js';

@@ -8,8 +8,7 @@ import {
   type KvEntry,
   type KvStore,
   type ApprovalDecision,
-  KEY_READS_IN_FLIGHT,
-  mapLimited,
+  readEntries,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 
@@ -136,11 +135,12 @@ export class ApprovalStore {
 
   /** Approvals of one run, or of every run; pending ones only unless `all`. */
   async list(options: { runId?: string; all?: boolean } = {}): Promise<ApprovalRecord[]> {
-    const keys = await this.kv.keys(options.runId === undefined ? undefined : `${options.runId}.>`);
-    const entries = await mapLimited(keys, KEY_READS_IN_FLIGHT, (key) => this.kv.get(key));
+    const entries = await readEntries(
+      this.kv,
+      options.runId === undefined ? undefined : `${options.runId}.>`,
+    );
     const out: ApprovalRecord[] = [];
     for (const entry of entries) {
-      if (entry === null) continue;
       const record = parse(entry);
       if (options.all === true || record.state === 'pending') out.push(record);
     }

@@ -4,6 +4,7 @@ import {
   ErrorCode,
   RunInputSchema,
   decodeMessage,
+  readEntries,
   encodeJson,
   requestJson,
   respondError,
@@ -67,15 +68,13 @@ export class RunControlStore {
 
   /** Inputs not applied yet, oldest first. */
   async inputs(runId: string): Promise<PendingInput[]> {
-    const keys = (await this.kv.keys(`${runId}.input.>`)).sort();
-    const out: PendingInput[] = [];
-    for (const key of keys) {
-      const entry = await this.kv.get(key);
-      if (entry === null) continue;
-      const value = decodeMessage(InputRecordSchema, entry.value, 'run input');
-      out.push({ key, text: value.text, at: value.at });
-    }
-    return out;
+    const entries = await readEntries(this.kv, `${runId}.input.>`);
+    return entries
+      .map((entry) => {
+        const value = decodeMessage(InputRecordSchema, entry.value, 'run input');
+        return { key: entry.key, text: value.text, at: value.at };
+      })
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   async dropInput(key: string): Promise<void> {

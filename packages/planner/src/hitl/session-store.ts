@@ -7,8 +7,7 @@ import {
   sleep,
   type BlobStore,
   type KvStore,
-  KEY_READS_IN_FLIGHT,
-  mapLimited,
+  readEntries,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import type { ChatMessage } from '../providers/types.js';
@@ -77,11 +76,8 @@ export class SessionStore {
 
   /** The sessions of one tenant, newest first. */
   async list(tenant: string): Promise<SessionSummary[]> {
-    const keys = await this.meta.keys(`index.${encodeName(tenant)}.>`);
-    const entries = await mapLimited(keys, KEY_READS_IN_FLIGHT, (key) => this.meta.get(key));
-    const out: SessionSummary[] = [];
-    for (const entry of entries)
-      if (entry !== null) out.push(JSON.parse(new TextDecoder().decode(entry.value)) as SessionSummary);
+    const entries = await readEntries(this.meta, `index.${encodeName(tenant)}.>`);
+    const out = entries.map((entry) => JSON.parse(new TextDecoder().decode(entry.value)) as SessionSummary);
     return out.sort((a, b) => b.updated_at.localeCompare(a.updated_at));
   }
 

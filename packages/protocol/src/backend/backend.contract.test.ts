@@ -3,6 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { ErrorCode } from '../errors.js';
 import { connectBackend, memoryBackend } from '../connect.js';
+import { readEntries } from '../stores/kv.js';
 import type { Backend, LoggedEvent } from './types.js';
 
 const enc = new TextEncoder();
@@ -69,6 +70,20 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
         writing = false;
         await writer;
       }
+    });
+
+    it('reads the current entries of the matching keys, leaving deleted keys out', async () => {
+      const kv = await backend.kv(unique('kv'));
+      for (let i = 0; i < 150; i++) await kv.put(`run.k${String(i).padStart(3, '0')}`, enc.encode(String(i)));
+      await kv.put('other', enc.encode('x'));
+      await kv.delete('run.k007');
+      const entries = await readEntries(kv, 'run.>');
+      expect(entries.map((e) => e.key).sort()).toEqual(
+        Array.from({ length: 150 }, (_, i) => `run.k${String(i).padStart(3, '0')}`).filter(
+          (k) => k !== 'run.k007',
+        ),
+      );
+      expect(entries.every((e) => dec.decode(e.value) === String(Number(e.key.slice(5))))).toBe(true);
     });
 
     it('a KV watch that knows its own writes still gets every other entry with its value, in order', async () => {

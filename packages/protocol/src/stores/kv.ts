@@ -1,5 +1,6 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
+import { KEY_READS_IN_FLIGHT, mapLimited } from '../concurrency.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
 import { subjectMatches } from '../bus/shared.js';
@@ -34,6 +35,15 @@ export interface KvStore {
   keys(filter?: string): Promise<string[]>;
   /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change, in revision order. */
   watch(onEntry: (entry: KvEntry) => void, options?: KvWatchOptions): Promise<KvWatcher>;
+}
+
+/**
+ * The current entries of the keys matching `filter` (every key without one), read {@link KEY_READS_IN_FLIGHT} at a
+ * time rather than one round trip after another, in the order `keys` listed them. A key deleted meanwhile is left out.
+ */
+export async function readEntries(kv: KvStore, filter?: string): Promise<KvEntry[]> {
+  const entries = await mapLimited(await kv.keys(filter), KEY_READS_IN_FLIGHT, (key) => kv.get(key));
+  return entries.filter((entry): entry is KvEntry => entry !== null);
 }
 
 export interface KvWatchOptions {
