@@ -410,3 +410,31 @@ describe('many parallel calls in one run', () => {
     }
   });
 });
+
+describe('a burst of runs', () => {
+  it('is set up a few runs at a time: the first runs ask their model before the last ones load their tools', async () => {
+    const m = await startMesh([calc]);
+    let lists = 0;
+    const sub = m.bus.subscribe(subjects('agentmesh').catalogList, () => lists++);
+    let listsAtFirstModelCall: number | undefined;
+    const onEvent = (e: RunEvent) => {
+      if (e.type === 'llm.request') listsAtFirstModelCall ??= lists;
+    };
+    try {
+      const finals = await Promise.all(
+        Array.from({ length: 300 }, (_, i) =>
+          m.planner.execute(
+            { id: `burst-${i}`, task: 'add', script: [{ tool_calls: [add(i, 1)] }, { text: 'done' }] },
+            { onEvent },
+          ),
+        ),
+      );
+      expect(finals.filter((f) => f.type === 'run.completed' && f.status === 'done')).toHaveLength(300);
+      expect(lists).toBe(300);
+      expect(listsAtFirstModelCall).toBeGreaterThan(0);
+      expect(listsAtFirstModelCall).toBeLessThan(100);
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+});

@@ -46,7 +46,12 @@ import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
 import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
 import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
+import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
+
+/** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
+const SETUP_LANE_WIDTH = 16;
+const SETUP_LANE_HOLD_MS = 20;
 
 export type RunResult = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
 
@@ -126,6 +131,8 @@ interface RunIo {
   choice?: ProviderChoice;
   snapshot?: RunSnapshot;
   session?: RunSession;
+  /** Gives up the run's place in the setup lane (once its tools are loaded, or when it ends first). */
+  leaveSetup: () => void;
 }
 
 /**
@@ -135,6 +142,7 @@ interface RunIo {
 export class RunExecutor {
   /** The catalog's last tool list per scope: runs of an unchanged catalog are not sent every spec again. */
   private readonly toolLists = new ToolListCache();
+  private readonly setups = new SetupLane(SETUP_LANE_WIDTH, SETUP_LANE_HOLD_MS);
 
   constructor(private readonly config: ExecutorConfig) {}
 
@@ -166,12 +174,14 @@ export class RunExecutor {
       keeper,
       log,
       startedAt: resume?.snapshot?.started_at ?? new Date().toISOString(),
+      leaveSetup: () => undefined,
     };
     let final: RunResult | undefined;
     try {
       final = await this.drive(io, options.signal);
       return final;
     } finally {
+      io.leaveSetup();
       if (keeper.handedOff) {
         io.session?.stop();
         log.info('run handed to another planner: not finalized here');
@@ -219,6 +229,7 @@ export class RunExecutor {
       cancel: (reason) => this.config.active.cancel(runId, reason),
     });
     try {
+      io.leaveSetup = await this.setups.enter();
       const ctx = await this.prepare(io, run);
       const final = await runLoop(ctx);
       if (ctx.daemon && !io.keeper.handedOff)
@@ -258,6 +269,7 @@ export class RunExecutor {
     const caps = config.capabilities.resolve(choice.kind, choice.model);
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
+    io.leaveSetup();
     specs.push(...offeredAgentTools(request.tools, config.defaults.subagents));
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
     const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];

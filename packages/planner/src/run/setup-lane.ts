@@ -1,0 +1,35 @@
+/**
+ * Bounds how many runs are being set up at once (admitted, their tools loaded) so that in a burst of runs the first
+ * ones reach their first model call while the later ones are still queued, instead of every run of the burst waiting
+ * for the setup of all the others: one setup step of each run in turn, then the next step of each, and so on.
+ *
+ * A run keeps its place for at most `maxHoldMs`: a setup waiting on the network (a slow catalog, a NATS server
+ * coming back) gives its place to the next run rather than holding the queue.
+ */
+export class SetupLane {
+  private inside = 0;
+  private readonly queue: (() => void)[] = [];
+
+  constructor(
+    private readonly width: number,
+    private readonly maxHoldMs: number,
+  ) {}
+
+  /** Waits for a place; resolves with the function that gives it up (calling it again does nothing). */
+  async enter(): Promise<() => void> {
+    if (this.inside < this.width) this.inside++;
+    else await new Promise<void>((resolve) => this.queue.push(resolve));
+    let left = false;
+    const leave = () => {
+      if (left) return;
+      left = true;
+      clearTimeout(timer);
+      const next = this.queue.shift();
+      if (next !== undefined) next();
+      else this.inside--;
+    };
+    const timer = setTimeout(leave, this.maxHoldMs);
+    timer.unref?.();
+    return leave;
+  }
+}
