@@ -415,7 +415,9 @@ describe('a burst of runs', () => {
   it('is set up a few runs at a time: the first runs ask their model before the last ones load their tools', async () => {
     const m = await startMesh([calc]);
     let lists = 0;
-    const sub = m.bus.subscribe(subjects('agentmesh').catalogList, () => lists++);
+    const sub = m.bus.subscribe(subjects('agentmesh').catalogList, () => {
+      lists++;
+    });
     let listsAtFirstModelCall: number | undefined;
     const onEvent = (e: RunEvent) => {
       if (e.type === 'llm.request') listsAtFirstModelCall ??= lists;

@@ -18,7 +18,11 @@ export function runRecord(fields: RecordFields): RunRecord {
     accepted_at: fields.accepted_at ?? now,
     ...(finished ? { finished_at: fields.finished_at ?? now } : {}),
   };
-  for (const [key, value] of Object.entries(fields))
-    if (value !== undefined && !(key in record)) (record as unknown as Record<string, unknown>)[key] = value;
+  const out = record as unknown as Record<string, unknown>;
+  const given = fields as Record<string, unknown>;
+  for (const key in given) {
+    const value = given[key];
+    if (value !== undefined && !(key in out)) out[key] = value;
+  }
   return record;
 }

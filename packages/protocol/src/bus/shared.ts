@@ -52,18 +52,37 @@ export function closedError(): AgentMeshError {
   return new AgentMeshError(ErrorCode.Closed, 'the bus is closed', { retryable: false });
 }
 
-/** NATS subject matching with `*` (one token) and `>` (one or more trailing tokens). */
+/** NATS subject matching with `*` (one token) and `>` (one or more trailing tokens), token by token in place. */
 export function subjectMatches(pattern: string, subject: string): boolean {
   if (pattern === subject) return true;
-  const p = pattern.split('.');
-  const s = subject.split('.');
-  for (let i = 0; i < p.length; i++) {
-    const token = p[i];
-    if (token === '>') return s.length > i;
-    if (i >= s.length) return false;
-    if (token !== '*' && token !== s[i]) return false;
+  let p = 0;
+  let s = 0;
+  for (;;) {
+    const pEnd = tokenEnd(pattern, p);
+    const wild = pEnd - p === 1 ? pattern.charCodeAt(p) : 0;
+    if (wild === GREATER) return s <= subject.length;
+    if (s > subject.length) return false;
+    const sEnd = tokenEnd(subject, s);
+    if (wild !== STAR && !sameToken(pattern, p, pEnd, subject, s, sEnd)) return false;
+    if (pEnd === pattern.length) return sEnd === subject.length;
+    p = pEnd + 1;
+    s = sEnd + 1;
   }
-  return p.length === s.length;
+}
+
+const STAR = 42;
+const GREATER = 62;
+
+function tokenEnd(text: string, from: number): number {
+  const dot = text.indexOf('.', from);
+  return dot < 0 ? text.length : dot;
+}
+
+function sameToken(a: string, aFrom: number, aEnd: number, b: string, bFrom: number, bEnd: number): boolean {
+  if (aEnd - aFrom !== bEnd - bFrom) return false;
+  for (let i = 0; i < aEnd - aFrom; i++)
+    if (a.charCodeAt(aFrom + i) !== b.charCodeAt(bFrom + i)) return false;
+  return true;
 }
 
 /** White space and control characters: inside a protocol line they would end the subject or the line. */
@@ -76,11 +95,16 @@ export function isPublishableSubject(subject: string): boolean {
 
 export function isValidSubject(subject: string, allowWildcards: boolean): boolean {
   if (!isPublishableSubject(subject)) return false;
-  const tokens = subject.split('.');
-  return tokens.every(
-    (t, i) =>
-      t.length > 0 && (allowWildcards || (t !== '*' && t !== '>')) && (t !== '>' || i === tokens.length - 1),
-  );
+  let start = 0;
+  for (;;) {
+    const end = tokenEnd(subject, start);
+    if (end === start) return false;
+    const wild = end - start === 1 ? subject.charCodeAt(start) : 0;
+    if ((wild === STAR || wild === GREATER) && !allowWildcards) return false;
+    if (wild === GREATER && end !== subject.length) return false;
+    if (end === subject.length) return true;
+    start = end + 1;
+  }
 }
 
 export function invalidSubjectError(subject: string): AgentMeshError {
