@@ -14,7 +14,7 @@ import {
   transcriptsBucket,
 } from '@agentmesh/planner';
 import { figure } from './lib.mjs';
-import { miniCatalog } from './planner.bench.mjs';
+import { miniCatalog } from './embedded-mesh.mjs';
 
 export const title =
   'Planner failover: kill -9 of the planner of a run to the run continuing on another planner';

@@ -7,83 +7,13 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
 import { RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import {
-  CatalogGetSchema,
-  CatalogListSchema,
-  CatalogSearchSchema,
-  MemoryBus,
-  NatsBus,
-  invokeTool,
-  serve,
-  silentLogger,
-  streamNames,
-  subjects,
-} from '@agentmesh/protocol';
+import { NatsBus, invokeTool, silentLogger, streamNames, subjects } from '@agentmesh/protocol';
 import { Planner, runsBucket, submitRun, transcriptsBucket } from '@agentmesh/planner';
-import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
 import { bareAcceptChain } from './accept-floor.mjs';
+import { add, concurrentRounds, embeddedMesh, miniCatalog } from './embedded-mesh.mjs';
 import { figure, latencyFigures, measure } from './lib.mjs';
 
 export const title = 'Planner: loop overhead per turn, submit to run.accepted, 1,000 concurrent runs';
-
-const add = { name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } };
-
-/** A catalog that answers list/get/search from fixed specs (the planner only needs those three). */
-export function miniCatalog(bus, specs, prefix) {
-  const s = subjects(prefix);
-  const subs = [
-    serve({
-      bus,
-      subject: s.catalogList,
-      schema: CatalogListSchema,
-      what: 'list',
-      // a fixed tool set is one version for good: a list that sends it back is answered `unchanged`, as the catalog does
-      handler: (r) =>
-        r.cached === 'fixed'
-          ? { tools: [], unchanged: true, version: 'fixed' }
-          : { tools: [], ...(r.full ? { specs } : {}), version: 'fixed' },
-    }),
-    serve({
-      bus,
-      subject: s.catalogGet,
-      schema: CatalogGetSchema,
-      what: 'get',
-      handler: (r) => ({ tool: specs.find((t) => t.name === r.name), workers: [] }),
-    }),
-    serve({
-      bus,
-      subject: s.catalogSearch,
-      schema: CatalogSearchSchema,
-      what: 'search',
-      handler: (r) => ({ results: [], strategy: r.strategy, limit: r.limit }),
-    }),
-  ];
-  return () => subs.forEach((x) => x.unsubscribe());
-}
-
-export async function embeddedMesh(options = {}) {
-  const bus = new MemoryBus();
-  const worker = new ToolWorker({
-    bus,
-    tools: [mathCalcTool()],
-    logger: silentLogger(),
-    register: false,
-    concurrency: 100_000,
-  });
-  await worker.start();
-  const stopCatalog = miniCatalog(bus, worker.specs);
-  const planner = new Planner({ bus, logger: silentLogger(), plannerId: 'bench-planner', ...options });
-  return {
-    bus,
-    planner,
-    async stop() {
-      await planner.drain();
-      stopCatalog();
-      await worker.drain();
-      await bus.close();
-    },
-  };
-}
 
 export async function run({ natsUrl, quick }) {
   const figures = [];
@@ -444,54 +374,34 @@ async function rawJetStreamPublish(nc, prefix, payload, quick) {
  * `count` runs at once, each two model turns of 50 ms with a tool call between them, in one embedded planner. The
  * first round after start pays for JIT warm-up and is its own figure; the main figure is the median of the rounds
  * after two more warm-up rounds, as a planner that has been up for a while runs them. Memory is sampled during the
- * first round.
+ * first round. The same rounds run once more in a process of their own (concurrent-planner.mjs), as a planner
+ * process runs them, without the heap and the compiled code of everything this bench process measured before.
  */
 async function concurrentRuns(quick) {
   const count = quick ? 300 : 1000;
   const latency = 50;
-  const mesh = await embeddedMesh({ maxConcurrentRuns: count });
-  const script = [
-    { tool_calls: [add], delay_ms: latency },
-    { text: 'done', delay_ms: latency },
-  ];
-  let rounds = 0;
-  const round = async () => {
-    const r = rounds++;
-    const t0 = performance.now();
-    const finals = await Promise.all(
-      Array.from({ length: count }, (_, i) =>
-        mesh.planner.execute({ id: `c-${r}-${i}`, task: 'bench', script, tool_search: 'off' }),
-      ),
-    );
-    const elapsed = performance.now() - t0;
-    const bad = finals.filter((f) => f.type !== 'run.completed' || f.status !== 'done');
-    if (bad.length > 0) throw new Error(`${bad.length} runs did not finish done: ${JSON.stringify(bad[0])}`);
-    return elapsed;
-  };
-  await mesh.planner.execute({ id: 'warm', task: 'warm', script: [{ text: 'ok' }] });
-  global.gc?.();
-  const before = process.memoryUsage();
-  let peakHeap = before.heapUsed;
-  let peakRss = before.rss;
-  const sampler = setInterval(() => {
-    const m = process.memoryUsage();
-    peakHeap = Math.max(peakHeap, m.heapUsed);
-    peakRss = Math.max(peakRss, m.rss);
-  }, 5);
-  const first = await round();
-  clearInterval(sampler);
-  for (let i = 0; i < 2; i++) await round();
-  const warmed = [];
-  for (let i = 0; i < 5; i++) warmed.push(await round());
-  warmed.sort((a, b) => a - b);
-  await mesh.stop();
+  const { first, warmed, heapGrowth, rssGrowth } = await concurrentRounds(count, latency);
+  const apart = await inChildProcess('concurrent-planner.mjs', [String(count), String(latency)]);
   const ideal = figure('ideal: 2 model turns x 50 ms', 2 * latency, 'ms');
   return [
     ideal,
     figure(`${count} concurrent runs in one planner, time to finish all`, warmed[2], 'ms', ideal),
     figure(`${count} concurrent runs, first round after start (cold JIT)`, first, 'ms', ideal),
-    figure(`${count} concurrent runs: peak heap growth`, (peakHeap - before.heapUsed) / 1048576, 'MB'),
-    figure(`${count} concurrent runs: peak RSS growth`, (peakRss - before.rss) / 1048576, 'MB'),
-    figure(`${count} concurrent runs: heap per run`, (peakHeap - before.heapUsed) / count / 1024, 'KB'),
+    figure(`${count} concurrent runs: peak heap growth`, heapGrowth / 1048576, 'MB'),
+    figure(`${count} concurrent runs: peak RSS growth`, rssGrowth / 1048576, 'MB'),
+    figure(`${count} concurrent runs: heap per run`, heapGrowth / count / 1024, 'KB'),
+    figure(`${count} concurrent runs, planner in a process of its own`, apart.warmed[2], 'ms', ideal),
   ];
+}
+
+/** Runs a bench script in a child process and returns the JSON object it prints last. */
+async function inChildProcess(script, args) {
+  const child = spawn(process.execPath, [fileURLToPath(new URL(`./${script}`, import.meta.url)), ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d.toString()));
+  const code = await new Promise((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`${script} exited with ${code}`);
+  return JSON.parse(out.trim().split('\n').pop());
 }
