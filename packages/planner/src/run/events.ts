@@ -43,8 +43,19 @@ export class RunEventSink {
     this.fenced = true;
   }
 
+  /**
+   * Stamps `body` and hands it on. The body becomes the event (emitters build a fresh one each time); a body that was
+   * emitted before or cannot be changed is copied first.
+   */
   emit<B extends RunEventBody>(body: B): B & { run_id: string; seq: number; ts: string } {
-    const event = { ...body, run_id: this.runId, seq: ++this.seq, ts: isoNow() };
+    const event = (Object.isFrozen(body) || 'seq' in body ? { ...body } : body) as B & {
+      run_id: string;
+      seq: number;
+      ts: string;
+    };
+    event.run_id = this.runId;
+    event.seq = ++this.seq;
+    event.ts = isoNow();
     if (this.fenced) return event;
     this.events.push(event as RunEvent);
     this.publish(event as RunEvent);
