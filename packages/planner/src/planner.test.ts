@@ -4,11 +4,14 @@ import pino from 'pino';
 import { z } from 'zod';
 import {
   AgentMeshError,
+  CatalogListSchema,
   ErrorCode,
   MemoryBus,
   publishJson,
+  serve,
   silentLogger,
   subjects,
+  type CatalogListReply,
   type Logger,
   type RunEvent,
   type RunRequestInput,
@@ -437,6 +440,36 @@ describe('a burst of runs', () => {
       expect(listsAtFirstModelCall).toBeLessThan(100);
     } finally {
       sub.unsubscribe();
+    }
+  });
+
+  it('a setup waiting on the network gives its place up: 64 runs whose catalog answers only once all 64 asked', async () => {
+    const bus = new MemoryBus();
+    const held: (() => void)[] = [];
+    const catalog = serve({
+      bus,
+      subject: subjects('agentmesh').catalogList,
+      schema: CatalogListSchema,
+      what: 'list',
+      handler: () =>
+        new Promise<CatalogListReply>((resolve) => {
+          held.push(() => resolve({ tools: [], version: 'v1' }));
+          if (held.length === 64) for (const answer of held) answer();
+        }),
+    });
+    const planner = new Planner({ bus, logger: silentLogger(), plannerId: 'planner-held' });
+    try {
+      const finals = await Promise.all(
+        Array.from({ length: 64 }, (_, i) =>
+          planner.execute({ id: `held-${i}`, task: 'wait', script: [{ text: 'done' }] }),
+        ),
+      );
+      expect(finals.filter((f) => f.type === 'run.completed' && f.status === 'done')).toHaveLength(64);
+      expect(held).toHaveLength(64);
+    } finally {
+      await planner.drain();
+      catalog.unsubscribe();
+      await bus.close();
     }
   });
 });

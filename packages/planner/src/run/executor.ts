@@ -51,7 +51,7 @@ import { startWarnings } from './warnings.js';
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
 const SETUP_LANE_WIDTH = 16;
-const SETUP_LANE_HOLD_MS = 20;
+const SETUP_LANE_HOLD_MS = 5;
 
 export type RunResult = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
 
