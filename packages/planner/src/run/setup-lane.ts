@@ -1,3 +1,5 @@
+import { Semaphore } from '../util.js';
+
 /**
  * Bounds how many runs are being set up at once (admitted, their tools loaded) so that in a burst of runs the first
  * ones reach their first model call while the later ones are still queued, instead of every run of the burst waiting
@@ -7,29 +9,23 @@
  * coming back) gives its place to the next run rather than holding the queue.
  */
 export class SetupLane {
-  private inside = 0;
-  private readonly queue: (() => void)[] = [];
+  private readonly places: Semaphore;
 
   constructor(
-    private readonly width: number,
+    width: number,
     private readonly maxHoldMs: number,
-  ) {}
+  ) {
+    this.places = new Semaphore(width);
+  }
 
   /** Waits for a place; resolves with the function that gives it up (calling it again does nothing). */
   async enter(): Promise<() => void> {
-    if (this.inside < this.width) this.inside++;
-    else await new Promise<void>((resolve) => this.queue.push(resolve));
-    let left = false;
-    const leave = () => {
-      if (left) return;
-      left = true;
-      clearTimeout(timer);
-      const next = this.queue.shift();
-      if (next !== undefined) next();
-      else this.inside--;
-    };
-    const timer = setTimeout(leave, this.maxHoldMs);
+    const release = await this.places.acquire();
+    const timer = setTimeout(release, this.maxHoldMs);
     timer.unref?.();
-    return leave;
+    return () => {
+      clearTimeout(timer);
+      release();
+    };
   }
 }
