@@ -1,6 +1,3 @@
-/** How many keys a listing reads from a store at once (`readEntries`: the catalog load and the run, approval, session and input listings). */
-export const KEY_READS_IN_FLIGHT = 64;
-
 /**
  * Calls `fn` for every item with at most `limit` calls in flight, and resolves with the results in the items' order.
  * For reading many keys from a store without one round trip after another, and without one request per key at once.

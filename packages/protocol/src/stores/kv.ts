@@ -1,6 +1,6 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
-import { KEY_READS_IN_FLIGHT, mapLimited } from '../concurrency.js';
+import { mapLimited } from '../concurrency.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
 import { subjectMatches } from '../bus/shared.js';
@@ -36,6 +36,9 @@ export interface KvStore {
   /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change, in revision order. */
   watch(onEntry: (entry: KvEntry) => void, options?: KvWatchOptions): Promise<KvWatcher>;
 }
+
+/** How many keys {@link readEntries} reads at once (the catalog load and the run, approval, session and input listings). */
+const KEY_READS_IN_FLIGHT = 64;
 
 /**
  * The current entries of the keys matching `filter` (every key without one), read {@link KEY_READS_IN_FLIGHT} at a
