@@ -23,14 +23,18 @@ function validByTokens(subject: string, allowWildcards: boolean): boolean {
   );
 }
 
+/** A repeatable pseudo-random `n => 0..n-1`, so a failing case can be run again. */
+function seeded(seed: number): (n: number) => number {
+  return (n) => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed % n;
+  };
+}
+
 describe('isValidSubject', () => {
   it('agrees with the token-by-token rule on 20,000 random subjects, with and without wildcards', () => {
     const parts = ['a', 'bc', '*', '>', '', 'a*', '>b', ' ', 'x\ty'];
-    let seed = 11;
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2147483648;
-      return seed % n;
-    };
+    const rand = seeded(11);
     for (let i = 0; i < 20_000; i++) {
       const subject = Array.from({ length: 1 + rand(4) }, () => parts[rand(parts.length)]!).join('.');
       for (const wild of [true, false])
@@ -62,11 +66,7 @@ describe('subjectMatches', () => {
 
   it('agrees with the token-by-token rule on 20,000 random pattern and subject pairs', () => {
     const tokens = ['a', 'b', 'ab', 'ba', '*', '>', 'runs', 'r-1'];
-    let seed = 7;
-    const rand = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2147483648;
-      return seed % n;
-    };
+    const rand = seeded(7);
     const make = (wild: boolean) =>
       Array.from({ length: 1 + rand(4) }, () => {
         const t = tokens[rand(tokens.length)]!;
