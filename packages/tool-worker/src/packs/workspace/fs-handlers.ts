@@ -9,7 +9,7 @@ import {
   type WorkspaceCallContext,
   type WorkspaceRuntime,
 } from './runtime.js';
-import { entrySize, walkWorkspace, type EntryType } from './walk.js';
+import { entrySize, walkWorkspace, type EntryType, type WalkEntry } from './walk.js';
 
 const PathArg = z.string().min(1).max(4096);
 
@@ -310,6 +310,57 @@ function compileGlobs(globs: readonly string[] | undefined, argument: string): G
   });
 }
 
+type SearchSkips = SearchFilesResult['skipped'];
+type SearchMatch = z.output<typeof MatchSchema>;
+
+/** A walked file's text if search may read it: not linked, not over the size limit, not binary (counted in `skipped`). */
+async function searchableText(
+  runtime: WorkspaceRuntime,
+  entry: WalkEntry,
+  skipped: SearchSkips,
+): Promise<string | undefined> {
+  const file = await runtime.resolver.openEntry(entry.parent, entry.parentAbsolute, entry.name, 'file');
+  if (file === undefined) return undefined;
+  try {
+    const s = await file.stat();
+    if (!s.isFile() || s.nlink > 1) {
+      skipped.linked += s.nlink > 1 ? 1 : 0;
+      return undefined;
+    }
+    if (s.size > runtime.config.maxSearchFileBytes) {
+      skipped.too_large++;
+      return undefined;
+    }
+    const data = await file.readFile();
+    if (data.subarray(0, 8192).includes(0)) {
+      skipped.binary++;
+      return undefined;
+    }
+    return data.toString('utf8');
+  } finally {
+    await file.close();
+  }
+}
+
+/** Appends the file's matching lines; false once `max` matches are held and another line matched. */
+function collectMatches(
+  path: string,
+  text: string,
+  match: (line: string) => number,
+  matches: SearchMatch[],
+  max: number,
+): boolean {
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = (lines[i] as string).slice(0, MAX_LINE_SCAN);
+    const column = match(line);
+    if (column < 0) continue;
+    if (matches.length >= max) return false;
+    matches.push({ path, line: i + 1, column: column + 1, text: line.slice(0, MAX_MATCH_TEXT) });
+  }
+  return true;
+}
+
 export async function searchFiles(
   runtime: WorkspaceRuntime,
   args: SearchFilesArgs,
@@ -320,74 +371,30 @@ export async function searchFiles(
   const include = compileGlobs(args.include, 'include');
   const exclude = compileGlobs(args.exclude, 'exclude');
   const { handle, resolved } = await runtime.resolver.openDirectory(args.path);
-  const matches: z.output<typeof MatchSchema>[] = [];
-  const skipped = { binary: 0, too_large: 0, linked: 0 };
+  const matches: SearchMatch[] = [];
+  const skipped: SearchSkips = { binary: 0, too_large: 0, linked: 0 };
   let filesScanned = 0;
   let truncated = false;
+  const visit = async (entry: WalkEntry): Promise<boolean> => {
+    if (entry.type === 'symlink') {
+      skipped.linked++;
+      return true;
+    }
+    if (entry.type !== 'file') return true;
+    if (include.length > 0 && !include.some((g) => g.matches(entry.path))) return true;
+    if (exclude.some((g) => g.matches(entry.path))) return true;
+    const text = await searchableText(runtime, entry, skipped);
+    if (text === undefined) return true;
+    filesScanned++;
+    throwIfAborted(ctx.signal);
+    truncated = !collectMatches(entry.path, text, match, matches, args.max_matches);
+    return !truncated;
+  };
   try {
     const summary = await walkWorkspace(
       runtime,
       { handle, segments: resolved.segments, absolute: resolved.real },
-      {
-        maxDepth: 64,
-        signal: ctx.signal,
-        skipFolders: SEARCH_SKIPPED_FOLDERS,
-        visit: async (entry) => {
-          if (entry.type === 'symlink') {
-            skipped.linked++;
-            return true;
-          }
-          if (entry.type !== 'file') return true;
-          if (include.length > 0 && !include.some((g) => g.matches(entry.path))) return true;
-          if (exclude.some((g) => g.matches(entry.path))) return true;
-          const file = await runtime.resolver.openEntry(
-            entry.parent,
-            entry.parentAbsolute,
-            entry.name,
-            'file',
-          );
-          if (file === undefined) return true;
-          let text: string;
-          try {
-            const s = await file.stat();
-            if (!s.isFile() || s.nlink > 1) {
-              skipped.linked += s.nlink > 1 ? 1 : 0;
-              return true;
-            }
-            if (s.size > runtime.config.maxSearchFileBytes) {
-              skipped.too_large++;
-              return true;
-            }
-            const data = await file.readFile();
-            if (data.subarray(0, 8192).includes(0)) {
-              skipped.binary++;
-              return true;
-            }
-            text = data.toString('utf8');
-          } finally {
-            await file.close();
-          }
-          filesScanned++;
-          throwIfAborted(ctx.signal);
-          const lines = text.split('\n');
-          for (let i = 0; i < lines.length; i++) {
-            const line = (lines[i] as string).slice(0, MAX_LINE_SCAN);
-            const column = match(line);
-            if (column < 0) continue;
-            if (matches.length >= args.max_matches) {
-              truncated = true;
-              return false;
-            }
-            matches.push({
-              path: entry.path,
-              line: i + 1,
-              column: column + 1,
-              text: line.slice(0, MAX_MATCH_TEXT),
-            });
-          }
-          return true;
-        },
-      },
+      { maxDepth: 64, signal: ctx.signal, skipFolders: SEARCH_SKIPPED_FOLDERS, visit },
     );
     truncated ||= summary.stopped;
     const result: SearchFilesResult = { matches, files_scanned: filesScanned, skipped, truncated };

@@ -263,12 +263,27 @@ export const GitInspectOutput = z.object({
 export type GitInspectArgs = z.output<typeof GitInspectInput>;
 export type GitInspectResult = z.output<typeof GitInspectOutput>;
 
-export async function gitInspect(
-  runtime: WorkspaceRuntime,
-  args: GitInspectArgs,
-  ctx: WorkspaceCallContext,
-): Promise<GitInspectResult> {
-  throwIfAborted(ctx.signal);
+/** `-c` settings that keep git.inspect from running hooks, pagers, external diff drivers or fetches. */
+const INSPECT_HARDENING = [
+  '--no-pager',
+  '-c',
+  'core.fsmonitor=false',
+  '-c',
+  'core.hooksPath=/dev/null',
+  '-c',
+  'core.pager=cat',
+  '-c',
+  'color.ui=false',
+  '-c',
+  'core.quotePath=false',
+  '-c',
+  'diff.external=',
+  '-c',
+  'protocol.allow=never',
+] as const;
+
+/** Checks the subcommand, its arguments and paths against the workspace rules; returns the workspace-relative paths. */
+async function checkInspectRequest(runtime: WorkspaceRuntime, args: GitInspectArgs): Promise<string[]> {
   const subcommand = args.subcommand as string;
   if (!(GIT_READ_SUBCOMMANDS as readonly string[]).includes(subcommand)) {
     throw denied(
@@ -297,29 +312,31 @@ export async function gitInspect(
     });
     paths.push(resolved.relative);
   }
+  return paths;
+}
+
+function inspectArgv(runtime: WorkspaceRuntime, args: GitInspectArgs, paths: string[]): string[] {
+  const subcommand = args.subcommand as string;
   const pathspec =
     subcommand === 'blame' ? paths : [...(paths.length > 0 ? paths : ['.']), ...hiddenPathspecs(runtime)];
-  const gitArgs = [
-    '--no-pager',
-    '-c',
-    'core.fsmonitor=false',
-    '-c',
-    'core.hooksPath=/dev/null',
-    '-c',
-    'core.pager=cat',
-    '-c',
-    'color.ui=false',
-    '-c',
-    'core.quotePath=false',
-    '-c',
-    'diff.external=',
-    '-c',
-    'protocol.allow=never',
+  return [
+    ...INSPECT_HARDENING,
     subcommand,
     ...(['diff', 'log', 'show'].includes(subcommand) ? ['--no-ext-diff', '--no-textconv'] : []),
     ...args.args,
     ...(pathspec.length > 0 ? ['--', ...pathspec] : []),
   ];
+}
+
+export async function gitInspect(
+  runtime: WorkspaceRuntime,
+  args: GitInspectArgs,
+  ctx: WorkspaceCallContext,
+): Promise<GitInspectResult> {
+  throwIfAborted(ctx.signal);
+  const subcommand = args.subcommand as string;
+  const paths = await checkInspectRequest(runtime, args);
+  const gitArgs = inspectArgv(runtime, args, paths);
   const handle = await startCommand(
     runtime,
     ctx,
@@ -345,9 +362,7 @@ export async function gitInspect(
     throw new AgentMeshError(
       ErrorCode.NotFound,
       'the workspace root is not a git repository (git.inspect never looks above the workspace)',
-      {
-        retryable: false,
-      },
+      { retryable: false },
     );
   }
   const out: GitInspectResult = {

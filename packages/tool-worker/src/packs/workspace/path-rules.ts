@@ -19,6 +19,87 @@ function countSeparatorsAndDots(value: string): number {
   return value.match(SEPARATOR_OR_DOT)?.length ?? 0;
 }
 
+/** One check of a path's text: the rule it enforces, whether breaking it is malformed input or a denied reach, and why. */
+interface PathTextRule {
+  readonly rule: BoundaryRule;
+  readonly refusal: typeof malformed | typeof denied;
+  readonly breaks: (input: string) => boolean;
+  readonly message: (argument: string, input: string) => string;
+}
+
+const because =
+  (reason: string) =>
+  (argument: string, input: string): string =>
+    `${argument} ${quote(input)} ${reason}`;
+
+/** In the order they are checked: the first rule a path breaks names the error. */
+const PATH_TEXT_RULES: readonly PathTextRule[] = [
+  {
+    rule: BoundaryRule.NulByte,
+    refusal: malformed,
+    breaks: (input) => input.includes('\u0000'),
+    message: because('contains a NUL byte, which no file name may hold'),
+  },
+  {
+    rule: BoundaryRule.PathTooLong,
+    refusal: malformed,
+    breaks: (input) => Buffer.byteLength(input) > MAX_PATH_BYTES,
+    message: (argument) => `${argument} is longer than ${MAX_PATH_BYTES} bytes`,
+  },
+  {
+    rule: BoundaryRule.ControlCharacter,
+    refusal: malformed,
+    breaks: (input) => CONTROL.test(input),
+    message: because('contains a control character'),
+  },
+  {
+    rule: BoundaryRule.LookalikeCharacter,
+    refusal: malformed,
+    breaks: (input) => INVISIBLE.test(input),
+    message: because('contains an invisible or direction-changing Unicode character; type the path plainly'),
+  },
+  {
+    rule: BoundaryRule.LookalikeCharacter,
+    refusal: malformed,
+    breaks: (input) =>
+      LOOKALIKE_SEPARATORS.test(input) ||
+      countSeparatorsAndDots(input.normalize('NFKC')) !== countSeparatorsAndDots(input),
+    message: because('contains a Unicode look-alike of "." or "/"; use plain ASCII dots and slashes'),
+  },
+  {
+    rule: BoundaryRule.AbsolutePath,
+    refusal: denied,
+    breaks: (input) => input.startsWith('/') || /^[A-Za-z]:([/\\]|$)/.test(input),
+    message: because('is absolute; tools only accept paths relative to the workspace root'),
+  },
+  {
+    rule: BoundaryRule.UrlPath,
+    refusal: malformed,
+    breaks: (input) => URL_LIKE.test(input),
+    message: because('is a URL; give a path relative to the workspace root'),
+  },
+  {
+    rule: BoundaryRule.EncodedPath,
+    refusal: malformed,
+    breaks: (input) => ENCODED.test(input),
+    message: because(
+      'holds a percent-encoded dot, slash or percent; paths are taken literally, not URL-decoded',
+    ),
+  },
+  {
+    rule: BoundaryRule.Backslash,
+    refusal: malformed,
+    breaks: (input) => input.includes('\\'),
+    message: because('contains "\\"; separate folders with "/"'),
+  },
+  {
+    rule: BoundaryRule.HomePath,
+    refusal: denied,
+    breaks: (input) => input === '~' || input.startsWith('~/'),
+    message: because('refers to a home folder; tools only see the workspace'),
+  },
+];
+
 /**
  * Checks a model-supplied path before it touches the file system and splits it into segments (an empty list is
  * the workspace root). Rejects NUL and control characters, absurd lengths, URL and percent-encoded forms,
@@ -32,74 +113,8 @@ export function parseWorkspacePath(input: unknown, argument = 'path'): string[] 
     });
   }
   const details = { path: input.length > 200 ? `${input.slice(0, 200)}…` : input };
-  if (input.includes('\u0000')) {
-    throw malformed(
-      BoundaryRule.NulByte,
-      `${argument} ${quote(input)} contains a NUL byte, which no file name may hold`,
-      details,
-    );
-  }
-  if (Buffer.byteLength(input) > MAX_PATH_BYTES) {
-    throw malformed(BoundaryRule.PathTooLong, `${argument} is longer than ${MAX_PATH_BYTES} bytes`, details);
-  }
-  if (CONTROL.test(input)) {
-    throw malformed(
-      BoundaryRule.ControlCharacter,
-      `${argument} ${quote(input)} contains a control character`,
-      details,
-    );
-  }
-  if (INVISIBLE.test(input)) {
-    throw malformed(
-      BoundaryRule.LookalikeCharacter,
-      `${argument} ${quote(input)} contains an invisible or direction-changing Unicode character; type the path plainly`,
-      details,
-    );
-  }
-  if (
-    LOOKALIKE_SEPARATORS.test(input) ||
-    countSeparatorsAndDots(input.normalize('NFKC')) !== countSeparatorsAndDots(input)
-  ) {
-    throw malformed(
-      BoundaryRule.LookalikeCharacter,
-      `${argument} ${quote(input)} contains a Unicode look-alike of "." or "/"; use plain ASCII dots and slashes`,
-      details,
-    );
-  }
-  if (input.startsWith('/') || /^[A-Za-z]:([/\\]|$)/.test(input)) {
-    throw denied(
-      BoundaryRule.AbsolutePath,
-      `${argument} ${quote(input)} is absolute; tools only accept paths relative to the workspace root`,
-      details,
-    );
-  }
-  if (URL_LIKE.test(input)) {
-    throw malformed(
-      BoundaryRule.UrlPath,
-      `${argument} ${quote(input)} is a URL; give a path relative to the workspace root`,
-      details,
-    );
-  }
-  if (ENCODED.test(input)) {
-    throw malformed(
-      BoundaryRule.EncodedPath,
-      `${argument} ${quote(input)} holds a percent-encoded dot, slash or percent; paths are taken literally, not URL-decoded`,
-      details,
-    );
-  }
-  if (input.includes('\\')) {
-    throw malformed(
-      BoundaryRule.Backslash,
-      `${argument} ${quote(input)} contains "\\"; separate folders with "/"`,
-      details,
-    );
-  }
-  if (input === '~' || input.startsWith('~/')) {
-    throw denied(
-      BoundaryRule.HomePath,
-      `${argument} ${quote(input)} refers to a home folder; tools only see the workspace`,
-      details,
-    );
+  for (const { rule, refusal, breaks, message } of PATH_TEXT_RULES) {
+    if (breaks(input)) throw refusal(rule, message(argument, input), details);
   }
   const segments = input.split('/').filter((s) => s !== '' && s !== '.');
   if (segments.includes('..')) {
@@ -109,14 +124,12 @@ export function parseWorkspacePath(input: unknown, argument = 'path'): string[] 
       details,
     );
   }
-  for (const segment of segments) {
-    if (Buffer.byteLength(segment) > MAX_SEGMENT_BYTES) {
-      throw malformed(
-        BoundaryRule.PathTooLong,
-        `${argument} has a name longer than ${MAX_SEGMENT_BYTES} bytes`,
-        details,
-      );
-    }
+  if (segments.some((segment) => Buffer.byteLength(segment) > MAX_SEGMENT_BYTES)) {
+    throw malformed(
+      BoundaryRule.PathTooLong,
+      `${argument} has a name longer than ${MAX_SEGMENT_BYTES} bytes`,
+      details,
+    );
   }
   return segments;
 }
