@@ -48,128 +48,132 @@ function ms(value: number): string {
       : `${(value / 1000).toFixed(1)} s`;
 }
 
+interface Palette {
+  dim(text: string): string;
+  bold(text: string): string;
+  red(text: string): string;
+  green(text: string): string;
+  yellow(text: string): string;
+  cyan(text: string): string;
+}
+
+function palette(color: boolean): Palette {
+  const paint = (code: string) => (text: string) => (color ? `\u001b[${code}m${text}\u001b[0m` : text);
+  return {
+    dim: paint('2'),
+    bold: paint('1'),
+    red: paint('31'),
+    green: paint('32'),
+    yellow: paint('33'),
+    cyan: paint('36'),
+  };
+}
+
+/** What the renderer remembers across the events of one run. */
+interface RenderState {
+  readonly started: number;
+  firstTs: string | undefined;
+  readonly notices: string[];
+  answer: string;
+}
+
+type EventOf<T extends RunEvent['type']> = Extract<RunEvent, { type: T }>;
+
+/** The lines (newline-terminated, possibly empty) one event of each type prints. */
+type LineFormatters = {
+  [T in RunEvent['type']]?: (event: EventOf<T>, p: Palette, state: RenderState) => string;
+};
+
+function completedLine(event: EventOf<'run.completed'>, p: Palette, state: RenderState): string {
+  const ok = event.status === 'done';
+  const head = ok ? p.green(`✔ ${event.status}`) : p.red(`✘ ${event.status}`);
+  const took = elapsed(state.firstTs, event.ts) ?? Date.now() - state.started;
+  const cost = event.cost_usd === undefined ? '' : `, $${event.cost_usd.toFixed(4)}`;
+  const summary = `${plural(event.iterations, 'turn')}, ${plural(event.tool_calls, 'tool call')}, ${ms(took)}${cost}`;
+  const reason = event.reason === undefined ? undefined : withoutCode(event.reason);
+  const told = reason !== undefined && state.notices.some((n) => reason.includes(withoutCode(n)));
+  const text = event.text.trim() === '' ? '' : `${event.text.trim()}\n`;
+  return `${head} ${p.dim(`(${summary}${reason && !told ? `; ${reason}` : ''})`)}\n${text}`;
+}
+
+function toolCompletedLine(event: EventOf<'tool.completed'>, p: Palette): string {
+  const mark = event.is_error ? p.red('✗') : p.green('✓');
+  const preview = inline(event.name === 'tool_search' ? canonicalNames(event.preview) : event.preview);
+  const artifact = event.artifact ? p.dim(` (artifact ${event.artifact.ref}, ${event.artifact.size} B)`) : '';
+  return `  ${mark} ${event.name} ${p.dim(ms(event.elapsed_ms))} → ${preview}${artifact}\n`;
+}
+
+const RUN_LINES: LineFormatters = {
+  'run.accepted': (event, p) =>
+    `${p.bold('▶ run')} ${event.run_id} ${p.dim(`(${[event.provider, event.model].filter(Boolean).join(' ') || 'default provider'})`)}\n` +
+    `  task: ${inline(event.task)}\n`,
+  'run.started': (event, p) => (event.resumed ? p.dim(`  resumed on planner ${event.planner_id}\n`) : ''),
+  'llm.request': (event, p) =>
+    `${p.cyan(`● turn ${event.iteration}`)} ${p.dim(`asking the model with ${plural(event.tools.length, 'tool')}`)}\n`,
+  'llm.response': (event, p, state) => {
+    state.answer = event.text;
+    if (event.tool_calls.length === 0) return '';
+    const said = event.text.trim() === '' ? '' : `  ${p.dim('model:')} ${inline(event.text)}\n`;
+    return `${said}  ${p.dim(`model calls ${plural(event.tool_calls.length, 'tool')}`)}\n`;
+  },
+  'run.notice': (event, p, state) => {
+    state.notices.push(event.message);
+    return `  ${p.yellow('!')} ${event.message}\n`;
+  },
+  'run.completed': completedLine,
+  'run.failed': (event, p) => `${p.red('✘ failed')}: ${withoutCode(event.error.message)}\n`,
+  'run.input': (event, p) => `  ${p.cyan('»')} input: ${inline(event.text)}\n`,
+  'run.paused': (_event, p) => `  ${p.yellow('‖')} paused\n`,
+  'run.resumed': (_event, p) => `  ${p.yellow('‖')} resumed\n`,
+  'session.compacted': (event, p) =>
+    `  ${p.dim(`session compacted: ${event.before_tokens} → ${event.after_tokens} tokens`)}\n`,
+};
+
+const TOOL_LINES: LineFormatters = {
+  'tool.search': (event, p) =>
+    `  ${p.cyan('⌕')} tool_search ${JSON.stringify(event.query)} → ${event.results.join(', ') || 'no match'}\n`,
+  'tool.started': (event, p) =>
+    `  ${p.cyan('⚙')} ${event.name} ${p.dim(`[${event.call_id}] on ${event.worker_id}`)}\n`,
+  'tool.progress': (event, p) => `    ${p.dim(`${event.name}: ${event.message ?? inline(event.data)}`)}\n`,
+  'tool.completed': toolCompletedLine,
+  'tool.failed': (event, p) =>
+    `  ${p.red('✗')} ${event.name} ${p.dim(ms(event.elapsed_ms))} ${p.red(event.error.code)}: ${inline(event.error.message)}\n`,
+  'approval.requested': (event, p) =>
+    `  ${p.yellow('?')} approval ${event.approval_id}: ${inline(event.summary)}\n`,
+  'approval.decided': (event, p) => {
+    const approved = event.decision === 'approve';
+    const reason = event.reason ? `: ${event.reason}` : '';
+    return `  ${approved ? p.green('✓') : p.red('✗')} ${event.approval_id} ${approved ? 'approved' : 'denied'} by ${event.by}${reason}\n`;
+  },
+};
+
+const AGENT_LINES: LineFormatters = {
+  'agent.started': (event, p) => `    ${p.dim(`↳ child run ${event.child_run_id} [${event.call_id}]`)}\n`,
+  'agent.completed': (event, p) => `    ${p.dim(`↳ child run ${event.child_run_id} ${event.status}`)}\n`,
+  'skill.activated': (event, p) => `  ${p.cyan('✦')} skill ${event.name} ${p.dim(`(${event.reason})`)}\n`,
+  'skill.deactivated': (event, p) => `  ${p.dim(`✦ skill ${event.name} deactivated`)}\n`,
+  'daemon.idle': (event, p, state) =>
+    (state.answer.trim() === '' ? '' : `${state.answer.trim()}\n`) +
+    `${p.dim(`◌ idle, ${plural(event.queue_depth, 'trigger')} queued`)}\n`,
+  'daemon.woken': (event, p) =>
+    `${p.cyan('◉ woken')} ${p.dim(`by ${event.reason}`)}${event.trigger ? ` ${inline(event.trigger)}` : ''}\n`,
+};
+
+const LINES: LineFormatters = { ...RUN_LINES, ...TOOL_LINES, ...AGENT_LINES };
+
 /** Live, human-readable progress of a run: turns, tool calls, results, the final answer. */
 export function createHumanRenderer(out: Writer, options: { color?: boolean } = {}) {
-  const c = options.color ?? false;
-  const paint = (code: string, text: string) => (c ? `\u001b[${code}m${text}\u001b[0m` : text);
-  const dim = (t: string) => paint('2', t);
-  const green = (t: string) => paint('32', t);
-  const red = (t: string) => paint('31', t);
-  const cyan = (t: string) => paint('36', t);
-  const bold = (t: string) => paint('1', t);
-  const started = Date.now();
-  let firstTs: string | undefined;
-  const notices: string[] = [];
-  let answer = '';
-
+  const p = palette(options.color ?? false);
+  const state: RenderState = { started: Date.now(), firstTs: undefined, notices: [], answer: '' };
   return (event: RunEvent): void => {
-    firstTs ??= event.ts;
+    state.firstTs ??= event.ts;
     const warning = runWarning(event);
     if (warning) {
-      out.write(`  ${paint('33', '!')} warning: ${warning.message}\n`);
+      out.write(`  ${p.yellow('!')} warning: ${warning.message}\n`);
       return;
     }
-    switch (event.type) {
-      case 'run.accepted':
-        out.write(
-          `${bold('▶ run')} ${event.run_id} ${dim(`(${[event.provider, event.model].filter(Boolean).join(' ') || 'default provider'})`)}\n`,
-        );
-        out.write(`  task: ${inline(event.task)}\n`);
-        break;
-      case 'run.started':
-        if (event.resumed) out.write(dim(`  resumed on planner ${event.planner_id}\n`));
-        break;
-      case 'llm.request':
-        out.write(
-          `${cyan(`● turn ${event.iteration}`)} ${dim(`asking the model with ${plural(event.tools.length, 'tool')}`)}\n`,
-        );
-        break;
-      case 'llm.response':
-        answer = event.text;
-        if (event.text.trim() !== '' && event.tool_calls.length > 0)
-          out.write(`  ${dim('model:')} ${inline(event.text)}\n`);
-        if (event.tool_calls.length > 0)
-          out.write(`  ${dim(`model calls ${plural(event.tool_calls.length, 'tool')}`)}\n`);
-        break;
-      case 'tool.search':
-        out.write(
-          `  ${cyan('⌕')} tool_search ${JSON.stringify(event.query)} → ${event.results.join(', ') || 'no match'}\n`,
-        );
-        break;
-      case 'tool.started':
-        out.write(`  ${cyan('⚙')} ${event.name} ${dim(`[${event.call_id}] on ${event.worker_id}`)}\n`);
-        break;
-      case 'tool.progress':
-        out.write(`    ${dim(`${event.name}: ${event.message ?? inline(event.data)}`)}\n`);
-        break;
-      case 'tool.completed':
-        out.write(
-          `  ${event.is_error ? red('✗') : green('✓')} ${event.name} ${dim(ms(event.elapsed_ms))} → ${inline(event.name === 'tool_search' ? canonicalNames(event.preview) : event.preview)}${event.artifact ? dim(` (artifact ${event.artifact.ref}, ${event.artifact.size} B)`) : ''}\n`,
-        );
-        break;
-      case 'tool.failed':
-        out.write(
-          `  ${red('✗')} ${event.name} ${dim(ms(event.elapsed_ms))} ${red(event.error.code)}: ${inline(event.error.message)}\n`,
-        );
-        break;
-      case 'run.notice':
-        notices.push(event.message);
-        out.write(`  ${paint('33', '!')} ${event.message}\n`);
-        break;
-      case 'run.completed': {
-        const ok = event.status === 'done';
-        const head = ok ? green(`✔ ${event.status}`) : red(`✘ ${event.status}`);
-        const took = elapsed(firstTs, event.ts) ?? Date.now() - started;
-        const cost = event.cost_usd === undefined ? '' : `, $${event.cost_usd.toFixed(4)}`;
-        const summary = `${plural(event.iterations, 'turn')}, ${plural(event.tool_calls, 'tool call')}, ${ms(took)}${cost}`;
-        const reason = event.reason === undefined ? undefined : withoutCode(event.reason);
-        const told = reason !== undefined && notices.some((n) => reason.includes(withoutCode(n)));
-        out.write(`${head} ${dim(`(${summary}${reason && !told ? `; ${reason}` : ''})`)}\n`);
-        if (event.text.trim() !== '') out.write(`${event.text.trim()}\n`);
-        break;
-      }
-      case 'run.failed':
-        out.write(`${red('✘ failed')}: ${withoutCode(event.error.message)}\n`);
-        break;
-      case 'approval.requested':
-        out.write(`  ${paint('33', '?')} approval ${event.approval_id}: ${inline(event.summary)}\n`);
-        break;
-      case 'approval.decided':
-        out.write(
-          `  ${event.decision === 'approve' ? green('✓') : red('✗')} ${event.approval_id} ${event.decision === 'approve' ? 'approved' : 'denied'} by ${event.by}${event.reason ? `: ${event.reason}` : ''}\n`,
-        );
-        break;
-      case 'run.input':
-        out.write(`  ${paint('36', '»')} input: ${inline(event.text)}\n`);
-        break;
-      case 'run.paused':
-      case 'run.resumed':
-        out.write(`  ${paint('33', '‖')} ${event.type === 'run.paused' ? 'paused' : 'resumed'}\n`);
-        break;
-      case 'session.compacted':
-        out.write(`  ${dim(`session compacted: ${event.before_tokens} → ${event.after_tokens} tokens`)}\n`);
-        break;
-      case 'agent.started':
-        out.write(`    ${dim(`↳ child run ${event.child_run_id} [${event.call_id}]`)}\n`);
-        break;
-      case 'agent.completed':
-        out.write(`    ${dim(`↳ child run ${event.child_run_id} ${event.status}`)}\n`);
-        break;
-      case 'skill.activated':
-        out.write(`  ${cyan('✦')} skill ${event.name} ${dim(`(${event.reason})`)}\n`);
-        break;
-      case 'skill.deactivated':
-        out.write(`  ${dim(`✦ skill ${event.name} deactivated`)}\n`);
-        break;
-      case 'daemon.idle':
-        if (answer.trim() !== '') out.write(`${answer.trim()}\n`);
-        out.write(`${dim(`◌ idle, ${plural(event.queue_depth, 'trigger')} queued`)}\n`);
-        break;
-      case 'daemon.woken':
-        out.write(
-          `${cyan('◉ woken')} ${dim(`by ${event.reason}`)}${event.trigger ? ` ${inline(event.trigger)}` : ''}\n`,
-        );
-        break;
-    }
+    const format = LINES[event.type] as ((e: RunEvent, p: Palette, s: RenderState) => string) | undefined;
+    const text = format?.(event, p, state) ?? '';
+    if (text !== '') out.write(text);
   };
 }
