@@ -89,6 +89,49 @@ function progressText(event: RunEvent): string | undefined {
  * The A2A agent executor backed by agentmesh runs: a message becomes a RunRequest (task id = run id), run events
  * become task status updates, the run's final text is the task's artifact, and a task cancel cancels the run.
  */
+function statusUpdate(taskId: string, contextId: string, state: TaskState, message?: string) {
+  return AgentEvent.statusUpdate({
+    taskId,
+    contextId,
+    status: {
+      state,
+      message: message === undefined ? undefined : agentMessage(message, taskId, contextId),
+      timestamp: new Date().toISOString(),
+    },
+    metadata: undefined,
+  });
+}
+
+function answerArtifact(taskId: string, contextId: string, text: string, status: unknown) {
+  return AgentEvent.artifactUpdate({
+    taskId,
+    contextId,
+    artifact: {
+      artifactId: `${taskId}-answer`,
+      name: 'answer',
+      description: 'the final text of the run',
+      parts: [textPart(text)],
+      metadata: { status },
+      extensions: [],
+    },
+    append: false,
+    lastChunk: true,
+    metadata: undefined,
+  });
+}
+
+/** The task's final state and text from the run's last event. */
+function finalOutcome(final: RunEvent & Record<string, unknown>): { state: TaskState; text: string } {
+  if (final.type === 'run.completed') {
+    return {
+      state: FINAL_STATE[String(final['status'])] ?? TaskState.TASK_STATE_FAILED,
+      text: String(final['text'] ?? ''),
+    };
+  }
+  const error = final['error'] as { message?: string } | undefined;
+  return { state: TaskState.TASK_STATE_FAILED, text: String(error?.message ?? 'the run failed') };
+}
+
 export class RunExecutor implements AgentExecutor {
   constructor(private readonly options: A2aServeOptions) {}
 
@@ -96,24 +139,16 @@ export class RunExecutor implements AgentExecutor {
     const { taskId, contextId } = context;
     const { bus, prefix } = this.options;
     const text = messageText(context.userMessage);
-    const now = () => new Date().toISOString();
     const status = (state: TaskState, message?: string) =>
-      events.publish(
-        AgentEvent.statusUpdate({
-          taskId,
-          contextId,
-          status: {
-            state,
-            message: message === undefined ? undefined : agentMessage(message, taskId, contextId),
-            timestamp: now(),
-          },
-          metadata: undefined,
-        }),
-      );
+      events.publish(statusUpdate(taskId, contextId, state, message));
     const task: Task = {
       id: taskId,
       contextId,
-      status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
+      status: {
+        state: TaskState.TASK_STATE_SUBMITTED,
+        message: undefined,
+        timestamp: new Date().toISOString(),
+      },
       artifacts: [],
       history: [context.userMessage],
       metadata: { run_id: taskId },
@@ -135,33 +170,10 @@ export class RunExecutor implements AgentExecutor {
     try {
       await submitRun(bus, { ...this.options.baseRequest, id: taskId, task: text }, { prefix });
       const final = (await following) as RunEvent & Record<string, unknown>;
-      const finalText =
-        final.type === 'run.completed'
-          ? String(final['text'] ?? '')
-          : String((final['error'] as { message?: string } | undefined)?.message ?? 'the run failed');
-      if (final.type === 'run.completed' && finalText !== '')
-        events.publish(
-          AgentEvent.artifactUpdate({
-            taskId,
-            contextId,
-            artifact: {
-              artifactId: `${taskId}-answer`,
-              name: 'answer',
-              description: 'the final text of the run',
-              parts: [textPart(finalText)],
-              metadata: { status: final['status'] },
-              extensions: [],
-            },
-            append: false,
-            lastChunk: true,
-            metadata: undefined,
-          }),
-        );
-      const state =
-        final.type === 'run.completed'
-          ? (FINAL_STATE[String(final['status'])] ?? TaskState.TASK_STATE_FAILED)
-          : TaskState.TASK_STATE_FAILED;
-      status(state, finalText);
+      const outcome = finalOutcome(final);
+      if (final.type === 'run.completed' && outcome.text !== '')
+        events.publish(answerArtifact(taskId, contextId, outcome.text, final['status']));
+      status(outcome.state, outcome.text);
     } catch (error) {
       this.options.logger.error({ run_id: taskId, err: (error as Error).message }, 'A2A run failed');
       status(TaskState.TASK_STATE_FAILED, AgentMeshError.from(error).message);
