@@ -81,87 +81,103 @@ function textResult(text: string, isError = false): CallToolResult {
  * through the tool.invoke subjects, so it lands on whichever worker replica serves it.
  */
 export function createMcpServer(options: McpServeOptions): Server {
-  const s = subjects(options.prefix);
-  const scope = {
-    ...(options.allow === undefined ? {} : { allow: options.allow }),
-    ...(options.deferred === undefined ? {} : { deferred: options.deferred }),
-    ...(options.always === undefined ? {} : { always: options.always }),
-  };
-  const found = new Map<string, McpTool>();
-  const server = new Server(
+  return new CatalogSession(options).server;
+}
+
+/** The handlers of one MCP session, and the deferred tools it has found so far. */
+class CatalogSession {
+  readonly server = new Server(
     { name: 'agentmesh', version: '0.1.0' },
     { capabilities: { tools: { listChanged: true } } },
   );
-  server.setRequestHandler(ListToolsRequestSchema, async () => {
+  private readonly s: ReturnType<typeof subjects>;
+  private readonly scope: { allow?: string[]; deferred?: string[]; always?: string[] };
+  private readonly found = new Map<string, McpTool>();
+
+  constructor(private readonly options: McpServeOptions) {
+    this.s = subjects(options.prefix);
+    this.scope = {
+      ...(options.allow === undefined ? {} : { allow: options.allow }),
+      ...(options.deferred === undefined ? {} : { deferred: options.deferred }),
+      ...(options.always === undefined ? {} : { always: options.always }),
+    };
+    this.server.setRequestHandler(ListToolsRequestSchema, () => this.listTools());
+    this.server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
+      this.callTool(request.params.name, request.params.arguments ?? {}, extra.signal),
+    );
+  }
+
+  private async listTools(): Promise<{ tools: McpTool[] }> {
     const reply = await requestJson(
-      options.bus,
-      s.catalogList,
-      { ...scope, loading: 'always', full: true },
+      this.options.bus,
+      this.s.catalogList,
+      { ...this.scope, loading: 'always', full: true },
       CatalogListReplySchema,
     );
     const listed = (reply.specs ?? []).map(specToMcpTool);
     const names = new Set(listed.map((t) => t.name));
-    return { tools: [...listed, ...[...found.values()].filter((t) => !names.has(t.name)), SEARCH_TOOL] };
-  });
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { name } = request.params;
-    const args = request.params.arguments ?? {};
-    if (name === SEARCH_TOOL.name) return search(args);
-    const known = await requestJson(
-      options.bus,
-      s.catalogGet,
-      { name, ...scope },
-      CatalogGetReplySchema,
-    ).catch((error: unknown) => AgentMeshError.from(error));
+    return { tools: [...listed, ...[...this.found.values()].filter((t) => !names.has(t.name)), SEARCH_TOOL] };
+  }
+
+  private async callTool(
+    name: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<CallToolResult> {
+    if (name === SEARCH_TOOL.name) return this.search(args);
+    const known = await this.spec(name).catch((error: unknown) => AgentMeshError.from(error));
     if (known instanceof AgentMeshError) return textResult(`error [${known.code}]: ${known.message}`, true);
     const callId = randomUUID();
     const outcome = await invokeTool(
-      options.bus,
+      this.options.bus,
       { call_id: callId, run_id: `mcp-${callId}`, tool: name, arguments: args },
       {
-        prefix: options.prefix,
-        signal: extra.signal,
-        timeoutMs: options.callTimeoutMs ?? 120_000,
-        idempotent: known.tool.idempotent,
+        prefix: this.options.prefix,
+        signal,
+        timeoutMs: this.options.callTimeoutMs ?? 120_000,
+        idempotent: known.idempotent,
       },
     );
-    options.logger.info({ tool: name, call_id: callId, is_error: outcome.is_error }, 'MCP tools/call');
+    this.options.logger.info({ tool: name, call_id: callId, is_error: outcome.is_error }, 'MCP tools/call');
     const structured =
-      !outcome.is_error && known.tool.output_schema !== undefined && typeof outcome.output === 'object'
+      !outcome.is_error && known.output_schema !== undefined && typeof outcome.output === 'object'
         ? { structuredContent: outcome.output as Record<string, unknown> }
         : {};
     return { ...textResult(outcome.preview, outcome.is_error), ...structured };
-  });
+  }
 
-  async function search(args: Record<string, unknown>): Promise<CallToolResult> {
-    if (typeof args['query'] !== 'string' || args['query'].trim() === '')
+  private async spec(name: string): Promise<ToolSpec> {
+    const reply = await requestJson(
+      this.options.bus,
+      this.s.catalogGet,
+      { name, ...this.scope },
+      CatalogGetReplySchema,
+    );
+    return reply.tool;
+  }
+
+  private async search(args: Record<string, unknown>): Promise<CallToolResult> {
+    const query = args['query'];
+    if (typeof query !== 'string' || query.trim() === '')
       return textResult('error [invalid_arguments]: tool_search needs a non-empty "query"', true);
     const limit =
       typeof args['limit'] === 'number' ? Math.min(50, Math.max(1, Math.floor(args['limit']))) : 10;
     const reply = await requestJson(
-      options.bus,
-      s.catalogSearch,
-      { ...scope, query: args['query'], limit, deferred_only: true },
+      this.options.bus,
+      this.s.catalogSearch,
+      { ...this.scope, query, limit, deferred_only: true },
       CatalogSearchReplySchema,
     );
-    const specs = await Promise.all(
-      reply.results.map((r) =>
-        requestJson(options.bus, s.catalogGet, { name: r.name, ...scope }, CatalogGetReplySchema).then(
-          (g) => g.tool,
-          () => undefined,
-        ),
-      ),
-    );
+    const specs = await Promise.all(reply.results.map((r) => this.spec(r.name).catch(() => undefined)));
     const tools = specs.filter((t): t is ToolSpec => t !== undefined).map(specToMcpTool);
-    const before = found.size;
-    for (const tool of tools) found.set(tool.name, tool);
-    if (found.size !== before) void server.sendToolListChanged().catch(() => undefined);
+    const before = this.found.size;
+    for (const tool of tools) this.found.set(tool.name, tool);
+    if (this.found.size !== before) void this.server.sendToolListChanged().catch(() => undefined);
     const text = JSON.stringify(
       tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })),
     );
-    return textResult(tools.length === 0 ? `no deferred tool matches "${args['query']}"` : text);
+    return textResult(tools.length === 0 ? `no deferred tool matches "${query}"` : text);
   }
-  return server;
 }
 
 /** Serves one MCP session on stdin/stdout until the client closes it. */
