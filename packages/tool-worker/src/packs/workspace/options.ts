@@ -171,30 +171,24 @@ function folderSegments(key: string, folder: string): string[] {
 }
 
 /** Validates options and merges in the framework's rules. Throws `invalid_config` naming the bad key. */
-export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorkspaceConfig {
-  if (typeof options.root !== 'string' || options.root.length === 0) {
+function resolveRoot(root: unknown): string {
+  if (typeof root !== 'string' || root.length === 0) {
     throw configError('root', 'must name the workspace folder');
   }
   let rootReal: string;
   try {
-    rootReal = realpathSync(resolve(options.root));
-    if (!statSync(rootReal).isDirectory()) throw configError('root', `${options.root} is not a folder`);
+    rootReal = realpathSync(resolve(root));
+    if (!statSync(rootReal).isDirectory()) throw configError('root', `${root} is not a folder`);
   } catch (error) {
     if (error instanceof AgentMeshError) throw error;
-    throw configError(
-      'root',
-      `${options.root} does not exist or cannot be opened (${(error as Error).message})`,
-    );
+    throw configError('root', `${root} does not exist or cannot be opened (${(error as Error).message})`);
   }
   if (rootReal === '/') throw configError('root', 'the file-system root cannot be a workspace');
+  return rootReal;
+}
 
-  const protectedAll = [...DEFAULT_PROTECTED, ...(options.protected ?? [])].map((f) =>
-    folderSegments('protected', f),
-  );
-  const protectedWrites = [...DEFAULT_PROTECTED_WRITES, ...(options.protected_writes ?? [])].map((f) =>
-    folderSegments('protected_writes', f),
-  );
-  const denylist = [...DEFAULT_DENYLIST, ...(options.denylist ?? [])].map((pattern) => {
+function compileDenylist(patterns: readonly string[]): GlobMatcher[] {
+  return patterns.map((pattern) => {
     if (pattern.includes('/'))
       throw configError('denylist', `${JSON.stringify(pattern)} must be a file-name glob without "/"`);
     try {
@@ -203,7 +197,9 @@ export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorks
       throw configError('denylist', (error as Error).message);
     }
   });
-  const prefixes = options.allow_argv_prefixes ?? DEFAULT_ALLOW_ARGV_PREFIXES;
+}
+
+function checkPolicyOptions(options: WorkspaceOptions, prefixes: readonly (readonly string[])[]): void {
   for (const prefix of prefixes) {
     if (
       !Array.isArray(prefix) ||
@@ -220,6 +216,19 @@ export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorks
   if (options.confirm !== undefined && typeof options.confirm !== 'function') {
     throw configError('confirm', 'must be a function returning Promise<boolean>');
   }
+}
+
+export function resolveWorkspaceConfig(options: WorkspaceOptions): ResolvedWorkspaceConfig {
+  const rootReal = resolveRoot(options.root);
+  const protectedAll = [...DEFAULT_PROTECTED, ...(options.protected ?? [])].map((f) =>
+    folderSegments('protected', f),
+  );
+  const protectedWrites = [...DEFAULT_PROTECTED_WRITES, ...(options.protected_writes ?? [])].map((f) =>
+    folderSegments('protected_writes', f),
+  );
+  const denylist = compileDenylist([...DEFAULT_DENYLIST, ...(options.denylist ?? [])]);
+  const prefixes = options.allow_argv_prefixes ?? DEFAULT_ALLOW_ARGV_PREFIXES;
+  checkPolicyOptions(options, prefixes);
 
   return {
     rootReal,
