@@ -102,7 +102,7 @@ export class WorkspaceResolver {
           { path: shown },
         );
       }
-      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw this.fsError(error, shown);
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw fsError(error, shown);
       real = await this.realPathOfMissing(segments, shown, argument);
       kind = 'missing';
     }
@@ -150,7 +150,7 @@ export class WorkspaceResolver {
             { path: shown },
           );
         }
-        throw this.fsError(error, shown);
+        throw fsError(error, shown);
       }
       if (!this.contains(ancestorReal)) {
         throw denied(
@@ -178,7 +178,7 @@ export class WorkspaceResolver {
     await this.hooks.beforeOpen?.(resolved);
     const handle = await this.openBeneath(resolved, O_RDONLY | O_NONBLOCK);
     try {
-      const fileStat = await this.checkOpenedFile(handle, resolved);
+      const fileStat = await checkOpenedFile(handle, resolved);
       return { handle, stat: fileStat, resolved, created: false };
     } catch (error) {
       await handle.close();
@@ -228,7 +228,7 @@ export class WorkspaceResolver {
     if (options.mode === 'append') flags |= O_APPEND;
     const handle = await this.openBeneath(resolved, flags, { createDirs: options.createDirs === true });
     try {
-      const fileStat = await this.checkOpenedFile(handle, resolved);
+      const fileStat = await checkOpenedFile(handle, resolved);
       return { handle, stat: fileStat, resolved, created: resolved.kind === 'missing' };
     } catch (error) {
       await handle.close();
@@ -337,7 +337,7 @@ export class WorkspaceResolver {
         try {
           await mkdir(target, { mode: 0o755 });
         } catch (mkdirError) {
-          if (errnoCode(mkdirError) !== 'EEXIST') throw this.fsError(mkdirError, resolved.input);
+          if (errnoCode(mkdirError) !== 'EEXIST') throw fsError(mkdirError, resolved.input);
         }
         try {
           return await open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
@@ -391,7 +391,7 @@ export class WorkspaceResolver {
         },
       );
     }
-    return this.fsError(error, resolved.input);
+    return fsError(error, resolved.input);
   }
 
   /** On Linux, reads back where a descriptor really points and refuses anything outside the workspace. */
@@ -414,57 +414,52 @@ export class WorkspaceResolver {
       );
     }
   }
+}
 
-  private async checkOpenedFile(handle: FileHandle, resolved: ResolvedPath): Promise<Stats> {
-    const fileStat = await handle.stat();
-    if (!fileStat.isFile()) {
-      throw denied(
-        BoundaryRule.NotRegularFile,
-        `${quote(resolved.input)} is not a regular file (device, pipe or socket)`,
-        {
-          path: resolved.input,
-        },
-      );
-    }
-    if (fileStat.nlink > 1) {
-      throw denied(
-        BoundaryRule.HardLink,
-        `${quote(resolved.input)} has ${fileStat.nlink} hard links; tools refuse hard-linked files because another link may live outside the workspace`,
-        { path: resolved.input, nlink: fileStat.nlink },
-      );
-    }
-    return fileStat;
+/** Refuses an opened path that is not a regular file, or a file with more than one hard link. */
+async function checkOpenedFile(handle: FileHandle, resolved: ResolvedPath): Promise<Stats> {
+  const fileStat = await handle.stat();
+  if (!fileStat.isFile()) {
+    throw denied(
+      BoundaryRule.NotRegularFile,
+      `${quote(resolved.input)} is not a regular file (device, pipe or socket)`,
+      {
+        path: resolved.input,
+      },
+    );
   }
+  if (fileStat.nlink > 1) {
+    throw denied(
+      BoundaryRule.HardLink,
+      `${quote(resolved.input)} has ${fileStat.nlink} hard links; tools refuse hard-linked files because another link may live outside the workspace`,
+      { path: resolved.input, nlink: fileStat.nlink },
+    );
+  }
+  return fileStat;
+}
 
-  fsError(error: unknown, shown: string): AgentMeshError {
-    const code = errnoCode(error);
-    if (code === 'EACCES' || code === 'EPERM') {
-      return new AgentMeshError(
-        ErrorCode.PermissionDenied,
-        `${quote(shown)}: the operating system denied access`,
-        {
-          details: { path: shown, errno: code },
-          cause: error,
-        },
-      );
-    }
-    if (code === 'ENOENT')
-      return notFound(`${quote(shown)} does not exist in the workspace`, { path: shown });
-    if (
-      code === 'ENOSPC' ||
-      code === 'EMFILE' ||
-      code === 'ENFILE' ||
-      code === 'EBUSY' ||
-      code === 'EAGAIN'
-    ) {
-      return new AgentMeshError(ErrorCode.Unavailable, `${quote(shown)}: ${code}, try again later`, {
-        retryable: true,
+/** An error of the file system as the tool's error: denied, missing, or worth a retry later. */
+function fsError(error: unknown, shown: string): AgentMeshError {
+  const code = errnoCode(error);
+  if (code === 'EACCES' || code === 'EPERM') {
+    return new AgentMeshError(
+      ErrorCode.PermissionDenied,
+      `${quote(shown)}: the operating system denied access`,
+      {
         details: { path: shown, errno: code },
         cause: error,
-      });
-    }
-    return AgentMeshError.from(error, ErrorCode.ToolError);
+      },
+    );
   }
+  if (code === 'ENOENT') return notFound(`${quote(shown)} does not exist in the workspace`, { path: shown });
+  if (code === 'ENOSPC' || code === 'EMFILE' || code === 'ENFILE' || code === 'EBUSY' || code === 'EAGAIN') {
+    return new AgentMeshError(ErrorCode.Unavailable, `${quote(shown)}: ${code}, try again later`, {
+      retryable: true,
+      details: { path: shown, errno: code },
+      cause: error,
+    });
+  }
+  return AgentMeshError.from(error, ErrorCode.ToolError);
 }
 
 function kindOf(s: Stats): PathKind {
