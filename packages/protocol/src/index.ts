@@ -12,6 +12,7 @@ export { MemoryBus, type MemoryBusOptions } from './bus/memory-bus.js';
 export { NatsBus, inboxPrefixFor, type NatsBusOptions } from './bus/nats-bus.js';
 export { subjectMatches } from './bus/shared.js';
 export {
+  KEY_READS_IN_FLIGHT,
   MemoryKvStore,
   readEntries,
   type KvBucketOptions,
@@ -38,6 +39,7 @@ export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
+export { mapLimited } from './concurrency.js';
 export { SlotTable } from './slot-table.js';
 export { Deadlines, type Deadline } from './deadlines.js';
 export * from './telemetry/index.js';

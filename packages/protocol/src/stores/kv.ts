@@ -38,7 +38,7 @@ export interface KvStore {
 }
 
 /** How many keys {@link readEntries} reads at once (the catalog load and the run, approval, session and input listings). */
-const KEY_READS_IN_FLIGHT = 64;
+export const KEY_READS_IN_FLIGHT = 64;
 
 /**
  * The current entries of the keys matching `filter` (every key without one), read {@link KEY_READS_IN_FLIGHT} at a
