@@ -16,6 +16,9 @@ export const INHERITED_ENV: readonly string[] = [
   'LOGNAME',
 ];
 
+/** Never passed, even when configured: POSIXLY_CORRECT would turn the exclusions added after grep's pattern into file names. */
+const NEVER_PASSED: ReadonlySet<string> = new Set(['POSIXLY_CORRECT']);
+
 /** Names that look like they hold a secret: never passed to a command, even when configured. */
 export const SECRET_ENV_NAME =
   /(KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE|CERT|BEARER|API|DSN|CONNECTION_STRING|DATABASE_URL|NATS_URL|WEBHOOK)/i;
@@ -48,7 +51,7 @@ export function scrubbedEnvironment(
   const env: Record<string, string> = {};
   for (const name of [...INHERITED_ENV, ...extraNames]) {
     const value = source[name];
-    if (value === undefined || SECRET_ENV_NAME.test(name)) continue;
+    if (value === undefined || SECRET_ENV_NAME.test(name) || NEVER_PASSED.has(name)) continue;
     env[name] = value;
   }
   env['PATH'] = safePath(env['PATH'] ?? FALLBACK_PATH, workspaceRoot);

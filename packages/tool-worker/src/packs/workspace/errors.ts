@@ -26,6 +26,7 @@ export const BoundaryRule = {
   ShellMetacharacters: 'shell_metacharacters',
   ArgumentPath: 'argument_path',
   LinkFollowingOption: 'link_following_option',
+  CommandOption: 'command_option',
   GitSubcommand: 'git_subcommand',
   GitOption: 'git_option',
   Declined: 'declined',

@@ -2,240 +2,17 @@ import { z } from 'zod';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import { checkArgumentPaths } from './argv-policy.js';
 import { BoundaryRule, denied, quote } from './errors.js';
+import {
+  checkEmbeddedPaths,
+  checkGitArgs,
+  GIT_HARDENING_ARGS,
+  GIT_HARDENING_ENV,
+  GIT_READ_SUBCOMMANDS,
+  gitSubcommandHardening,
+  hiddenPathspecs,
+} from './git-options.js';
 import { commandResult, awaitCommand, startCommand } from './shell-handlers.js';
-import { DEFAULT_PROTECTED } from './options.js';
-import { assertAccess } from './path-rules.js';
 import { throwIfAborted, type WorkspaceCallContext, type WorkspaceRuntime } from './runtime.js';
-
-/** The only git subcommands `git.inspect` runs: they read the repository and change nothing. */
-export const GIT_READ_SUBCOMMANDS = ['status', 'log', 'diff', 'show', 'blame'] as const;
-export type GitReadSubcommand = (typeof GIT_READ_SUBCOMMANDS)[number];
-
-/** Long options each subcommand accepts (`--name` or `--name=value`). Anything else is refused. */
-const LONG_OPTIONS: Readonly<Record<GitReadSubcommand, readonly string[]>> = {
-  status: [
-    'short',
-    'branch',
-    'porcelain',
-    'long',
-    'untracked-files',
-    'ignored',
-    'ignore-submodules',
-    'ahead-behind',
-    'renames',
-    'no-renames',
-    'column',
-    'no-column',
-    'show-stash',
-  ],
-  log: [],
-  diff: ['cached', 'staged', 'merge-base'],
-  show: [],
-  blame: [
-    'porcelain',
-    'line-porcelain',
-    'incremental',
-    'show-stats',
-    'show-name',
-    'show-number',
-    'show-email',
-    'root',
-    'reverse',
-    'first-parent',
-    'date',
-    'abbrev',
-    'score-debug',
-    'minimal',
-  ],
-};
-const LOG_LIKE = [
-  'oneline',
-  'format',
-  'pretty',
-  'abbrev-commit',
-  'no-abbrev-commit',
-  'max-count',
-  'skip',
-  'since',
-  'after',
-  'until',
-  'before',
-  'author',
-  'committer',
-  'grep',
-  'all-match',
-  'invert-grep',
-  'regexp-ignore-case',
-  'all',
-  'branches',
-  'tags',
-  'remotes',
-  'graph',
-  'decorate',
-  'no-decorate',
-  'reverse',
-  'first-parent',
-  'no-merges',
-  'merges',
-  'follow',
-  'date',
-  'relative-date',
-  'name-only',
-  'name-status',
-  'stat',
-  'shortstat',
-  'numstat',
-  'summary',
-  'patch',
-  'no-patch',
-  'unified',
-  'raw',
-  'topo-order',
-  'date-order',
-  'author-date-order',
-  'left-right',
-  'cherry-pick',
-  'full-history',
-  'simplify-merges',
-  'ancestry-path',
-  'boundary',
-  'diff-filter',
-  'find-renames',
-  'find-copies',
-  'word-diff',
-  'ignore-all-space',
-  'ignore-space-change',
-  'ignore-blank-lines',
-  'minimal',
-  'patience',
-  'histogram',
-  'check',
-  'full-index',
-  'binary',
-  'abbrev',
-  'dirstat',
-  'compact-summary',
-  'color-words',
-  'no-color',
-  'show-signature',
-  'notes',
-  'no-notes',
-  'encoding',
-  'expand-tabs',
-  'no-expand-tabs',
-  'root',
-  'pickaxe-all',
-  'pickaxe-regex',
-  'function-context',
-  'inter-hunk-context',
-  'relative',
-  'no-relative',
-  'ignore-submodules',
-  'src-prefix',
-  'dst-prefix',
-  'no-prefix',
-  'quiet',
-  'exit-code',
-];
-/** One-letter options: those that take a glued value (`-n5`, `-U3`, `-L1,5`) and boolean ones that may cluster (`-pw`). */
-const SHORT_WITH_VALUE = new Set(['n', 'U', 'S', 'G', 'L', 'M', 'C', 'B', 'l']);
-const SHORT_FLAGS = new Set(['p', 's', 'b', 'u', 'w', 'z', 't', 'e', 'c', 'f', 'h', 'q', 'R', 'W', 'a', 'r']);
-/** Options that read or write files, run programs or change what git looks at: never allowed. */
-const FORBIDDEN = [
-  'output',
-  'ext-diff',
-  'textconv',
-  'orderfile',
-  'no-index',
-  'git-dir',
-  'work-tree',
-  'exec',
-  'contents',
-  'ignore-revs-file',
-  'open-files-in-pager',
-  'config',
-  'upload-pack',
-  'namespace',
-  'output-directory',
-  'paginate',
-];
-
-/** Exclude pathspecs so history and diffs never show protected folders or files with sensitive names. */
-function hiddenPathspecs(runtime: WorkspaceRuntime): string[] {
-  const folders = runtime.config.protectedAll.map((f) => f.join('/'));
-  const names = [...DEFAULT_PROTECTED, ...folders.filter((f) => !f.includes('/'))];
-  const specs = new Set<string>();
-  for (const folder of folders) specs.add(`:(exclude,icase)${folder}`);
-  for (const name of names) specs.add(`:(exclude,glob,icase)**/${name}/**`);
-  for (const glob of runtime.config.denylist) {
-    specs.add(`:(exclude,glob,icase)**/${glob.pattern}`);
-    specs.add(`:(exclude,glob,icase)**/${glob.pattern}/**`);
-  }
-  return [...specs];
-}
-
-const REVISION = /^[A-Za-z0-9_./~^@{}:+=,-]+$/;
-
-function allowedLong(subcommand: GitReadSubcommand): Set<string> {
-  const own = LONG_OPTIONS[subcommand];
-  return new Set(subcommand === 'status' ? own : [...own, ...LOG_LIKE]);
-}
-
-/** Checks the options and revisions of a git call; returns the arguments that are not options. */
-function checkGitArgs(subcommand: GitReadSubcommand, args: readonly string[]): string[] {
-  const long = allowedLong(subcommand);
-  const positional: string[] = [];
-  for (const arg of args) {
-    if (arg.includes('\u0000') || arg.includes('\n')) {
-      throw denied(BoundaryRule.GitOption, `git argument ${quote(arg)} holds a NUL or newline`, {
-        argument: arg,
-      });
-    }
-    if (arg === '--') {
-      throw denied(BoundaryRule.GitOption, 'do not pass "--"; give file paths in "paths"', { argument: arg });
-    }
-    if (arg.startsWith('--')) {
-      const name = arg.slice(2).split('=')[0] as string;
-      const bare = name.startsWith('no-') && long.has(name.slice(3)) ? name.slice(3) : name;
-      if (
-        FORBIDDEN.some((f) => name === f || name.startsWith(`${f}-`)) ||
-        !(long.has(name) || long.has(bare))
-      ) {
-        throw denied(
-          BoundaryRule.GitOption,
-          `git ${subcommand} option ${quote(arg)} is not allowed in git.inspect (options that write files, run programs or leave the repository are refused)`,
-          { argument: arg },
-        );
-      }
-      continue;
-    }
-    if (arg.startsWith('-')) {
-      const body = arg.slice(1);
-      const first = body[0] ?? '';
-      const ok =
-        /^\d+$/.test(body) ||
-        (SHORT_WITH_VALUE.has(first) && (subcommand !== 'status' || first === 'u')) ||
-        (body.length > 0 && [...body].every((c) => SHORT_FLAGS.has(c)));
-      if (!ok) {
-        throw denied(
-          BoundaryRule.GitOption,
-          `git ${subcommand} option ${quote(arg)} is not allowed in git.inspect`,
-          { argument: arg },
-        );
-      }
-      continue;
-    }
-    if (!REVISION.test(arg)) {
-      throw denied(
-        BoundaryRule.GitOption,
-        `git argument ${quote(arg)} is not a revision; give file paths in "paths"`,
-        { argument: arg },
-      );
-    }
-    positional.push(arg);
-  }
-  return positional;
-}
 
 export const GitInspectInput = z
   .object({
@@ -263,25 +40,6 @@ export const GitInspectOutput = z.object({
 export type GitInspectArgs = z.output<typeof GitInspectInput>;
 export type GitInspectResult = z.output<typeof GitInspectOutput>;
 
-/** `-c` settings that keep git.inspect from running hooks, pagers, external diff drivers or fetches. */
-const INSPECT_HARDENING = [
-  '--no-pager',
-  '-c',
-  'core.fsmonitor=false',
-  '-c',
-  'core.hooksPath=/dev/null',
-  '-c',
-  'core.pager=cat',
-  '-c',
-  'color.ui=false',
-  '-c',
-  'core.quotePath=false',
-  '-c',
-  'diff.external=',
-  '-c',
-  'protocol.allow=never',
-] as const;
-
 /** Checks the subcommand, its arguments and paths against the workspace rules; returns the workspace-relative paths. */
 async function checkInspectRequest(runtime: WorkspaceRuntime, args: GitInspectArgs): Promise<string[]> {
   const subcommand = args.subcommand as string;
@@ -294,15 +52,7 @@ async function checkInspectRequest(runtime: WorkspaceRuntime, args: GitInspectAr
   }
   const positional = checkGitArgs(args.subcommand, args.args);
   await checkArgumentPaths(runtime.resolver, positional, []);
-  for (const revision of positional) {
-    const colon = revision.lastIndexOf(':');
-    if (colon === -1) continue;
-    const objectPath = revision
-      .slice(colon + 1)
-      .split('/')
-      .filter((s) => s !== '' && s !== '.');
-    assertAccess(runtime.config, objectPath, 'read', revision);
-  }
+  checkEmbeddedPaths(runtime.config, args.args);
   const paths: string[] = [];
   for (const path of args.paths) {
     const resolved = await runtime.resolver.resolve(path, {
@@ -318,11 +68,13 @@ async function checkInspectRequest(runtime: WorkspaceRuntime, args: GitInspectAr
 function inspectArgv(runtime: WorkspaceRuntime, args: GitInspectArgs, paths: string[]): string[] {
   const subcommand = args.subcommand as string;
   const pathspec =
-    subcommand === 'blame' ? paths : [...(paths.length > 0 ? paths : ['.']), ...hiddenPathspecs(runtime)];
+    subcommand === 'blame'
+      ? paths
+      : [...(paths.length > 0 ? paths : ['.']), ...hiddenPathspecs(runtime.config)];
   return [
-    ...INSPECT_HARDENING,
+    ...GIT_HARDENING_ARGS,
     subcommand,
-    ...(['diff', 'log', 'show'].includes(subcommand) ? ['--no-ext-diff', '--no-textconv'] : []),
+    ...gitSubcommandHardening(subcommand),
     ...args.args,
     ...(pathspec.length > 0 ? ['--', ...pathspec] : []),
   ];
@@ -347,7 +99,7 @@ export async function gitInspect(
       cwd: '.',
       timeoutMs: runtime.config.shellTimeoutMs,
     },
-    { GIT_NO_LAZY_FETCH: '1' },
+    GIT_HARDENING_ENV,
   );
   if (handle.status === 'failed_to_start') {
     throw new AgentMeshError(

@@ -8,4 +8,4 @@ export {
   type WorkspaceOptions,
 } from './options.js';
 export { BoundaryRule } from './errors.js';
-export { GIT_READ_SUBCOMMANDS } from './git-handlers.js';
+export { GIT_READ_SUBCOMMANDS } from './git-options.js';

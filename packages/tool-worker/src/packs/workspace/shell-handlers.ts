@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import { checkArgumentPaths, checkArgv } from './argv-policy.js';
+import { planCommand } from './command-plan.js';
 import { BoundaryRule, denied } from './errors.js';
 import { scrubbedEnvironment } from './env.js';
 import type { CommandHandle, CommandStream } from './process-store.js';
@@ -196,6 +197,7 @@ export async function runCommand(
   let file: string;
   let rest: string[];
   let display: string[];
+  let extraEnv: Readonly<Record<string, string>> = {};
   if (args.command !== undefined) {
     if (!config.allowShell) {
       throw denied(
@@ -211,8 +213,10 @@ export async function runCommand(
     checkArgv(config, argv);
     const cwd = await resolver.resolve(args.cwd, { access: 'write', argument: 'cwd' });
     await checkArgumentPaths(resolver, argv.slice(1), cwd.segments);
+    const planned = await planCommand(runtime, argv, cwd.segments);
     file = argv[0] as string;
-    rest = argv.slice(1);
+    rest = planned.args;
+    extraEnv = planned.env;
     display = argv;
   }
   const timeoutMs = Math.min(args.timeout_ms ?? config.shellTimeoutMs, config.shellTimeoutMs);
@@ -227,7 +231,12 @@ export async function runCommand(
       cwd: args.cwd,
     },
   );
-  const handle = await startCommand(runtime, ctx, { file, args: rest, display, cwd: args.cwd, timeoutMs });
+  const handle = await startCommand(
+    runtime,
+    ctx,
+    { file, args: rest, display, cwd: args.cwd, timeoutMs },
+    extraEnv,
+  );
   if (handle.status === 'failed_to_start') {
     throw new AgentMeshError(
       ErrorCode.NotFound,
