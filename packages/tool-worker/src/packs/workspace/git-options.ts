@@ -157,11 +157,12 @@ export const GIT_FORBIDDEN_OPTIONS = [
 
 /**
  * Exclude pathspecs so history, diffs and status never show protected folders or files with sensitive names. They
- * carry `top` magic, so they hold from any working folder.
+ * carry `top` magic, so they hold from any working folder; a protected folder's last name is excluded at any depth,
+ * so they also hold in a repository nested in the workspace.
  */
 export function hiddenPathspecs(config: ResolvedWorkspaceConfig): string[] {
   const folders = config.protectedAll.map((f) => f.join('/'));
-  const names = [...DEFAULT_PROTECTED, ...folders.filter((f) => !f.includes('/'))];
+  const names = [...DEFAULT_PROTECTED, ...config.protectedAll.map((f) => f[f.length - 1] as string)];
   const specs = new Set<string>();
   for (const folder of folders) specs.add(`:(exclude,top,icase)${folder}`);
   for (const name of names) specs.add(`:(exclude,top,glob,icase)**/${name}/**`);

@@ -324,6 +324,13 @@ function checkShort(program: string, spec: OptionSpec, args: readonly string[], 
     if (!spec.shortValued?.includes(letter)) {
       return refuse(program, arg, `${NOT_ALLOWED}: "-${letter}" is not among the allowed options`);
     }
+    if (k > 1 && k < arg.length - 1) {
+      refuse(
+        program,
+        arg,
+        `glues a value to "-${letter}" inside a group of options; give -${letter} on its own`,
+      );
+    }
     if (k < arg.length - 1) return 1;
     checkSeparateValue(program, `-${letter}`, args[i + 1]);
     return 2;

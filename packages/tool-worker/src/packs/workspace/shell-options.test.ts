@@ -152,6 +152,8 @@ const REFUSED: readonly RefusedCase[] = [
   { argv: ['grep', '-rX', 'x', '.'], rule: 'command_option' },
   { argv: ['grep', '-e', '--exclude-from=a.txt', '-r', '.'], rule: 'command_option' },
   { argv: ['grep', '--color', 'x', '-f'], rule: 'command_option' },
+  { argv: ['grep', '-rf.env', '-o', '.'], rule: 'command_option' },
+  { argv: ['rg', '-if.env', 'x'], rule: 'command_option' },
   { argv: ['ls', '--hid=x'], rule: 'command_option' },
   { argv: ['ls', '-lH', 'src'], rule: 'command_option' },
   { argv: ['wc', '--files0-from=a.txt'], rule: 'command_option' },
