@@ -9,7 +9,7 @@ import {
   GIT_HARDENING_ENV,
   GIT_READ_SUBCOMMANDS,
   gitSubcommandHardening,
-  hiddenPathspecs,
+  gitPathspec,
   REVISION,
   type GitReadSubcommand,
 } from './git-options.js';
@@ -151,10 +151,7 @@ async function planGit(
     return { args: [...GIT_HARDENING_ARGS, ...args], env: GIT_HARDENING_ENV };
   }
   const { kept, paths } = await splitGitArgs(runtime, subcommand, args.slice(1), cwdSegments);
-  const pathspec =
-    subcommand === 'blame'
-      ? paths
-      : [...(paths.length > 0 ? paths : [':(top)']), ...hiddenPathspecs(runtime.config)];
+  const pathspec = gitPathspec(runtime.config, subcommand, kept, paths, ':(top)');
   return {
     args: [
       ...GIT_HARDENING_ARGS,

@@ -9,7 +9,7 @@ import {
   GIT_HARDENING_ENV,
   GIT_READ_SUBCOMMANDS,
   gitSubcommandHardening,
-  hiddenPathspecs,
+  gitPathspec,
 } from './git-options.js';
 import { commandResult, awaitCommand, startCommand } from './shell-handlers.js';
 import { throwIfAborted, type WorkspaceCallContext, type WorkspaceRuntime } from './runtime.js';
@@ -67,10 +67,7 @@ async function checkInspectRequest(runtime: WorkspaceRuntime, args: GitInspectAr
 
 function inspectArgv(runtime: WorkspaceRuntime, args: GitInspectArgs, paths: string[]): string[] {
   const subcommand = args.subcommand as string;
-  const pathspec =
-    subcommand === 'blame'
-      ? paths
-      : [...(paths.length > 0 ? paths : ['.']), ...hiddenPathspecs(runtime.config)];
+  const pathspec = gitPathspec(runtime.config, args.subcommand, args.args, paths, '.');
   return [
     ...GIT_HARDENING_ARGS,
     subcommand,

@@ -173,6 +173,22 @@ export function hiddenPathspecs(config: ResolvedWorkspaceConfig): string[] {
   return [...specs];
 }
 
+/**
+ * The pathspec after "--" of a read-only git call: the paths given (or `whole` when none) and the exclusions. blame
+ * names one file and `-L` a line range of one, both checked as paths already: they take no exclusions (git refuses
+ * `-L` together with a pathspec).
+ */
+export function gitPathspec(
+  config: ResolvedWorkspaceConfig,
+  subcommand: GitReadSubcommand,
+  args: readonly string[],
+  paths: readonly string[],
+  whole: string,
+): string[] {
+  if (subcommand === 'blame' || args.some((a) => a.startsWith('-L'))) return [...paths];
+  return [...(paths.length > 0 ? paths : [whole]), ...hiddenPathspecs(config)];
+}
+
 /** What a revision argument may look like (`HEAD~2`, `main..topic`, `HEAD:src/a.ts`, `@{1}`). */
 export const REVISION = /^[A-Za-z0-9_./~^@{}:+=,-]+$/;
 

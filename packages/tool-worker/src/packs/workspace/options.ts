@@ -96,7 +96,10 @@ export const DEFAULT_PROTECTED: readonly string[] = ['.agentmesh'];
 /** Folders tools can read but never write. */
 export const DEFAULT_PROTECTED_WRITES: readonly string[] = ['.git'];
 
-/** Used when the configuration names no argv prefixes: programs that read, list and report. */
+/**
+ * Used when the configuration names no argv prefixes: programs that read, list and report. Each has an option
+ * allow-list (program-options.ts; git as in git.inspect) that holds however it is allowed.
+ */
 export const DEFAULT_ALLOW_ARGV_PREFIXES: readonly (readonly string[])[] = [
   ['ls'],
   ['cat'],

@@ -303,6 +303,7 @@ describe('recursive reads skip what the fs tools hide', () => {
 describe('what the default allow-list still does', () => {
   it('runs the everyday forms', async () => {
     expect((await run(['git', 'log', '--oneline', '-n', '1'])).stdout).toMatch(/init/);
+    expect((await run(['git', 'log', '-L1,1:a.txt'])).stdout).toMatch(/\+hello/);
     writeFileSync(join(ws, 'a.txt'), 'hello\nworld\n');
     expect((await run(['git', 'diff', 'a.txt'])).stdout).toMatch(/\+world/);
     expect((await run(['git', 'diff', '--stat', '--', 'a.txt'])).stdout).toMatch(/a\.txt/);
