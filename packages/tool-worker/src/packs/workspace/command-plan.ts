@@ -91,6 +91,13 @@ function checkOtherGitArgs(subcommand: string, args: readonly string[]): void {
   }
 }
 
+function pathExists(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
 /**
  * Splits the arguments of a read-only git subcommand into checked options and revisions, and paths: those after
  * "--", and those before it that name something in the working folder.
@@ -108,12 +115,7 @@ async function splitGitArgs(
     if (arg.startsWith('-') && arg !== '-') {
       checkGitOption(subcommand, arg, 'shell.run_command');
       kept.push(arg);
-    } else if (
-      await lstat(join(runtime.resolver.root, ...cwdSegments, arg)).then(
-        () => true,
-        () => false,
-      )
-    ) {
+    } else if (await pathExists(join(runtime.resolver.root, ...cwdSegments, arg))) {
       paths.push(arg);
     } else if (REVISION.test(arg)) {
       kept.push(arg);
