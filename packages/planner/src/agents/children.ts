@@ -3,6 +3,7 @@ import {
   AgentMeshError,
   ErrorCode,
   encodeJson,
+  retry,
   type RunEventOf,
   type RunRequestInput,
 } from '@agentmesh/protocol';
@@ -186,7 +187,11 @@ export function follow(ctx: RunContext, id: string, started?: Promise<boolean>):
 /** Refuses a run whose record does not name this run as its parent (`permission_denied`, naming both runs). */
 async function assertChildOf(ctx: RunContext, id: string): Promise<void> {
   const parentId = ctx.state.run_id;
-  const record = await readRunRecord(ctx.env.bus, id, { prefix: ctx.env.prefix });
+  const record = await retry(() => readRunRecord(ctx.env.bus, id, { prefix: ctx.env.prefix }), {
+    timeoutMs: 10_000,
+    retryable: () => true,
+    signal: ctx.signal,
+  });
   const recorded = record?.parent?.run_id;
   if (recorded === parentId) return;
   const names =
