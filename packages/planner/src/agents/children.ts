@@ -26,7 +26,7 @@ import {
 /** The followers of the children of each run in this process (a resumed run re-creates them from its snapshot). */
 const followers = new WeakMap<RunContext, Map<string, Promise<RunResult>>>();
 /** The child-id salt of each run in this process, once it is checkpointed. */
-const salts = new WeakMap<RunContext, Promise<string>>();
+const salts = new WeakMap<RunContext, Promise<string | undefined>>();
 
 /**
  * A child's run id: derived from the parent's run id, the turn, the call id and the parent's secret salt (128 random
@@ -45,14 +45,15 @@ export function childRunId(parentId: string, iteration: number, callId: string, 
 
 /**
  * The run's child-id salt: made on the first child and checkpointed before any child is submitted with it, so a
- * resumed run derives the same child ids.
+ * resumed run derives the same child ids. A snapshot of an earlier version that has children but no salt keeps the
+ * unsalted ids, so its running children are re-attached rather than started twice.
  */
-function childSalt(ctx: RunContext): Promise<string> {
+function childSalt(ctx: RunContext): Promise<string | undefined> {
   let salt = salts.get(ctx);
   if (salt === undefined) {
     const { state } = ctx;
     salt =
-      state.child_salt !== undefined
+      state.child_salt !== undefined || (state.children?.length ?? 0) > 0
         ? Promise.resolve(state.child_salt)
         : (async () => {
             const made = randomBytes(16).toString('hex');
