@@ -75,6 +75,13 @@ const finalOf = (runId: string) =>
 const of = <T extends RunEvent['type']>(runId: string, type: T) =>
   (events.get(runId) ?? []).filter((e): e is RunEventOf<T> => e.type === type);
 const agentRun = (id: string, args: Record<string, unknown>) => ({ id, name: 'agent__run', arguments: args });
+/** The child id of one call of a parent, from the parent's agent.started event. */
+const childOf = async (parentId: string, callId: string) =>
+  (
+    (await eventWhere(
+      (e) => e.run_id === parentId && e.type === 'agent.started' && e.call_id === callId,
+    )) as RunEventOf<'agent.started'>
+  ).child_run_id;
 
 beforeAll(async () => {
   bus = await NatsBus.connect(natsUrl);
@@ -142,7 +149,9 @@ describe('sub-agents across two planner processes', () => {
     );
     const final = await finalOf('fan-parent');
     expect(final).toMatchObject({ type: 'run.completed', status: 'done', text: 'gathered' });
-    const ids = [1, 2, 3].map((n) => childRunId('fan-parent', 1, `c${n}`));
+    const ids = [...new Set(of('fan-parent', 'agent.started').map((e) => e.child_run_id))];
+    expect(ids).toHaveLength(3);
+    for (const id of ids) expect(id).toMatch(/^fan-parent-c[0-9a-f]{32}$/);
     const planners = new Set<string>();
     for (const id of ids) {
       const started = of(id, 'run.started');
@@ -211,7 +220,7 @@ describe('sub-agents across two planner processes', () => {
       { prefix },
     );
     expect(await finalOf('deep-parent')).toMatchObject({ status: 'done' });
-    const grandchildId = childRunId(childRunId('deep-parent', 1, 'c1'), 1, 'g1');
+    const grandchildId = await childOf(await childOf('deep-parent', 'c1'), 'g1');
     expect(of(grandchildId, 'tool.failed')[0]?.error).toMatchObject({ code: 'depth_exceeded' });
 
     const trivial = (n: number) => agentRun(`f${n}`, { task: `t${n}`, script: [{ text: `t${n}` }] });
@@ -232,8 +241,6 @@ describe('sub-agents across two planner processes', () => {
 
   it('a cancelled parent cancels its grandchild within 200 ms', async () => {
     const parentId = 'cancel-parent';
-    const childId = childRunId(parentId, 1, 'c1');
-    const grandchildId = childRunId(childId, 1, 'g1');
     const grandchild = { task: 'wait', script: [{ text: 'late', delay_ms: 120_000 }] };
     const childSpec = { task: 'c', script: [{ tool_calls: [agentRun('g1', grandchild)] }, { text: 'x' }] };
     await submitRun(
@@ -246,6 +253,8 @@ describe('sub-agents across two planner processes', () => {
       },
       { prefix },
     );
+    const childId = await childOf(parentId, 'c1');
+    const grandchildId = await childOf(childId, 'g1');
     await eventWhere((e) => e.run_id === grandchildId && e.type === 'llm.request');
     const grandFinal = finalOf(grandchildId);
     const cancelledAt = performance.now();
@@ -283,7 +292,7 @@ describe('sub-agents across two planner processes', () => {
       },
       { prefix },
     );
-    const ids = [1, 2, 3].map((n) => childRunId(parentId, 1, `k${n}`));
+    const ids = await Promise.all([1, 2, 3].map((n) => childOf(parentId, `k${n}`)));
     await Promise.all(ids.map((id) => eventWhere((e) => e.run_id === id && e.type === 'llm.request')));
     const owner = of(parentId, 'run.started')[0]!.planner_id;
     plannerProcesses.get(owner)!.kill('SIGKILL');
@@ -303,4 +312,30 @@ describe('sub-agents across two planner processes', () => {
     ).toEqual(['slow 1 done', 'slow 2 done', 'slow 3 done']);
     expect(final.usage.children?.map((c) => c.run_id).sort()).toEqual([...ids].sort());
   }, 90_000);
+
+  it('a squatter on the old predictable child id is not read: the child id carries the salt', async () => {
+    const parentId = 'squat-parent';
+    const predictable = childRunId(parentId, 1, 'c1');
+    await submitRun(bus, { id: predictable, task: 'squat', script: [{ text: 'SQUATTED' }] }, { prefix });
+    expect(await finalOf(predictable)).toMatchObject({ status: 'done', text: 'SQUATTED' });
+    await submitRun(
+      bus,
+      {
+        id: parentId,
+        task: 'trust my child',
+        tools: ['agent'],
+        script: [
+          { tool_calls: [agentRun('c1', { task: 'real', script: [{ text: 'real answer' }] })] },
+          { text: 'ok' },
+        ],
+      },
+      { prefix },
+    );
+    expect(await finalOf(parentId)).toMatchObject({ status: 'done' });
+    const childId = await childOf(parentId, 'c1');
+    expect(childId).not.toBe(predictable);
+    expect(childId).toMatch(/^squat-parent-c[0-9a-f]{32}$/);
+    expect(of(parentId, 'tool.completed').map((e) => e.preview)).toEqual(['real answer']);
+    expect(of(parentId, 'agent.completed')).toMatchObject([{ child_run_id: childId, status: 'done' }]);
+  });
 });

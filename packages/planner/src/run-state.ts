@@ -58,6 +58,11 @@ export interface RunSnapshot {
   output_repaired?: boolean | undefined;
   /** Child runs started by agent.run / agent.spawn, in start order. */
   children?: ChildRecord[] | undefined;
+  /**
+   * 128 random bits (hex) that salt the run ids of this run's children, so no one else can predict them. Set and
+   * checkpointed before the first child is submitted; a resumed run derives the same ids from it.
+   */
+  child_salt?: string | undefined;
   /** Active skills and their tool scope (runs with skills only). */
   skills?: SkillState | undefined;
   /** A daemon run's idle state and the last trigger it took (daemon runs only). */

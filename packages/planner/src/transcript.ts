@@ -61,6 +61,8 @@ export interface RunRecord {
   cancel_requested?: string;
   /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
   waiting?: RunWaiting;
+  /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
+  parent?: { run_id: string; call_id: string };
 }
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {

@@ -59,12 +59,12 @@ async function waitFor(
   args: z.infer<typeof WaitArgsSchema>,
 ): Promise<{ children: ReturnType<typeof childSummary>[] }> {
   for (const id of args.run_ids) ownChild(ctx, id);
-  const finals = new Map<string, RunResult>();
+  const finals = new Map<string, RunResult | Error>();
   const all = Promise.all(
     args.run_ids.map((id) =>
       follow(ctx, id).then(
         (final) => void finals.set(id, final),
-        () => undefined,
+        (error: unknown) => void finals.set(id, error instanceof Error ? error : new Error(String(error))),
       ),
     ),
   );

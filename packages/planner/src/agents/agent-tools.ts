@@ -23,7 +23,10 @@ export function isAgentTool(name: string): name is AgentToolName {
   return (AGENT_TOOL_NAMES as readonly string[]).includes(name);
 }
 
-/** Arguments of agent.run and agent.spawn. `script` (scripted provider only) lets demos and tests script a child. */
+/**
+ * Arguments of agent.run and agent.spawn. `approvals.require` adds approval requirements to the ones the child
+ * inherits from its parent. `script` (refused unless the parent is scripted) lets demos and tests script a child.
+ */
 export const ChildArgsSchema = z
   .object({
     task: z.string().trim().min(1),
@@ -31,6 +34,10 @@ export const ChildArgsSchema = z
     system: z.string().optional(),
     limits: RunLimitsSchema.partial().optional(),
     output_schema: z.record(z.string(), z.unknown()).optional(),
+    approvals: z
+      .object({ require: z.array(z.string().min(1)).optional() })
+      .strict()
+      .optional(),
     script: z.array(ScriptedTurnSchema).optional(),
   })
   .strict();
@@ -58,9 +65,16 @@ const CHILD_INPUT = {
     system: { type: 'string', description: 'system prompt of the child' },
     limits: {
       type: 'object',
-      description: 'max_iterations, max_tool_calls, timeout_ms, max_tokens (capped by your remaining budget)',
+      description:
+        'max_iterations, max_tool_calls, timeout_ms, max_tokens, tool_concurrency (capped by your own limits ' +
+        'and remaining budget)',
     },
     output_schema: { type: 'object', description: 'a JSON Schema the child answer must match' },
+    approvals: {
+      type: 'object',
+      properties: { require: { type: 'array', items: { type: 'string' } } },
+      description: 'tool names or globs whose calls by the child wait for approval (added to yours)',
+    },
   },
   required: ['task'],
 };

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { assertMayStartChild, childLimits, childTools } from './child-rules.js';
+import {
+  assertMayScriptChild,
+  assertMayStartChild,
+  childApprovals,
+  childLimits,
+  childTools,
+} from './child-rules.js';
 
 const registered = ['crypto.sha256', 'crypto.md5', 'math.calc', 'fs.read_file', 'fs.write_file'];
 
@@ -46,6 +52,57 @@ describe('childLimits', () => {
       max_tool_calls: 50,
       timeout_ms: 5_000,
     });
+  });
+
+  it("caps iterations, concurrency, output bytes and nudges at the parent's own: a child may only lower them", () => {
+    const parent = {
+      tool_calls: 50,
+      time_ms: 60_000,
+      iterations: 4,
+      tool_concurrency: 2,
+      output_bytes: 1_024,
+      nudges: 1,
+    };
+    expect(
+      childLimits(parent, {
+        max_iterations: 500,
+        tool_concurrency: 256,
+        max_output_bytes: 16 * 1024 * 1024,
+        max_nudges: 100,
+      }),
+    ).toMatchObject({ max_iterations: 4, tool_concurrency: 2, max_output_bytes: 1_024, max_nudges: 1 });
+    expect(childLimits(parent, {})).toMatchObject({ max_iterations: 4, tool_concurrency: 2, max_nudges: 1 });
+    expect(childLimits(parent, { max_iterations: 2, tool_concurrency: 1, max_nudges: 0 })).toMatchObject({
+      max_iterations: 2,
+      tool_concurrency: 1,
+      max_nudges: 0,
+    });
+  });
+});
+
+describe('childApprovals', () => {
+  it("keeps the parent's policy and adds what the child asks for, never less", () => {
+    const parent = { require: ['shell.*'], auto_approve: ['shell.echo'], timeout_ms: 5_000 };
+    expect(childApprovals(parent, undefined)).toEqual(parent);
+    expect(childApprovals(parent, ['fs.write_file', 'shell.*'])).toEqual({
+      ...parent,
+      require: ['shell.*', 'fs.write_file'],
+    });
+    expect(childApprovals(undefined, ['fs'])).toEqual({ require: ['fs'] });
+    expect(childApprovals(undefined, undefined)).toBeUndefined();
+  });
+});
+
+describe('assertMayScriptChild', () => {
+  it('lets only a scripted parent script its child', () => {
+    expect(() => assertMayScriptChild('scripted', [{ text: 'x' }])).not.toThrow();
+    expect(() => assertMayScriptChild('openai', undefined)).not.toThrow();
+    expect(() => assertMayScriptChild('openai', [{ text: 'x' }])).toThrow(
+      expect.objectContaining({
+        code: 'permission_denied',
+        details: { field: 'script', provider: 'openai' },
+      }),
+    );
   });
 });
 

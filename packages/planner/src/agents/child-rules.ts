@@ -1,4 +1,10 @@
-import { AgentMeshError, matchesAnyToolPattern, type RunLimits } from '@agentmesh/protocol';
+import {
+  AgentMeshError,
+  ErrorCode,
+  matchesAnyToolPattern,
+  type RunApprovals,
+  type RunLimits,
+} from '@agentmesh/protocol';
 
 /** `subagents:` in the configuration. */
 export interface SubagentConfig {
@@ -48,7 +54,7 @@ function covered(entry: string, parentAllow: readonly string[], registered: read
   return selected.length > 0 && selected.every((name) => matchesAnyToolPattern(name, parentAllow));
 }
 
-/** What is left of a parent's budget when it starts a child. */
+/** What is left of a parent's budget when it starts a child, and the parent's own per-run limits. */
 export interface RemainingBudget {
   tool_calls: number;
   iterations?: number;
@@ -56,9 +62,17 @@ export interface RemainingBudget {
   cost_usd?: number;
   /** Milliseconds until the parent's own timeout. */
   time_ms: number;
+  /** The parent's tool_concurrency, max_output_bytes and max_nudges: a child may only lower them. */
+  tool_concurrency?: number;
+  output_bytes?: number;
+  nudges?: number;
 }
 
-/** A child's limits: what it asked for, never above what the parent has left. */
+/**
+ * A child's limits: what it asked for, never above what the parent has left (tool calls, tokens, cost, time) nor
+ * above the parent's own per-run limits (iterations, tool concurrency, output bytes, nudges). A limit the child
+ * does not ask for is the parent's.
+ */
 export function childLimits(
   remaining: RemainingBudget,
   requested: Partial<RunLimits> = {},
@@ -68,13 +82,48 @@ export function childLimits(
   const out: Partial<RunLimits> = { ...requested };
   out.max_tool_calls = Math.max(0, cap(requested.max_tool_calls, remaining.tool_calls) ?? 0);
   out.timeout_ms = Math.max(1, Math.floor(cap(requested.timeout_ms, remaining.time_ms) ?? 1));
-  const iterations = cap(requested.max_iterations, remaining.iterations);
-  if (iterations !== undefined) out.max_iterations = Math.max(1, iterations);
-  const tokens = cap(requested.max_tokens, remaining.tokens);
-  if (tokens !== undefined) out.max_tokens = Math.max(1, tokens);
-  const cost = cap(requested.max_cost_usd, remaining.cost_usd);
-  if (cost !== undefined) out.max_cost_usd = Math.max(0, cost);
+  const atLeast = (min: number, value: number | undefined) =>
+    value === undefined ? undefined : Math.max(min, value);
+  const capped: Partial<RunLimits> = {
+    max_iterations: atLeast(1, cap(requested.max_iterations, remaining.iterations)),
+    tool_concurrency: atLeast(1, cap(requested.tool_concurrency, remaining.tool_concurrency)),
+    max_output_bytes: atLeast(256, cap(requested.max_output_bytes, remaining.output_bytes)),
+    max_nudges: atLeast(0, cap(requested.max_nudges, remaining.nudges)),
+    max_tokens: atLeast(1, cap(requested.max_tokens, remaining.tokens)),
+    max_cost_usd: atLeast(0, cap(requested.max_cost_usd, remaining.cost_usd)),
+  };
+  for (const [key, value] of Object.entries(capped) as [keyof RunLimits, number | undefined][])
+    if (value !== undefined) out[key] = value;
   return out;
+}
+
+/**
+ * A child's approval policy: the parent's, with the child's own `require` entries added. A child never loosens it:
+ * it gets the parent's `auto_approve` and `timeout_ms` as they are and can only add requirements.
+ */
+export function childApprovals(
+  parent: RunApprovals | undefined,
+  requested: readonly string[] | undefined,
+): RunApprovals | undefined {
+  const require = [...new Set([...(parent?.require ?? []), ...(requested ?? [])])];
+  if (parent === undefined && require.length === 0) return undefined;
+  return {
+    ...parent,
+    ...(require.length === 0 ? {} : { require }),
+  };
+}
+
+/**
+ * Refuses `script` (scripted turns for the child) unless the parent itself runs on the scripted provider: a real
+ * model must not make up a child's answers.
+ */
+export function assertMayScriptChild(parentProvider: string, script: unknown): void {
+  if (script === undefined || parentProvider === 'scripted') return;
+  throw new AgentMeshError(
+    ErrorCode.PermissionDenied,
+    `script is refused: only a run on the scripted provider may script its child runs (this run's provider is ${parentProvider})`,
+    { retryable: false, details: { field: 'script', provider: parentProvider } },
+  );
 }
 
 /** Refuses a child that would nest deeper than `max_depth` or exceed `max_children` of its parent. */

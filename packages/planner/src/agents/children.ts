@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   AgentMeshError,
   ErrorCode,
   encodeJson,
+  retry,
   type RunEventOf,
   type RunRequestInput,
 } from '@agentmesh/protocol';
@@ -11,19 +12,58 @@ import type { RunResult } from '../run/executor.js';
 import type { RunContext } from '../run/context.js';
 import { cancelRun } from '../run-admin.js';
 import type { ChildRecord } from '../run-state.js';
+import { readRunRecord } from '../transcript.js';
 import type { ChildArgs } from './agent-tools.js';
-import { assertMayStartChild, childLimits, childTools, type RemainingBudget } from './child-rules.js';
+import {
+  assertMayScriptChild,
+  assertMayStartChild,
+  childApprovals,
+  childLimits,
+  childTools,
+  type RemainingBudget,
+} from './child-rules.js';
 
 /** The followers of the children of each run in this process (a resumed run re-creates them from its snapshot). */
 const followers = new WeakMap<RunContext, Map<string, Promise<RunResult>>>();
+/** The child-id salt of each run in this process, once it is checkpointed. */
+const salts = new WeakMap<RunContext, Promise<string | undefined>>();
 
 /**
- * A child's run id: deterministic from the parent's run id, the turn and the call id, so a parent resumed on another
- * planner re-submits the same id (dropped as a duplicate) and re-attaches to the child instead of starting it twice.
+ * A child's run id: derived from the parent's run id, the turn, the call id and the parent's secret salt (128 random
+ * bits kept in its snapshot). A parent resumed on another planner derives the same id, re-submits it (dropped as a
+ * duplicate) and re-attaches to the child instead of starting it twice; no one without the salt can predict it.
+ * Without `salt` the id is the unsalted one of earlier versions.
  */
-export function childRunId(parentId: string, iteration: number, callId: string): string {
-  const hash = createHash('sha256').update(`${parentId}:${iteration}:${callId}`).digest('hex').slice(0, 16);
-  return `${parentId.slice(0, 100)}-c${hash}`;
+export function childRunId(parentId: string, iteration: number, callId: string, salt?: string): string {
+  const material =
+    salt === undefined ? `${parentId}:${iteration}:${callId}` : `${salt}:${parentId}:${iteration}:${callId}`;
+  const hash = createHash('sha256').update(material).digest('hex');
+  return salt === undefined
+    ? `${parentId.slice(0, 100)}-c${hash.slice(0, 16)}`
+    : `${parentId.slice(0, 94)}-c${hash.slice(0, 32)}`;
+}
+
+/**
+ * The run's child-id salt: made on the first child and checkpointed before any child is submitted with it, so a
+ * resumed run derives the same child ids. A snapshot of an earlier version that has children but no salt keeps the
+ * unsalted ids, so its running children are re-attached rather than started twice.
+ */
+function childSalt(ctx: RunContext): Promise<string | undefined> {
+  let salt = salts.get(ctx);
+  if (salt === undefined) {
+    const { state } = ctx;
+    salt =
+      state.child_salt !== undefined || (state.children?.length ?? 0) > 0
+        ? Promise.resolve(state.child_salt)
+        : (async () => {
+            const made = randomBytes(16).toString('hex');
+            state.child_salt = made;
+            await ctx.checkpoint();
+            return made;
+          })();
+    salts.set(ctx, salt);
+  }
+  return salt;
 }
 
 function remainingBudget(ctx: RunContext): RemainingBudget {
@@ -36,13 +76,22 @@ function remainingBudget(ctx: RunContext): RemainingBudget {
       ? {}
       : { cost_usd: Math.max(0, limits.max_cost_usd - (state.usage.cost_usd ?? 0)) }),
     time_ms: Math.max(1, limits.timeout_ms - (Date.now() - Date.parse(state.started_at))),
+    iterations: limits.max_iterations,
+    tool_concurrency: limits.tool_concurrency,
+    output_bytes: limits.max_output_bytes,
+    nudges: limits.max_nudges,
   };
 }
 
-/** The RunRequest of a child: the parent's model and identity, narrowed tools, capped limits, the parent link. */
+/**
+ * The RunRequest of a child: the parent's model, identity and approvals (plus any the child adds), narrowed tools,
+ * capped limits, the parent link. `script` only when the parent is scripted itself.
+ */
 function childRequest(ctx: RunContext, id: string, callId: string, args: ChildArgs): RunRequestInput {
   const { request } = ctx;
+  assertMayScriptChild(ctx.state.provider.kind, args.script);
   const tools = childTools(request.tools, args.tools);
+  const approvals = childApprovals(request.approvals, args.approvals?.require);
   return {
     id,
     task: args.task,
@@ -58,6 +107,7 @@ function childRequest(ctx: RunContext, id: string, callId: string, args: ChildAr
     ...(tools === undefined ? {} : { tools }),
     limits: childLimits(remainingBudget(ctx), args.limits),
     ...(args.output_schema === undefined ? {} : { output_schema: args.output_schema }),
+    ...(approvals === undefined ? {} : { approvals }),
     ...(args.script === undefined ? {} : { script: args.script }),
     parent: { run_id: ctx.state.run_id, call_id: callId, depth: (request.parent?.depth ?? 0) + 1 },
   };
@@ -65,12 +115,14 @@ function childRequest(ctx: RunContext, id: string, callId: string, args: ChildAr
 
 /**
  * Starts (or, after a resume, re-attaches to) the child of one agent.run / agent.spawn call: checks depth, fan-out,
- * tools and limits, records it in the snapshot, follows its events and submits it to any planner of the fleet.
+ * tools, limits and script, records it in the snapshot, follows its events and submits it to any planner of the
+ * fleet. `agent.started` (which names the child id) is emitted only once the request is submitted.
  */
 export async function startChild(ctx: RunContext, callId: string, args: ChildArgs): Promise<string> {
   const { state, request, env } = ctx;
   const children = (state.children ??= []);
-  const id = childRunId(state.run_id, state.iteration, callId);
+  const iteration = state.iteration;
+  const id = childRunId(state.run_id, iteration, callId, await childSalt(ctx));
   const known = children.find((c) => c.run_id === id);
   if (known === undefined)
     assertMayStartChild(
@@ -80,25 +132,33 @@ export async function startChild(ctx: RunContext, callId: string, args: ChildArg
   const body = childRequest(ctx, id, callId, args);
   if (known === undefined)
     children.push({ run_id: id, call_id: callId, task: args.task, status: 'running', started_at: now() });
-  ctx.sink.emit({ type: 'agent.started', call_id: callId, child_run_id: id });
-  void follow(ctx, id).catch(() => undefined);
+  let submitted!: (ok: boolean) => void;
+  void follow(ctx, id, new Promise<boolean>((resolve) => (submitted = resolve))).catch(() => undefined);
   try {
     await submitRun(env.bus, body, { prefix: env.prefix });
   } catch (error) {
+    submitted(false);
     // never submitted: it does not count as a child, and its follower is not waited on
     if (known === undefined)
       children.splice(
         children.findIndex((c) => c.run_id === id),
         1,
       );
+    ctx.sink.emit({ type: 'agent.started', call_id: callId, child_run_id: id });
     ctx.sink.emit({ type: 'agent.completed', call_id: callId, child_run_id: id, status: 'failed' });
     throw error;
   }
+  ctx.sink.emit({ type: 'agent.started', call_id: callId, child_run_id: id });
+  submitted(true);
   return id;
 }
 
-/** The final event of a child, followed once per run and process. */
-export function follow(ctx: RunContext, id: string): Promise<RunResult> {
+/**
+ * The final event of a child, followed once per run and process. It is read only when the child's run record names
+ * this run as its parent: a run that took the child's id first is refused with `permission_denied`. `started`
+ * (from startChild) holds the settling back until the child is submitted and `agent.started` emitted.
+ */
+export function follow(ctx: RunContext, id: string, started?: Promise<boolean>): Promise<RunResult> {
   let runs = followers.get(ctx);
   if (runs === undefined) {
     runs = new Map();
@@ -107,7 +167,16 @@ export function follow(ctx: RunContext, id: string): Promise<RunResult> {
   }
   let pending = runs.get(id);
   if (pending === undefined) {
-    pending = followRun(ctx.env.bus, id, { prefix: ctx.env.prefix, signal: ctx.signal }).then((final) => {
+    const events = followRun(ctx.env.bus, id, { prefix: ctx.env.prefix, signal: ctx.signal });
+    pending = events.then(async (final) => {
+      if (started !== undefined && !(await started))
+        throw new AgentMeshError(ErrorCode.Unavailable, `child run ${id} was never submitted`);
+      try {
+        await assertChildOf(ctx, id);
+      } catch (error) {
+        settle(ctx, id, undefined);
+        throw error;
+      }
       settle(ctx, id, final);
       return final;
     });
@@ -116,16 +185,45 @@ export function follow(ctx: RunContext, id: string): Promise<RunResult> {
   return pending;
 }
 
-/** A child ended: its record, the agent.completed event, and its usage and tool calls added to the parent's. */
-function settle(ctx: RunContext, id: string, final: RunResult): void {
+/** Refuses a run whose record does not name this run as its parent (`permission_denied`, naming both runs). */
+async function assertChildOf(ctx: RunContext, id: string): Promise<void> {
+  const parentId = ctx.state.run_id;
+  const record = await retry(() => readRunRecord(ctx.env.bus, id, { prefix: ctx.env.prefix }), {
+    timeoutMs: 10_000,
+    retryable: () => true,
+    signal: ctx.signal,
+  });
+  const recorded = record?.parent?.run_id;
+  if (recorded === parentId) return;
+  const names =
+    record === null
+      ? 'has no run record'
+      : recorded === undefined
+        ? 'names no parent'
+        : `names parent ${recorded}`;
+  throw new AgentMeshError(
+    ErrorCode.PermissionDenied,
+    `run ${id} is not a child of run ${parentId}: its run record ${names}; its answer is not read`,
+    {
+      retryable: false,
+      details: { child_run_id: id, parent_run_id: parentId, recorded_parent: recorded ?? null },
+    },
+  );
+}
+
+/**
+ * A child ended: its record, the agent.completed event, and its usage and tool calls added to the parent's. Without
+ * a final event (a refused child) it ends `failed` and adds nothing.
+ */
+function settle(ctx: RunContext, id: string, final: RunResult | undefined): void {
   const { state } = ctx;
   const record = state.children?.find((c) => c.run_id === id);
   if (record === undefined || record.status !== 'running') return;
-  const status = final.type === 'run.completed' ? final.status : 'failed';
+  const status = final?.type === 'run.completed' ? final.status : 'failed';
   record.status = status;
   record.ended_at = now();
   ctx.sink.emit({ type: 'agent.completed', call_id: record.call_id, child_run_id: id, status });
-  if (final.type !== 'run.completed') return;
+  if (final?.type !== 'run.completed') return;
   const u = final.usage;
   state.usage.input_tokens += u.input_tokens;
   state.usage.output_tokens += u.output_tokens;
@@ -173,12 +271,13 @@ export function childAnswer(id: string, final: RunResult): string {
   });
 }
 
-/** A summary of one child for agent.wait: status and answer, or `running`. */
+/** A summary of one child for agent.wait: status and answer, `running`, or `failed` when it could not be read. */
 export function childSummary(
   id: string,
-  final: RunResult | undefined,
+  final: RunResult | Error | undefined,
 ): { run_id: string; status: string; text?: string; output?: unknown; error?: string } {
   if (final === undefined) return { run_id: id, status: 'running' };
+  if (final instanceof Error) return { run_id: id, status: 'failed', error: final.message };
   if (final.type === 'run.failed') return { run_id: id, status: 'failed', error: final.error.message };
   const done = final as RunEventOf<'run.completed'>;
   return {

@@ -38,6 +38,7 @@ export async function claimRecord(
     planner_id: fields.plannerId,
     stream_seq: fields.streamSeq,
     accepted_at: resume?.started_at,
+    ...recordedParent(fields.request),
   });
   try {
     if (resume === undefined) await records.create(fields.runId, encodeJson(accepted));
@@ -82,6 +83,7 @@ export async function claimRecord(
         finished_at: endedAt,
         status,
         task: fields.request.task.slice(0, 200),
+        parent: accepted.parent,
       });
       await records.put(fields.runId, encodeJson(record));
     },
@@ -135,4 +137,11 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
       if (finished.status === 'rejected') throw finished.reason;
     },
   };
+}
+
+/** The `parent` of a child run's record (none for a top-level run). */
+export function recordedParent(request: RunRequest): Pick<RunRecord, 'parent'> {
+  return request.parent === undefined
+    ? {}
+    : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } };
 }
