@@ -12,6 +12,7 @@ import {
   routeCount,
   routeUrls,
   startDeployCluster,
+  startNatsCluster,
   startRouteCandidate,
   type ClusterNode,
   type NatsClusterHandle,
@@ -129,5 +130,19 @@ describe('deploy/nats/cluster.conf: route authorization', { timeout: 60_000 }, (
     expect(await routeCount(wrong)).toBe(0);
     expect(await routeCount(member)).toBe(3);
     for (const n of [n1, n2, n3]) expect(await routeCount(n)).toBe(3);
+  });
+
+  test('the test clusters of the failover tests (startNatsCluster) authorize routes the same way', async () => {
+    const failover = await startNatsCluster(2);
+    try {
+      for (const n of failover.nodes) expect(await routeCount(n)).toBe(1);
+      const ports = failover.nodes.map((n) => n.clusterPort);
+      const rogue = await startRouteCandidate(cluster.dir, 'rogue-test-cluster', routeUrls(ports));
+      candidates.push(rogue);
+      await until('the rogue refused', () => /Authorization Violation/.test(rogue.logs()));
+      expect(await routeCount(rogue)).toBe(0);
+    } finally {
+      await failover.dispose();
+    }
   });
 });
