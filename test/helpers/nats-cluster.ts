@@ -1,9 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+  appendFileSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { NATS_INSTALL_HINT, findNatsServerBinary, freePort } from './nats-server.js';
 import { REPO_ROOT } from './cli.js';
@@ -67,7 +76,14 @@ interface NodePorts {
 /** Where the nodes' logs are kept when AGENTMESH_CLUSTER_LOGS names a directory (debugging a failover run). */
 const KEEP_LOGS = process.env['AGENTMESH_CLUSTER_LOGS'];
 
-function nodeProcess(bin: string, name: string, conf: string, ports: NodePorts): ClusterNode {
+/** How a node's process is started: its config file, extra arguments and environment. */
+interface NodeLaunch {
+  conf: string;
+  args?: string[];
+  env?: NodeJS.ProcessEnv;
+}
+
+function nodeProcess(bin: string, name: string, launch: NodeLaunch, ports: NodePorts): ClusterNode {
   const port = ports.client;
   let child: ChildProcess | undefined;
   let stderr = '';
@@ -87,7 +103,10 @@ function nodeProcess(bin: string, name: string, conf: string, ports: NodePorts):
     logs: () => stderr,
     start: async () => {
       if (running()) return;
-      const c = spawn(bin, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const c = spawn(bin, ['-c', launch.conf, ...(launch.args ?? [])], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, ...launch.env },
+      });
       child = c;
       c.stderr?.on('data', (d: Buffer) => {
         stderr = (stderr + d.toString()).slice(-8000);
@@ -113,9 +132,23 @@ function nodeProcess(bin: string, name: string, conf: string, ports: NodePorts):
   return node;
 }
 
+/** The route user of deploy/nats/cluster.conf: a node accepts a route only with this user and its password. */
+export const ROUTE_USER = 'route';
+
+/** Route URLs to loopback cluster ports, with `credentials` (`user:password`) when given. */
+export function routeUrls(clusterPorts: number[], credentials?: string): string[] {
+  const auth = credentials === undefined ? '' : `${credentials}@`;
+  return clusterPorts.map((p) => `nats-route://${auth}127.0.0.1:${p}`);
+}
+
+async function nodePorts(): Promise<NodePorts> {
+  return { client: await freePort(), cluster: await freePort(), monitor: await freePort() };
+}
+
 /**
- * Starts a `size`-node nats-server cluster on loopback: full routes between nodes, JetStream on each with its own
- * store, server names n1..nN. Each node can be killed (-9) and started again on the same ports and store.
+ * Starts a `size`-node nats-server cluster on loopback: full routes between nodes, authorized as in
+ * deploy/nats/cluster.conf (user `route`, a random password), JetStream on each with its own store, server names
+ * n1..nN. Each node can be killed (-9) and started again on the same ports and store.
  */
 export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
   const bin = findNatsServerBinary();
@@ -123,9 +156,15 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
   const dir = mkdtempSync(join(tmpdir(), 'agentmesh-cluster-'));
   if (KEEP_LOGS) mkdirSync(KEEP_LOGS, { recursive: true });
   const ports: NodePorts[] = [];
-  for (let i = 0; i < size; i++)
-    ports.push({ client: await freePort(), cluster: await freePort(), monitor: await freePort() });
-  const routes = ports.map((p) => `"nats-route://127.0.0.1:${p.cluster}"`).join(', ');
+  for (let i = 0; i < size; i++) ports.push(await nodePorts());
+  const password = `p${randomBytes(12).toString('hex')}`;
+  const routes = routeUrls(
+    ports.map((p) => p.cluster),
+    `${ROUTE_USER}:${password}`,
+  )
+    .map((u) => `"${u}"`)
+    .join(', ');
+  const authorization = `authorization { user: ${ROUTE_USER}, password: "${password}", timeout: 2 }`;
   const nodes = ports.map((p, i) => {
     const name = `n${i + 1}`;
     const store = join(dir, name);
@@ -139,17 +178,94 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
         `http: "127.0.0.1:${p.monitor}"`,
         `jetstream { store_dir: "${store}" }`,
         ...(KEEP_LOGS && process.env['AGENTMESH_CLUSTER_DEBUG'] ? ['debug: true'] : []),
-        `cluster { name: agentmesh, listen: "127.0.0.1:${p.cluster}", routes: [${routes}] }`,
+        `cluster { name: agentmesh, listen: "127.0.0.1:${p.cluster}", ${authorization}, routes: [${routes}] }`,
         '',
       ].join('\n'),
     );
-    return nodeProcess(bin, name, conf, p);
+    return nodeProcess(bin, name, { conf }, p);
   });
   await Promise.all(nodes.map((n) => n.start()));
+  const handle = clusterHandle(nodes, dir);
+  await handle.waitReady();
+  return handle;
+}
 
+/**
+ * A cluster started from the deploy configuration itself: deploy/nats/cluster.conf (with the nats.conf it
+ * includes), its cluster port moved to a free loopback port, each node given `env` (the role passwords and
+ * NATS_ROUTE_PASSWORD) and NATS_ROUTES to every node with `routeCredentials`, as compose and Kubernetes do.
+ * `admin` is how the handle's JetStream checks connect (user ops, inbox prefix _INBOX_ops: it may read stream info).
+ */
+export async function startDeployCluster(
+  size: number,
+  env: Record<string, string>,
+  routeCredentials: string,
+  admin: Partial<ConnectionOptions>,
+): Promise<NatsClusterHandle & { dir: string }> {
+  const bin = findNatsServerBinary();
+  if (bin === undefined) throw new Error(NATS_INSTALL_HINT);
+  const dir = mkdtempSync(join(tmpdir(), 'agentmesh-deploy-cluster-'));
+  const deployConf = readFileSync(join(REPO_ROOT, 'deploy', 'nats', 'cluster.conf'), 'utf8');
+  const listen = 'listen: "0.0.0.0:6222"';
+  if (!deployConf.includes(listen)) throw new Error(`deploy/nats/cluster.conf has no ${listen}`);
+  copyFileSync(join(REPO_ROOT, 'deploy', 'nats', 'nats.conf'), join(dir, 'nats.conf'));
+  const ports: NodePorts[] = [];
+  for (let i = 0; i < size; i++) ports.push(await nodePorts());
+  const routes = `[${routeUrls(
+    ports.map((p) => p.cluster),
+    routeCredentials,
+  )
+    .map((u) => `"${u}"`)
+    .join(',')}]`;
+  const nodes = ports.map((p, i) => {
+    const name = `n${i + 1}`;
+    const conf = join(dir, `${name}.conf`);
+    writeFileSync(conf, deployConf.replace(listen, `listen: "127.0.0.1:${p.cluster}"`));
+    mkdirSync(join(dir, name));
+    const args = ['-a', '127.0.0.1', '-p', String(p.client), '-m', String(p.monitor)];
+    args.push('-js', '-sd', join(dir, name), '--name', name);
+    return nodeProcess(bin, name, { conf, args, env: { ...env, NATS_ROUTES: routes } }, p);
+  });
+  await Promise.all(nodes.map((n) => n.start()));
+  return { ...clusterHandle(nodes, dir, admin), dir };
+}
+
+/** A lone nats-server with its own cluster block that dials `routes`: a server trying to join a cluster. */
+export async function startRouteCandidate(dir: string, name: string, routes: string[]): Promise<ClusterNode> {
+  const bin = findNatsServerBinary();
+  if (bin === undefined) throw new Error(NATS_INSTALL_HINT);
+  const p = await nodePorts();
+  const conf = join(dir, `${name}.conf`);
+  const list = routes.map((u) => `"${u}"`).join(', ');
+  writeFileSync(
+    conf,
+    [
+      `server_name: ${name}`,
+      `listen: "127.0.0.1:${p.client}"`,
+      `http: "127.0.0.1:${p.monitor}"`,
+      `cluster { name: agentmesh, listen: "127.0.0.1:${p.cluster}", routes: [${list}] }`,
+      '',
+    ].join('\n'),
+  );
+  const node = nodeProcess(bin, name, { conf }, p);
+  await node.start();
+  return node;
+}
+
+/** How many routes a node holds now (from `/routez`). */
+export async function routeCount(node: ClusterNode): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${node.monitorPort}/routez`);
+  return ((await res.json()) as { num_routes: number }).num_routes;
+}
+
+function clusterHandle(
+  nodes: ClusterNode[],
+  dir: string,
+  auth: Partial<ConnectionOptions> = {},
+): NatsClusterHandle {
   const withManager = async <T>(fn: (nc: NatsConnection) => Promise<T>): Promise<T> => {
     const live = nodes.filter((n) => n.running()).map((n) => n.url);
-    const nc = await connect({ servers: live, timeout: 3000, maxReconnectAttempts: 0 });
+    const nc = await connect({ servers: live, timeout: 3000, maxReconnectAttempts: 0, ...auth });
     try {
       return await fn(nc);
     } finally {
@@ -210,7 +326,6 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  await handle.waitReady();
   return handle;
 }
 

@@ -51,6 +51,20 @@ limits: { max_iterations: 12, max_tool_calls: 64, max_output_bytes: 65536 }
     expect(() => loadConfig(file('approvals: { timeout_ms: -1 }\n'))).toThrow(/approvals\.timeout_ms/);
   });
 
+  it('reads triggers: and hands the trigger limits to the planner', () => {
+    const config = loadConfig(
+      file('triggers: { max_pending_per_daemon: 50, max_trigger_bytes: 4096, store_max_bytes: 1048576 }\n'),
+    );
+    expect(plannerOptions(config).triggers).toEqual({
+      maxPendingPerDaemon: 50,
+      maxTriggerBytes: 4096,
+      storeMaxBytes: 1_048_576,
+    });
+    expect(() => loadConfig(file('triggers: { max_pending_per_daemon: 0 }\n'))).toThrow(
+      /triggers\.max_pending_per_daemon/,
+    );
+  });
+
   it('says which file it cannot read', () => {
     expect(() => loadConfig('/nonexistent/agentmesh.yaml')).toThrow(
       /cannot read configuration file \/nonexistent/,

@@ -91,6 +91,15 @@ export const ConfigSchema = z
       })
       .strict()
       .optional(),
+    /** Planner limits on daemon trigger queues (docs/daemons.md): per-daemon quota, trigger size, bucket bytes. */
+    triggers: z
+      .object({
+        max_pending_per_daemon: z.number().int().min(1).optional(),
+        max_trigger_bytes: z.number().int().min(64).optional(),
+        store_max_bytes: z.number().int().min(1024).optional(),
+      })
+      .strict()
+      .optional(),
     mcp: McpConfigSchema.optional(),
     /** Which tool calls wait for a human decision (globs); a run request can add requirements, never remove them. */
     approvals: RunApprovalsSchema.optional(),

@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
-import type { PlannerOptions } from '@agentmesh/planner';
+import type { PlannerOptions, TriggerLimits } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 import { configuredSkills } from './skills.js';
 
@@ -17,6 +17,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
     ...redelivery(),
     ...(config.capabilities ? { capabilities: config.capabilities } : {}),
     ...(config.prices ? { prices: config.prices } : {}),
+    ...(config.triggers ? { triggers: triggerLimits(config.triggers) } : {}),
     defaults: {
       ...(config.limits ? { limits: config.limits } : {}),
       ...(search ? { tool_search: search } : {}),
@@ -29,6 +30,14 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(skills.length > 0 ? { skills } : {}),
       ...(config.skill_match ? { skill_match: config.skill_match } : {}),
     },
+  };
+}
+
+function triggerLimits(t: NonNullable<AgentMeshConfig['triggers']>): TriggerLimits {
+  return {
+    ...(t.max_pending_per_daemon === undefined ? {} : { maxPendingPerDaemon: t.max_pending_per_daemon }),
+    ...(t.max_trigger_bytes === undefined ? {} : { maxTriggerBytes: t.max_trigger_bytes }),
+    ...(t.store_max_bytes === undefined ? {} : { storeMaxBytes: t.store_max_bytes }),
   };
 }
 

@@ -22,7 +22,14 @@ import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } f
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type PlannerInfra } from './durable/infra.js';
 import { openTriggerStore } from './durable/infra.js';
-import { IdleDaemons, serveTriggers, TriggerQueue } from './daemon/index.js';
+import {
+  IdleDaemons,
+  MAX_TRIGGER_BYTES,
+  TRIGGERS_STORE_MAX_BYTES,
+  serveTriggers,
+  TriggerQueue,
+  type TriggerLimits,
+} from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -80,6 +87,8 @@ export interface PlannerOptions {
    * pause/resume (`runs.<run_id>.input|pause|resume`, kept in the controls bucket until applied).
    */
   approvals?: boolean;
+  /** What the daemons' trigger queues may hold: per-daemon quota, trigger size, the bucket's bytes. */
+  triggers?: TriggerLimits;
 }
 
 interface Stores {
@@ -237,6 +246,7 @@ export class Planner {
         subjects: this.subjects,
         queue: () => this.triggers(),
         logger: this.logger,
+        maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
       });
     })();
     return this.readyPromise;
@@ -317,7 +327,10 @@ export class Planner {
 
   /** The daemons' trigger queues, opened on first use. */
   private triggers(): Promise<TriggerQueue> {
-    this.triggerQueue ??= openTriggerStore(this.bus, this.prefix).then((kv) => new TriggerQueue(kv));
+    const limits = this.options.triggers ?? {};
+    this.triggerQueue ??= openTriggerStore(this.bus, this.prefix, {
+      maxBytes: limits.storeMaxBytes ?? TRIGGERS_STORE_MAX_BYTES,
+    }).then((kv) => new TriggerQueue(kv, limits));
     return this.triggerQueue;
   }
 

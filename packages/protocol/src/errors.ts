@@ -46,6 +46,8 @@ export const ErrorCode = {
   ContentFiltered: 'content_filtered',
   /** A daemon's trigger queue is at its capacity. */
   QueueFull: 'queue_full',
+  /** An operator's limit refused more (a daemon's pending triggers, a KV bucket's max_bytes): retryable later. */
+  QuotaExceeded: 'quota_exceeded',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

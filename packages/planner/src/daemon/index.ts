@@ -5,8 +5,15 @@ import type { IdleDaemons } from './idle-daemons.js';
 import type { TriggerQueue } from './trigger-queue.js';
 
 export { DaemonSession, DAEMON_COMPACT_TOKENS, type DaemonInputSource, type DaemonState } from './session.js';
-export { TriggerQueue, type QueuedTrigger } from './trigger-queue.js';
-export { serveTriggers, MAX_TRIGGER_BYTES } from './responder.js';
+export {
+  TriggerQueue,
+  DEFAULT_MAX_PENDING_TRIGGERS,
+  MAX_TRIGGER_BYTES,
+  TRIGGERS_STORE_MAX_BYTES,
+  type QueuedTrigger,
+  type TriggerLimits,
+} from './trigger-queue.js';
+export { serveTriggers } from './responder.js';
 export { IdleDaemons } from './idle-daemons.js';
 export { WatchAnnouncer, WATCH_ANNOUNCE_MS } from './watch-announcer.js';
 
@@ -28,14 +35,16 @@ export async function daemonSession(
   hooks: { input?: DaemonInputSource; idle?: IdleDaemons; compactTokens?: number } = {},
 ): Promise<DaemonSession | undefined> {
   if (request.daemon === undefined || queue === undefined) return undefined;
+  const triggers = await queue();
+  const capacity = request.daemon.queue_capacity ?? 1000;
   const options = {
     wake_interval_ms: request.daemon.wake_interval_ms ?? 0,
     idle_watchdog: request.daemon.idle_watchdog ?? 0,
-    queue_capacity: request.daemon.queue_capacity ?? 1000,
+    // what the daemon may hold: its capacity, within this planner's quota (the run.warning names it)
+    queue_capacity: Math.min(capacity, triggers.maxPending),
     watch_paths: request.daemon.watch_paths ?? [],
   };
-  const triggers = await queue();
-  await triggers.open(snapshot.run_id, options.queue_capacity);
+  await triggers.open(snapshot.run_id, capacity);
   const state = (snapshot.daemon ??= { idle: false, handled: 0, idle_ticks: 0, dropped_reported: 0 });
   return new DaemonSession(options, state, triggers, hooks);
 }

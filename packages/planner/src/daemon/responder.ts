@@ -6,15 +6,13 @@ import {
   type Subjects,
   type Subscription,
 } from '@agentmesh/protocol';
-import type { TriggerQueue } from './trigger-queue.js';
-
-/** Triggers are small: a kind and a payload. */
-export const MAX_TRIGGER_BYTES = 64 * 1024;
+import { MAX_TRIGGER_BYTES, type TriggerQueue } from './trigger-queue.js';
 
 /**
  * Answers `runs.<run_id>.trigger` on every live planner (one queue group): validates the trigger, queues it durably
  * for the daemon, and replies `{ok, seq, depth}`, or an error (`not_found` for a run that is no live daemon,
- * `queue_full` at capacity, `invalid_message` naming the bad field). A plain publish gets no reply; a refusal for a
+ * `payload_too_large` above `maxBytes`, `queue_full` at capacity, `quota_exceeded` at the planner's per-daemon
+ * quota, `invalid_message` naming the bad field). A plain publish gets no reply; a refusal for a
  * full queue still reaches the run as a `run.warning`.
  */
 export function serveTriggers(options: {
@@ -22,6 +20,8 @@ export function serveTriggers(options: {
   subjects: Subjects;
   queue: () => Promise<TriggerQueue>;
   logger: Logger;
+  /** The largest trigger body (default {@link MAX_TRIGGER_BYTES}). */
+  maxBytes?: number;
 }): Subscription {
   const { bus, subjects } = options;
   return serve({
@@ -31,7 +31,7 @@ export function serveTriggers(options: {
     what: 'trigger',
     queue: 'agentmesh-planner-triggers',
     logger: options.logger,
-    maxBytes: MAX_TRIGGER_BYTES,
+    maxBytes: options.maxBytes ?? MAX_TRIGGER_BYTES,
     handler: async (trigger, msg) => {
       const runId = msg.subject.split('.').at(-2)!;
       const queued = await (await options.queue()).enqueue(runId, trigger);

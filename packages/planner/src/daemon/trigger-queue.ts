@@ -25,6 +25,23 @@ export interface QueuedTrigger {
   trigger: Trigger;
 }
 
+/** Pending (queued, not yet taken) triggers one daemon may hold, whatever its `queue_capacity` asks. */
+export const DEFAULT_MAX_PENDING_TRIGGERS = 1_000;
+/** The largest trigger body, in bytes (its JSON). */
+export const MAX_TRIGGER_BYTES = 64 * 1024;
+/** Bytes the trigger bucket holds for all daemons together (its JetStream `max_bytes`). */
+export const TRIGGERS_STORE_MAX_BYTES = 256 * 1024 * 1024;
+
+/** What one planner lets the daemons' trigger queues hold (PlannerOptions `triggers`, config `triggers:`). */
+export interface TriggerLimits {
+  /** Pending triggers per daemon (default {@link DEFAULT_MAX_PENDING_TRIGGERS}); more are refused `quota_exceeded`. */
+  maxPendingPerDaemon?: number;
+  /** The largest trigger (default {@link MAX_TRIGGER_BYTES}); a larger one is refused `payload_too_large`. */
+  maxTriggerBytes?: number;
+  /** The trigger bucket's `max_bytes` (default {@link TRIGGERS_STORE_MAX_BYTES}). */
+  storeMaxBytes?: number;
+}
+
 /** A reserved seq whose trigger never arrived (its sender died between reserving and writing) is skipped after this. */
 const GAP_TIMEOUT_MS = 5_000;
 const SEQ_DIGITS = 12;
@@ -41,8 +58,18 @@ const isConflict = (error: unknown) => isAgentMeshError(error, ErrorCode.Conflic
  */
 export class TriggerQueue {
   private readonly gaps = new Map<string, number>();
+  /** Pending triggers one daemon may hold here. */
+  readonly maxPending: number;
+  /** The largest trigger this queue stores, in bytes. */
+  readonly maxTriggerBytes: number;
 
-  constructor(private readonly kv: KvStore) {}
+  constructor(
+    private readonly kv: KvStore,
+    limits: TriggerLimits = {},
+  ) {
+    this.maxPending = limits.maxPendingPerDaemon ?? DEFAULT_MAX_PENDING_TRIGGERS;
+    this.maxTriggerBytes = limits.maxTriggerBytes ?? MAX_TRIGGER_BYTES;
+  }
 
   /** Opens a daemon's queue (kept when it exists: a resumed run keeps what was queued). */
   async open(runId: string, capacity: number): Promise<void> {
@@ -52,32 +79,52 @@ export class TriggerQueue {
     });
   }
 
-  /** Appends a trigger; fails with `not_found` for a run that is not a live daemon, `queue_full` at capacity. */
+  /**
+   * Appends a trigger; fails with `not_found` for a run that is not a live daemon, `payload_too_large` above
+   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}.
+   */
   async enqueue(runId: string, trigger: Trigger): Promise<{ seq: number; depth: number }> {
+    const body = encodeJson(trigger);
+    if (body.length > this.maxTriggerBytes)
+      throw new AgentMeshError(
+        ErrorCode.PayloadTooLarge,
+        `trigger for run ${runId} of ${body.length} bytes exceeds the limit of ${this.maxTriggerBytes} bytes`,
+        { retryable: false, details: { size: body.length, max_bytes: this.maxTriggerBytes } },
+      );
     const reserved = await retry(() => this.reserve(runId), {
       attempts: 20,
       timeoutMs: 5_000,
       retryable: isConflict,
     });
-    await this.kv.put(itemKey(runId, reserved.seq), encodeJson(trigger));
+    await this.kv.put(itemKey(runId, reserved.seq), body);
     return reserved;
   }
 
   private async reserve(runId: string): Promise<{ seq: number; depth: number }> {
     const { meta, revision } = await this.meta(runId);
     const depth = meta.next - meta.head;
-    if (depth >= meta.capacity) {
+    if (depth >= Math.min(meta.capacity, this.maxPending)) {
       await this.kv
         .update(metaKey(runId), encodeJson({ ...meta, dropped: meta.dropped + 1 }), revision)
         .catch(() => undefined);
-      throw new AgentMeshError(
-        ErrorCode.QueueFull,
-        `the trigger queue of run ${runId} is full (${meta.capacity} queued): the trigger was not queued`,
-        { retryable: true, details: { capacity: meta.capacity } },
-      );
+      throw this.refusal(runId, meta.capacity, depth);
     }
     await this.kv.update(metaKey(runId), encodeJson({ ...meta, next: meta.next + 1 }), revision);
     return { seq: meta.next + 1, depth: depth + 1 };
+  }
+
+  private refusal(runId: string, capacity: number, depth: number): AgentMeshError {
+    if (capacity <= this.maxPending)
+      return new AgentMeshError(
+        ErrorCode.QueueFull,
+        `the trigger queue of run ${runId} is full (${capacity} queued): the trigger was not queued`,
+        { retryable: true, details: { capacity } },
+      );
+    return new AgentMeshError(
+      ErrorCode.QuotaExceeded,
+      `run ${runId} holds ${depth} pending triggers, the quota per daemon (triggers.max_pending_per_daemon is ${this.maxPending}): the trigger was not queued`,
+      { retryable: true, details: { pending: depth, quota: this.maxPending, capacity } },
+    );
   }
 
   /** The oldest queued trigger after seq `after`, or undefined when none waits (yet). */
@@ -103,11 +150,21 @@ export class TriggerQueue {
       async () => {
         const { meta, revision } = await this.meta(runId);
         if (meta.head >= upTo) return;
-        for (let seq = meta.head + 1; seq <= upTo; seq++) await this.kv.delete(itemKey(runId, seq));
+        for (let seq = meta.head + 1; seq <= upTo; seq++) await this.dropItem(runId, seq);
         await this.kv.update(metaKey(runId), encodeJson({ ...meta, head: upTo }), revision);
       },
       { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
     );
+  }
+
+  /**
+   * Deletes a taken trigger. A full bucket refuses only the delete of a key that was never written (a seq whose
+   * write the full bucket refused): there is nothing to drop then.
+   */
+  private async dropItem(runId: string, seq: number): Promise<void> {
+    await this.kv.delete(itemKey(runId, seq)).catch((error: unknown) => {
+      if (!isAgentMeshError(error, ErrorCode.QuotaExceeded)) throw error;
+    });
   }
 
   /** Records whether the daemon idles (what `agentmesh runs list` shows). */

@@ -309,6 +309,11 @@ export function triggersBucket(prefix: string = DEFAULT_PREFIX): string {
   return `${bucketPrefix(prefix)}_triggers`;
 }
 
-export function openTriggerStore(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
-  return bus.kv(triggersBucket(prefix));
+/** Opens the trigger bucket; `maxBytes` (the planner gives it) caps it, a reader leaves the limit as it is. */
+export function openTriggerStore(
+  bus: Backend,
+  prefix: string = DEFAULT_PREFIX,
+  options: { maxBytes?: number } = {},
+): Promise<KvStore> {
+  return bus.kv(triggersBucket(prefix), options);
 }

@@ -9,6 +9,7 @@ const CHECKED: readonly (keyof StreamConfig)[] = [
   'max_age',
   'duplicate_window',
   'max_msg_size',
+  'max_bytes',
   'max_msgs_per_subject',
   'retention',
   'subjects',

@@ -85,6 +85,7 @@ export class NatsBackendParts {
         history,
         replicas: this.replicas,
         ...(options.ttlMs ? { ttl: options.ttlMs } : {}),
+        ...(options.maxBytes ? { max_bytes: options.maxBytes } : {}),
       })
       .catch((error: unknown) => {
         throw createError(`KV_${bucket}`, this.replicas, error);
@@ -97,6 +98,7 @@ export class NatsBackendParts {
         num_replicas: this.replicas,
         max_age: ms(options.ttlMs ?? 0),
         max_msgs_per_subject: history,
+        ...(options.maxBytes ? { max_bytes: options.maxBytes } : {}),
       },
       { enforceReplicas: this.enforceReplicas },
     );

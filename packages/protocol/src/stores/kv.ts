@@ -64,6 +64,21 @@ export interface KvBucketOptions {
   /** Entries older than this are dropped (0 = keep). */
   ttlMs?: number;
   history?: number;
+  /**
+   * Bytes the bucket may hold (JetStream `max_bytes`); a write of a new key beyond it is refused, replacing or
+   * deleting a key still works. Left out, an existing bucket keeps its limit. Not enforced in memory.
+   */
+  maxBytes?: number;
+}
+
+/** JetStream refused a write because the bucket holds its `max_bytes`. */
+function bucketFull(bucket: string, key: string, cause: unknown): AgentMeshError | undefined {
+  if (!/maximum bytes exceeded/i.test((cause as Error).message ?? '')) return undefined;
+  return new AgentMeshError(
+    ErrorCode.QuotaExceeded,
+    `KV bucket ${bucket} is full (its max_bytes is reached): key "${key}" was not written`,
+    { retryable: true, cause, details: { bucket, key } },
+  );
 }
 
 function conflict(key: string, cause?: unknown): AgentMeshError {
@@ -91,14 +106,18 @@ export class NatsKvStore implements KvStore {
     if (e === null || e.operation !== 'PUT') return null;
     return { key, value: e.value, revision: e.revision, operation: 'PUT' };
   }
-  put(key: string, value: Uint8Array): Promise<number> {
-    return this.kv.put(key, value);
+  async put(key: string, value: Uint8Array): Promise<number> {
+    try {
+      return await this.kv.put(key, value);
+    } catch (error) {
+      throw bucketFull(this.bucket, key, error) ?? error;
+    }
   }
   async create(key: string, value: Uint8Array): Promise<number> {
     try {
       return await this.kv.create(key, value);
     } catch (error) {
-      throw conflict(key, error);
+      throw bucketFull(this.bucket, key, error) ?? conflict(key, error);
     }
   }
   async update(key: string, value: Uint8Array, revision: number): Promise<number> {
@@ -109,7 +128,11 @@ export class NatsKvStore implements KvStore {
     }
   }
   async delete(key: string): Promise<void> {
-    await this.kv.delete(key);
+    try {
+      await this.kv.delete(key);
+    } catch (error) {
+      throw bucketFull(this.bucket, key, error) ?? error;
+    }
   }
   /**
    * Reads the subjects of the bucket's stream in one request (paged by the client when there are many). The KV

@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, MemoryKvStore, isAgentMeshError } from '@agentmesh/protocol';
+import { DEFAULT_MAX_PENDING_TRIGGERS, MAX_TRIGGER_BYTES, TriggerQueue } from './trigger-queue.js';
+
+const refusal = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+
+describe('TriggerQueue limits', () => {
+  it('by default a daemon holds 1,000 pending triggers even when its queue_capacity asks for 100,000', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d', 100_000);
+    for (let n = 1; n <= DEFAULT_MAX_PENDING_TRIGGERS; n++) await queue.enqueue('d', { kind: 'job', n });
+    const refused = await refusal(queue.enqueue('d', { kind: 'job' }));
+    expect(isAgentMeshError(refused, ErrorCode.QuotaExceeded)).toBe(true);
+    expect(refused).toMatchObject({
+      retryable: true,
+      details: { pending: 1_000, quota: 1_000, capacity: 100_000 },
+    });
+    expect(await queue.dropped('d')).toBe(1);
+    await queue.remove('d', 1);
+    await expect(queue.enqueue('d', { kind: 'job' })).resolves.toMatchObject({ depth: 1_000 });
+  });
+
+  it('a capacity under the quota still refuses with queue_full', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore(), { maxPendingPerDaemon: 5 });
+    await queue.open('d', 2);
+    await queue.enqueue('d', { kind: 'a' });
+    await queue.enqueue('d', { kind: 'b' });
+    expect(isAgentMeshError(await refusal(queue.enqueue('d', { kind: 'c' })), ErrorCode.QueueFull)).toBe(
+      true,
+    );
+  });
+
+  it('refuses a trigger above the size limit, naming its size and the limit, and queues nothing', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d', 10);
+    const trigger = { kind: 'job', data: 'z'.repeat(MAX_TRIGGER_BYTES) };
+    const size = JSON.stringify(trigger).length;
+    const refused = await refusal(queue.enqueue('d', trigger));
+    expect(isAgentMeshError(refused, ErrorCode.PayloadTooLarge)).toBe(true);
+    expect((refused as Error).message).toContain(
+      `${size} bytes exceeds the limit of ${MAX_TRIGGER_BYTES} bytes`,
+    );
+    expect(await queue.depth('d')).toBe(0);
+  });
+});
