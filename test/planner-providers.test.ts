@@ -395,13 +395,17 @@ describe("a run's system prompt", () => {
   });
 
   it('replaces it when the planner says replace', async () => {
-    const { system } = await systemSent({ defaults: { system: configured, system_prompt_override: 'replace' } });
+    const { system } = await systemSent({
+      defaults: { system: configured, system_prompt_override: 'replace' },
+    });
     expect(system).toContain(requested);
     expect(system).not.toContain(configured);
   });
 
   it('fails the run with permission_denied when the planner says refuse, before any model call', async () => {
-    const { final } = await systemSent({ defaults: { system: configured, system_prompt_override: 'refuse' } });
+    const { final } = await systemSent({
+      defaults: { system: configured, system_prompt_override: 'refuse' },
+    });
     expect(final).toMatchObject({ type: 'run.failed', error: { code: ErrorCode.PermissionDenied } });
     expect(server!.requests).toHaveLength(0);
   });

@@ -37,10 +37,15 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
 }
 
 /** `limits:`: the run limits, and the daemons' lifetime apart from them. */
-function limitDefaults(limits: AgentMeshConfig['limits']): Pick<PlannerDefaults, 'limits' | 'daemon_timeout_ms'> {
+function limitDefaults(
+  limits: AgentMeshConfig['limits'],
+): Pick<PlannerDefaults, 'limits' | 'daemon_timeout_ms'> {
   if (limits === undefined) return {};
   const { daemon_timeout_ms: daemonTimeoutMs, ...runLimits } = limits;
-  return { limits: runLimits, ...(daemonTimeoutMs === undefined ? {} : { daemon_timeout_ms: daemonTimeoutMs }) };
+  return {
+    limits: runLimits,
+    ...(daemonTimeoutMs === undefined ? {} : { daemon_timeout_ms: daemonTimeoutMs }),
+  };
 }
 
 /** `AGENTMESH_REDELIVER_MS`: fast failover, a run redelivered this soon after its planner stops confirming it. */

@@ -264,7 +264,9 @@ async function runEmbedded(
   const interactive = !yes && isTerminal(ctx);
   const mesh = await startEmbedded({
     // the command line runs its own planner: its flags (--max-iterations) set that planner's ceilings too
-    config: request.limits ? { ...ctx.config, limits: { ...ctx.config.limits, ...request.limits } } : ctx.config,
+    config: request.limits
+      ? { ...ctx.config, limits: { ...ctx.config.limits, ...request.limits } }
+      : ctx.config,
     logger: ctx.logger,
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     baseUrl,

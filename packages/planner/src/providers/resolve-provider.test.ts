@@ -34,7 +34,9 @@ describe('resolveProvider', () => {
     expect(resolveProvider({ base_url: 'http://ollama:11434/v1/' }, settings).baseUrl).toBe(
       'http://ollama:11434/v1/',
     );
-    expect(resolveProvider({ base_url: 'http://vllm:8000/v1' }, settings).baseUrl).toBe('http://vllm:8000/v1');
+    expect(resolveProvider({ base_url: 'http://vllm:8000/v1' }, settings).baseUrl).toBe(
+      'http://vllm:8000/v1',
+    );
   });
 
   it('uses the key with the base URL the planner was configured with', () => {

@@ -44,7 +44,13 @@ import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
-import { effectiveLimits, initialSnapshot, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
+import {
+  effectiveLimits,
+  initialSnapshot,
+  searchDefaults,
+  toolScope,
+  type PlannerDefaults,
+} from './setup.js';
 import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
@@ -204,7 +210,11 @@ export class RunExecutor {
     try {
       if (request.output_schema !== undefined) outputValidator(request.output_schema);
       io.choice = resolveProvider(request, this.config.providers);
-      runSystemPrompt(this.config.defaults.system, request.system, this.config.defaults.system_prompt_override);
+      runSystemPrompt(
+        this.config.defaults.system,
+        request.system,
+        this.config.defaults.system_prompt_override,
+      );
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
@@ -311,7 +321,11 @@ export class RunExecutor {
         io.sink.emit(warning('unknown_skill', problem));
     if (resumed === undefined)
       snapshot.system = buildSystemPrompt({
-        system: runSystemPrompt(config.defaults.system, request.system, config.defaults.system_prompt_override),
+        system: runSystemPrompt(
+          config.defaults.system,
+          request.system,
+          config.defaults.system_prompt_override,
+        ),
         toolSearch: snapshot.search.mode === 'client' && ctx.exposure.hasDeferred,
         ...(search.include_stub_listing && snapshot.search.mode === 'client'
           ? { stubs: ctx.exposure.stubs() }

@@ -26,7 +26,9 @@ async function startPlanner(defaults: PlannerDefaults): Promise<Planner> {
 async function run(planner: Planner, request: RunRequestInput) {
   const events: RunEvent[] = [];
   const final = await planner.execute(request, { onEvent: (e) => events.push(e) });
-  const started = events.find((e): e is Extract<RunEvent, { type: 'run.started' }> => e.type === 'run.started');
+  const started = events.find(
+    (e): e is Extract<RunEvent, { type: 'run.started' }> => e.type === 'run.started',
+  );
   return { final, started };
 }
 
