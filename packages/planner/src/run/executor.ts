@@ -41,7 +41,7 @@ const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
 import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
-import { RunEventSink, notice, runAccepted, runCompleted, runFailed, warning } from './events.js';
+import { RunEventSink, notice, runAccepted, runCompleted, runFailed, runStarted, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
 import {
@@ -223,16 +223,12 @@ export class RunExecutor {
     const resumed =
       io.keeper.resume !== undefined &&
       (io.keeper.resume.lastSeq > 0 || io.keeper.resume.snapshot !== undefined);
-    const effective = effectiveLimits(this.config.defaults, request);
-    const limits = io.keeper.resume?.snapshot?.limits ?? effective.limits;
-    sink.emit({
-      type: 'run.started',
-      planner_id: this.config.plannerId,
-      ...(resumed ? { resumed: true } : {}),
-      limits: Object.fromEntries(Object.entries(limits).filter(([, v]) => v !== undefined)),
-      ...(effective.clamped.length > 0 ? { clamped: effective.clamped } : {}),
-    });
-    const timeoutMs = limits.timeout_ms;
+    const checkpointed = io.keeper.resume?.snapshot?.limits;
+    const effective = checkpointed
+      ? { limits: checkpointed, clamped: [] }
+      : effectiveLimits(this.config.defaults, request);
+    sink.emit(runStarted(this.config.plannerId, resumed, effective));
+    const timeoutMs = effective.limits.timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
     const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
     io.keeper.attach({
