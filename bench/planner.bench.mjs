@@ -36,7 +36,8 @@ async function medianOfBlocks(block) {
 }
 
 async function loopOverhead(quick) {
-  const mesh = await embeddedMesh({ transcripts: true });
+  // a run's limits are capped by the planner's: this planner allows the 100 iterations its runs ask for
+  const mesh = await embeddedMesh({ transcripts: true, defaults: { limits: { max_iterations: 100 } } });
   const turns = 50;
   const runs = 40;
   const toolTurns = Array.from({ length: turns - 1 }, () => ({ tool_calls: [add] }));

@@ -97,6 +97,21 @@ describe('agentmesh run, embedded', () => {
     const final = parseEvents(r.stdout).at(-1);
     expect(final).toMatchObject({ type: 'run.completed', status: 'budget_exhausted' });
   });
+
+  it('--max-iterations above the shipped default is not clamped: the embedded planner takes it as its ceiling', async () => {
+    const r = await runAgentmesh([
+      'run',
+      '--script',
+      'examples/add.json',
+      '--max-iterations',
+      '40',
+      '--json',
+      'add',
+    ]);
+    const started = parseEvents(r.stdout).find((e) => e.type === 'run.started');
+    expect(started).toMatchObject({ limits: { max_iterations: 40 } });
+    expect(started).not.toHaveProperty('clamped');
+  });
 });
 
 describe('agentmesh run --nats, with catalog, planner and worker as separate processes', () => {

@@ -242,9 +242,12 @@ describe('presets and models: aliases', () => {
       baseUrl: 'http://localhost:8000/v1',
       apiKey: undefined,
     });
-    // a base URL the run chose never receives the configured key
+    // a base URL the run chose (from provider.allowed_base_urls) never receives the configured key
     expect(
-      resolveProvider({ provider: 'groq', base_url: 'http://elsewhere.example/v1' }, { env }).apiKey,
+      resolveProvider(
+        { provider: 'groq', base_url: 'http://elsewhere.example/v1' },
+        { env, allowedBaseUrls: ['http://elsewhere.example/v1'] },
+      ).apiKey,
     ).toBeUndefined();
   });
 

@@ -65,6 +65,31 @@ limits: { max_iterations: 12, max_tool_calls: 64, max_output_bytes: 65536 }
     );
   });
 
+  it('hands limits (ceilings), the daemon lifetime, the system prompt policy and allowed base URLs to the planner', () => {
+    const config = loadConfig(
+      file(`
+limits: { max_iterations: 30, max_cost_usd: 2, daemon_timeout_ms: 3600000 }
+provider: { system: "be careful", system_prompt_override: refuse, allowed_base_urls: ["http://vllm:8000/v1"] }
+`),
+    );
+    const options = plannerOptions(config);
+    expect(options.defaults).toMatchObject({
+      limits: { max_iterations: 30, max_cost_usd: 2 },
+      daemon_timeout_ms: 3_600_000,
+      system: 'be careful',
+      system_prompt_override: 'refuse',
+    });
+    expect(options.defaults?.limits).not.toHaveProperty('daemon_timeout_ms');
+    expect(options.defaults?.limits).not.toHaveProperty('timeout_ms');
+    expect(options.providers?.allowedBaseUrls).toEqual(['http://vllm:8000/v1']);
+    expect(() => loadConfig(file('provider: { system_prompt_override: ignore }\n'))).toThrow(
+      /provider\.system_prompt_override/,
+    );
+    expect(() => loadConfig(file('provider: { allowed_base_urls: ["not a url"] }\n'))).toThrow(
+      /provider\.allowed_base_urls/,
+    );
+  });
+
   it('says which file it cannot read', () => {
     expect(() => loadConfig('/nonexistent/agentmesh.yaml')).toThrow(
       /cannot read configuration file \/nonexistent/,

@@ -7,7 +7,7 @@ import {
   ErrorCode,
   ProviderKindSchema,
   RunApprovalsSchema,
-  RunLimitsSchema,
+  PartialRunLimitsSchema,
   SearchStrategySchema,
   ToolSearchStrategySchema,
   describeZodError,
@@ -63,13 +63,28 @@ export const ConfigSchema = z
       })
       .strict()
       .optional(),
-    limits: RunLimitsSchema.partial().optional(),
+    /** Every run's limits: defaults and ceilings (a request may lower each, never raise one). */
+    limits: PartialRunLimitsSchema.extend({
+      /** How long a daemon run lives at most, and by default (default one day). */
+      daemon_timeout_ms: z
+        .number()
+        .int()
+        .min(1)
+        .max(2 ** 31 - 1)
+        .optional(),
+    })
+      .strict()
+      .optional(),
     provider: z
       .object({
         name: ProviderKindSchema.optional(),
         model: z.string().optional(),
         base_url: z.string().url().optional(),
         system: z.string().optional(),
+        /** What a run's `system` does to `system`: add to it (default), replace it, or refuse the run. */
+        system_prompt_override: z.enum(['append', 'replace', 'refuse']).optional(),
+        /** Base URLs a run's `base_url` may name besides the configured ones (default: none). */
+        allowed_base_urls: z.array(z.string().url()).optional(),
       })
       .strict()
       .optional(),

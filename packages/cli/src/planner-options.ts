@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
-import type { PlannerOptions, TriggerLimits } from '@agentmesh/planner';
+import type { PlannerDefaults, PlannerOptions, TriggerLimits } from '@agentmesh/planner';
 import type { AgentMeshConfig } from './config.js';
 import { configuredSkills } from './skills.js';
 
@@ -13,15 +13,19 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.provider?.model ? { model: config.provider.model } : {}),
       ...(baseUrl ? { baseUrl } : {}),
       ...(config.models ? { models: config.models } : {}),
+      ...(config.provider?.allowed_base_urls ? { allowedBaseUrls: config.provider.allowed_base_urls } : {}),
     },
     ...redelivery(),
     ...(config.capabilities ? { capabilities: config.capabilities } : {}),
     ...(config.prices ? { prices: config.prices } : {}),
     ...(config.triggers ? { triggers: triggerLimits(config.triggers) } : {}),
     defaults: {
-      ...(config.limits ? { limits: config.limits } : {}),
+      ...limitDefaults(config.limits),
       ...(search ? { tool_search: search } : {}),
       ...(config.provider?.system ? { system: config.provider.system } : {}),
+      ...(config.provider?.system_prompt_override
+        ? { system_prompt_override: config.provider.system_prompt_override }
+        : {}),
       ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
       ...(config.tools?.always ? { always: config.tools.always } : {}),
       ...(config.approvals ? { approvals: config.approvals } : {}),
@@ -38,6 +42,18 @@ function triggerLimits(t: NonNullable<AgentMeshConfig['triggers']>): TriggerLimi
     ...(t.max_pending_per_daemon === undefined ? {} : { maxPendingPerDaemon: t.max_pending_per_daemon }),
     ...(t.max_trigger_bytes === undefined ? {} : { maxTriggerBytes: t.max_trigger_bytes }),
     ...(t.store_max_bytes === undefined ? {} : { storeMaxBytes: t.store_max_bytes }),
+  };
+}
+
+/** `limits:`: the run limits, and the daemons' lifetime apart from them. */
+function limitDefaults(
+  limits: AgentMeshConfig['limits'],
+): Pick<PlannerDefaults, 'limits' | 'daemon_timeout_ms'> {
+  if (limits === undefined) return {};
+  const { daemon_timeout_ms: daemonTimeoutMs, ...runLimits } = limits;
+  return {
+    limits: runLimits,
+    ...(daemonTimeoutMs === undefined ? {} : { daemon_timeout_ms: daemonTimeoutMs }),
   };
 }
 

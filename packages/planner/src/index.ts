@@ -4,6 +4,7 @@ export {
   type PlannerOptions,
   type PlannerDefaults,
   type ToolSearchDefaults,
+  type SystemPromptOverride,
   type ExecuteOptions,
   type RunResult,
 } from './planner.js';
@@ -39,7 +40,12 @@ export {
   type LoopVerdict,
 } from './loop-detector.js';
 export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tools.js';
-export { buildSystemPrompt, UNTRUSTED_TOOL_OUTPUT_NOTICE, DEFAULT_AGENT_PROMPT } from './system-prompt.js';
+export {
+  buildSystemPrompt,
+  runSystemPrompt,
+  UNTRUSTED_TOOL_OUTPUT_NOTICE,
+  DEFAULT_AGENT_PROMPT,
+} from './system-prompt.js';
 export { LoopErrorCode } from './run/dispatch.js';
 export { DEFAULT_NUDGE } from './run/loop.js';
 export { canonicalName } from './run/turn.js';

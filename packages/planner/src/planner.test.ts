@@ -397,7 +397,7 @@ describe('many parallel calls in one run', () => {
     const onWarning = (w: Error) => warnings.push(w);
     process.on('warning', onWarning);
     try {
-      const m = await startMesh([calc]);
+      const m = await startMesh([calc], { defaults: { limits: { tool_concurrency: 24 } } });
       const calls = Array.from({ length: 24 }, (_, i) => add(i, 1));
       const { final } = await execute(m, {
         id: 'parallel-listeners',

@@ -51,7 +51,7 @@ import type { CheckpointHook, RunSnapshot } from './run-state.js';
 import { Semaphore } from './util.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
-export type { PlannerDefaults, ToolSearchDefaults } from './run/setup.js';
+export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from './run/setup.js';
 
 export const PLANNER_VERSION = '0.1.0';
 

@@ -87,3 +87,31 @@ export function isoNow(): string {
   }
   return lastIso;
 }
+
+/** A map that keeps at most `capacity` entries, dropping the least recently used one to make room. */
+export class LruCache<K, V> {
+  private readonly entries = new Map<K, V>();
+
+  constructor(readonly capacity: number) {
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`an LRU cache holds at least one entry, got capacity ${capacity}`);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** The entry for `key`, made the most recently used; `create` makes it when absent. */
+  getOrCreate(key: K, create: () => V): V {
+    const found = this.entries.get(key);
+    if (found !== undefined || this.entries.has(key)) {
+      this.entries.delete(key);
+      this.entries.set(key, found as V);
+      return found as V;
+    }
+    const value = create();
+    this.entries.set(key, value);
+    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as K);
+    return value;
+  }
+}

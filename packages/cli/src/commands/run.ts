@@ -159,8 +159,9 @@ export function buildRunRequest(ctx: CommandContext, task: string): RunRequestIn
     stringFlag(args, 'provider') ?? (scriptPath ? 'scripted' : undefined) ?? config.provider?.name;
   if (provider === undefined && baseUrl !== undefined) provider = 'openai-compatible';
   const maxIterations = intFlag(args, 'max-iterations');
+  const { daemon_timeout_ms: _daemonLifetime, ...configured } = config.limits ?? {};
   const limits = {
-    ...config.limits,
+    ...configured,
     ...(maxIterations === undefined ? {} : { max_iterations: maxIterations }),
   };
   const deferred = [...(config.tools?.deferred ?? []), ...(listFlag(args, 'deferred') ?? [])];
@@ -262,7 +263,10 @@ async function runEmbedded(
   const yes = ctx.args.values['yes'] === true;
   const interactive = !yes && isTerminal(ctx);
   const mesh = await startEmbedded({
-    config: ctx.config,
+    // the command line runs its own planner: its flags (--max-iterations) set that planner's ceilings too
+    config: request.limits
+      ? { ...ctx.config, limits: { ...ctx.config.limits, ...request.limits } }
+      : ctx.config,
     logger: ctx.logger,
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     baseUrl,

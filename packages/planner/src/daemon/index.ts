@@ -17,15 +17,11 @@ export { serveTriggers } from './responder.js';
 export { IdleDaemons } from './idle-daemons.js';
 export { WatchAnnouncer, WATCH_ANNOUNCE_MS } from './watch-announcer.js';
 
-/** A daemon without its own timeout_ms lives until cancelled (the longest timer Node keeps, about 24 days). */
-export const DAEMON_TIMEOUT_MS = 2 ** 31 - 1;
-
-/** The run's timeout: the request's or the configured one, or for a daemon without one {@link DAEMON_TIMEOUT_MS}. */
-export function daemonTimeoutMs(request: RunRequest): number | undefined {
-  return request.daemon !== undefined && request.limits?.timeout_ms === undefined
-    ? DAEMON_TIMEOUT_MS
-    : undefined;
-}
+/**
+ * A daemon's lifetime when the planner configures none (`daemon_timeout_ms`): a day. It is also the most a daemon
+ * may ask for in its `limits.timeout_ms`.
+ */
+export const DAEMON_TIMEOUT_MS = 86_400_000;
 
 /** The daemon session of a daemon run (its queue opened), or undefined for any other run. */
 export async function daemonSession(

@@ -11,6 +11,7 @@ import { RetryingProvider, type ProviderRetryOptions } from './retrying.js';
 import { isPreset, PROVIDER_PRESETS, type PresetName } from './presets.js';
 import { resolveModelName, tuningOf, type ModelEntry, type ModelsConfig } from './models.js';
 import type { ModelTuning } from './tuning.js';
+import { LruCache } from '../util.js';
 
 export * from './types.js';
 export { OpenAiProvider, createOpenAiClient, type OpenAiProviderOptions } from './openai.js';
@@ -77,7 +78,17 @@ export interface ProviderSettings {
   tuning?: ModelTuning;
   /** Backoff of retried provider failures (attempts come from `maxRetries`). */
   retry?: Omit<ProviderRetryOptions, 'attempts'>;
+  /**
+   * Base URLs a run's `base_url` may name besides the configured ones (`baseUrl`, the OpenAI and Anthropic base
+   * URLs, the presets'); any other is refused with `permission_denied`. Default: none.
+   */
+  allowedBaseUrls?: readonly string[];
+  /** SDK clients kept for reuse, one per base URL and key; the least recently used goes first (default 16). */
+  maxClients?: number;
 }
+
+/** SDK clients a planner keeps when `maxClients` is not set. */
+export const DEFAULT_MAX_PROVIDER_CLIENTS = 16;
 
 export const DEFAULT_MODELS: Record<ProviderKind, string> = {
   openai: 'gpt-4o-mini',
@@ -122,6 +133,7 @@ export interface ProviderRequest {
  * up front (through {@link checkProviderConfig}); the planner calls it for every run.
  */
 export function resolveProvider(request: ProviderRequest, settings: ProviderSettings = {}): ProviderChoice {
+  if (request.base_url !== undefined) checkBaseUrlAllowed(request.base_url, settings);
   const named = request.model ?? settings.model;
   if (named === undefined || settings.models === undefined) return resolveEndpoint(request, settings);
   const alias = resolveModelName(named, settings.models);
@@ -135,6 +147,39 @@ export function resolveProvider(request: ProviderRequest, settings: ProviderSett
   );
   const own = resolveModelName(`${choice.kind}:${choice.model}`, settings.models).overrides;
   return withOverrides(choice, { ...own, ...alias.overrides }, request, settings);
+}
+
+/** Compares base URLs by their normalized form, without a trailing slash (`http://h:1/v1/` is `http://h:1/v1`). */
+function normalizeUrl(url: string): string {
+  try {
+    return new URL(url).href.replace(/\/+$/, '');
+  } catch {
+    return url.replace(/\/+$/, '');
+  }
+}
+
+/** The base URLs a run may name: the configured ones, the presets' and `allowedBaseUrls`. */
+function allowedBaseUrls(settings: ProviderSettings): Set<string> {
+  const env = settings.env ?? process.env;
+  const urls = [
+    settings.baseUrl,
+    settings.openaiBaseUrl ?? env['OPENAI_BASE_URL'],
+    settings.anthropicBaseUrl ?? env['ANTHROPIC_BASE_URL'],
+    ...Object.values(PROVIDER_PRESETS).map((preset) => preset.baseUrl),
+    ...(settings.allowedBaseUrls ?? []),
+  ];
+  return new Set(urls.filter((url): url is string => !!url).map(normalizeUrl));
+}
+
+/** A run may only send its model calls where the planner's configuration allows: else `permission_denied`. */
+function checkBaseUrlAllowed(baseUrl: string, settings: ProviderSettings): void {
+  if (allowedBaseUrls(settings).has(normalizeUrl(baseUrl))) return;
+  throw new AgentMeshError(
+    ErrorCode.PermissionDenied,
+    `base_url "${baseUrl}" is not allowed on this planner: a run may only name a configured base URL or one ` +
+      'listed in provider.allowed_base_urls',
+    { retryable: false, details: { field: 'base_url', base_url: baseUrl } },
+  );
 }
 
 function withOverrides(
@@ -251,9 +296,18 @@ export function checkProviderConfig(
 
 /** Reuses SDK clients (and their connection pools) across runs of one planner. */
 export class ProviderClients {
-  private readonly openai = new Map<string, OpenAI>();
-  private readonly anthropic = new Map<string, Anthropic>();
-  constructor(private readonly settings: ProviderSettings = {}) {}
+  private readonly openai: LruCache<string, OpenAI>;
+  private readonly anthropic: LruCache<string, Anthropic>;
+  constructor(private readonly settings: ProviderSettings = {}) {
+    const capacity = settings.maxClients ?? DEFAULT_MAX_PROVIDER_CLIENTS;
+    this.openai = new LruCache(capacity);
+    this.anthropic = new LruCache(capacity);
+  }
+
+  /** SDK clients kept for reuse now (OpenAI-style and Anthropic). */
+  get size(): number {
+    return this.openai.size + this.anthropic.size;
+  }
 
   /**
    * The provider of a run: the wire format, wrapped in retries (honoring retry-after) and, for `toolProtocol`
@@ -288,11 +342,7 @@ export class ProviderClients {
     // retries happen in RetryingProvider, with the one retry helper; the SDKs do not retry on their own
     const endpoint = { apiKey: choice.apiKey, baseUrl: choice.baseUrl, maxRetries: 0 };
     const key = `${choice.baseUrl ?? ''}\u0000${choice.apiKey ?? ''}`;
-    const openai = () => {
-      let client = this.openai.get(key);
-      if (!client) this.openai.set(key, (client = createOpenAiClient(endpoint)));
-      return client;
-    };
+    const openai = () => this.openai.getOrCreate(key, () => createOpenAiClient(endpoint));
     if (isPreset(choice.kind)) {
       const preset = PROVIDER_PRESETS[choice.kind];
       return new OpenAiProvider({
@@ -310,8 +360,7 @@ export class ProviderClients {
       case 'openai-responses':
         return new OpenAiResponsesProvider({ ...common, client: openai() });
       case 'anthropic': {
-        let client = this.anthropic.get(key);
-        if (!client) this.anthropic.set(key, (client = createAnthropicClient(endpoint)));
+        const client = this.anthropic.getOrCreate(key, () => createAnthropicClient(endpoint));
         return new AnthropicProvider({ ...common, client });
       }
       default:

@@ -7,6 +7,7 @@ import {
   type RunStatus,
 } from '@agentmesh/protocol';
 import type { RunSnapshot } from '../run-state.js';
+import type { EffectiveLimits } from './setup.js';
 import { isoNow } from '../util.js';
 
 /**
@@ -146,6 +147,24 @@ export function runAccepted(
     task: request.task,
     ...(choice ? { provider: choice.kind, model: choice.model } : {}),
     ...(request.identity ? { identity: request.identity } : {}),
+  };
+}
+
+/** The run's start: the planner running it and its effective limits (with those held at a ceiling). */
+export function runStarted(
+  plannerId: string,
+  resumed: boolean,
+  effective: EffectiveLimits,
+): EventOf<'run.started'> {
+  const limits = Object.entries(effective.limits).filter(
+    (entry): entry is [string, number] => entry[1] !== undefined,
+  );
+  return {
+    type: 'run.started',
+    planner_id: plannerId,
+    ...(resumed ? { resumed: true } : {}),
+    limits: Object.fromEntries(limits),
+    ...(effective.clamped.length > 0 ? { clamped: effective.clamped } : {}),
   };
 }
 

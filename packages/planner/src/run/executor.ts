@@ -30,9 +30,9 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../run-state.js';
-import { daemonSession, daemonTimeoutMs, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
+import { daemonSession, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
 import { skillSession } from '../skills/index.js';
-import { buildSystemPrompt } from '../system-prompt.js';
+import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../transcript.js';
 import { withContextWindow } from '../providers/context-window.js';
 
@@ -41,10 +41,16 @@ const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
 import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
-import { RunEventSink, notice, runAccepted, runCompleted, runFailed, warning } from './events.js';
+import { RunEventSink, notice, runAccepted, runCompleted, runFailed, runStarted, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
-import { initialSnapshot, runLimits, searchDefaults, toolScope, type PlannerDefaults } from './setup.js';
+import {
+  effectiveLimits,
+  initialSnapshot,
+  searchDefaults,
+  toolScope,
+  type PlannerDefaults,
+} from './setup.js';
 import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
@@ -204,6 +210,11 @@ export class RunExecutor {
     try {
       if (request.output_schema !== undefined) outputValidator(request.output_schema);
       io.choice = resolveProvider(request, this.config.providers);
+      runSystemPrompt(
+        this.config.defaults.system,
+        request.system,
+        this.config.defaults.system_prompt_override,
+      );
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
@@ -212,12 +223,12 @@ export class RunExecutor {
     const resumed =
       io.keeper.resume !== undefined &&
       (io.keeper.resume.lastSeq > 0 || io.keeper.resume.snapshot !== undefined);
-    sink.emit({
-      type: 'run.started',
-      planner_id: this.config.plannerId,
-      ...(resumed ? { resumed: true } : {}),
-    });
-    const timeoutMs = daemonTimeoutMs(request) ?? runLimits(this.config.defaults, request).timeout_ms;
+    const checkpointed = io.keeper.resume?.snapshot?.limits;
+    const effective = checkpointed
+      ? { limits: checkpointed, clamped: [] }
+      : effectiveLimits(this.config.defaults, request);
+    sink.emit(runStarted(this.config.plannerId, resumed, effective));
+    const timeoutMs = effective.limits.timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
     const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
     io.keeper.attach({
@@ -306,7 +317,11 @@ export class RunExecutor {
         io.sink.emit(warning('unknown_skill', problem));
     if (resumed === undefined)
       snapshot.system = buildSystemPrompt({
-        system: request.system ?? config.defaults.system,
+        system: runSystemPrompt(
+          config.defaults.system,
+          request.system,
+          config.defaults.system_prompt_override,
+        ),
         toolSearch: snapshot.search.mode === 'client' && ctx.exposure.hasDeferred,
         ...(search.include_stub_listing && snapshot.search.mode === 'client'
           ? { stubs: ctx.exposure.stubs() }

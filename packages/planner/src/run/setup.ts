@@ -5,6 +5,7 @@ import {
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
 import type { SubagentConfig } from '../agents/child-rules.js';
+import { DAEMON_TIMEOUT_MS } from '../daemon/index.js';
 import type { CapabilityTable } from '../capabilities.js';
 import type { ApprovalConfig } from '../hitl/approval-policy.js';
 import type { SearchMode } from '../exposure.js';
@@ -29,9 +30,15 @@ export interface ToolSearchDefaults {
   include_stub_listing?: boolean;
 }
 
+/** What a request's `system` may do to the configured system prompt. */
+export type SystemPromptOverride = 'replace' | 'append' | 'refuse';
+
 /** What applies to runs that do not say otherwise. */
 export interface PlannerDefaults {
+  /** The limits of every run: its defaults and its ceilings (a request may lower each, never raise one). */
   limits?: Partial<RunLimits>;
+  /** How long a daemon run lives at most, and by default (default {@link DAEMON_TIMEOUT_MS}). */
+  daemon_timeout_ms?: number;
   tool_search?: ToolSearchStrategy | ToolSearchDefaults;
   system?: string;
   /** Names or globs deferred for every run (a run's own list adds to these). */
@@ -43,6 +50,12 @@ export interface PlannerDefaults {
   loop_detect?: Partial<LoopThresholds>;
   /** Which calls wait for a human decision (`approvals:` in agentmesh.yaml); a run request can add to it. */
   approvals?: ApprovalConfig;
+  /**
+   * What a request's `system` does to the configured `system`: `append` (default: the configured prompt stays
+   * first, the request's follows it), `replace` it, or `refuse` the run (`permission_denied`). Without a configured
+   * prompt the request's is used under `append` and `replace`.
+   */
+  system_prompt_override?: SystemPromptOverride;
   /** `sessions:` in agentmesh.yaml: when a session's transcript is compacted. */
   sessions?: SessionDefaults;
   /** Child runs (agent.* tools): offered to every run when enabled, depth and fan-out limits. */
@@ -53,17 +66,46 @@ export interface PlannerDefaults {
   skill_match?: SkillMatchInput;
 }
 
-/** The limits of runs that set none of their own, by planner defaults (parsed once, copied per run). */
-const defaultLimits = new WeakMap<PlannerDefaults, RunLimits>();
+/** A limit a request asked to raise above the planner's ceiling, held at the ceiling. */
+export interface ClampedLimit {
+  field: keyof RunLimits;
+  requested: number;
+  ceiling: number;
+}
 
-export function runLimits(defaults: PlannerDefaults, request: RunRequest): RunLimits {
-  if (request.limits !== undefined) return RunLimitsSchema.parse({ ...defaults.limits, ...request.limits });
-  let limits = defaultLimits.get(defaults);
+/** The limits a run gets, and which of the request's were held at the planner's ceilings. */
+export interface EffectiveLimits {
+  limits: RunLimits;
+  clamped: ClampedLimit[];
+}
+
+/** The configured limits (schema defaults filled in), parsed once per planner defaults. */
+const configuredLimits = new WeakMap<PlannerDefaults, RunLimits>();
+
+function ceilings(defaults: PlannerDefaults, daemon: boolean): RunLimits {
+  let limits = configuredLimits.get(defaults);
   if (limits === undefined) {
     limits = RunLimitsSchema.parse({ ...defaults.limits });
-    defaultLimits.set(defaults, limits);
+    configuredLimits.set(defaults, limits);
   }
-  return { ...limits };
+  return daemon ? { ...limits, timeout_ms: defaults.daemon_timeout_ms ?? DAEMON_TIMEOUT_MS } : limits;
+}
+
+/**
+ * A run's limits: the planner's configured limits are its defaults and its ceilings. A request may lower any of
+ * them, never raise one: a higher value is held at the ceiling (and reported in `clamped`), and a limit the
+ * planner sets (`max_cost_usd`, `max_tokens`) cannot be dropped. A daemon's timeout is `daemon_timeout_ms`.
+ */
+export function effectiveLimits(defaults: PlannerDefaults, request: RunRequest): EffectiveLimits {
+  const limits: RunLimits = { ...ceilings(defaults, request.daemon !== undefined) };
+  const clamped: ClampedLimit[] = [];
+  for (const [field, requested] of Object.entries(request.limits ?? {}) as [keyof RunLimits, number][]) {
+    if (requested === undefined) continue;
+    const ceiling = limits[field];
+    if (ceiling === undefined || requested <= ceiling) limits[field] = requested;
+    else clamped.push({ field, requested, ceiling });
+  }
+  return { limits, clamped };
 }
 
 export function searchDefaults(defaults: PlannerDefaults): ToolSearchDefaults {
@@ -116,7 +158,7 @@ export function initialSnapshot(
     planner_id: source.plannerId,
     request,
     provider: { kind: choice.kind, model: choice.model },
-    limits: runLimits(defaults, request),
+    limits: effectiveLimits(defaults, request).limits,
     search: { mode, strategy, native_variant: variant, budget_tokens: search.budget_tokens },
     system: '',
     iteration: 0,

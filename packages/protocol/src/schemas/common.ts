@@ -56,24 +56,42 @@ export type ToolSearchStrategy = z.infer<typeof ToolSearchStrategySchema>;
 export const SearchStrategySchema = z.enum(['bm25', 'regex', 'hybrid']);
 export type SearchStrategy = z.infer<typeof SearchStrategySchema>;
 
+/** The bounds of each run limit (the schema's own range; a planner's configured values are tighter ceilings). */
+const runLimitFields = {
+  max_iterations: z.number().int().min(1).max(10_000),
+  max_tool_calls: z.number().int().min(0).max(100_000),
+  timeout_ms: z.number().int().min(1).max(86_400_000),
+  max_output_bytes: z
+    .number()
+    .int()
+    .min(256)
+    .max(16 * 1024 * 1024),
+  max_nudges: z.number().int().min(0).max(100),
+  tool_concurrency: z.number().int().min(1).max(256),
+  max_tokens: z.number().int().min(1),
+  max_cost_usd: z.number().min(0),
+};
+
 export const RunLimitsSchema = z
   .object({
-    max_iterations: z.number().int().min(1).max(10_000).default(12),
-    max_tool_calls: z.number().int().min(0).max(100_000).default(64),
-    timeout_ms: z.number().int().min(1).max(86_400_000).default(300_000),
-    max_output_bytes: z
-      .number()
-      .int()
-      .min(256)
-      .max(16 * 1024 * 1024)
-      .default(65_536),
-    max_nudges: z.number().int().min(0).max(100).default(2),
-    tool_concurrency: z.number().int().min(1).max(256).default(16),
-    max_tokens: z.number().int().min(1).optional(),
-    max_cost_usd: z.number().min(0).optional(),
+    max_iterations: runLimitFields.max_iterations.default(12),
+    max_tool_calls: runLimitFields.max_tool_calls.default(64),
+    timeout_ms: runLimitFields.timeout_ms.default(300_000),
+    max_output_bytes: runLimitFields.max_output_bytes.default(65_536),
+    max_nudges: runLimitFields.max_nudges.default(2),
+    tool_concurrency: runLimitFields.tool_concurrency.default(16),
+    max_tokens: runLimitFields.max_tokens.optional(),
+    max_cost_usd: runLimitFields.max_cost_usd.optional(),
   })
   .strict();
 export type RunLimits = z.infer<typeof RunLimitsSchema>;
+
+/**
+ * Limits as a run request or a configuration file gives them: any subset, nothing filled in. A run's effective
+ * limits are the planner's configured ones, each lowered (never raised) by the request's.
+ */
+export const PartialRunLimitsSchema = z.object(runLimitFields).partial().strict();
+export type PartialRunLimits = z.infer<typeof PartialRunLimitsSchema>;
 
 /** One call a model asked for, as the provider reported it (name is canonical when it could be mapped). */
 export const ToolCallSchema = z.object({

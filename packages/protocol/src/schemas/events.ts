@@ -35,6 +35,10 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     ...eventBase,
     planner_id: z.string(),
     resumed: z.boolean().optional(),
+    /** The run's effective limits: the planner's configured ones, lowered where the request asked for less. */
+    limits: z.record(z.string(), z.number()).optional(),
+    /** Limits the request asked to raise above the planner's ceiling: each was held at the ceiling. */
+    clamped: z.array(z.object({ field: z.string(), requested: z.number(), ceiling: z.number() })).optional(),
   }),
   z.object({
     type: z.literal('llm.request'),

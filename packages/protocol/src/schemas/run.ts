@@ -4,7 +4,7 @@ import {
   IdentitySchema,
   ProviderKindSchema,
   RunIdSchema,
-  RunLimitsSchema,
+  PartialRunLimitsSchema,
   ToolSearchStrategySchema,
 } from './common.js';
 
@@ -21,7 +21,12 @@ export const ScriptedTurnSchema = z
         }),
       )
       .optional(),
-    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).optional(),
+    usage: z
+      .object({
+        input_tokens: z.number().int().min(0, 'input_tokens must be a non-negative integer'),
+        output_tokens: z.number().int().min(0, 'output_tokens must be a non-negative integer'),
+      })
+      .optional(),
     delay_ms: z.number().int().min(0).optional(),
   })
   .strict();
@@ -67,7 +72,7 @@ export const RunRequestSchema = z
     tool_search: ToolSearchStrategySchema.optional(),
     deferred: z.array(z.string().min(1)).optional(),
     always: z.array(z.string().min(1)).optional(),
-    limits: RunLimitsSchema.partial().optional(),
+    limits: PartialRunLimitsSchema.optional(),
     identity: IdentitySchema.optional(),
     require_successful_tools: z.array(z.string()).optional(),
     stop_after_successful_tools: z.array(z.string()).optional(),

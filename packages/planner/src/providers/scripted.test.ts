@@ -1,0 +1,43 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ErrorCode, MemoryBus, silentLogger } from '@agentmesh/protocol';
+import { Planner } from '../planner.js';
+import { ScriptedProvider, readScriptFile } from './scripted.js';
+
+describe('scripted usage', () => {
+  it('refuses a negative token count in a run request, naming the field (it would lower a parent total)', async () => {
+    const bus = new MemoryBus();
+    const planner = new Planner({ bus, logger: silentLogger() });
+    try {
+      const final = await planner.execute({
+        task: 't',
+        script: [{ text: 'done', usage: { input_tokens: 10, output_tokens: -1_000_000 } }],
+      });
+      expect(final).toMatchObject({ type: 'run.failed', error: { code: ErrorCode.InvalidRequest } });
+      expect(final.type === 'run.failed' && final.error.message).toMatch(
+        /script\.0\.usage\.output_tokens.*non-negative/,
+      );
+    } finally {
+      await planner.drain();
+      await bus.close();
+    }
+  });
+
+  it('refuses one in a script file and in the provider itself', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'script-'));
+    const file = join(dir, 'script.json');
+    writeFileSync(file, JSON.stringify([{ text: 'x', usage: { input_tokens: -1, output_tokens: 0 } }]));
+    expect(() => readScriptFile(file)).toThrow(/usage\.input_tokens/);
+    expect(
+      () => new ScriptedProvider([{ text: 'x', usage: { input_tokens: 1, output_tokens: -2 } }]),
+    ).toThrow(/output_tokens/);
+  });
+
+  it('still takes zero and positive counts', () => {
+    expect(
+      () => new ScriptedProvider([{ text: 'x', usage: { input_tokens: 0, output_tokens: 7 } }]),
+    ).not.toThrow();
+  });
+});
