@@ -121,7 +121,7 @@ class ConsoleRoutes {
 
   constructor(
     private readonly options: ConsoleServerOptions,
-    private readonly access: () => ConsoleAccess,
+    private readonly access: ConsoleAccess,
   ) {
     this.subjects = subjects(options.prefix);
     this.staticDir = options.staticDir ?? DEFAULT_STATIC;
@@ -130,9 +130,7 @@ class ConsoleRoutes {
   handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     if (!url.pathname.startsWith('/api/')) {
       if (req.method !== 'GET') return Promise.reject(new HttpError(405, 'method not allowed'));
-      return acceptTokenLink(res, url, this.access())
-        ? Promise.resolve()
-        : this.serveStatic(res, url.pathname);
+      return acceptTokenLink(res, url, this.access) ? Promise.resolve() : this.serveStatic(res, url.pathname);
     }
     const [resource, id, action, item] = url.pathname
       .split('/')
@@ -336,13 +334,13 @@ function errorReply(error: unknown, res: ServerResponse, url: URL, logger: Logge
  */
 export async function startConsoleServer(options: ConsoleServerOptions): Promise<ConsoleServer> {
   const { token } = accessToken(options.token, 'the console token');
-  let access: ConsoleAccess | undefined;
-  const routes = new ConsoleRoutes(options, () => access!);
+  const access: ConsoleAccess = { hosts: [], token, cookie: '' };
+  const routes = new ConsoleRoutes(options, access);
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://console');
     Promise.resolve()
       .then(() => {
-        checkAccess(req, url, access!);
+        checkAccess(req, url, access);
         return routes.handle(req, res, url);
       })
       .catch((error: unknown) => errorReply(error, res, url, options.logger));
@@ -353,7 +351,10 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     server.listen(options.port, host, resolve);
   });
   const address = server.address() as AddressInfo;
-  access = { hosts: allowedHosts(host, address.port), token, cookie: `agentmesh_console_${address.port}` };
+  Object.assign(access, {
+    hosts: allowedHosts(host, address.port),
+    cookie: `agentmesh_console_${address.port}`,
+  });
   const shown = WILDCARDS.has(address.address) ? '127.0.0.1' : address.address;
   const url = `http://${shown.includes(':') ? `[${shown}]` : shown}:${address.port}`;
   return {
