@@ -1,10 +1,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { cleanEnv, startActor, type ActorProcess } from './helpers/cli.js';
 
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const dir = mkdtempSync(join(tmpdir(), 'console-access-'));
 const configFile = join(dir, 'agentmesh.yaml');
 writeFileSync(configFile, stringify({ approvals: { require: ['math.calc'], timeout_ms: 60_000 } }));
@@ -74,11 +76,17 @@ describe('agentmesh console (embedded) keeps the configured approvals', () => {
       { approval_id: string; seq: number } | undefined;
     expect(before.map((e) => e.type)).not.toContain('tool.started');
     expect(requested).toBeDefined();
-    const decided = await fetch(`${origin}/api/runs/${runId}/approvals/${requested!.approval_id}`, {
-      method: 'POST',
-      headers: auth(),
-      body: JSON.stringify({ decision: 'approve' }),
-    });
+    const decide = (approvalId: string, body: unknown) =>
+      fetch(`${origin}/api/runs/${runId}/approvals/${approvalId}`, {
+        method: 'POST',
+        headers: auth(),
+        body: JSON.stringify(body),
+      });
+    const unclear = await decide(requested!.approval_id, { decision: 'maybe' });
+    expect(unclear.status).toBe(400);
+    expect(await unclear.text()).toContain('decision');
+    expect((await decide('appr-nobody-asked', { decision: 'approve' })).status).toBe(404);
+    const decided = await decide(requested!.approval_id, { decision: 'approve' });
     expect(decided.status).toBe(200);
     const after = await readUntil(runId, ['run.completed', 'run.failed'], requested!.seq);
     expect(after.map((e) => e.type)).toEqual(
@@ -97,4 +105,25 @@ describe('agentmesh console (embedded) keeps the configured approvals', () => {
     const shown = await fetch(`${origin}/api/runs/run-forged-process`, { headers: auth() });
     expect(shown.status).toBe(404);
   });
+
+  it('in Chromium: the printed link opens the console, and Approve on the run page lets the call run', async () => {
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${origin}/?token=${token}#/submit`);
+      expect(page.url()).toBe(`${origin}/#/submit`);
+      await page.fill('textarea[name="task"]', 'add 2 and 3');
+      await page.click('button[type="submit"]');
+      await page.waitForURL(/#\/runs\/run-/);
+      const approval = page.locator('.approval[data-approval-id]');
+      await approval.waitFor({ timeout: 20_000 });
+      expect(await approval.textContent()).toContain('math.calc');
+      await approval.locator('button', { hasText: 'Approve' }).click();
+      await page.locator('h1 [data-status="done"]').waitFor({ timeout: 20_000 });
+      expect(await page.locator('.approval').count()).toBe(0);
+      expect(await page.locator('.timeline li[data-type="approval.decided"]').count()).toBe(1);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 });
