@@ -9,6 +9,7 @@ import {
   CatalogSearchReplySchema,
   ErrorCode,
   RunRequestSchema,
+  describeZodError,
   encodeJson,
   requestJson,
   subjects,
@@ -239,11 +240,7 @@ class ConsoleRoutes {
       approval_id: approvalId,
       by: 'console',
     });
-    if (!parsed.success)
-      throw new HttpError(
-        400,
-        `invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ')}`,
-      );
+    if (!parsed.success) throw new HttpError(400, `invalid decision: ${describeZodError(parsed.error)}`);
     await sendApprovalDecision(this.options.bus, runId, parsed.data, { prefix: this.options.prefix });
     sendJson(res, 200, { run_id: runId, approval_id: approvalId, decision: parsed.data.decision });
   }
