@@ -12,7 +12,7 @@ import { serveMcpHttp, startEmbedded, type EmbeddedMesh } from '@agentmesh/cli';
 import { freePort } from './helpers/nats-server.js';
 import { ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { stringify } from 'yaml';
-import { CLI, REPO_ROOT, cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { CLI, REPO_ROOT, cleanEnv, runAgentmesh, startActor } from './helpers/cli.js';
 import { EVERYTHING } from './helpers/mcp-servers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mcp-serve-'));
@@ -256,4 +256,31 @@ describe('agentmesh mcp serve --http (streamable HTTP), driven by the MCP SDK cl
     expect(written.isError).toBeFalsy();
     expect(readFileSync(join(workspace, 'allowed.txt'), 'utf8')).toBe('yes');
   });
+});
+
+describe('agentmesh mcp serve --http, the command', () => {
+  it('prints a new bearer token, serves with it and refuses without it', async () => {
+    const serving = await startActor(['mcp', 'serve', '--http', '0'], cleanEnv(), /bearer token.*: \S+/);
+    try {
+      const url = /MCP server at (http:\/\/\S+)/.exec(serving.logs())![1]!;
+      const token = /bearer token.*: (\S+)/.exec(serving.logs())![1]!;
+      expect(token.length).toBeGreaterThanOrEqual(43);
+      const refused = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(refused.status).toBe(401);
+      const client = new Client({ name: 'cli-http-client', version: '1.0.0' });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(url), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('math.calc');
+      await client.close();
+    } finally {
+      await serving.stop();
+    }
+  }, 60_000);
 });
