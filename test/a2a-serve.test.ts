@@ -2,10 +2,16 @@ import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Role, TaskState, type Message, type Task } from '@a2a-js/sdk';
-import { ClientFactory, type Client } from '@a2a-js/sdk/client';
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  JsonRpcTransportFactory,
+  type Client,
+} from '@a2a-js/sdk/client';
 import { LegacyJsonRpcTransport } from '@a2a-js/sdk/compat/v0_3/client';
 import { DEFAULT_PREFIX, silentLogger } from '@agentmesh/protocol';
-import { serveA2a, startEmbedded, type EmbeddedMesh } from '@agentmesh/cli';
+import { BoundedTaskStore, serveA2a, startEmbedded, type EmbeddedMesh } from '@agentmesh/cli';
+import { ServerCallContext } from '@a2a-js/sdk/server';
 import { freePort } from './helpers/nats-server.js';
 
 function userMessage(text: string): Message {
@@ -40,6 +46,23 @@ const partText = (task: Task) =>
     .map((p) => (p.content?.$case === 'text' ? p.content.value : ''))
     .join('');
 
+const TOKEN = 'a2a-test-token-0123456789abcdef0123456789';
+
+/** `fetch` that sends the agent's bearer token, as a configured A2A client would. */
+const withToken: typeof fetch = (input, init) =>
+  fetch(input, {
+    ...init,
+    headers: { ...(init?.headers as Record<string, string>), authorization: `Bearer ${TOKEN}` },
+  });
+
+function tokenClients(): ClientFactory {
+  return new ClientFactory(
+    ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl: withToken })],
+    }),
+  );
+}
+
 describe('agentmesh as an A2A agent, driven by the @a2a-js/sdk client', () => {
   let mesh: EmbeddedMesh;
   const servers: HttpServer[] = [];
@@ -55,10 +78,11 @@ describe('agentmesh as an A2A agent, driven by the @a2a-js/sdk client', () => {
       port,
       publicUrl: `http://127.0.0.1:${port}`,
       baseRequest: { provider: 'scripted', script: script as never },
+      token: TOKEN,
     });
     servers.push(http);
     const address = http.address() as AddressInfo;
-    return new ClientFactory().createFromUrl(`http://127.0.0.1:${address.port}`);
+    return tokenClients().createFromUrl(`http://127.0.0.1:${address.port}`);
   }
 
   beforeAll(async () => {
@@ -83,6 +107,34 @@ describe('agentmesh as an A2A agent, driven by the @a2a-js/sdk client', () => {
     };
     expect(card.name).toBe('agentmesh');
     expect(card.capabilities.streaming).toBe(true);
+  });
+
+  it('refuses a JSON-RPC request without the bearer token, or with a wrong one (401)', async () => {
+    const port = (servers[0]?.address() as AddressInfo).port;
+    const send = (headers: Record<string, string>) =>
+      fetch(`http://127.0.0.1:${port}/a2a`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'message/send',
+          params: {
+            message: {
+              kind: 'message',
+              messageId: 'm-forged',
+              role: 'user',
+              parts: [{ kind: 'text', text: 'hash' }],
+            },
+          },
+        }),
+      });
+    const missing = await send({});
+    expect(missing.status).toBe(401);
+    expect(await missing.text()).toContain('Authorization: Bearer');
+    expect((await send({ authorization: 'Bearer wrong' })).status).toBe(401);
+    const unauthenticated = new LegacyJsonRpcTransport({ endpoint: `http://127.0.0.1:${port}/a2a` });
+    await expect(unauthenticated.sendMessage(request('hash abc'))).rejects.toThrow(/Authorization: Bearer/);
   });
 
   it('message/send runs the message as a task and returns the completed task with the answer', async () => {
@@ -131,11 +183,54 @@ describe('agentmesh as an A2A agent, driven by the @a2a-js/sdk client', () => {
 
   it('speaks A2A 0.3 too (message/send, tasks/get through the SDK legacy transport)', async () => {
     const port = (servers[0]?.address() as AddressInfo).port;
-    const legacy = new LegacyJsonRpcTransport({ endpoint: `http://127.0.0.1:${port}/a2a` });
+    const legacy = new LegacyJsonRpcTransport({
+      endpoint: `http://127.0.0.1:${port}/a2a`,
+      fetchImpl: withToken,
+    });
     const task = (await legacy.sendMessage(request('hash abc the old way'))) as Task;
     expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(partText(task)).toContain('ba7816bf');
     const again = await legacy.getTask({ tenant: '', id: task.id, historyLength: undefined });
     expect(again.id).toBe(task.id);
+  });
+});
+
+describe('the A2A task store is bounded', () => {
+  const task = (id: string, state: TaskState): Task => ({
+    id,
+    contextId: 'c',
+    status: { state, message: undefined, timestamp: new Date().toISOString() },
+    artifacts: [],
+    history: [],
+    metadata: undefined,
+  });
+  const context = new ServerCallContext();
+
+  it('keeps at most maxTasks, dropping the oldest finished task first, then the oldest', async () => {
+    const store = new BoundedTaskStore(3);
+    await store.save(task('t1', TaskState.TASK_STATE_WORKING), context);
+    await store.save(task('t2', TaskState.TASK_STATE_COMPLETED), context);
+    await store.save(task('t3', TaskState.TASK_STATE_WORKING), context);
+    await store.save(task('t4', TaskState.TASK_STATE_SUBMITTED), context);
+    expect(store.size).toBe(3);
+    expect(await store.load('t2', context)).toBeUndefined();
+    expect((await store.load('t1', context))?.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+    await store.save(task('t1', TaskState.TASK_STATE_WORKING), context);
+    await store.save(task('t5', TaskState.TASK_STATE_SUBMITTED), context);
+    expect(store.size).toBe(3);
+    expect(await store.load('t1', context)).toBeUndefined();
+    const listed = await store.list(
+      { tenant: '', contextId: '', pageSize: 10, pageToken: '', historyLength: undefined } as never,
+      context,
+    );
+    expect(listed.tasks.map((t) => t.id).sort()).toEqual(['t3', 't4', 't5']);
+  });
+
+  it('holds 1,000 tasks at most under a stream of 5,000 finished ones', async () => {
+    const store = new BoundedTaskStore();
+    for (let i = 0; i < 5000; i++) await store.save(task(`t${i}`, TaskState.TASK_STATE_COMPLETED), context);
+    expect(store.size).toBe(1000);
+    expect(await store.load('t3999', context)).toBeUndefined();
+    expect(await store.load('t4000', context)).toBeDefined();
   });
 });

@@ -1,4 +1,5 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ import { serveMcpHttp, startEmbedded, type EmbeddedMesh } from '@agentmesh/cli';
 import { freePort } from './helpers/nats-server.js';
 import { ToolListChangedNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { stringify } from 'yaml';
-import { CLI, REPO_ROOT, cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { CLI, REPO_ROOT, cleanEnv, runAgentmesh, startActor } from './helpers/cli.js';
 import { EVERYTHING } from './helpers/mcp-servers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'mcp-serve-'));
@@ -127,28 +128,159 @@ describe('agentmesh mcp list', () => {
 });
 
 describe('agentmesh mcp serve --http (streamable HTTP), driven by the MCP SDK client', () => {
+  const TOKEN = 'test-token-0123456789abcdef0123456789abcdef';
+  const workspace = mkdtempSync(join(tmpdir(), 'mcp-http-ws-'));
   let mesh: EmbeddedMesh;
-  let http: HttpServer;
-  let client: Client;
+  const servers: HttpServer[] = [];
+  const clients: Client[] = [];
+
+  async function serve(sideEffectTools: string[] = []): Promise<number> {
+    const port = await freePort();
+    servers.push(
+      await serveMcpHttp({
+        bus: mesh.bus,
+        prefix: DEFAULT_PREFIX,
+        logger: silentLogger(),
+        port,
+        token: TOKEN,
+        sideEffectTools,
+      }),
+    );
+    return port;
+  }
+
+  async function connect(port: number): Promise<Client> {
+    const client = new Client({ name: 'http-client', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${TOKEN}` } },
+      }),
+    );
+    clients.push(client);
+    return client;
+  }
+
+  /** A JSON-RPC initialize sent by hand, with the headers a test chooses (Host included). */
+  function initialize(
+    port: number,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; text: string }> {
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    });
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/mcp',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            host: `127.0.0.1:${port}`,
+            ...headers,
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, text }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
 
   beforeAll(async () => {
-    mesh = await startEmbedded({ config: {}, logger: silentLogger() });
-    const port = await freePort();
-    http = await serveMcpHttp({ bus: mesh.bus, prefix: DEFAULT_PREFIX, logger: silentLogger(), port });
-    client = new Client({ name: 'http-client', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+    mesh = await startEmbedded({ config: {}, logger: silentLogger(), workspace });
   });
 
   afterAll(async () => {
-    await client?.close();
-    await new Promise((r) => http?.close(r));
+    await Promise.all(clients.map((c) => c.close()));
+    await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
     await mesh?.stop();
   });
 
-  it('lists, searches and calls over HTTP', async () => {
+  it('lists, searches and calls over HTTP with the bearer token', async () => {
+    const client = await connect(await serve());
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name)).toEqual(expect.arrayContaining(['math.calc', 'tool_search']));
+    expect(tools.map((t) => t.name)).toEqual(
+      expect.arrayContaining(['math.calc', 'tool_search', 'fs.read_file']),
+    );
     const result = await client.callTool({ name: 'math.calc', arguments: { lhs: 40, rhs: 2, op: 'add' } });
     expect(text(result)).toContain('42');
   });
+
+  it('refuses a request without the bearer token, or with a wrong one (401)', async () => {
+    const port = await serve();
+    const missing = await initialize(port, {});
+    expect(missing.status).toBe(401);
+    expect(missing.text).toContain('Authorization: Bearer');
+    expect((await initialize(port, { authorization: 'Bearer not-the-token' })).status).toBe(401);
+    expect((await initialize(port, { authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  });
+
+  it('refuses another Host (DNS rebinding) and another Origin, even with the token', async () => {
+    const port = await serve();
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const rebound = await initialize(port, { ...auth, host: `rebound.example:${port}` });
+    expect(rebound.status).toBe(403);
+    expect(rebound.text).toContain('rebound.example');
+    const page = await initialize(port, { ...auth, origin: 'http://evil.example' });
+    expect(page.status).toBe(403);
+    expect((await initialize(port, { ...auth, host: `localhost:${port}` })).status).toBe(200);
+  });
+
+  it('offers a tool with side effects only when --allow-tools names it', async () => {
+    const closed = await connect(await serve());
+    expect((await closed.listTools()).tools.map((t) => t.name)).not.toContain('fs.write_file');
+    const refused = await closed.callTool({
+      name: 'fs.write_file',
+      arguments: { path: 'refused.txt', content: 'no' },
+    });
+    expect(refused.isError).toBe(true);
+    expect(text(refused)).toMatch(/permission_denied.*--allow-tools/);
+    expect(existsSync(join(workspace, 'refused.txt'))).toBe(false);
+
+    const open = await connect(await serve(['fs.write_file']));
+    expect((await open.listTools()).tools.map((t) => t.name)).toContain('fs.write_file');
+    const written = await open.callTool({
+      name: 'fs.write_file',
+      arguments: { path: 'allowed.txt', content: 'yes' },
+    });
+    expect(written.isError).toBeFalsy();
+    expect(readFileSync(join(workspace, 'allowed.txt'), 'utf8')).toBe('yes');
+  });
+});
+
+describe('agentmesh mcp serve --http, the command', () => {
+  it('prints a new bearer token, serves with it and refuses without it', async () => {
+    const serving = await startActor(['mcp', 'serve', '--http', '0'], cleanEnv(), /bearer token.*: \S+/);
+    try {
+      const url = /MCP server at (http:\/\/\S+)/.exec(serving.logs())![1]!;
+      const token = /bearer token.*: (\S+)/.exec(serving.logs())![1]!;
+      expect(token.length).toBeGreaterThanOrEqual(43);
+      const refused = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      });
+      expect(refused.status).toBe(401);
+      const client = new Client({ name: 'cli-http-client', version: '1.0.0' });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(url), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      expect((await client.listTools()).tools.map((t) => t.name)).toContain('math.calc');
+      await client.close();
+    } finally {
+      await serving.stop();
+    }
+  }, 60_000);
 });

@@ -19,6 +19,9 @@ let bus: NatsBus;
 let receiver: OtlpReceiver;
 let browser: Browser;
 let consoleUrl: string;
+/** The URL the console printed: it carries the per-launch token the page keeps in a cookie. */
+let consoleLink: string;
+let consoleToken: string;
 const metricsPorts: Record<string, number> = {};
 /** Screenshots go to docs/ with AGENTMESH_SCREENSHOTS=1 (to refresh the committed ones), else to a temporary folder. */
 const SHOTS =
@@ -72,7 +75,9 @@ beforeAll(async () => {
     /agentmesh console at http:\/\/\S+/,
   );
   actors.push(consoleProcess);
-  consoleUrl = /agentmesh console at (http:\/\/\S+)/.exec(consoleProcess.logs())![1]!;
+  consoleLink = /agentmesh console at (http:\/\/\S+)/.exec(consoleProcess.logs())![1]!;
+  consoleUrl = new URL(consoleLink).origin;
+  consoleToken = new URL(consoleLink).searchParams.get('token')!;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
 }, 90_000);
 
@@ -87,7 +92,8 @@ afterAll(async () => {
 }, 60_000);
 
 async function waitForTools(page: Page): Promise<void> {
-  await page.goto(`${consoleUrl}/#/tools`);
+  await page.goto(`${consoleLink}#/tools`);
+  expect(page.url()).toBe(`${consoleUrl}/#/tools`);
   await page.locator('tr[data-tool="math.calc"]').waitFor({ timeout: 20_000 });
 }
 
@@ -151,13 +157,15 @@ describe('console in a real Chromium against a NATS fleet', () => {
   it('resumes a run stream after the last seen seq (Last-Event-ID)', async () => {
     const reply = await fetch(`${consoleUrl}/api/runs`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${consoleToken}` },
       body: JSON.stringify({ task: 'add 2 and 3' }),
     });
     expect(reply.status).toBe(202);
     const { run_id } = (await reply.json()) as { run_id: string };
     await followRun(bus, run_id, { prefix });
-    const res = await fetch(`${consoleUrl}/api/runs/${run_id}/events`, { headers: { 'last-event-id': '5' } });
+    const res = await fetch(`${consoleUrl}/api/runs/${run_id}/events`, {
+      headers: { 'last-event-id': '5', authorization: `Bearer ${consoleToken}` },
+    });
     const reader = res.body!.getReader();
     let text = '';
     while (!text.includes('"run.completed"')) text += new TextDecoder().decode((await reader.read()).value);
@@ -165,7 +173,11 @@ describe('console in a real Chromium against a NATS fleet', () => {
     const seqs = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
     expect(seqs[0]).toBe(6);
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
-    const bad = await fetch(`${consoleUrl}/api/runs`, { method: 'POST', body: '{"task": ""}' });
+    const bad = await fetch(`${consoleUrl}/api/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${consoleToken}` },
+      body: '{"task": ""}',
+    });
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain('task');
   });

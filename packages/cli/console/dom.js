@@ -27,8 +27,15 @@ export function json(value, max = 400) {
   return text === undefined ? '' : text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
+/** Calls the console API; a POST sends JSON (the server refuses any other body type). */
 export async function api(path, init) {
-  const res = await fetch(path, init);
+  const post = init?.method === 'POST';
+  const res = await fetch(path, {
+    ...init,
+    ...(post
+      ? { headers: { 'content-type': 'application/json', ...init.headers }, body: init.body ?? '{}' }
+      : {}),
+  });
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error(body?.error?.message ?? `${res.status} ${res.statusText}`);
   return body;

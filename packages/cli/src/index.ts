@@ -8,6 +8,15 @@ export {
   serveMcpHttp,
   serveMcpStdio,
   specToMcpTool,
+  hasSideEffects,
   type McpServeOptions,
+  type McpHttpOptions,
 } from './interop/mcp-serve.js';
-export { serveA2a, agentCard, RunExecutor, type A2aServeOptions } from './interop/a2a-serve.js';
+export {
+  serveA2a,
+  agentCard,
+  RunExecutor,
+  type A2aServeOptions,
+  type A2aHttpOptions,
+} from './interop/a2a-serve.js';
+export { BoundedTaskStore, DEFAULT_MAX_TASKS } from './interop/a2a-task-store.js';

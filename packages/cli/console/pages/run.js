@@ -24,6 +24,10 @@ function describe(e) {
       return `${e.status}${e.reason ? `: ${e.reason}` : ''}`;
     case 'run.failed':
       return `${e.error.code}: ${e.error.message}`;
+    case 'approval.requested':
+      return `${e.approval_id}: ${e.summary}`;
+    case 'approval.decided':
+      return `${e.approval_id} ${e.decision === 'approve' ? 'approved' : 'denied'} by ${e.by}`;
     default:
       return e.message ?? '';
   }
@@ -38,6 +42,12 @@ export function runPage(main, runId) {
   const turns = h('div', { class: 'turns' });
   const calls = h('tbody');
   const timeline = h('ol', { class: 'timeline' });
+  const pending = h('div', { class: 'approvals' });
+  const decide = (approvalId, decision) =>
+    api(`/api/runs/${encodeURIComponent(runId)}/approvals/${encodeURIComponent(approvalId)}`, {
+      method: 'POST',
+      body: JSON.stringify({ decision, ...(decision === 'deny' ? { reason: 'denied in the console' } : {}) }),
+    }).catch((error) => (note.textContent = String(error)));
   cancel.addEventListener('click', () => {
     cancel.disabled = true;
     api(`/api/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' })
@@ -48,6 +58,7 @@ export function runPage(main, runId) {
     h('p', {}, h('a', { href: '#/runs' }, '← runs')),
     h('h1', {}, 'Run ', h('span', { class: 'mono', id: 'run-id' }, runId), ' ', status),
     h('div', { class: 'actions' }, cancel, note),
+    pending,
     h('h2', {}, 'Model turns'),
     turns,
     h('h2', {}, 'Tool calls'),
@@ -78,6 +89,24 @@ export function runPage(main, runId) {
         : 'accepted';
     status.replaceChildren(badge(state));
     cancel.disabled = Boolean(final);
+    const decided = new Set(list.filter((e) => e.type === 'approval.decided').map((e) => e.approval_id));
+    pending.replaceChildren(
+      ...list
+        .filter((e) => e.type === 'approval.requested' && !decided.has(e.approval_id) && !final)
+        .map((e) =>
+          h(
+            'div',
+            { class: 'approval', 'data-approval-id': e.approval_id },
+            h('span', {}, `waits for approval: ${e.summary} `),
+            h('button', { type: 'button', onclick: () => decide(e.approval_id, 'approve') }, 'Approve'),
+            h(
+              'button',
+              { type: 'button', class: 'danger', onclick: () => decide(e.approval_id, 'deny') },
+              'Deny',
+            ),
+          ),
+        ),
+    );
     turns.replaceChildren(
       ...list
         .filter((e) => e.type === 'llm.response')

@@ -10,7 +10,7 @@ export const consoleSpec: CommandSpec = {
   name: 'console',
   usage: 'agentmesh console [--port P] [--nats URL] [flags]',
   summary:
-    'Serves the web console: live runs and their events, tools, the fleet, and a form to submit runs. Embedded (catalog, planner and workers in this process) unless --nats is given.',
+    'Serves the web console: live runs and their events, tools, the fleet, a form to submit runs, and approve/deny for calls that wait on approval. Embedded (catalog, planner and workers in this process) unless --nats is given. Open the URL it prints: it carries the per-launch access token; requests with another Host or Origin are refused.',
   flags: {
     ...CONNECTION_FLAGS,
     port: {
@@ -18,7 +18,11 @@ export const consoleSpec: CommandSpec = {
       description: 'HTTP port (default 7070; 0 picks a free one)',
       env: 'AGENTMESH_CONSOLE_PORT',
     },
-    host: { type: 'string', description: 'address to listen on (default 127.0.0.1)' },
+    host: {
+      type: 'string',
+      description:
+        'address to listen on (default 127.0.0.1); requests must name it, 127.0.0.1 or localhost as Host',
+    },
     tools: { type: 'string', description: 'embedded: packs and/or tool names the local worker serves' },
     workspace: {
       type: 'string',
@@ -63,6 +67,7 @@ export async function consoleCommand(ctx: CommandContext): Promise<number> {
       logger: ctx.logger,
       workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
       tools: listFlag(ctx.args, 'tools'),
+      approvals: true,
     });
     bus = mesh.bus;
     fleet = embeddedFleet(mesh);
@@ -79,7 +84,7 @@ export async function consoleCommand(ctx: CommandContext): Promise<number> {
     ...(script ? { defaultScript: readScriptFile(script) } : {}),
     ...(stringFlag(ctx.args, 'host') ? { host: stringFlag(ctx.args, 'host')! } : {}),
   });
-  ctx.io.stdout.write(`agentmesh console at ${server.url} (${mesh ? 'embedded' : `NATS ${ctx.natsUrl}`})\n`);
+  ctx.io.stdout.write(`agentmesh console at ${server.link} (${mesh ? 'embedded' : `NATS ${ctx.natsUrl}`})\n`);
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());

@@ -4,10 +4,12 @@ import type { AddressInfo } from 'node:net';
 import { extname, join, normalize, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  ApprovalDecisionSchema,
   CatalogListReplySchema,
   CatalogSearchReplySchema,
   ErrorCode,
   RunRequestSchema,
+  describeZodError,
   encodeJson,
   requestJson,
   subjects,
@@ -16,7 +18,9 @@ import {
   type Logger,
   type RunEvent,
 } from '@agentmesh/protocol';
-import { cancelRun, submitRun } from '@agentmesh/planner';
+import { cancelRun, sendApprovalDecision, submitRun } from '@agentmesh/planner';
+import { accessToken, allowedHosts } from '../http-access.js';
+import { acceptTokenLink, checkAccess, HttpError, type ConsoleAccess } from './guard.js';
 import type { RunIndex } from './run-index.js';
 
 /** An actor as the fleet page shows it. */
@@ -40,10 +44,17 @@ export interface ConsoleServerOptions {
   defaultScript?: unknown;
   /** Folder of the web app's static files (default: packages/cli/console). */
   staticDir?: string;
+  /** The API's access token (default: 256 random bits, new at each start). */
+  token?: string;
 }
 
 export interface ConsoleServer {
+  /** The console's origin, e.g. `http://127.0.0.1:7070`. */
   readonly url: string;
+  /** The token every `/api` request presents (as `Authorization: Bearer`, or the cookie the link sets). */
+  readonly token: string;
+  /** The URL to open: it hands the token to the browser, which keeps it in a same-site cookie. */
+  readonly link: string;
   close(): Promise<void>;
 }
 
@@ -55,15 +66,14 @@ const MIME: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 const MAX_BODY = 1 << 20;
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+const ERROR_STATUS: Record<string, number> = {
+  [ErrorCode.InvalidRequest]: 400,
+  [ErrorCode.NotFound]: 404,
+  already_decided: 409,
+  run_finished: 409,
+  [ErrorCode.NoResponders]: 503,
+};
+const WILDCARDS = new Set(['0.0.0.0', '::']);
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -110,23 +120,36 @@ class ConsoleRoutes {
   private readonly subjects: ReturnType<typeof subjects>;
   private readonly staticDir: string;
 
-  constructor(private readonly options: ConsoleServerOptions) {
+  constructor(
+    private readonly options: ConsoleServerOptions,
+    private readonly access: ConsoleAccess,
+  ) {
     this.subjects = subjects(options.prefix);
     this.staticDir = options.staticDir ?? DEFAULT_STATIC;
   }
 
   handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    if (!url.pathname.startsWith('/api/'))
-      return req.method === 'GET'
-        ? this.serveStatic(res, url.pathname)
-        : Promise.reject(new HttpError(405, 'method not allowed'));
-    const [resource, id, action] = url.pathname.split('/').filter(Boolean).slice(1).map(decodeURIComponent);
-    const route = this.route(req.method ?? 'GET', resource, id, action);
+    if (!url.pathname.startsWith('/api/')) {
+      if (req.method !== 'GET') return Promise.reject(new HttpError(405, 'method not allowed'));
+      return acceptTokenLink(res, url, this.access) ? Promise.resolve() : this.serveStatic(res, url.pathname);
+    }
+    const [resource, id, action, item] = url.pathname
+      .split('/')
+      .filter(Boolean)
+      .slice(1)
+      .map(decodeURIComponent);
+    const route = this.route(req.method ?? 'GET', resource, id, action, item);
     if (route === undefined) throw new HttpError(404, `no API ${req.method} ${url.pathname}`);
     return Promise.resolve(route(req, res, url));
   }
 
-  private route(method: string, resource?: string, id?: string, action?: string): Route | undefined {
+  private route(
+    method: string,
+    resource?: string,
+    id?: string,
+    action?: string,
+    item?: string,
+  ): Route | undefined {
     if (resource === 'runs' && id === undefined)
       return method === 'GET'
         ? (_q, res, url) => this.listRuns(res, url)
@@ -135,6 +158,8 @@ class ConsoleRoutes {
       if (action === undefined && method === 'GET') return (_q, res) => this.showRun(res, id);
       if (action === 'events') return (req, res, url) => this.streamRun(req, res, id, url);
       if (action === 'cancel' && method === 'POST') return (_q, res) => this.cancel(res, id);
+      if (action === 'approvals' && item !== undefined && method === 'POST')
+        return (req, res) => this.decide(req, res, id, item);
     }
     if (resource === 'stream' && method === 'GET') return (req, res) => this.streamRuns(req, res);
     if (resource === 'tools' && method === 'GET') return (_q, res, url) => this.tools(res, url);
@@ -200,6 +225,24 @@ class ConsoleRoutes {
     }
     bus.publish(this.subjects.runCancel(runId), encodeJson({ reason }));
     sendJson(res, 200, { run_id: runId, cancelled: true });
+  }
+
+  /** Approves or denies a call the run waits on: the body is `{ "decision": "approve" | "deny", "reason"? }`. */
+  private async decide(
+    req: IncomingMessage,
+    res: ServerResponse,
+    runId: string,
+    approvalId: string,
+  ): Promise<void> {
+    const body = await readBody(req);
+    const parsed = ApprovalDecisionSchema.safeParse({
+      ...(body !== null && typeof body === 'object' ? body : {}),
+      approval_id: approvalId,
+      by: 'console',
+    });
+    if (!parsed.success) throw new HttpError(400, `invalid decision: ${describeZodError(parsed.error)}`);
+    await sendApprovalDecision(this.options.bus, runId, parsed.data, { prefix: this.options.prefix });
+    sendJson(res, 200, { run_id: runId, approval_id: approvalId, decision: parsed.data.decision });
   }
 
   private async tools(res: ServerResponse, url: URL): Promise<void> {
@@ -270,38 +313,51 @@ class ConsoleRoutes {
   }
 }
 
+function errorReply(error: unknown, res: ServerResponse, url: URL, logger: Logger): void {
+  if (res.headersSent) return void res.end();
+  if (error instanceof HttpError)
+    return sendJson(res, error.status, { error: { code: error.code, message: error.message } });
+  const payload = toErrorPayload(error);
+  const status = ERROR_STATUS[payload.code] ?? 500;
+  logger.warn({ err: payload.message, path: url.pathname }, 'console request failed');
+  sendJson(res, status, { error: payload });
+}
+
 /**
  * The console's HTTP server: the static web app, a JSON API over the run index, the catalog and service
  * discovery, and Server-Sent Events for live runs (`Last-Event-ID` resumes a run's stream after its last seq).
+ * Every request must name the console's own address in `Host` and, when it has an `Origin`, come from the
+ * console's own page; the API also needs the per-launch token, and state changes a JSON body.
  */
 export async function startConsoleServer(options: ConsoleServerOptions): Promise<ConsoleServer> {
-  const routes = new ConsoleRoutes(options);
+  const { token } = accessToken(options.token, 'the console token');
+  const access: ConsoleAccess = { hosts: [], token, cookie: '' };
+  const routes = new ConsoleRoutes(options, access);
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://console');
     Promise.resolve()
-      .then(() => routes.handle(req, res, url))
-      .catch((error: unknown) => {
-        if (res.headersSent) return res.end();
-        if (error instanceof HttpError)
-          return sendJson(res, error.status, { error: { code: 'http', message: error.message } });
-        const payload = toErrorPayload(error);
-        const status =
-          payload.code === ErrorCode.InvalidRequest
-            ? 400
-            : payload.code === ErrorCode.NoResponders
-              ? 503
-              : 500;
-        options.logger.warn({ err: payload.message, path: url.pathname }, 'console request failed');
-        sendJson(res, status, { error: payload });
-      });
+      .then(() => {
+        checkAccess(req, url, access);
+        return routes.handle(req, res, url);
+      })
+      .catch((error: unknown) => errorReply(error, res, url, options.logger));
   });
+  const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host ?? '127.0.0.1', resolve);
+    server.listen(options.port, host, resolve);
   });
   const address = server.address() as AddressInfo;
+  Object.assign(access, {
+    hosts: allowedHosts(host, address.port),
+    cookie: `agentmesh_console_${address.port}`,
+  });
+  const shown = WILDCARDS.has(address.address) ? '127.0.0.1' : address.address;
+  const url = `http://${shown.includes(':') ? `[${shown}]` : shown}:${address.port}`;
   return {
-    url: `http://${address.address.includes(':') ? `[${address.address}]` : address.address}:${address.port}`,
+    url,
+    token,
+    link: `${url}/?token=${token}`,
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of routes.sockets) socket.end();

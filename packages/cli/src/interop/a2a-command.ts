@@ -1,15 +1,16 @@
-import type { RunRequestInput } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, type RunRequestInput } from '@agentmesh/protocol';
 import { readScriptFile } from '@agentmesh/planner';
 import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
 import type { CommandContext } from '../context.js';
 import { meshBus } from './mcp-command.js';
+import { accessToken } from '../http-access.js';
 import { serveA2a } from './a2a-serve.js';
 
 export const a2aSpec: CommandSpec = {
   name: 'a2a',
   usage: 'agentmesh a2a serve --port P [flags]',
   summary:
-    'Serves agentmesh runs as an A2A agent: the agent card at /.well-known/agent-card.json, JSON-RPC at /a2a (embedded, or the fleet with --nats).',
+    'Serves agentmesh runs as an A2A agent: the agent card at /.well-known/agent-card.json, JSON-RPC at /a2a (embedded, or the fleet with --nats). Every /a2a request needs the bearer token (--token, or the one printed at start).',
   flags: {
     nats: ACTOR_FLAGS['nats']!,
     prefix: ACTOR_FLAGS['prefix']!,
@@ -22,6 +23,17 @@ export const a2aSpec: CommandSpec = {
     tools: { type: 'string', description: 'allow-list of tool names, namespaces or globs for every run' },
     deferred: { type: 'string', description: 'names or globs made deferred for every run' },
     script: { type: 'string', description: 'scripted provider: a JSON file of model turns (demos, tests)' },
+    token: {
+      type: 'string',
+      description:
+        'the bearer token clients send to /a2a (at least 32 characters; default: a new one, printed)',
+      env: 'AGENTMESH_A2A_TOKEN',
+    },
+    'max-tasks': {
+      type: 'string',
+      description:
+        'tasks kept for tasks/get (default 1000); past it the oldest finished task is dropped first',
+    },
     workspace: {
       type: 'string',
       description: 'embedded: enables the workspace tool pack',
@@ -56,6 +68,15 @@ export async function a2aCommand(ctx: CommandContext): Promise<number> {
   }
   const host = stringFlag(ctx.args, 'host') ?? '127.0.0.1';
   const request = baseRequest(ctx);
+  const { token, generated } = accessToken(
+    stringFlag(ctx.args, 'token', 'AGENTMESH_A2A_TOKEN'),
+    '--token (AGENTMESH_A2A_TOKEN)',
+  );
+  const maxTasks = intFlag(ctx.args, 'max-tasks');
+  if (maxTasks === 0)
+    throw new AgentMeshError(ErrorCode.InvalidRequest, '--max-tasks must be at least 1, got 0', {
+      details: { usage: true },
+    });
   const mesh = await meshBus(ctx, 'agentmesh-a2a');
   try {
     const http = await serveA2a({
@@ -66,8 +87,11 @@ export async function a2aCommand(ctx: CommandContext): Promise<number> {
       host,
       publicUrl: stringFlag(ctx.args, 'public-url') ?? `http://${host}:${port}`,
       baseRequest: request,
+      token,
+      ...(maxTasks === undefined ? {} : { maxTasks }),
     });
     ctx.io.stderr.write(`agentmesh A2A agent at http://${host}:${port}/.well-known/agent-card.json\n`);
+    if (generated) ctx.io.stderr.write(`bearer token (new at each start): ${token}\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGTERM', () => resolve());
       process.once('SIGINT', () => resolve());

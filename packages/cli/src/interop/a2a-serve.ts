@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Server as HttpServer } from 'node:http';
-import express from 'express';
+import express, { type RequestHandler } from 'express';
 import { Role, TaskState, type AgentCard, type Message, type Part, type Task } from '@a2a-js/sdk';
 import {
   AgentEvent,
   DefaultRequestHandler,
-  InMemoryTaskStore,
   type AgentExecutor,
   type ExecutionEventBus,
   type RequestContext,
@@ -22,6 +21,8 @@ import {
   type RunRequestInput,
 } from '@agentmesh/protocol';
 import { followRun, submitRun } from '@agentmesh/planner';
+import { bearerToken, tokenMatches } from '../http-access.js';
+import { BoundedTaskStore } from './a2a-task-store.js';
 
 export interface A2aServeOptions {
   bus: Backend;
@@ -33,6 +34,16 @@ export interface A2aServeOptions {
   baseRequest?: Omit<RunRequestInput, 'task' | 'id'>;
   name?: string;
   description?: string;
+}
+
+/** The HTTP face: where it listens, the bearer token `/a2a` asks for, and how many tasks it keeps. */
+export interface A2aHttpOptions extends A2aServeOptions {
+  port: number;
+  host?: string;
+  /** Every JSON-RPC request must send `Authorization: Bearer <token>` (the agent card stays public). */
+  token: string;
+  /** Tasks kept for tasks/get (default 1000); past it the oldest finished task is dropped first. */
+  maxTasks?: number;
 }
 
 const FINAL_STATE: Record<string, TaskState> = {
@@ -203,8 +214,19 @@ export function agentCard(options: A2aServeOptions): AgentCard {
     provider: undefined,
     version: '0.1.0',
     capabilities: { streaming: true, pushNotifications: false, extensions: [] },
-    securitySchemes: {},
-    securityRequirements: [],
+    securitySchemes: {
+      bearer: {
+        scheme: {
+          $case: 'httpAuthSecurityScheme',
+          value: {
+            description: 'the token a2a serve printed at start, or its --token',
+            scheme: 'Bearer',
+            bearerFormat: '',
+          },
+        },
+      },
+    },
+    securityRequirements: [{ schemes: { bearer: { list: [] } } }],
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'],
     skills: [
@@ -223,16 +245,36 @@ export function agentCard(options: A2aServeOptions): AgentCard {
   };
 }
 
+/** Refuses a request without `Authorization: Bearer <token>` (401, a JSON-RPC error naming what is missing). */
+function requireBearer(token: string): RequestHandler {
+  return (req, res, next) => {
+    const presented = bearerToken(req.headers.authorization);
+    if (tokenMatches(presented, token)) return next();
+    res
+      .status(401)
+      .set('www-authenticate', 'Bearer')
+      .json({
+        jsonrpc: '2.0',
+        id: null,
+        error: {
+          code: -32001,
+          message:
+            presented === undefined
+              ? 'this A2A agent needs "Authorization: Bearer <token>" (the token a2a serve printed, --token or AGENTMESH_A2A_TOKEN)'
+              : "the bearer token is not this A2A agent's",
+        },
+      });
+  };
+}
+
 /**
  * Serves the agent card and the A2A JSON-RPC endpoint (`/a2a`): A2A 1.0 (SendMessage, ...) and, through the SDK's
  * compatibility layer, 0.3 (message/send, message/stream, tasks/get, tasks/cancel). Resolves once listening.
  */
-export async function serveA2a(
-  options: A2aServeOptions & { port: number; host?: string },
-): Promise<HttpServer> {
+export async function serveA2a(options: A2aHttpOptions): Promise<HttpServer> {
   const handler = new DefaultRequestHandler(
     agentCard(options),
-    new InMemoryTaskStore(),
+    new BoundedTaskStore(options.maxTasks),
     new RunExecutor(options),
   );
   const app = express();
@@ -240,6 +282,7 @@ export async function serveA2a(
   app.use('/.well-known/agent-card.json', agentCardHandler({ agentCardProvider: handler, legacyCompat }));
   app.use(
     '/a2a',
+    requireBearer(options.token),
     jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication, legacyCompat }),
   );
   return new Promise((resolve, reject) => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server as HttpServer } from 'node:http';
+import { createServer, type Server as HttpServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -16,12 +17,14 @@ import {
   CatalogSearchReplySchema,
   ErrorCode,
   invokeTool,
+  matchesAnyToolPattern,
   requestJson,
   subjects,
   type Backend,
   type Logger,
   type ToolSpec,
 } from '@agentmesh/protocol';
+import { allowedHosts, bearerToken, tokenMatches } from '../http-access.js';
 
 /** What the MCP face of the catalog exposes, with the same meaning as `run`'s flags. */
 export interface McpServeOptions {
@@ -35,6 +38,24 @@ export interface McpServeOptions {
   always?: string[] | undefined;
   /** Per-call deadline (default 120 s). */
   callTimeoutMs?: number;
+  /**
+   * `--allow-tools`: when set, a tool with side effects (not read-only, mutating, or needing confirmation) is
+   * listed, found and callable only if one of these names, namespaces or globs matches it. Unset: no such gate.
+   */
+  sideEffectTools?: string[] | undefined;
+}
+
+/** The streamable HTTP face: where it listens, and the bearer token every request must carry. */
+export interface McpHttpOptions extends McpServeOptions {
+  port: number;
+  host?: string;
+  /** Every request must send `Authorization: Bearer <token>`. */
+  token: string;
+}
+
+/** Whether a tool changes anything outside itself (what `--allow-tools` must name to offer it over HTTP). */
+export function hasSideEffects(spec: ToolSpec): boolean {
+  return !spec.safety.read_only || spec.safety.mutating || spec.safety.needs_confirmation === true;
 }
 
 const SEARCH_TOOL: McpTool = {
@@ -114,7 +135,7 @@ class CatalogSession {
       { ...this.scope, loading: 'always', full: true },
       CatalogListReplySchema,
     );
-    const listed = (reply.specs ?? []).map(specToMcpTool);
+    const listed = (reply.specs ?? []).filter((spec) => this.offered(spec)).map(specToMcpTool);
     const names = new Set(listed.map((t) => t.name));
     return { tools: [...listed, ...[...this.found.values()].filter((t) => !names.has(t.name)), SEARCH_TOOL] };
   }
@@ -127,6 +148,12 @@ class CatalogSession {
     if (name === SEARCH_TOOL.name) return this.search(args);
     const known = await this.spec(name).catch((error: unknown) => AgentMeshError.from(error));
     if (known instanceof AgentMeshError) return textResult(`error [${known.code}]: ${known.message}`, true);
+    if (!this.offered(known))
+      return textResult(
+        `error [${ErrorCode.PermissionDenied}]: ${name} has side effects and this MCP server offers such a tool ` +
+          'only when --allow-tools names it',
+        true,
+      );
     const callId = randomUUID();
     const outcome = await invokeTool(
       this.options.bus,
@@ -144,6 +171,11 @@ class CatalogSession {
         ? { structuredContent: outcome.output as Record<string, unknown> }
         : {};
     return { ...textResult(outcome.preview, outcome.is_error), ...structured };
+  }
+
+  private offered(spec: ToolSpec): boolean {
+    const allowed = this.options.sideEffectTools;
+    return allowed === undefined || !hasSideEffects(spec) || matchesAnyToolPattern(spec.name, allowed);
   }
 
   private async spec(name: string): Promise<ToolSpec> {
@@ -169,7 +201,7 @@ class CatalogSession {
       CatalogSearchReplySchema,
     );
     const specs = await Promise.all(reply.results.map((r) => this.spec(r.name).catch(() => undefined)));
-    const tools = specs.filter((t): t is ToolSpec => t !== undefined).map(specToMcpTool);
+    const tools = specs.filter((t): t is ToolSpec => t !== undefined && this.offered(t)).map(specToMcpTool);
     const before = this.found.size;
     for (const tool of tools) this.found.set(tool.name, tool);
     if (this.found.size !== before) void this.server.sendToolListChanged().catch(() => undefined);
@@ -188,17 +220,44 @@ export async function serveMcpStdio(options: McpServeOptions): Promise<void> {
   await closed;
 }
 
-/** Serves streamable HTTP at `/mcp` (stateless: each request its own session); resolves once listening. */
-export async function serveMcpHttp(
-  options: McpServeOptions & { port: number; host?: string },
-): Promise<HttpServer> {
+function refuse(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  res
+    .writeHead(status, { 'content-type': 'application/json', ...headers })
+    .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message }, id: null }));
+}
+
+/**
+ * Serves streamable HTTP at `/mcp` (stateless: each request its own session); resolves once listening. Every
+ * request needs the bearer token; the SDK's DNS-rebinding protection refuses a `Host` other than the bound
+ * address or a loopback name, and an `Origin` other than those.
+ */
+export async function serveMcpHttp(options: McpHttpOptions): Promise<HttpServer> {
+  const host = options.host ?? '127.0.0.1';
+  let hosts: string[] = [];
   const http = createServer((req, res) => {
-    if (!req.url?.startsWith('/mcp')) {
-      res.writeHead(404).end('not found: the MCP endpoint is /mcp\n');
-      return;
-    }
+    if (!req.url?.startsWith('/mcp')) return refuse(res, 404, 'not found: the MCP endpoint is /mcp');
+    const presented = bearerToken(req.headers.authorization);
+    if (!tokenMatches(presented, options.token))
+      return refuse(
+        res,
+        401,
+        presented === undefined
+          ? 'this MCP server needs "Authorization: Bearer <token>" (the token mcp serve printed, --token or AGENTMESH_MCP_TOKEN)'
+          : "the bearer token is not this MCP server's",
+        { 'www-authenticate': 'Bearer' },
+      );
     const server = createMcpServer(options);
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableDnsRebindingProtection: true,
+      allowedHosts: hosts,
+      allowedOrigins: hosts.map((h) => `http://${h}`),
+    });
     res.on('close', () => {
       void transport.close();
       void server.close();
@@ -220,7 +279,8 @@ export async function serveMcpHttp(
         ),
       ),
     );
-    http.listen(options.port, options.host ?? '127.0.0.1', resolve);
+    http.listen(options.port, host, resolve);
   });
+  hosts = allowedHosts(host, (http.address() as AddressInfo).port);
   return http;
 }
