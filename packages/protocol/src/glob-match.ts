@@ -28,33 +28,149 @@ export interface GlobMatchOptions {
 /** Whether a whole text matches a compiled glob. */
 export type GlobTest = (text: string) => boolean;
 
+/** At most this many brace expansions are matched one by one (each through the fast paths below). */
+const MAX_EXPANSIONS = 16;
+
 /** Compiles glob tokens into a test that takes linear time in the text for a given pattern. */
 export function compileGlobTokens(tokens: readonly GlobToken[], options: GlobMatchOptions = {}): GlobTest {
   const fold = options.caseInsensitive === true ? foldCase : undefined;
-  const middle = normalize(tokens, fold);
+  const normalized = normalize(tokens, fold);
+  const expansions = expand(normalized);
+  if (expansions === undefined) return compileSequence(normalized, fold);
+  const tests = expansions.map((expansion) => compileSequence(normalize(expansion, undefined), fold));
+  return tests.length === 1 ? (tests[0] as GlobTest) : (text) => tests.some((test) => test(text));
+}
+
+/**
+ * A test for normalized tokens: the leading and trailing literals compared in place, then what lies between them by
+ * the cheapest way that is exact for it (one star, a greedy scan, or the set of reachable positions).
+ */
+function compileSequence(tokens: GlobToken[], fold: Fold | undefined): GlobTest {
+  const middle = [...tokens];
   const prefix = middle[0]?.kind === 'literal' ? middle[0].text : '';
   if (prefix !== '') middle.shift();
   const last = middle.at(-1);
   const suffix = last?.kind === 'literal' ? last.text : '';
   if (suffix !== '') middle.pop();
-  const only = middle.length === 1 ? middle[0] : undefined;
+  const matchMiddle = middleMatcher(middle, fold);
   return (text) => {
     const start = prefix.length;
     const end = text.length - suffix.length;
     if (end < start || !literalAt(text, 0, prefix, fold) || !literalAt(text, end, suffix, fold)) return false;
-    if (middle.length === 0) return start === end;
-    if (only?.kind === 'star') return starSpans(text, start, end, only.except);
-    const length = end - start;
-    const after = advance(middle, { text, start, length, fold }, reachableAtStart(length));
-    return after?.[length] === 1;
+    return matchMiddle(text, start, end);
   };
 }
 
-/** Whether one star covers `text` from `start` to `end`: none of those characters is `except`. */
-function starSpans(text: string, start: number, end: number, except: string | undefined): boolean {
-  if (except === undefined) return true;
-  const at = text.indexOf(except, start);
-  return at === -1 || at >= end;
+type RangeTest = (text: string, start: number, end: number) => boolean;
+
+function middleMatcher(middle: readonly GlobToken[], fold: Fold | undefined): RangeTest {
+  if (middle.length === 0) return (_text, start, end) => start === end;
+  const only = middle.length === 1 ? middle[0] : undefined;
+  if (only?.kind === 'star') return (text, start, end) => !containsIn(text, start, end, only.except);
+  const stars = middle.filter((t) => t.kind === 'star');
+  const simple =
+    fold === undefined && stars.length + middle.filter((t) => t.kind === 'literal').length === middle.length;
+  const except = stars[0]?.except;
+  if (simple && stars.every((t) => t.except === except)) {
+    if (except === undefined) return (text, start, end) => greedy(middle, text, start, end);
+    const segments = splitLiterals(middle, except);
+    return (text, start, end) => segmentsMatch(segments, except, text, start, end);
+  }
+  return (text, start, end) => {
+    const length = end - start;
+    return advance(middle, { text, start, length, fold }, reachableAtStart(length))?.[length] === 1;
+  };
+}
+
+function containsIn(text: string, start: number, end: number, char: string | undefined): boolean {
+  if (char === undefined) return false;
+  const at = text.indexOf(char, start);
+  return at !== -1 && at < end;
+}
+
+/**
+ * Literals and stars that all match any character of the range: leftmost-first placement of each literal is exact
+ * (the classic wildcard scan), one pass over the range.
+ */
+function greedy(tokens: readonly GlobToken[], text: string, start: number, end: number): boolean {
+  let from = 0;
+  let to = tokens.length;
+  const first = tokens[0];
+  if (first?.kind === 'literal') {
+    if (start + first.text.length > end || !text.startsWith(first.text, start)) return false;
+    start += first.text.length;
+    from = 1;
+  }
+  const last = tokens[to - 1];
+  if (to > from && last?.kind === 'literal') {
+    end -= last.text.length;
+    if (end < start || !text.startsWith(last.text, end)) return false;
+    to--;
+  }
+  if (from === to) return start === end;
+  for (let i = from; i < to; i++) {
+    const token = tokens[i] as GlobToken;
+    if (token.kind !== 'literal') continue;
+    const at = text.indexOf(token.text, start);
+    if (at === -1 || at + token.text.length > end) return false;
+    start = at + token.text.length;
+  }
+  return true;
+}
+
+/** Literals and stars that never match `separator`, cut at each separator the literals hold. */
+function splitLiterals(tokens: readonly GlobToken[], separator: string): GlobToken[][] {
+  const segments: GlobToken[][] = [[]];
+  for (const token of tokens) {
+    if (token.kind !== 'literal') {
+      (segments.at(-1) as GlobToken[]).push(token);
+      continue;
+    }
+    token.text.split(separator).forEach((text, i) => {
+      if (i > 0) segments.push([]);
+      if (text !== '') (segments.at(-1) as GlobToken[]).push({ kind: 'literal', text });
+    });
+  }
+  return segments;
+}
+
+/** Each separator of the range lines up with one of the pattern's; each segment then matches by {@link greedy}. */
+function segmentsMatch(
+  segments: readonly GlobToken[][],
+  separator: string,
+  text: string,
+  start: number,
+  end: number,
+): boolean {
+  for (let i = 0; i < segments.length; i++) {
+    const cut = text.indexOf(separator, start);
+    const last = i === segments.length - 1;
+    const stop = cut === -1 || cut >= end ? end : cut;
+    if (last !== (stop === end)) return false;
+    if (!greedy(segments[i] as GlobToken[], text, start, stop)) return false;
+    start = stop + 1;
+  }
+  return true;
+}
+
+/** Every alternatives-free token list the tokens stand for, or undefined when there are more than a few. */
+function expand(tokens: readonly GlobToken[]): GlobToken[][] | undefined {
+  let lists: GlobToken[][] = [[]];
+  for (const token of tokens) {
+    if (token.kind !== 'alternatives') {
+      for (const list of lists) list.push(token);
+      continue;
+    }
+    const options: GlobToken[][] = [];
+    for (const alternative of token.alternatives) {
+      const expanded = expand(alternative);
+      if (expanded === undefined) return undefined;
+      options.push(...expanded);
+    }
+    if (lists.length * options.length > MAX_EXPANSIONS) return undefined;
+    lists = lists.flatMap((list) => options.map((option) => [...list, ...option]));
+  }
+  return lists;
 }
 
 type Fold = (code: number) => number;
@@ -73,7 +189,7 @@ function reachableAtStart(length: number): Uint8Array {
   return positions;
 }
 
-/** Joins adjacent literals (case-folded when asked) and collapses runs of equivalent stars. */
+/** Joins adjacent literals (case-folded when asked) and collapses runs of stars and folder runs into one. */
 function normalize(tokens: readonly GlobToken[], fold: Fold | undefined): GlobToken[] {
   const out: GlobToken[] = [];
   for (const token of tokens) {
@@ -82,21 +198,30 @@ function normalize(tokens: readonly GlobToken[], fold: Fold | undefined): GlobTo
       const text = fold === undefined ? token.text : foldText(token.text, fold);
       if (previous?.kind === 'literal') out[out.length - 1] = { kind: 'literal', text: previous.text + text };
       else if (text !== '') out.push({ kind: 'literal', text });
-    } else if (token.kind === 'star' && previous?.kind === 'star') {
-      if (previous.except !== token.except) out[out.length - 1] = unboundedStar(previous, token);
     } else if (token.kind === 'alternatives') {
       out.push({ kind: 'alternatives', alternatives: token.alternatives.map((a) => normalize(a, fold)) });
     } else {
-      out.push(token);
+      const merged = previous === undefined ? undefined : mergeRun(previous, token);
+      if (merged === undefined) out.push(token);
+      else out[out.length - 1] = merged;
     }
   }
   return out;
 }
 
-function unboundedStar(a: { except?: string }, b: { except?: string }): GlobToken {
-  return a.except === undefined || b.except === undefined
-    ? { kind: 'star' }
-    : { kind: 'star', except: a.except };
+/** One token matching what `a` then `b` match, if there is one (`**` then `*` is `**`; so are folders then `*`). */
+function mergeRun(a: GlobToken, b: GlobToken): GlobToken | undefined {
+  if (a.kind === 'star' && b.kind === 'star') return a.except === b.except ? a : unboundedStar(a, b);
+  if (a.kind === 'dirs' && b.kind === 'dirs' && a.separator === b.separator) return a;
+  const dirs = a.kind === 'dirs' ? a : b.kind === 'dirs' ? b : undefined;
+  const star = a.kind === 'star' ? a : b.kind === 'star' ? b : undefined;
+  if (dirs === undefined || star === undefined) return undefined;
+  if (star.except === undefined || (a === dirs && star.except === dirs.separator)) return { kind: 'star' };
+  return undefined;
+}
+
+function unboundedStar(a: { except?: string }, b: { except?: string }): GlobToken | undefined {
+  return a.except === undefined || b.except === undefined ? { kind: 'star' } : undefined;
 }
 
 /** The positions reachable after `tokens`, from the positions in `from`; undefined when none is. */
@@ -112,31 +237,26 @@ function advance(tokens: readonly GlobToken[], span: Span, from: Uint8Array): Ui
 function step(token: GlobToken, span: Span, from: Uint8Array): Uint8Array | undefined {
   const { text, start, length } = span;
   const to = new Uint8Array(length + 1);
-  let reached = false;
-  const reach = (p: number) => {
-    to[p] = 1;
-    reached = true;
-  };
   switch (token.kind) {
     case 'literal':
       for (let p = 0; p + token.text.length <= length; p++)
-        if (from[p] === 1 && literalAt(text, start + p, token.text, span.fold)) reach(p + token.text.length);
+        if (from[p] === 1 && literalAt(text, start + p, token.text, span.fold)) to[p + token.text.length] = 1;
       break;
     case 'one':
-      for (let p = 0; p < length; p++) if (from[p] === 1 && text[start + p] !== token.except) reach(p + 1);
+      for (let p = 0; p < length; p++) if (from[p] === 1 && text[start + p] !== token.except) to[p + 1] = 1;
       break;
     case 'class':
       for (let p = 0; p < length; p++)
-        if (from[p] === 1 && token.test(text[start + p] as string)) reach(p + 1);
+        if (from[p] === 1 && token.test(text[start + p] as string)) to[p + 1] = 1;
       break;
     case 'star':
       for (let p = 0; p <= length; p++)
-        if (from[p] === 1 || (p > 0 && to[p - 1] === 1 && text[start + p - 1] !== token.except)) reach(p);
+        if (from[p] === 1 || (p > 0 && to[p - 1] === 1 && text[start + p - 1] !== token.except)) to[p] = 1;
       break;
     case 'dirs': {
       let seen = false;
       for (let p = 0; p <= length; p++) {
-        if (from[p] === 1 || (seen && text[start + p - 1] === token.separator)) reach(p);
+        if (from[p] === 1 || (seen && text[start + p - 1] === token.separator)) to[p] = 1;
         if (from[p] === 1) seen = true;
       }
       break;
@@ -144,12 +264,11 @@ function step(token: GlobToken, span: Span, from: Uint8Array): Uint8Array | unde
     case 'alternatives':
       for (const alternative of token.alternatives) {
         const after = advance(alternative, span, from);
-        if (after === undefined) continue;
-        for (let p = 0; p <= length; p++) if (after[p] === 1) reach(p);
+        if (after !== undefined) for (let p = 0; p <= length; p++) if (after[p] === 1) to[p] = 1;
       }
       break;
   }
-  return reached ? to : undefined;
+  return to.includes(1) ? to : undefined;
 }
 
 function literalAt(text: string, at: number, literal: string, fold: Fold | undefined): boolean {
