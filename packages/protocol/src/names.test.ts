@@ -59,6 +59,29 @@ describe('canonical tool names', () => {
     expect(matchesToolPattern('math.calc', 'math.calc.*')).toBe(false);
   });
 
+  it('agrees with the RegExp it replaces on 20,000 random short patterns and names', () => {
+    let seed = 11;
+    const pick = <T>(items: readonly T[]): T => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return items[(seed >>> 12) % items.length] as T;
+    };
+    for (let k = 0; k < 20_000; k++) {
+      const pattern = Array.from({ length: 1 + (k % 7) }, () =>
+        pick(['a', 'b', '.', '*', '**', '_', 'ab', 'a.']),
+      ).join('');
+      const name = Array.from({ length: k % 11 }, () => pick(['a', 'b', '.', '_'])).join('');
+      const source = pattern
+        .split(/(\*\*|\*)/)
+        .map((part) => (part === '**' ? '.*' : part === '*' ? '[^.]*' : part.replaceAll('.', '\\.')))
+        .join('');
+      const special = name === pattern || pattern === '*' || pattern === '**' || !pattern.includes('*');
+      const oracle = special ? undefined : new RegExp(`^${source}$`);
+      const expected =
+        oracle?.test(name) ?? (pattern.includes('*') || name === pattern || name.startsWith(pattern + '.'));
+      expect(matchesToolPattern(name, pattern), `${pattern} on ${name}`).toBe(expected);
+    }
+  });
+
   const name27 = 'a'.repeat(13) + '.' + 'a'.repeat(13);
   it.each([
     ['24 "*" then "z"', '*'.repeat(24) + 'z', name27, 'a'.repeat(26) + 'z'],
