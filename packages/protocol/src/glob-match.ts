@@ -237,26 +237,45 @@ function advance(tokens: readonly GlobToken[], span: Span, from: Uint8Array): Ui
 function step(token: GlobToken, span: Span, from: Uint8Array): Uint8Array | undefined {
   const { text, start, length } = span;
   const to = new Uint8Array(length + 1);
+  const first = from.indexOf(1);
+  if (first === -1) return undefined;
   switch (token.kind) {
-    case 'literal':
-      for (let p = 0; p + token.text.length <= length; p++)
-        if (from[p] === 1 && literalAt(text, start + p, token.text, span.fold)) to[p + token.text.length] = 1;
+    case 'literal': {
+      const { text: literal } = token;
+      const lead = literal.charCodeAt(0);
+      for (let p = first; p + literal.length <= length; p++)
+        if (
+          from[p] === 1 &&
+          (span.fold !== undefined || text.charCodeAt(start + p) === lead) &&
+          literalAt(text, start + p, literal, span.fold)
+        )
+          to[p + literal.length] = 1;
       break;
-    case 'one':
-      for (let p = 0; p < length; p++) if (from[p] === 1 && text[start + p] !== token.except) to[p + 1] = 1;
+    }
+    case 'one': {
+      const except = token.except.charCodeAt(0);
+      for (let p = first; p < length; p++)
+        if (from[p] === 1 && text.charCodeAt(start + p) !== except) to[p + 1] = 1;
       break;
+    }
     case 'class':
-      for (let p = 0; p < length; p++)
+      for (let p = first; p < length; p++)
         if (from[p] === 1 && token.test(text[start + p] as string)) to[p + 1] = 1;
       break;
-    case 'star':
-      for (let p = 0; p <= length; p++)
-        if (from[p] === 1 || (p > 0 && to[p - 1] === 1 && text[start + p - 1] !== token.except)) to[p] = 1;
+    case 'star': {
+      const except = token.except === undefined ? -1 : token.except.charCodeAt(0);
+      let run = false;
+      for (let p = first; p <= length; p++) {
+        run = from[p] === 1 || (run && text.charCodeAt(start + p - 1) !== except);
+        if (run) to[p] = 1;
+      }
       break;
+    }
     case 'dirs': {
+      const separator = token.separator.charCodeAt(0);
       let seen = false;
-      for (let p = 0; p <= length; p++) {
-        if (from[p] === 1 || (seen && text[start + p - 1] === token.separator)) to[p] = 1;
+      for (let p = first; p <= length; p++) {
+        if (from[p] === 1 || (seen && text.charCodeAt(start + p - 1) === separator)) to[p] = 1;
         if (from[p] === 1) seen = true;
       }
       break;
@@ -264,7 +283,7 @@ function step(token: GlobToken, span: Span, from: Uint8Array): Uint8Array | unde
     case 'alternatives':
       for (const alternative of token.alternatives) {
         const after = advance(alternative, span, from);
-        if (after !== undefined) for (let p = 0; p <= length; p++) if (after[p] === 1) to[p] = 1;
+        if (after !== undefined) for (let p = first; p <= length; p++) if (after[p] === 1) to[p] = 1;
       }
       break;
   }
