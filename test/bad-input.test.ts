@@ -6,7 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { NatsBus, silentLogger, subjects, type Bus } from '@agentmesh/protocol';
+import {
+  NatsBus,
+  TOOL_PATTERN_LIST_MAX,
+  TOOL_PATTERN_MAX_LENGTH,
+  silentLogger,
+  subjects,
+  type Bus,
+} from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
 import { ToolWorker, builtinTools } from '@agentmesh/tool-worker';
 import { Planner } from '@agentmesh/planner';
@@ -126,5 +133,47 @@ describe('bad input on every actor subject (real NATS)', () => {
       ],
     });
     expect(final).toMatchObject({ type: 'run.completed', status: 'done', text: '5', tool_calls: 1 });
+  });
+
+  it('tool globs built to backtrack are answered at once; oversize pattern lists are refused naming the field', async () => {
+    const backtracking = '*'.repeat(40) + 'z';
+    const globbed = await planner.execute({
+      task: 'add',
+      tools: [backtracking, '**'.repeat(30) + 'z', 'math.**'],
+      deferred: [backtracking],
+      always: ['*'.repeat(24) + 'z', 'math.*'],
+      approvals: { auto_approve: [backtracking] },
+      script: [
+        { tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } }] },
+        { text: '5' },
+      ],
+    });
+    expect(globbed).toMatchObject({ type: 'run.completed', status: 'done', tool_calls: 1 });
+    const listed = await ask(s.catalogList, JSON.stringify({ allow: [backtracking, 'math.*'] }));
+    expect(listed).toMatchObject({ tools: [{ name: 'math.calc' }] });
+
+    const tooMany = Array.from({ length: TOOL_PATTERN_LIST_MAX + 1 }, (_, i) => `t${i}.*`);
+    const tooLong = 'a*'.repeat(TOOL_PATTERN_MAX_LENGTH);
+    for (const [request, field] of [
+      [{ tools: tooMany }, /tools: a list of tool patterns must hold at most 256 entries/],
+      [{ deferred: [tooLong] }, /deferred\.0: a tool pattern must be at most 128 characters/],
+      [{ approvals: { require: [tooLong] } }, /approvals\.require\.0: a tool pattern must be at most 128/],
+      [{ stop_after_successful_tools: tooMany }, /stop_after_successful_tools: a list of tool patterns/],
+    ] as const) {
+      const refused = await planner.execute({ task: 'add', ...request, script: [{ text: 'no' }] });
+      expect(refused).toMatchObject({ type: 'run.failed', error: { code: 'invalid_request' } });
+      expect(refused.type === 'run.failed' && refused.error.message).toMatch(field);
+    }
+    const catalogRefusal = await ask(s.catalogList, JSON.stringify({ always: tooMany }));
+    expect(catalogRefusal.error?.message).toMatch(/always: a list of tool patterns must hold at most 256/);
+
+    const after = await planner.execute({
+      task: 'add',
+      script: [
+        { tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 1, op: 'add' } }] },
+        { text: '2' },
+      ],
+    });
+    expect(after).toMatchObject({ type: 'run.completed', status: 'done', text: '2', tool_calls: 1 });
   });
 });

@@ -74,6 +74,17 @@ describe('price table', () => {
       prices.cost(prices.priceOf('openai-compatible', 'llama3.2'), { input_tokens: 5, output_tokens: 5 }),
     ).toBeUndefined();
   });
+
+  it('answers a configured glob built to backtrack against a long requested model id at once', () => {
+    const prices = new PriceTable({ 'openai:*a*a*a*a*a*a*a*a*b': { input_per_mtok: 1, output_per_mtok: 1 } });
+    const started = performance.now();
+    expect(prices.priceOf('openai', 'a'.repeat(5_000))).toBeUndefined();
+    expect(prices.priceOf('openai', 'a'.repeat(5_000) + 'B')).toEqual({
+      input_per_mtok: 1,
+      output_per_mtok: 1,
+    });
+    expect(performance.now() - started).toBeLessThan(100);
+  });
 });
 
 describe('loop detector', () => {

@@ -1,4 +1,4 @@
-import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, compileGlobTokens, type GlobTest } from '@agentmesh/protocol';
 
 /** Resolves after `ms`, or rejects with `cancelled` when the signal aborts first. */
 export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
@@ -48,22 +48,25 @@ export function stableStringify(value: unknown): string {
 }
 
 /** Compiled model globs (they come from configuration and price tables: a few hundred at most). */
-const modelGlobs = new Map<string, RegExp>();
+const modelGlobs = new Map<string, GlobTest>();
 
-/** Matches a model id against a glob where `*` matches any run of characters (case-insensitive). */
+/**
+ * Matches a model id against a glob where `*` matches any run of characters (case-insensitive), without
+ * backtracking: a request's model id, however long, costs at most its length times the glob's.
+ */
 export function modelGlobMatches(glob: string, model: string): boolean {
-  let pattern = modelGlobs.get(glob);
-  if (pattern === undefined) {
-    const source = glob
-      .toLowerCase()
-      .split('*')
-      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
-      .join('.*');
-    pattern = new RegExp(`^${source}$`);
+  let test = modelGlobs.get(glob);
+  if (test === undefined) {
+    test = compileGlobTokens(
+      glob
+        .toLowerCase()
+        .split(/(\*)/)
+        .map((part) => (part === '*' ? { kind: 'star' } : { kind: 'literal', text: part })),
+    );
     if (modelGlobs.size >= 1024) modelGlobs.clear();
-    modelGlobs.set(glob, pattern);
+    modelGlobs.set(glob, test);
   }
-  return pattern.test(model.toLowerCase());
+  return test(model.toLowerCase());
 }
 
 /** Cuts text to at most `maxBytes` UTF-8 bytes, with a visible notice when it had to. */

@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './names.js';
+export * from './glob-match.js';
 export * from './subjects.js';
 export * from './schemas.js';
 export * from './envelope.js';

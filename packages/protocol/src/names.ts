@@ -1,4 +1,5 @@
 import { AgentMeshError, ErrorCode } from './errors.js';
+import { compileGlobTokens, type GlobTest, type GlobToken } from './glob-match.js';
 
 /** Canonical tool names: lowercase dotted segments, at most 64 characters, no `__`. */
 export const TOOL_NAME_PATTERN = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
@@ -47,31 +48,40 @@ export function toolNamespace(name: string): string {
   return dot === -1 ? name : name.slice(0, dot);
 }
 
+/** The longest tool-name pattern a request may carry (`tools`, `deferred`, `always`, `approvals.require`...). */
+export const TOOL_PATTERN_MAX_LENGTH = 128;
+/** The most tool-name patterns one list of a request may hold. */
+export const TOOL_PATTERN_LIST_MAX = 256;
+
 /**
  * Whether a tool name matches an allow-list entry: an exact name, a namespace prefix (`fs` matches `fs.read_file`
- * and `fs.x.y`), or a glob where `*` matches within a segment and `**` across segments.
+ * and `fs.x.y`), or a glob where `*` matches within a segment and `**` across segments. A glob matches without
+ * backtracking: at worst in time proportional to the name's length times the pattern's, whatever the pattern.
  */
 export function matchesToolPattern(name: string, pattern: string): boolean {
   if (pattern === name || pattern === '*' || pattern === '**') return true;
   if (!pattern.includes('*')) return name.startsWith(pattern + '.');
-  return globToRegExp(pattern).test(name);
+  return toolGlob(pattern)(name);
 }
 
-const globCache = new Map<string, RegExp>();
-function globToRegExp(glob: string): RegExp {
-  let re = globCache.get(glob);
-  if (re === undefined) {
-    const source = glob
+const globCache = new Map<string, GlobTest>();
+function toolGlob(glob: string): GlobTest {
+  let test = globCache.get(glob);
+  if (test === undefined) {
+    const tokens = glob
       .split(/(\*\*|\*)/)
-      .map((part) =>
-        part === '**' ? '.*' : part === '*' ? '[^.]*' : part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'),
-      )
-      .join('');
-    re = new RegExp(`^${source}$`);
+      .map((part): GlobToken =>
+        part === '**'
+          ? { kind: 'star' }
+          : part === '*'
+            ? { kind: 'star', except: '.' }
+            : { kind: 'literal', text: part },
+      );
+    test = compileGlobTokens(tokens);
     if (globCache.size > 1024) globCache.clear();
-    globCache.set(glob, re);
+    globCache.set(glob, test);
   }
-  return re;
+  return test;
 }
 
 export function matchesAnyToolPattern(name: string, patterns: readonly string[]): boolean {

@@ -1,6 +1,6 @@
 /** The catalog's requests and replies, and artifact fetches. */
 import { z } from 'zod';
-import { ErrorPayloadSchema, IdentitySchema, SearchStrategySchema } from './common.js';
+import { ErrorPayloadSchema, IdentitySchema, SearchStrategySchema, ToolPatternListSchema } from './common.js';
 import { ToolLoadingSchema, ToolSpecSchema } from './tools.js';
 
 export const CatalogRegisterSchema = z
@@ -39,11 +39,11 @@ export type ToolSummary = z.infer<typeof ToolSummarySchema>;
 
 const catalogScope = {
   /** A run's allow-list: canonical names, namespace prefixes or globs. Absent means every tool. */
-  allow: z.array(z.string()).optional(),
+  allow: ToolPatternListSchema.optional(),
   /** Names or globs made deferred for this request (overrides the spec). */
-  deferred: z.array(z.string()).optional(),
+  deferred: ToolPatternListSchema.optional(),
   /** Names or globs made always-loaded (wins over deferred). */
-  always: z.array(z.string()).optional(),
+  always: ToolPatternListSchema.optional(),
 };
 
 export const CatalogListSchema = z

@@ -1,12 +1,28 @@
 /** Identifiers, identity, errors, providers, limits and usage: the parts every message shares. */
 import { z } from 'zod';
-import { toolNameProblem } from '../names.js';
+import { TOOL_PATTERN_LIST_MAX, TOOL_PATTERN_MAX_LENGTH, toolNameProblem } from '../names.js';
 import { RUN_ID_PATTERN } from '../subjects.js';
 
 export const ToolNameSchema = z.string().superRefine((name, ctx) => {
   const problem = toolNameProblem(name);
   if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
 });
+
+const toolPattern = z
+  .string()
+  .max(TOOL_PATTERN_MAX_LENGTH, `a tool pattern must be at most ${TOOL_PATTERN_MAX_LENGTH} characters`);
+const toolPatternList = (entry: z.ZodString) =>
+  z
+    .array(entry)
+    .max(TOOL_PATTERN_LIST_MAX, `a list of tool patterns must hold at most ${TOOL_PATTERN_LIST_MAX} entries`);
+
+/**
+ * A list of tool-name patterns (names, namespace prefixes, globs) as a request carries them: at most
+ * {@link TOOL_PATTERN_LIST_MAX} entries of at most {@link TOOL_PATTERN_MAX_LENGTH} characters.
+ */
+export const ToolPatternListSchema = toolPatternList(toolPattern);
+/** {@link ToolPatternListSchema} whose entries must not be empty. */
+export const NonEmptyToolPatternListSchema = toolPatternList(toolPattern.min(1));
 
 export const RunIdSchema = z
   .string()

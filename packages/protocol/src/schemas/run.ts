@@ -2,9 +2,15 @@
 import { z } from 'zod';
 import {
   IdentitySchema,
+  NonEmptyToolPatternListSchema,
   ProviderKindSchema,
   RunIdSchema,
+<<<<<<< HEAD
   PartialRunLimitsSchema,
+=======
+  RunLimitsSchema,
+  ToolPatternListSchema,
+>>>>>>> sec-globs
   ToolSearchStrategySchema,
 } from './common.js';
 
@@ -35,8 +41,8 @@ export type ScriptedTurn = z.infer<typeof ScriptedTurnSchema>;
 /** Per-run approval policy: adds requirements to the configured `approvals:` (never removes them). */
 export const RunApprovalsSchema = z
   .object({
-    require: z.array(z.string().min(1)).optional(),
-    auto_approve: z.array(z.string().min(1)).optional(),
+    require: NonEmptyToolPatternListSchema.optional(),
+    auto_approve: NonEmptyToolPatternListSchema.optional(),
     timeout_ms: z.number().int().min(0).optional(),
   })
   .strict();
@@ -49,11 +55,16 @@ export const SessionIdSchema = z
   .max(128, 'session id must be at most 128 characters')
   .regex(/^[A-Za-z0-9._-]+$/, 'session id may only contain A-Z a-z 0-9 . _ -');
 
+/** The longest `daemon.watch_paths` glob. */
+export const WATCH_PATH_MAX_LENGTH = 512;
+/** The most `daemon.watch_paths` globs one daemon may watch. */
+export const WATCH_PATHS_MAX = 32;
+
 /** A `watch_paths` glob: relative to the workspace root, never absolute, never through `..`. */
 export const WatchGlobSchema = z
   .string()
   .min(1)
-  .max(512)
+  .max(WATCH_PATH_MAX_LENGTH, `a watch path must be at most ${WATCH_PATH_MAX_LENGTH} characters`)
   .refine(
     (g) => !g.startsWith('/') && !g.includes('\\'),
     'a watch path is relative to the workspace root (no leading "/" or "\\")',
@@ -68,14 +79,20 @@ export const RunRequestSchema = z
     provider: ProviderKindSchema.optional(),
     model: z.string().min(1).optional(),
     base_url: z.string().url().optional(),
-    tools: z.array(z.string().min(1)).optional(),
+    tools: NonEmptyToolPatternListSchema.optional(),
     tool_search: ToolSearchStrategySchema.optional(),
+<<<<<<< HEAD
     deferred: z.array(z.string().min(1)).optional(),
     always: z.array(z.string().min(1)).optional(),
     limits: PartialRunLimitsSchema.optional(),
+=======
+    deferred: NonEmptyToolPatternListSchema.optional(),
+    always: NonEmptyToolPatternListSchema.optional(),
+    limits: RunLimitsSchema.partial().optional(),
+>>>>>>> sec-globs
     identity: IdentitySchema.optional(),
-    require_successful_tools: z.array(z.string()).optional(),
-    stop_after_successful_tools: z.array(z.string()).optional(),
+    require_successful_tools: ToolPatternListSchema.optional(),
+    stop_after_successful_tools: ToolPatternListSchema.optional(),
     tool_retries: z.number().int().min(0).max(10).optional(),
     script: z.array(ScriptedTurnSchema).optional(),
     metadata: z.record(z.string(), z.unknown()).optional(),
@@ -111,7 +128,11 @@ export const RunRequestSchema = z
          * Globs relative to the workspace root (`src/**`, `*.md`) that workers with a workspace watch for this daemon,
          * publishing debounced `{kind: "file_changed", paths}` triggers.
          */
-        watch_paths: z.array(WatchGlobSchema).min(1).max(32).optional(),
+        watch_paths: z
+          .array(WatchGlobSchema)
+          .min(1)
+          .max(WATCH_PATHS_MAX, `a daemon watches at most ${WATCH_PATHS_MAX} paths`)
+          .optional(),
       })
       .strict()
       .optional(),
@@ -166,7 +187,7 @@ export type RunWaiting = z.infer<typeof RunWaitingSchema>;
 export const DaemonWatchSchema = z
   .object({
     run_id: z.string().min(1).max(256),
-    paths: z.array(WatchGlobSchema).max(32),
+    paths: z.array(WatchGlobSchema).max(WATCH_PATHS_MAX),
     ttl_ms: z.number().int().min(0).max(3_600_000),
   })
   .strict();

@@ -27,6 +27,17 @@ describe('MCP configuration', () => {
     expect(mcpToolPolicy('get-sum', server)).toEqual({ read_only: true, timeout_ms: 100 });
   });
 
+  it('answers allow / deny globs built to backtrack at once, whatever a server names its tools', () => {
+    const server = parseMcpConfig({
+      servers: { s: { command: 'x', tools: { allow: ['*a*a*a*a*a*a*a*a*b', 'ok_?'] } } },
+    }).servers['s']!;
+    const started = performance.now();
+    expect(isMcpToolSelected('a'.repeat(5_000), server)).toBe(false);
+    expect(isMcpToolSelected('a'.repeat(5_000) + 'B', server)).toBe(true);
+    expect(isMcpToolSelected('OK_1', server)).toBe(true);
+    expect(performance.now() - started).toBeLessThan(100);
+  });
+
   it('names the key of a bad server entry', () => {
     expect(() => parseMcpConfig({ servers: { a: {} } })).toThrow(/servers\.a.*exactly one of "command"/);
     expect(() => parseMcpConfig({ servers: { a: { url: 'http://x', args: ['y'] } } })).toThrow(

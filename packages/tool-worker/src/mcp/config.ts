@@ -1,5 +1,12 @@
 import { z } from 'zod';
-import { AgentMeshError, ErrorCode, describeZodError } from '@agentmesh/protocol';
+import {
+  AgentMeshError,
+  ErrorCode,
+  compileGlobTokens,
+  describeZodError,
+  type GlobTest,
+  type GlobToken,
+} from '@agentmesh/protocol';
 
 /** Per-tool overrides for the tools of one MCP server, keyed by a glob over the server's own tool names. */
 export const McpToolPolicySchema = z
@@ -80,26 +87,40 @@ export function substituteEnv(text: string, server: string, env: NodeJS.ProcessE
   });
 }
 
-function globRegExp(glob: string): RegExp {
-  const body = glob
-    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-    .replaceAll('*', '.*')
-    .replaceAll('?', '.');
-  return new RegExp(`^${body}$`, 'i');
+const serverToolGlobs = new Map<string, GlobTest>();
+
+/** `*` any run, `?` any one character, case-insensitive; matched without backtracking. */
+function globTest(glob: string): GlobTest {
+  let test = serverToolGlobs.get(glob);
+  if (test === undefined) {
+    const tokens = glob
+      .split(/([*?])/)
+      .map((part): GlobToken =>
+        part === '*'
+          ? { kind: 'star' }
+          : part === '?'
+            ? { kind: 'one', except: '\n' }
+            : { kind: 'literal', text: part },
+      );
+    test = compileGlobTokens(tokens, { caseInsensitive: true });
+    if (serverToolGlobs.size >= 1024) serverToolGlobs.clear();
+    serverToolGlobs.set(glob, test);
+  }
+  return test;
 }
 
 /** Whether a server's tool (its own name) passes `tools.allow` (default every tool) and `tools.deny`. */
 export function isMcpToolSelected(tool: string, server: McpServerConfig): boolean {
   const allow = server.tools?.allow;
   const deny = server.tools?.deny ?? [];
-  if (allow !== undefined && !allow.some((g) => globRegExp(g).test(tool))) return false;
-  return !deny.some((g) => globRegExp(g).test(tool));
+  if (allow !== undefined && !allow.some((g) => globTest(g)(tool))) return false;
+  return !deny.some((g) => globTest(g)(tool));
 }
 
 /** The policies whose glob matches a tool, merged in the order written (later keys win field by field). */
 export function mcpToolPolicy(tool: string, server: McpServerConfig): McpToolPolicy {
   let merged: McpToolPolicy = {};
   for (const [glob, policy] of Object.entries(server.tool_policies ?? {}))
-    if (globRegExp(glob).test(tool)) merged = { ...merged, ...policy };
+    if (globTest(glob)(tool)) merged = { ...merged, ...policy };
   return merged;
 }

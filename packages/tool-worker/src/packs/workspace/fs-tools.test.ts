@@ -226,4 +226,48 @@ describe('path rules and globs', () => {
     expect(compileGlob('.env*', { caseInsensitive: true }).matches('.ENV.local')).toBe(true);
     expect(compileGlob('a?c').matches('abc')).toBe(true);
   });
+
+  it('keeps the dialect: "**/" is zero or more folders, {a,b} nests, [...] and [!...] are classes', () => {
+    expect(compileGlob('**/*.ts').matches('a.ts')).toBe(true);
+    expect(compileGlob('src/**').matches('src/a/b/c.md')).toBe(true);
+    expect(compileGlob('src/**/b/*.ts').matches('src/b/x.ts')).toBe(true);
+    expect(compileGlob('src/**/b/*.ts').matches('src/a/c/b/x.ts')).toBe(true);
+    expect(compileGlob('src/**/b/*.ts').matches('src/ab/x.ts')).toBe(false);
+    expect(compileGlob('{src/{a,b},lib}/*.js').matches('src/b/x.js')).toBe(true);
+    expect(compileGlob('{src/{a,b},lib}/*.js').matches('src/c/x.js')).toBe(false);
+    expect(compileGlob('*.{ts,}').matches('notes.')).toBe(true);
+    expect(compileGlob('[a-c]?.md').matches('bx.md')).toBe(true);
+    expect(compileGlob('[!a-c]?.md').matches('bx.md')).toBe(false);
+    expect(compileGlob('[A-C]*.MD', { caseInsensitive: true }).matches('docs/bx.md')).toBe(true);
+    expect(compileGlob('a?c').matches('a/c')).toBe(false);
+    expect(() => compileGlob('{a,b')).toThrow(/unclosed/);
+  });
+
+  const deepPath = Array.from({ length: 60 }, () => 'a').join('/');
+  it.each([
+    ['"**/" 40 times then "z"', '**/'.repeat(40) + 'z', deepPath, deepPath + '/z'],
+    ['"**" 40 times then "z"', '**'.repeat(40) + 'z', 'a'.repeat(4000), 'a'.repeat(4000) + 'z'],
+    ['"*a" 60 times then "!"', '*a'.repeat(60) + '!', 'a'.repeat(300), 'a'.repeat(300) + '!'],
+    ['"{a,a}" 40 times then "b"', '{a,a}'.repeat(40) + 'b', 'a'.repeat(60), 'a'.repeat(40) + 'b'],
+    [
+      'nested {a,{a,...}} then "b"',
+      '{a,'.repeat(40) + 'a' + '}'.repeat(40) + '*'.repeat(10) + 'b',
+      'a'.repeat(60),
+      'ab',
+    ],
+    [
+      '"{*,**/}" 30 times then "z"',
+      '{*a,**/}'.repeat(30) + 'z',
+      'a/'.repeat(40) + 'a',
+      'a/'.repeat(40) + 'z',
+    ],
+  ])('answers a backtracking glob (%s) at once', (_label, pattern, missing, matching) => {
+    for (const caseInsensitive of [false, true]) {
+      const started = performance.now();
+      const glob = compileGlob(pattern, { caseInsensitive });
+      expect(glob.matches(missing)).toBe(false);
+      expect(glob.matches(matching)).toBe(true);
+      expect(performance.now() - started).toBeLessThan(100);
+    }
+  });
 });

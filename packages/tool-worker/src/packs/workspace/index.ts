@@ -9,3 +9,4 @@ export {
 } from './options.js';
 export { BoundaryRule } from './errors.js';
 export { GIT_READ_SUBCOMMANDS } from './git-options.js';
+export { compileGlob, type GlobMatcher } from './glob.js';
