@@ -5,12 +5,8 @@ import {
   NonEmptyToolPatternListSchema,
   ProviderKindSchema,
   RunIdSchema,
-<<<<<<< HEAD
   PartialRunLimitsSchema,
-=======
-  RunLimitsSchema,
   ToolPatternListSchema,
->>>>>>> sec-globs
   ToolSearchStrategySchema,
 } from './common.js';
 
@@ -81,15 +77,9 @@ export const RunRequestSchema = z
     base_url: z.string().url().optional(),
     tools: NonEmptyToolPatternListSchema.optional(),
     tool_search: ToolSearchStrategySchema.optional(),
-<<<<<<< HEAD
-    deferred: z.array(z.string().min(1)).optional(),
-    always: z.array(z.string().min(1)).optional(),
-    limits: PartialRunLimitsSchema.optional(),
-=======
     deferred: NonEmptyToolPatternListSchema.optional(),
     always: NonEmptyToolPatternListSchema.optional(),
-    limits: RunLimitsSchema.partial().optional(),
->>>>>>> sec-globs
+    limits: PartialRunLimitsSchema.optional(),
     identity: IdentitySchema.optional(),
     require_successful_tools: ToolPatternListSchema.optional(),
     stop_after_successful_tools: ToolPatternListSchema.optional(),
