@@ -4,6 +4,8 @@ export * from './subjects.js';
 export * from './schemas.js';
 export * from './envelope.js';
 export * from './codec.js';
+export * from './output-schema.js';
+export * from './output-validator.js';
 export * from './rpc.js';
 export * from './logger.js';
 export * from './jetstream.js';

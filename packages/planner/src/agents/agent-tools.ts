@@ -1,4 +1,5 @@
 import {
+  OutputSchemaSchema,
   RunLimitsSchema,
   ScriptedTurnSchema,
   ToolSpecSchema,
@@ -30,7 +31,7 @@ export const ChildArgsSchema = z
     tools: z.array(z.string().min(1)).optional(),
     system: z.string().optional(),
     limits: RunLimitsSchema.partial().optional(),
-    output_schema: z.record(z.string(), z.unknown()).optional(),
+    output_schema: OutputSchemaSchema.optional(),
     script: z.array(ScriptedTurnSchema).optional(),
   })
   .strict();
