@@ -93,12 +93,15 @@ function inspectOutputSchema(
   schema: Record<string, unknown>,
 ): PreparedOutputSchema | { refusal: OutputSchemaRefusal } {
   try {
-    const prepared = subschema(schema, '#', 1, true) as Record<string, unknown>;
+    const prepared = subschema(schema, []) as Record<string, unknown>;
     const bytes = Buffer.byteLength(JSON.stringify(schema));
     if (bytes > OUTPUT_SCHEMA_MAX_BYTES)
-      refuse('too_large', '#', `the schema is ${bytes} bytes, more than OUTPUT_SCHEMA_MAX_BYTES (${OUTPUT_SCHEMA_MAX_BYTES})`, {
-        limit: OUTPUT_SCHEMA_MAX_BYTES,
-      });
+      refuse(
+        'too_large',
+        [],
+        `the schema is ${bytes} bytes, more than OUTPUT_SCHEMA_MAX_BYTES (${OUTPUT_SCHEMA_MAX_BYTES})`,
+        { limit: OUTPUT_SCHEMA_MAX_BYTES },
+      );
     return { schema: prepared, text: JSON.stringify(prepared) };
   } catch (error) {
     if (error instanceof Refused) return { refusal: error.refusal };
@@ -106,30 +109,30 @@ function inspectOutputSchema(
   }
 }
 
-function subschema(value: unknown, path: string, depth: number, root = false): unknown {
+/**
+ * A checked copy of the subschema at `trail` (the keys leading to it; its depth is their count plus one), with
+ * sorted keys and its cost set. `trail` is a stack the walk pushes to and pops from.
+ */
+function subschema(value: unknown, trail: string[]): unknown {
   if (typeof value !== 'object' || value === null) return value;
-  within(depth, path);
-  if (Array.isArray(value)) return value.map((item, i) => subschema(item, `${path}/${i}`, depth + 1));
+  within(trail);
+  if (Array.isArray(value)) return value.map((item, i) => nested(trail, String(i), () => subschema(item, trail)));
   const node = value as Record<string, unknown>;
+  const root = trail.length === 0;
   const out: Record<string, unknown> = {};
   const cost: SubschemaCost = { w: 1 };
   for (const key of Object.keys(node).sort()) {
     const item = node[key];
-    const at = `${path}/${pointerToken(key)}`;
-    refuseKeyword(key, item, path, root);
+    refuseKeyword(key, item, trail);
     if (root && RESOURCE_KEYWORDS.has(key)) continue;
     if (DATA_KEYWORDS.has(key)) {
-      const nodes = dataNodes(item, at, depth + 1);
+      const nodes = nested(trail, key, () => dataNodes(item, trail));
       if (CHECKED_DATA.has(key)) cost.w += nodes;
       out[key] = item;
     } else if (SCHEMA_MAPS.has(key) && isRecord(item)) {
-      within(depth + 1, at);
       if (key === 'properties') cost.w += Object.keys(item).length;
-      const map: Record<string, unknown> = {};
-      for (const name of Object.keys(item).sort())
-        map[name] = subschema(item[name], `${at}/${pointerToken(name)}`, depth + 2);
-      out[key] = map;
-    } else out[key] = subschema(item, at, depth + 1);
+      out[key] = nested(trail, key, () => schemaMap(item, trail));
+    } else out[key] = nested(trail, key, () => subschema(item, trail));
     if (STRING_LENGTH_KEYWORDS.has(key)) cost.s = 1;
   }
   if (node['uniqueItems'] === true && !scalarItems(node['items'])) cost.u = 1;
@@ -137,46 +140,64 @@ function subschema(value: unknown, path: string, depth: number, root = false): u
   return out;
 }
 
-function refuseKeyword(key: string, value: unknown, path: string, root: boolean): void {
+/** A map of names to subschemas (`properties`, `$defs`...): the names are not keywords. */
+function schemaMap(map: Record<string, unknown>, trail: string[]): Record<string, unknown> {
+  within(trail);
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(map).sort()) out[name] = nested(trail, name, () => subschema(map[name], trail));
+  return out;
+}
+
+function nested<T>(trail: string[], key: string, walk: () => T): T {
+  trail.push(key);
+  try {
+    return walk();
+  } finally {
+    trail.pop();
+  }
+}
+
+function refuseKeyword(key: string, value: unknown, trail: string[]): void {
   if (OUTPUT_SCHEMA_REFUSED_KEYWORDS.includes(key) || (key === 'format' && value === 'regex'))
     refuse(
       'refused_keyword',
-      path,
-      `keyword ${key === 'format' ? '"format": "regex"' : `"${key}"`} at ${path} is refused: it runs a regular ` +
-        'expression of the request on the answer, which can take hours (no linear-time regex engine is available)',
+      trail,
+      `keyword ${key === 'format' ? '"format": "regex"' : `"${key}"`} at ${pointer(trail)} is refused: it runs a ` +
+        'regular expression of the request on the answer, which can take hours (no linear-time regex engine is available)',
       { keyword: key },
     );
   if (REF_KEYWORDS.has(key) && (typeof value !== 'string' || !value.startsWith('#')))
     refuse(
       'remote_ref',
-      path,
-      `"${key}": ${JSON.stringify(value)} at ${path} is refused: only references inside the schema (starting with "#") are allowed`,
+      trail,
+      `"${key}": ${JSON.stringify(value)} at ${pointer(trail)} is refused: only references inside the schema ` +
+        '(starting with "#") are allowed',
       { keyword: key },
     );
-  if (!root && RESOURCE_KEYWORDS.has(key))
+  if (trail.length > 0 && RESOURCE_KEYWORDS.has(key))
     refuse(
       'nested_resource',
-      path,
-      `"${key}" at ${path} is refused: only the root may carry $id or $schema (both are ignored there)`,
+      trail,
+      `"${key}" at ${pointer(trail)} is refused: only the root may carry $id or $schema (both are ignored there)`,
       { keyword: key },
     );
 }
 
-function dataNodes(value: unknown, path: string, depth: number): number {
+function dataNodes(value: unknown, trail: string[]): number {
   if (typeof value !== 'object' || value === null) return 1;
-  within(depth, path);
+  within(trail);
   let nodes = 1;
-  for (const [key, item] of Object.entries(value))
-    nodes += dataNodes(item, `${path}/${pointerToken(key)}`, depth + 1);
+  for (const [key, item] of Object.entries(value)) nodes += nested(trail, key, () => dataNodes(item, trail));
   return nodes;
 }
 
-function within(depth: number, path: string): void {
-  if (depth > OUTPUT_SCHEMA_MAX_DEPTH)
+function within(trail: string[]): void {
+  if (trail.length >= OUTPUT_SCHEMA_MAX_DEPTH)
     refuse(
       'too_deep',
-      path,
-      `the schema is nested deeper than OUTPUT_SCHEMA_MAX_DEPTH (${OUTPUT_SCHEMA_MAX_DEPTH} levels of objects and arrays) at ${path}`,
+      trail,
+      `the schema is nested deeper than OUTPUT_SCHEMA_MAX_DEPTH (${OUTPUT_SCHEMA_MAX_DEPTH} levels of objects and ` +
+        `arrays) at ${pointer(trail)}`,
       { limit: OUTPUT_SCHEMA_MAX_DEPTH },
     );
 }
@@ -191,15 +212,16 @@ function scalarItems(items: unknown): boolean {
 
 function refuse(
   reason: OutputSchemaRefusal['reason'],
-  path: string,
+  trail: readonly string[],
   message: string,
   extra: { keyword?: string; limit?: number },
 ): never {
-  throw new Refused({ reason, message, path, ...extra });
+  throw new Refused({ reason, message, path: pointer(trail), ...extra });
 }
 
-function pointerToken(key: string): string {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
+/** The JSON Pointer (as a URI fragment, `#` alone for the root) of the keys in `trail`. */
+function pointer(trail: readonly string[]): string {
+  return ['#', ...trail.map((key) => key.replaceAll('~', '~0').replaceAll('/', '~1'))].join('/');
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
