@@ -6,7 +6,8 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { compileOutputSchema, outputSchemaRefusal } from '@agentmesh/protocol';
 import { figure } from './lib.mjs';
 
-export const title = 'output_schema: intake check, compile and validate per run (new isolated path vs old shared ajv)';
+export const title =
+  'output_schema: intake check, compile and validate per run (new isolated path vs old shared ajv)';
 
 /** The old path, as it was in packages/planner/src/agents/structured-output.ts. */
 let sharedAjv;

@@ -187,7 +187,9 @@ describe('structured output, provider independent', () => {
     });
     expect(performance.now() - started).toBeLessThan(100);
     expect(final).toMatchObject({ type: 'run.failed', error: { code: 'invalid_request' } });
-    expect(final.type === 'run.failed' && final.error.message).toMatch(/output_schema: keyword "pattern" at #/);
+    expect(final.type === 'run.failed' && final.error.message).toMatch(
+      /output_schema: keyword "pattern" at #/,
+    );
   });
 
   it('validates two runs whose schemas share an $id each against its own schema', async () => {

@@ -38,7 +38,9 @@ describe('output_schema limits', () => {
       properties: { tags: { type: 'object', patternProperties: { '^(a+)+$': { type: 'string' } } } },
     });
     expect(deep.details).toMatchObject({ keyword: 'patternProperties', path: '#/properties/tags' });
-    expect(deep.message).toMatch(/^output_schema: keyword "patternProperties" at #\/properties\/tags is refused/);
+    expect(deep.message).toMatch(
+      /^output_schema: keyword "patternProperties" at #\/properties\/tags is refused/,
+    );
     const format = refusalOf({ type: 'array', items: { type: 'string', format: 'regex' } });
     expect(format.details).toMatchObject({ keyword: 'format', path: '#/items' });
     expect(format.message).toContain('"format": "regex" at #/items');
@@ -47,7 +49,10 @@ describe('output_schema limits', () => {
   it('accepts those words where they are names or values, not keywords', () => {
     const schema = {
       type: 'object',
-      properties: { pattern: { type: 'string', format: 'date' }, format: { enum: ['regex', { pattern: 'x' }] } },
+      properties: {
+        pattern: { type: 'string', format: 'date' },
+        format: { enum: ['regex', { pattern: 'x' }] },
+      },
       required: ['pattern'],
     };
     expect(outputSchemaRefusal(schema)).toBeUndefined();
@@ -63,13 +68,15 @@ describe('output_schema limits', () => {
       reason: 'remote_ref',
       path: '#/properties/a',
     });
-    expect(refusalOf({ properties: { a: { $id: 'https://example.test/a', type: 'string' } } }).details).toMatchObject(
-      { reason: 'nested_resource', keyword: '$id', path: '#/properties/a' },
-    );
+    expect(
+      refusalOf({ properties: { a: { $id: 'https://example.test/a', type: 'string' } } }).details,
+    ).toMatchObject({ reason: 'nested_resource', keyword: '$id', path: '#/properties/a' });
     const local = {
       $schema: 'https://json-schema.org/draft/2020-12/schema',
       $id: 'https://example.test/tree',
-      $defs: { node: { type: 'object', properties: { kids: { type: 'array', items: { $ref: '#/$defs/node' } } } } },
+      $defs: {
+        node: { type: 'object', properties: { kids: { type: 'array', items: { $ref: '#/$defs/node' } } } },
+      },
       $ref: '#/$defs/node',
     };
     expect(compileOutputSchema(local)({ kids: [{ kids: [] }] })).toBeUndefined();
@@ -87,9 +94,15 @@ describe('output_schema limits', () => {
   });
 
   it('is checked by the RunRequest schema, so a refused output_schema never reaches a planner', () => {
-    const parsed = RunRequestSchema.safeParse({ task: 'x', output_schema: { type: 'string', pattern: '^(a+)+$' } });
+    const parsed = RunRequestSchema.safeParse({
+      task: 'x',
+      output_schema: { type: 'string', pattern: '^(a+)+$' },
+    });
     expect(parsed.success).toBe(false);
-    expect(parsed.error?.issues[0]).toMatchObject({ path: ['output_schema'], message: /keyword "pattern" at #/ });
+    expect(parsed.error?.issues[0]).toMatchObject({
+      path: ['output_schema'],
+      message: /keyword "pattern" at #/,
+    });
     expect(OutputSchemaSchema.safeParse({ type: 'object' }).success).toBe(true);
   });
 });
@@ -97,23 +110,44 @@ describe('output_schema limits', () => {
 describe('compileOutputSchema', () => {
   it('keeps two schemas with the same $id apart: each validates against its own', () => {
     const id = 'https://example.test/answer';
-    const first = compileOutputSchema({ $id: id, type: 'object', properties: { a: { type: 'string' } }, required: ['a'] });
+    const first = compileOutputSchema({
+      $id: id,
+      type: 'object',
+      properties: { a: { type: 'string' } },
+      required: ['a'],
+    });
     expect(first({ a: 'x' })).toBeUndefined();
-    const second = compileOutputSchema({ $id: id, type: 'object', properties: { b: { type: 'number' } }, required: ['b'] });
+    const second = compileOutputSchema({
+      $id: id,
+      type: 'object',
+      properties: { b: { type: 'number' } },
+      required: ['b'],
+    });
     expect(second({ b: 1 })).toBeUndefined();
     expect(second({ a: 'x' })).toMatchObject([{ keyword: 'required', params: { missingProperty: 'b' } }]);
   });
 
   it('keys compiled validators by the canonical text of the schema', () => {
-    const one = compileOutputSchema({ type: 'object', required: ['a'], properties: { a: { type: 'string' } } });
-    const same = compileOutputSchema({ properties: { a: { type: 'string' } }, required: ['a'], type: 'object' });
+    const one = compileOutputSchema({
+      type: 'object',
+      required: ['a'],
+      properties: { a: { type: 'string' } },
+    });
+    const same = compileOutputSchema({
+      properties: { a: { type: 'string' } },
+      required: ['a'],
+      type: 'object',
+    });
     expect(same).toBe(one);
-    expect(prepareOutputSchema({ $id: 'https://example.test/x', type: 'string' }).schema).not.toHaveProperty('$id');
+    expect(prepareOutputSchema({ $id: 'https://example.test/x', type: 'string' }).schema).not.toHaveProperty(
+      '$id',
+    );
   });
 
   it('stops an answer whose validation would take too long with invalid_output', () => {
     const defs: Record<string, unknown> = { a40: { type: 'string' } };
-    for (let i = 0; i < 40; i++) defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+    for (let i = 0; i < 40; i++)
+      defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
     const doubling = compileOutputSchema({ $defs: defs, $ref: '#/$defs/a0' });
     const started = performance.now();
     expect(() => doubling('x')).toThrow(`more than OUTPUT_SCHEMA_MAX_STEPS (${OUTPUT_SCHEMA_MAX_STEPS})`);
@@ -121,6 +155,8 @@ describe('compileOutputSchema', () => {
     const unique = compileOutputSchema({ type: 'array', uniqueItems: true });
     const answer = Array.from({ length: 5_000 }, () => ({}));
     expect(() => unique(answer)).toThrow(expect.objectContaining({ code: 'invalid_output' }));
-    expect(compileOutputSchema({ type: 'array', items: { type: 'string' }, uniqueItems: true })(['a', 'b'])).toBeUndefined();
+    expect(
+      compileOutputSchema({ type: 'array', items: { type: 'string' }, uniqueItems: true })(['a', 'b']),
+    ).toBeUndefined();
   });
 });

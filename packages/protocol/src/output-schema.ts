@@ -52,7 +52,13 @@ const DATA_KEYWORDS: ReadonlySet<string> = new Set([
   '$comment',
 ]);
 const CHECKED_DATA: ReadonlySet<string> = new Set(['enum', 'const', 'required', 'dependentRequired']);
-const SCHEMA_MAPS: ReadonlySet<string> = new Set(['properties', '$defs', 'definitions', 'dependentSchemas', 'dependencies']);
+const SCHEMA_MAPS: ReadonlySet<string> = new Set([
+  'properties',
+  '$defs',
+  'definitions',
+  'dependentSchemas',
+  'dependencies',
+]);
 const STRING_LENGTH_KEYWORDS: ReadonlySet<string> = new Set(['minLength', 'maxLength']);
 
 class Refused extends Error {
@@ -116,7 +122,8 @@ function inspectOutputSchema(
 function subschema(value: unknown, trail: string[]): unknown {
   if (typeof value !== 'object' || value === null) return value;
   within(trail);
-  if (Array.isArray(value)) return value.map((item, i) => nested(trail, String(i), () => subschema(item, trail)));
+  if (Array.isArray(value))
+    return value.map((item, i) => nested(trail, String(i), () => subschema(item, trail)));
   const node = value as Record<string, unknown>;
   const root = trail.length === 0;
   const out: Record<string, unknown> = {};
@@ -144,7 +151,8 @@ function subschema(value: unknown, trail: string[]): unknown {
 function schemaMap(map: Record<string, unknown>, trail: string[]): Record<string, unknown> {
   within(trail);
   const out: Record<string, unknown> = {};
-  for (const name of Object.keys(map).sort()) out[name] = nested(trail, name, () => subschema(map[name], trail));
+  for (const name of Object.keys(map).sort())
+    out[name] = nested(trail, name, () => subschema(map[name], trail));
   return out;
 }
 
