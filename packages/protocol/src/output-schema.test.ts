@@ -7,7 +7,11 @@ import {
   outputSchemaRefusal,
   prepareOutputSchema,
 } from './output-schema.js';
-import { OUTPUT_SCHEMA_MAX_STEPS, compileOutputSchema } from './output-validator.js';
+import {
+  OUTPUT_SCHEMA_MAX_STEPS,
+  OUTPUT_VALIDATOR_CACHE_SIZE,
+  compileOutputSchema,
+} from './output-validator.js';
 import { RunRequestSchema } from './schemas/run.js';
 
 function refusalOf(schema: Record<string, unknown>): AgentMeshError {
@@ -127,7 +131,7 @@ describe('compileOutputSchema', () => {
     expect(second({ a: 'x' })).toMatchObject([{ keyword: 'required', params: { missingProperty: 'b' } }]);
   });
 
-  it('keys compiled validators by the canonical text of the schema', () => {
+  it('keys compiled validators by the canonical text of the schema, keeping a bounded number', () => {
     const one = compileOutputSchema({
       type: 'object',
       required: ['a'],
@@ -139,6 +143,11 @@ describe('compileOutputSchema', () => {
       type: 'object',
     });
     expect(same).toBe(one);
+    for (let i = 0; i < OUTPUT_VALIDATOR_CACHE_SIZE; i++)
+      compileOutputSchema({ type: 'string', description: `n${i}` });
+    expect(
+      compileOutputSchema({ type: 'object', required: ['a'], properties: { a: { type: 'string' } } }),
+    ).not.toBe(one);
     expect(prepareOutputSchema({ $id: 'https://example.test/x', type: 'string' }).schema).not.toHaveProperty(
       '$id',
     );

@@ -75,11 +75,13 @@ class Refused extends Error {
  */
 export function prepareOutputSchema(schema: Record<string, unknown>): PreparedOutputSchema {
   const outcome = inspectOutputSchema(schema);
-  if ('refusal' in outcome)
-    throw new AgentMeshError(ErrorCode.InvalidRequest, `output_schema: ${outcome.refusal.message}`, {
+  if ('refusal' in outcome) {
+    const { message, ...details } = outcome.refusal;
+    throw new AgentMeshError(ErrorCode.InvalidRequest, `output_schema: ${message}`, {
       retryable: false,
-      details: { field: 'output_schema', ...outcome.refusal },
+      details: { field: 'output_schema', ...details },
     });
+  }
   return outcome;
 }
 

@@ -15,11 +15,14 @@ import {
 export const OUTPUT_SCHEMA_MAX_STEPS = 1_000_000;
 /** Compiled output schemas a process keeps (each in its own ajv), the least recently used dropped first. */
 export const OUTPUT_VALIDATOR_CACHE_SIZE = 128;
+/** The most schema text (characters, summed over the kept schemas) the compiled-schema cache holds. */
+export const OUTPUT_VALIDATOR_CACHE_BYTES = 2 * 1024 * 1024;
 
 /** Validates an answer: undefined when it matches, else ajv's errors. Throws `invalid_output` past the step budget. */
 export type OutputValidator = (value: unknown) => readonly ErrorObject[] | undefined;
 
 const validators = new Map<string, OutputValidator>();
+let cachedBytes = 0;
 let metaChecker: Ajv2020 | undefined;
 
 class OverBudget extends Error {}
@@ -27,7 +30,8 @@ class OverBudget extends Error {}
 /**
  * The validator of an `output_schema`, after {@link prepareOutputSchema}'s checks. Each schema is compiled in an ajv
  * of its own, so no `$id`, anchor or cached schema is shared between runs or tenants; compiled validators are kept
- * by the schema's canonical text, at most {@link OUTPUT_VALIDATOR_CACHE_SIZE}. A schema that is not valid JSON
+ * by the schema's canonical text, at most {@link OUTPUT_VALIDATOR_CACHE_SIZE} of them and
+ * {@link OUTPUT_VALIDATOR_CACHE_BYTES} of text. A schema that is not valid JSON
  * Schema (draft 2020-12) is `invalid_request` naming `output_schema`.
  */
 export function compileOutputSchema(schema: Record<string, unknown>): OutputValidator {
@@ -39,9 +43,22 @@ export function compileOutputSchema(schema: Record<string, unknown>): OutputVali
     return cached;
   }
   const validator = compileIsolated(prepared);
-  if (validators.size >= OUTPUT_VALIDATOR_CACHE_SIZE) validators.delete(validators.keys().next().value!);
-  validators.set(prepared.text, validator);
+  keep(prepared.text, validator);
   return validator;
+}
+
+function keep(text: string, validator: OutputValidator): void {
+  for (const oldest of validators.keys()) {
+    if (
+      validators.size < OUTPUT_VALIDATOR_CACHE_SIZE &&
+      cachedBytes + text.length <= OUTPUT_VALIDATOR_CACHE_BYTES
+    )
+      break;
+    validators.delete(oldest);
+    cachedBytes -= oldest.length;
+  }
+  validators.set(text, validator);
+  cachedBytes += text.length;
 }
 
 function compileIsolated(prepared: PreparedOutputSchema): OutputValidator {
