@@ -40,67 +40,60 @@ function schemaOf(tag) {
 }
 const answer = { sum: 5, note: 'added 2 and 3', tags: ['math'], status: 'ok' };
 
-/** us per call of `fn(i)`, best of 3 rounds of `n` calls. */
-function usPerCall(fn, n) {
-  let best = Infinity;
+/** us per call of `fn(i)` for each of `fns`, best of 5 rounds of `n` calls, the rounds of all `fns` interleaved. */
+function usPerCall(fns, n) {
+  const best = fns.map(() => Infinity);
   let offset = 0;
-  for (let round = 0; round < 3; round++) {
-    const start = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) if (fn(offset + i) !== true) throw new Error('the answer did not validate');
-    best = Math.min(best, Number(process.hrtime.bigint() - start) / n / 1000);
+  for (let round = 0; round < 5; round++) {
+    fns.forEach((fn, k) => {
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < n; i++) if (fn(offset + i) !== true) throw new Error('the answer did not validate');
+      best[k] = Math.min(best[k], Number(process.hrtime.bigint() - start) / n / 1000);
+    });
     offset += n;
   }
   return best;
 }
 
+/** The figures of one old-vs-new pair measured interleaved, the old one the baseline. */
+function pair(oldName, newName, unit, [oldValue, newValue]) {
+  const base = { name: oldName, value: oldValue };
+  return [figure(oldName, oldValue, unit), figure(newName, newValue, unit, base)];
+}
+
 export async function run({ quick }) {
-  const runs = quick ? 300 : 2_000;
-  const figures = [];
-  // every run brings a schema never seen before: the old path compiles it, the new one too (cache miss)
-  const oldMiss = { name: 'old: shared ajv, compile + validate, new schema', value: 0 };
-  oldMiss.value = usPerCall((i) => oldCheck(schemaOf(`old ${i}`), answer), runs);
-  figures.push(figure(oldMiss.name, oldMiss.value, 'us'));
-  figures.push(
-    figure(
-      'new: check + isolated compile + validate, new schema',
-      usPerCall((i) => newCheck(schemaOf(`new ${i}`), answer), runs),
-      'us',
-      oldMiss,
-    ),
-  );
-  // every run brings the same schema text in a new object (an application sending its schema each time)
-  const oldSame = { name: 'old: shared ajv, compile + validate, same schema', value: 0 };
-  oldSame.value = usPerCall(() => oldCheck(schemaOf(), answer), runs);
-  figures.push(figure(oldSame.name, oldSame.value, 'us'));
-  figures.push(
-    figure(
-      'new: check + cached validator + validate, same schema',
-      usPerCall(() => newCheck(schemaOf(), answer), runs * 10),
-      'us',
-      oldSame,
-    ),
-  );
-  // the intake check alone (RunRequest and agent.run arguments), and one validation of a compiled schema
-  figures.push(
-    figure(
-      'new: intake check of output_schema',
-      usPerCall(() => outputSchemaRefusal(schemaOf()) === undefined, runs * 10),
-      'us',
-    ),
-  );
+  const runs = quick ? 200 : 1_000;
   const schema = schemaOf();
   const oldValidate = oldValidator(schema);
   const newValidate = compileOutputSchema(schema);
-  const oldOnly = { name: 'old: validate only', value: 0 };
-  oldOnly.value = usPerCall(() => oldValidate(answer), runs * 100) * 1000;
-  figures.push(figure(oldOnly.name, oldOnly.value, 'ns'));
-  figures.push(
-    figure(
-      'new: validate only (step budget metered)',
-      usPerCall(() => newValidate(answer) === undefined, runs * 100) * 1000,
-      'ns',
-      oldOnly,
+  const intake = usPerCall([() => outputSchemaRefusal(schemaOf()) === undefined], runs * 10)[0];
+  return [
+    // every run brings a schema never seen before: both paths compile it (the new one misses its cache)
+    ...pair(
+      'old: shared ajv, compile + validate, new schema',
+      'new: check + isolated compile + validate, new schema',
+      'us',
+      usPerCall(
+        [(i) => oldCheck(schemaOf(`old ${i}`), answer), (i) => newCheck(schemaOf(`new ${i}`), answer)],
+        runs,
+      ),
     ),
-  );
-  return figures;
+    // every run brings the same schema text in a new object (an application sending its schema each time)
+    ...pair(
+      'old: shared ajv, compile + validate, same schema',
+      'new: check + cached validator + validate, same schema',
+      'us',
+      usPerCall([() => oldCheck(schemaOf(), answer), () => newCheck(schemaOf(), answer)], runs),
+    ),
+    // the intake check alone (RunRequest and agent.run arguments), and one validation of a compiled schema
+    figure('new: intake check of output_schema', intake, 'us'),
+    ...pair(
+      'old: validate only',
+      'new: validate only (step budget metered)',
+      'ns',
+      usPerCall([() => oldValidate(answer), () => newValidate(answer) === undefined], runs * 100).map(
+        (us) => us * 1000,
+      ),
+    ),
+  ];
 }
