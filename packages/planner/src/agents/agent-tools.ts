@@ -61,7 +61,11 @@ const CHILD_INPUT = {
       type: 'object',
       description: 'max_iterations, max_tool_calls, timeout_ms, max_tokens (capped by your remaining budget)',
     },
-    output_schema: { type: 'object', description: 'a JSON Schema the child answer must match' },
+    output_schema: {
+      type: 'object',
+      description:
+        'a JSON Schema the child answer must match (pattern, patternProperties and format "regex" are refused)',
+    },
   },
   required: ['task'],
 };
