@@ -61,6 +61,13 @@ describe('output_schema limits', () => {
     };
     expect(outputSchemaRefusal(schema)).toBeUndefined();
     expect(compileOutputSchema(schema)({ pattern: '(a+)+', format: 'regex' })).toBeUndefined();
+    const proto = JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"}}}') as Record<
+      string,
+      unknown
+    >;
+    const properties = prepareOutputSchema(proto).schema['properties'] as object;
+    expect(Object.keys(properties)).toEqual(['__proto__']);
+    expect(Object.getPrototypeOf(properties)).toBe(Object.prototype);
   });
 
   it('refuses references outside the schema and $id or $schema below the root', () => {

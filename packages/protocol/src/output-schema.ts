@@ -137,11 +137,20 @@ function subschema(value: unknown, trail: string[]): unknown {
     if (DATA_KEYWORDS.has(key)) {
       const nodes = nested(trail, key, () => dataNodes(item, trail));
       if (CHECKED_DATA.has(key)) cost.w += nodes;
-      out[key] = item;
+      put(out, key, item);
     } else if (SCHEMA_MAPS.has(key) && isRecord(item)) {
       if (key === 'properties') cost.w += Object.keys(item).length;
-      out[key] = nested(trail, key, () => schemaMap(item, trail));
-    } else out[key] = nested(trail, key, () => subschema(item, trail));
+      put(
+        out,
+        key,
+        nested(trail, key, () => schemaMap(item, trail)),
+      );
+    } else
+      put(
+        out,
+        key,
+        nested(trail, key, () => subschema(item, trail)),
+      );
     if (STRING_LENGTH_KEYWORDS.has(key)) cost.s = 1;
   }
   if (node['uniqueItems'] === true && !scalarItems(node['items'])) cost.u = 1;
@@ -154,8 +163,19 @@ function schemaMap(map: Record<string, unknown>, trail: string[]): Record<string
   within(trail);
   const out: Record<string, unknown> = {};
   for (const name of Object.keys(map).sort())
-    out[name] = nested(trail, name, () => subschema(map[name], trail));
+    put(
+      out,
+      name,
+      nested(trail, name, () => subschema(map[name], trail)),
+    );
   return out;
+}
+
+/** Sets an own member, `__proto__` (a property name JSON may carry) included. */
+function put(out: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__')
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  else out[key] = value;
 }
 
 function nested<T>(trail: string[], key: string, walk: () => T): T {
