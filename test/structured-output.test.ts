@@ -208,4 +208,20 @@ describe('structured output, provider independent', () => {
     });
     expect(second.final).toMatchObject({ status: 'done', output: { name: 'b' } });
   });
+
+  it('ends failed with invalid_output when validating the answer would take past the step budget', async () => {
+    h = harness([calcTool]);
+    const $defs: Record<string, unknown> = { a40: { type: 'string' } };
+    for (let i = 0; i < 40; i++)
+      $defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+    const { final } = await h.run({
+      task: 'x',
+      script: [{ text: '"x"' }],
+      output_schema: { $defs, $ref: '#/$defs/a0' },
+    });
+    expect(final).toMatchObject({ type: 'run.completed', status: 'failed' });
+    expect(final.type === 'run.completed' && final.reason).toMatch(
+      /^invalid_output: .*OUTPUT_SCHEMA_MAX_STEPS/,
+    );
+  });
 });
