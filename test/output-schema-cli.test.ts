@@ -29,6 +29,16 @@ describe('agentmesh run --output-schema', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('bad.json');
   });
+
+  it('refuses a schema with a catastrophic-backtracking pattern before running, naming output_schema', async () => {
+    const redos = join(dir, 'redos.json');
+    writeFileSync(redos, JSON.stringify({ type: 'string', pattern: '^(a+)+$' }));
+    const letters = join(dir, 'letters.json');
+    writeFileSync(letters, JSON.stringify([{ text: JSON.stringify('a'.repeat(40) + '!') }]));
+    const r = await runAgentmesh(['run', '--script', letters, '--output-schema', redos, 'spell']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/output_schema: keyword "pattern" at # is refused/);
+  });
 });
 
 describe('examples/subagents.json', () => {

@@ -176,4 +176,52 @@ describe('structured output, provider independent', () => {
     expect(final).toMatchObject({ type: 'run.failed', error: { code: 'invalid_request' } });
     expect(final.type === 'run.failed' && final.error.message).toMatch(/output_schema/);
   });
+
+  it('refuses a catastrophic-backtracking pattern within 100 ms instead of blocking the planner', async () => {
+    h = harness([calcTool]);
+    const started = performance.now();
+    const { final } = await h.run({
+      task: 'x',
+      script: [{ text: JSON.stringify('a'.repeat(40) + '!') }],
+      output_schema: { type: 'string', pattern: '^(a+)+$' },
+    });
+    expect(performance.now() - started).toBeLessThan(100);
+    expect(final).toMatchObject({ type: 'run.failed', error: { code: 'invalid_request' } });
+    expect(final.type === 'run.failed' && final.error.message).toMatch(
+      /output_schema: keyword "pattern" at #/,
+    );
+  });
+
+  it('validates two runs whose schemas share an $id each against its own schema', async () => {
+    h = harness([calcTool]);
+    const $id = 'https://tenant-a.example/answer.json';
+    const first = await h.run({
+      task: 'x',
+      script: [{ text: '{"sum": 1}' }],
+      output_schema: { $id, type: 'object', properties: { sum: { type: 'number' } }, required: ['sum'] },
+    });
+    expect(first.final).toMatchObject({ status: 'done', output: { sum: 1 } });
+    const second = await h.run({
+      task: 'x',
+      script: [{ text: '{"name": "b"}' }],
+      output_schema: { $id, type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+    });
+    expect(second.final).toMatchObject({ status: 'done', output: { name: 'b' } });
+  });
+
+  it('ends failed with invalid_output when validating the answer would take past the step budget', async () => {
+    h = harness([calcTool]);
+    const $defs: Record<string, unknown> = { a40: { type: 'string' } };
+    for (let i = 0; i < 40; i++)
+      $defs[`a${i}`] = { allOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+    const { final } = await h.run({
+      task: 'x',
+      script: [{ text: '"x"' }],
+      output_schema: { $defs, $ref: '#/$defs/a0' },
+    });
+    expect(final).toMatchObject({ type: 'run.completed', status: 'failed' });
+    expect(final.type === 'run.completed' && final.reason).toMatch(
+      /^invalid_output: .*OUTPUT_SCHEMA_MAX_STEPS/,
+    );
+  });
 });

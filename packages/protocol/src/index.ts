@@ -5,6 +5,23 @@ export * from './subjects.js';
 export * from './schemas.js';
 export * from './envelope.js';
 export * from './codec.js';
+export {
+  OUTPUT_SCHEMA_MAX_BYTES,
+  OUTPUT_SCHEMA_MAX_DEPTH,
+  OUTPUT_SCHEMA_REFUSED_KEYWORDS,
+  OutputSchemaSchema,
+  outputSchemaRefusal,
+  prepareOutputSchema,
+  type OutputSchemaRefusal,
+  type PreparedOutputSchema,
+} from './output-schema.js';
+export {
+  OUTPUT_SCHEMA_MAX_STEPS,
+  OUTPUT_VALIDATOR_CACHE_BYTES,
+  OUTPUT_VALIDATOR_CACHE_SIZE,
+  compileOutputSchema,
+  type OutputValidator,
+} from './output-validator.js';
 export * from './rpc.js';
 export * from './logger.js';
 export * from './jetstream.js';

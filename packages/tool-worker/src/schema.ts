@@ -4,16 +4,15 @@ import { AgentMeshError, ErrorCode, describeZodError } from '@agentmesh/protocol
 
 export type JsonSchema = Record<string, unknown>;
 
-let compiler: Ajv2020 | undefined;
+/** An ajv of its own for each tool schema: a `$id` one tool's schema carries never clashes with another's. */
 function ajv(): Ajv2020 {
-  compiler ??= new Ajv2020({
+  return new Ajv2020({
     allErrors: true,
     strict: false,
     logger: false,
     validateFormats: false,
     validateSchema: false,
   });
-  return compiler;
 }
 
 /**
@@ -32,7 +31,7 @@ export function toJsonSchema(schema: z.ZodType, io: 'input' | 'output', what: st
   }
 }
 
-/** Compiles a JSON Schema once; the returned check is reused for every call. */
+/** Compiles a JSON Schema once, alone in its ajv; the returned check is reused for every call. */
 export function compileJsonSchema(schema: JsonSchema, what: string): ValidateFunction {
   const { $schema: _ignored, ...body } = schema;
   try {

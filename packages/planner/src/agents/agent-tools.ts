@@ -1,5 +1,7 @@
 import {
-  RunLimitsSchema,
+  OutputSchemaSchema,
+  NonEmptyToolPatternListSchema,
+  PartialRunLimitsSchema,
   ScriptedTurnSchema,
   ToolSpecSchema,
   matchesAnyToolPattern,
@@ -30,12 +32,12 @@ export function isAgentTool(name: string): name is AgentToolName {
 export const ChildArgsSchema = z
   .object({
     task: z.string().trim().min(1),
-    tools: z.array(z.string().min(1)).optional(),
+    tools: NonEmptyToolPatternListSchema.optional(),
     system: z.string().optional(),
-    limits: RunLimitsSchema.partial().optional(),
-    output_schema: z.record(z.string(), z.unknown()).optional(),
+    limits: PartialRunLimitsSchema.optional(),
+    output_schema: OutputSchemaSchema.optional(),
     approvals: z
-      .object({ require: z.array(z.string().min(1)).optional() })
+      .object({ require: NonEmptyToolPatternListSchema.optional() })
       .strict()
       .optional(),
     script: z.array(ScriptedTurnSchema).optional(),
@@ -69,7 +71,11 @@ const CHILD_INPUT = {
         'max_iterations, max_tool_calls, timeout_ms, max_tokens, tool_concurrency (capped by your own limits ' +
         'and remaining budget)',
     },
-    output_schema: { type: 'object', description: 'a JSON Schema the child answer must match' },
+    output_schema: {
+      type: 'object',
+      description:
+        'a JSON Schema the child answer must match (pattern, patternProperties and format "regex" are refused)',
+    },
     approvals: {
       type: 'object',
       properties: { require: { type: 'array', items: { type: 'string' } } },

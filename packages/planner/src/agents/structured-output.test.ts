@@ -3,7 +3,7 @@ import { allowsStrictMode, checkOutput, invalidOutputError, repairMessage } from
 
 const schema = {
   type: 'object',
-  properties: { hash: { type: 'string', pattern: '^[0-9a-f]{64}$' }, count: { type: 'integer' } },
+  properties: { hash: { type: 'string', minLength: 64, maxLength: 64 }, count: { type: 'integer' } },
   required: ['hash', 'count'],
   additionalProperties: false,
 };
@@ -25,7 +25,7 @@ describe('checkOutput', () => {
     expect(result.ok).toBe(false);
     const problems = (result as { problems: string[] }).problems.join('\n');
     expect(problems).toMatch(/count/);
-    expect(problems).toMatch(/\/hash must match pattern/);
+    expect(problems).toMatch(/\/hash must NOT have fewer than 64 characters/);
     expect(problems).toMatch(/extra/);
     expect(checkOutput('not json', schema)).toMatchObject({
       ok: false,
@@ -37,6 +37,22 @@ describe('checkOutput', () => {
 
   it('refuses a schema ajv cannot compile with invalid_request', () => {
     expect(() => checkOutput('{}', { type: 'nonsense' })).toThrow(/output_schema is not a valid JSON Schema/);
+  });
+
+  it('refuses a catastrophic-backtracking pattern at once instead of running it on the answer', () => {
+    const started = performance.now();
+    let refused: unknown;
+    try {
+      checkOutput(JSON.stringify('a'.repeat(40) + '!'), { type: 'string', pattern: '^(a+)+$' });
+    } catch (error) {
+      refused = error;
+    }
+    expect(performance.now() - started).toBeLessThan(100);
+    expect(refused).toMatchObject({
+      code: 'invalid_request',
+      details: { field: 'output_schema', keyword: 'pattern', path: '#' },
+    });
+    expect((refused as Error).message).toMatch(/^output_schema: keyword "pattern" at # is refused/);
   });
 });
 

@@ -1,28 +1,21 @@
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import type { ErrorObject } from 'ajv/dist/2020.js';
+import { AgentMeshError, ErrorCode, compileOutputSchema, type OutputValidator } from '@agentmesh/protocol';
 
 /** A JSON Schema object a run's final answer must satisfy (RunRequest `output_schema`). */
 export type OutputSchema = Record<string, unknown>;
 
-let ajv: Ajv2020 | undefined;
-const compiled = new WeakMap<OutputSchema, ValidateFunction>();
+const compiled = new WeakMap<OutputSchema, OutputValidator>();
 
-/** Compiles (once per schema object) and returns the validator; a schema ajv refuses is `invalid_request`. */
-export function outputValidator(schema: OutputSchema): ValidateFunction {
-  const cached = compiled.get(schema);
-  if (cached !== undefined) return cached;
-  ajv ??= new Ajv2020({ allErrors: true, strict: false });
-  let validate: ValidateFunction;
-  try {
-    validate = ajv.compile(schema);
-  } catch (error) {
-    throw new AgentMeshError(
-      ErrorCode.InvalidRequest,
-      `output_schema is not a valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`,
-      { retryable: false, details: { field: 'output_schema' } },
-    );
+/**
+ * The validator of a run's output_schema (checked and compiled once per schema object, see
+ * {@link compileOutputSchema}); a schema that is refused or does not compile is `invalid_request`.
+ */
+export function outputValidator(schema: OutputSchema): OutputValidator {
+  let validate = compiled.get(schema);
+  if (validate === undefined) {
+    validate = compileOutputSchema(schema);
+    compiled.set(schema, validate);
   }
-  compiled.set(schema, validate);
   return validate;
 }
 
@@ -30,7 +23,8 @@ export type OutputCheck = { ok: true; value: unknown } | { ok: false; problems: 
 
 /**
  * Parses a model's final text as JSON (a fenced ```json block is accepted too) and validates it against the
- * schema; the problems name the path and what is wrong, for a repair turn.
+ * schema; the problems name the path and what is wrong, for a repair turn. An answer too costly to validate
+ * throws `invalid_output`.
  */
 export function checkOutput(text: string, schema: OutputSchema): OutputCheck {
   let value: unknown;
@@ -39,9 +33,9 @@ export function checkOutput(text: string, schema: OutputSchema): OutputCheck {
   } catch (error) {
     return { ok: false, problems: [`the answer is not JSON: ${(error as Error).message}`] };
   }
-  const validate = outputValidator(schema);
-  if (validate(value)) return { ok: true, value };
-  return { ok: false, problems: (validate.errors ?? []).slice(0, 20).map(describe) };
+  const errors = outputValidator(schema)(value);
+  if (errors === undefined) return { ok: true, value };
+  return { ok: false, problems: errors.slice(0, 20).map(describe) };
 }
 
 /** The user message of the one repair turn a run gets when its answer does not match the schema. */

@@ -218,6 +218,31 @@ describe('agent.* meta-tools on the in-process bus', () => {
     expect(JSON.parse(of(events, 'tool.completed')[0]!.preview)).toEqual({ n: 7 });
   });
 
+  it('refuses a child whose output_schema runs a regex, before the child starts', async () => {
+    const m = await startMesh();
+    const { final, events } = await execute(m, {
+      task: 'structured',
+      tools: ['agent'],
+      script: [
+        {
+          tool_calls: [
+            childCall('c1', {
+              task: 'give letters',
+              output_schema: { type: 'string', pattern: '^(a+)+$' },
+              script: [{ text: '"aaaa"' }],
+            }),
+          ],
+        },
+        { text: 'refused' },
+      ],
+    });
+    expect(final).toMatchObject({ status: 'done' });
+    const failed = of(events, 'tool.failed')[0];
+    expect(failed?.error.code).toBe('invalid_arguments');
+    expect(failed?.error.message).toMatch(/output_schema: keyword "pattern" at # is refused/);
+    expect(of(events, 'agent.started')).toHaveLength(0);
+  });
+
   it('refuses a child asking for tools its parent may not use, naming what is allowed', async () => {
     const m = await startMesh();
     const { events } = await execute(m, {

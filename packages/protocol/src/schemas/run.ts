@@ -9,6 +9,7 @@ import {
   ToolPatternListSchema,
   ToolSearchStrategySchema,
 } from './common.js';
+import { OutputSchemaSchema } from '../output-schema.js';
 
 /** One scripted model turn: text, tool calls, or both. */
 export const ScriptedTurnSchema = z
@@ -92,8 +93,8 @@ export const RunRequestSchema = z
     approvals: RunApprovalsSchema.optional(),
     /** Continue this conversation (per tenant); `identity.session` is an alias. */
     session: SessionIdSchema.optional(),
-    /** A JSON Schema the final answer must satisfy; run.completed.output holds the validated value. */
-    output_schema: z.record(z.string(), z.unknown()).optional(),
+    /** A JSON Schema the final answer must satisfy (within the limits of output-schema.ts); run.completed.output holds the validated value. */
+    output_schema: OutputSchemaSchema.optional(),
     /** Set on a child run started by agent.run / agent.spawn; depth is the child's nesting level (1 = child of a top-level run). */
     parent: z
       .object({
