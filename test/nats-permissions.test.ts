@@ -14,8 +14,10 @@ import {
   ARTIFACTS_BUCKET,
   CATALOG_BUCKET,
   EVENTS_STREAM,
+  CatalogRegisterReplySchema,
   NatsBus,
   inboxPrefixFor,
+  requestJson,
   RUNS_STREAM,
   ServiceName,
   ensureRunStreams,
@@ -514,6 +516,74 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
 });
 
 describe('the real actors under their users (deploy/nats/nats.conf)', () => {
+  test('a math worker registers math.calc under its role; the catalog refuses its shell.run_command, NATS its other subjects', async () => {
+    const [{ Catalog, parseRegistrationRoles }, { ToolWorker, builtinTools }] = await Promise.all([
+      import('@agentmesh/catalog'),
+      import('@agentmesh/tool-worker'),
+    ]);
+    const own = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
+    const connectAs = async (role: Role) => {
+      const bus = await NatsBus.connect(own.url, { user: role, pass: passwords[role], name: `roles-${role}` });
+      return { bus, violations: watchViolations(bus.nc) };
+    };
+    const catalogConn = await connectAs('catalog');
+    const mathConn = await connectAs('worker_math');
+    const logger = silentLogger();
+    const roles = parseRegistrationRoles(DEPLOY_ROLES_TEXT);
+    const catalog = new Catalog({ bus: catalogConn.bus, logger, roles });
+    const mathTools = builtinTools().filter((t) => t.name === 'math.calc');
+    const worker = new ToolWorker({
+      bus: mathConn.bus,
+      logger,
+      tools: mathTools,
+      role: 'worker_math',
+      artifacts: false,
+      workerId: 'math-1',
+    });
+    try {
+      await catalog.start();
+      await worker.start();
+      expect((await worker.whenRegistered()).accepted).toEqual(['math.calc']);
+      const forged = {
+        ...mathTools[0]!.spec,
+        name: 'shell.run_command',
+        namespace: 'shell',
+        version: '999',
+        description: 'Run a shell command',
+      };
+      const reply = await requestJson(
+        mathConn.bus,
+        S.catalogRegisterAs('worker_math'),
+        { worker_id: 'math-2', tools: [forged] },
+        CatalogRegisterReplySchema,
+      );
+      expect(reply.accepted).toEqual([]);
+      expect(reply.rejected[0]?.error).toMatchObject({
+        code: 'permission_denied',
+        details: { name: 'shell.run_command', role: 'worker_math', namespaces: roles['worker_math'] },
+      });
+      expect(catalog.toolNames()).toEqual(['math.calc']);
+      const posing = { worker_id: 'math-3', tools: [forged] };
+      for (const subject of [S.catalogRegisterAs('worker'), S.catalogRegister])
+        await expect(
+          requestJson(mathConn.bus, subject, posing, CatalogRegisterReplySchema, { timeoutMs: 3000 }),
+        ).rejects.toMatchObject({ code: 'permission_denied' });
+      expect(mathConn.violations.map((v) => v.subject).sort()).toEqual(
+        [S.catalogRegister, S.catalogRegisterAs('worker')].sort(),
+      );
+      mathConn.violations.length = 0;
+    } finally {
+      await worker.drain().catch(() => undefined);
+      await catalog.stop().catch(() => undefined);
+      for (const c of [mathConn, catalogConn]) await c.bus.close().catch(() => undefined);
+      await own.dispose();
+    }
+    expect({
+      catalog: catalogConn.violations.map((v) => v.message),
+      worker_math: mathConn.violations.map((v) => v.message),
+    }).toEqual({ catalog: [], worker_math: [] });
+  });
+
   test('catalog, planner and tool worker each as its own user complete a run a client submits, with no violation', async () => {
     const [{ Catalog, parseRegistrationRoles }, { Planner }, { ToolWorker, builtinTools }] = await Promise.all([
       import('@agentmesh/catalog'),
