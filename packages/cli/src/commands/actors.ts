@@ -93,8 +93,8 @@ export const workerSpec: CommandSpec = {
     },
     artifacts: {
       type: 'string',
-      value: 'shared|off',
-      description: 'off: keep no artifacts and serve no fetches (a NATS user without the artifacts grant)',
+      value: 'MODE',
+      description: 'shared (default) or off: keep no artifacts, serve no fetches (a user without the artifacts grant)',
       env: 'AGENTMESH_WORKER_ARTIFACTS',
     },
   },
