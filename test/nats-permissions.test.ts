@@ -407,7 +407,7 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     noViolations(planner);
   });
 
-  test('worker_math has its own grants only: no triggers, outcomes, artifacts, nor another role\'s registration', async () => {
+  test("worker_math has its own grants only: no triggers, outcomes, artifacts, nor another role's registration", async () => {
     const math = await as('worker_math');
     await expectPublishRefused(math, S.runTrigger('r1'));
     await expectPublishRefused(math, `$JS.API.STREAM.INFO.KV_${OUTCOMES_BUCKET}`);
@@ -425,7 +425,7 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     await expectPublishRefused(worker, S.catalogRegisterAs('worker_math'));
   });
 
-  test('a worker that forges replies on guessed subjects of the planner\'s inbox does not settle another call', async () => {
+  test("a worker that forges replies on guessed subjects of the planner's inbox does not settle another call", async () => {
     const planner = await busAs('planner');
     const attacker = await as('worker_math');
     const honest = await as('worker');
@@ -523,7 +523,11 @@ describe('the real actors under their users (deploy/nats/nats.conf)', () => {
     ]);
     const own = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
     const connectAs = async (role: Role) => {
-      const bus = await NatsBus.connect(own.url, { user: role, pass: passwords[role], name: `roles-${role}` });
+      const bus = await NatsBus.connect(own.url, {
+        user: role,
+        pass: passwords[role],
+        name: `roles-${role}`,
+      });
       return { bus, violations: watchViolations(bus.nc) };
     };
     const catalogConn = await connectAs('catalog');
@@ -585,11 +589,12 @@ describe('the real actors under their users (deploy/nats/nats.conf)', () => {
   });
 
   test('catalog, planner and tool worker each as its own user complete a run a client submits, with no violation', async () => {
-    const [{ Catalog, parseRegistrationRoles }, { Planner }, { ToolWorker, builtinTools }] = await Promise.all([
-      import('@agentmesh/catalog'),
-      import('@agentmesh/planner'),
-      import('@agentmesh/tool-worker'),
-    ]);
+    const [{ Catalog, parseRegistrationRoles }, { Planner }, { ToolWorker, builtinTools }] =
+      await Promise.all([
+        import('@agentmesh/catalog'),
+        import('@agentmesh/planner'),
+        import('@agentmesh/tool-worker'),
+      ]);
     // A server of its own: the durable consumer the real planner creates must be the only one on the work queue.
     const own = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
     const connectAs = async (role: Role) => {

@@ -74,7 +74,13 @@ export function outsideRoleRejection(
       `the namespaces ${namespaces.map((n) => `"${n}"`).join(', ')} only`,
     {
       retryable: false,
-      details: { name: spec.name, version: spec.version, worker_id: workerId, role, namespaces: [...namespaces] },
+      details: {
+        name: spec.name,
+        version: spec.version,
+        worker_id: workerId,
+        role,
+        namespaces: [...namespaces],
+      },
     },
   );
   return { name: spec.name, error: toErrorPayload(error) };

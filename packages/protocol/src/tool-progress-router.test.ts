@@ -39,7 +39,10 @@ describe('ProgressRouter', () => {
           bus.publish(`${prefix}.${token}`, forged);
     await bus.flush();
     expect(other.workerId).toBeUndefined();
-    bus.publish(other.subject, JSON.stringify({ kind: 'started', call_id: 'c2', worker_id: 'w1', tool: 'math.calc' }));
+    bus.publish(
+      other.subject,
+      JSON.stringify({ kind: 'started', call_id: 'c2', worker_id: 'w1', tool: 'math.calc' }),
+    );
     await bus.flush();
     expect(other.workerId).toBe('w1');
     router.unwatch(mine);

@@ -24,9 +24,13 @@ const MEMORY_ARTIFACT_BYTES = 256 * 1024 * 1024;
 const NO_ARTIFACTS: BlobStore = {
   put: () =>
     Promise.reject(
-      new AgentMeshError(ErrorCode.Unavailable, 'this worker keeps no artifacts (started with artifacts off)', {
-        retryable: false,
-      }),
+      new AgentMeshError(
+        ErrorCode.Unavailable,
+        'this worker keeps no artifacts (started with artifacts off)',
+        {
+          retryable: false,
+        },
+      ),
     ),
   info: () => Promise.resolve(null),
   get: () => Promise.resolve(null),

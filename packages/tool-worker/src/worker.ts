@@ -319,7 +319,9 @@ export class ToolWorker {
 
   private subscribe(): void {
     for (const tool of this.tools.values()) this.subscribeTool(tool);
-    this.subs.other.push(this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.cancels.onCancel(msg)));
+    this.subs.other.push(
+      this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.cancels.onCancel(msg)),
+    );
     if (this.options.artifacts === false) return;
     this.subs.other.push(
       serve({

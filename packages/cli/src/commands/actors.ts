@@ -94,7 +94,8 @@ export const workerSpec: CommandSpec = {
     artifacts: {
       type: 'string',
       value: 'MODE',
-      description: 'shared (default) or off: keep no artifacts, serve no fetches (a user without the artifacts grant)',
+      description:
+        'shared (default) or off: keep no artifacts, serve no fetches (a user without the artifacts grant)',
       env: 'AGENTMESH_WORKER_ARTIFACTS',
     },
   },
@@ -220,8 +221,12 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
 function artifactsFlag(value: string | undefined): boolean {
   if (value === undefined || value === 'shared') return true;
   if (value === 'off') return false;
-  throw new AgentMeshError(ErrorCode.InvalidRequest, `--artifacts must be "shared" or "off", got "${value}"`, {
-    retryable: false,
-    details: { flag: 'artifacts', value },
-  });
+  throw new AgentMeshError(
+    ErrorCode.InvalidRequest,
+    `--artifacts must be "shared" or "off", got "${value}"`,
+    {
+      retryable: false,
+      details: { flag: 'artifacts', value },
+    },
+  );
 }
