@@ -32,15 +32,9 @@ import {
 import { ToolAvailability } from './availability.js';
 import { CatalogBucket } from './bucket.js';
 import { z } from 'zod';
-import { conflictRejection, registerRejection } from './rejections.js';
-import { downgradeRejection } from './downgrade.js';
-import {
-  RegistrationPolicy,
-  foreignWorkerError,
-  inNamespaces,
-  outsideRoleRejection,
-  type RegistrationRoles,
-} from './role-policy.js';
+import { conflictRejection } from './rejections.js';
+import { RegistrationPolicy, foreignWorkerError, type RegistrationRoles } from './role-policy.js';
+import { screenRegistration } from './screen.js';
 import { DeferredIndex } from './deferred-index.js';
 import { CatalogQueries, SearchRequestSchema } from './queries.js';
 import { traceCatalogSearch } from './search-span.js';
@@ -48,8 +42,6 @@ import {
   CatalogKeys,
   ToolRegistry,
   encodeRecord,
-  hashCanonical,
-  specCanonicalJson,
   parseWorkerRecord,
   type LiveTool,
   type WorkerRecord,
@@ -381,43 +373,7 @@ export class Catalog {
     if (this.policy.scoped && owner !== undefined && owner.role !== role)
       throw foreignWorkerError(workerId, role, owner.role);
     const ttlMs = request.ttl_ms ?? this.workerTtlMs;
-    const rejected: CatalogRegisterReply['rejected'] = [];
-    const accepted: WorkerRecord['tools'] = [];
-    const seen = new Set<string>();
-    const canonical = new Map<string, string>();
-    for (const spec of request.tools) {
-      const id = `${spec.name}@${spec.version}`;
-      if (seen.has(id)) {
-        rejected.push(
-          registerRejection(
-            spec,
-            workerId,
-            `tool "${spec.name}" version "${spec.version}" appears twice in the registration of worker "${workerId}"`,
-          ),
-        );
-        continue;
-      }
-      seen.add(id);
-      if (!inNamespaces(spec.name, namespaces)) {
-        rejected.push(outsideRoleRejection(spec, workerId, role ?? '', namespaces ?? []));
-        continue;
-      }
-      const downgrade = downgradeRejection(spec, workerId, this.registry, request.tools);
-      if (downgrade !== undefined) {
-        rejected.push(downgrade);
-        continue;
-      }
-      const text = specCanonicalJson(spec);
-      const hash = hashCanonical(text);
-      canonical.set(hash, text);
-      const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
-      if (conflict !== undefined) {
-        rejected.push(conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
-        continue;
-      }
-      const since = this.registry.claimedSince(workerId, spec.name, spec.version, hash);
-      accepted.push(since === undefined ? { hash, spec } : { hash, spec, since });
-    }
+    const { accepted, rejected, canonical } = screenRegistration(request, role, namespaces, this.registry);
     const key = CatalogKeys.worker(workerId);
     const registeredAt = this.registry.worker(workerId)?.registered_at ?? new Date().toISOString();
     let record: WorkerRecord = {
