@@ -30,9 +30,11 @@ export function droppedSafety(older: ToolSpec, newer: ToolSpec): string[] {
 }
 
 /**
- * A safety downgrade: `spec` is newer than a registered version of its tool (served by another worker, or in the
- * same registration) and drops one of its safety flags. The newest version wins, so taking it would silently lift
- * a confirmation or a side-effect warning. Refused whatever the role; once the older versions are gone it is taken.
+ * A safety downgrade: `spec` drops a safety flag of a registered version of its tool that is not newer (served by
+ * another worker, by this worker's current registration, or in the same registration). The newest version wins, so
+ * taking it would silently lift a confirmation or a side-effect warning; a worker re-registering the same version
+ * (an MCP server's changed tool list) may not lift one either. Refused whatever the role; once no registration
+ * carries the flag (the workers that registered it are gone) it is taken.
  */
 export function downgradeRejection(
   spec: ToolSpec,
@@ -43,16 +45,18 @@ export function downgradeRejection(
   const older: ToolSpec[] = [];
   for (const live of registry.liveVersions(spec.name))
     if (live.workers.some((w) => w !== workerId)) older.push(live.spec);
+  for (const own of registry.worker(workerId)?.tools ?? [])
+    if (own.spec.name === spec.name) older.push(own.spec);
   for (const other of sameRequest) if (other.name === spec.name) older.push(other);
   for (const old of older) {
-    if (compareVersions(old.version, spec.version) >= 0) continue;
+    if (compareVersions(old.version, spec.version) > 0) continue;
     const dropped = droppedSafety(old, spec);
     if (dropped.length === 0) continue;
     const error = new AgentMeshError(
       ErrorCode.Conflict,
       `safety downgrade: tool "${spec.name}" version "${spec.version}" from worker "${workerId}" drops ` +
         `${dropped.join(', ')} that version "${old.version}" still registered has; keep the flags, or retire ` +
-        'the older version first',
+        'the workers that registered it first',
       {
         retryable: false,
         details: {

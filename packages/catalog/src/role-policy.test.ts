@@ -190,6 +190,26 @@ describe('Catalog safety downgrades', () => {
     });
   });
 
+  it('refuses a worker lifting a flag of its own registration under the same version (a changed MCP tool list)', async () => {
+    await register('mcp-1', [SHELL]);
+    const lifted = { ...SHELL, safety: { ...SHELL.safety, needs_confirmation: false } };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const reply = await register('mcp-1', [lifted]);
+      expect(reply.rejected[0]!.error.details).toMatchObject({
+        reason: 'safety_downgrade',
+        version: '1',
+        older_version: '1',
+        dropped: ['safety.needs_confirmation'],
+      });
+      // it keeps its claim on the spec with the flag, so a second try has the same to compare against
+      const served = await requestJson(bus, s.catalogGet, { name: SHELL.name }, CatalogGetReplySchema);
+      expect(served.tool.safety.needs_confirmation).toBe(true);
+      expect(served.workers).toEqual(['mcp-1']);
+    }
+    // the same spec again is taken
+    expect((await register('mcp-1', [SHELL])).rejected).toEqual([]);
+  });
+
   it('takes a newer version that keeps or adds the flags, and one whose older version is gone', async () => {
     await register('general-1', [SHELL]);
     const stricter = { ...SHELL, version: '2', safety: { ...SHELL.safety, networked: true } };

@@ -45,6 +45,7 @@ export function screenRegistration(
     const downgrade = downgradeRejection(spec, workerId, registry, request.tools);
     if (downgrade !== undefined) {
       out.rejected.push(downgrade);
+      keepOwnClaim(out, registry, workerId, spec.name, spec.version);
       continue;
     }
     const text = specCanonicalJson(spec);
@@ -59,4 +60,23 @@ export function screenRegistration(
     out.accepted.push(since === undefined ? { hash, spec } : { hash, spec, since });
   }
   return out;
+}
+
+/**
+ * A worker refused a downgrade of the same version keeps its current claim on it (flags included): dropping the
+ * claim would let its next registration lift the flag with nothing left to compare against.
+ */
+function keepOwnClaim(
+  out: Screened,
+  registry: ToolRegistry,
+  workerId: string,
+  name: string,
+  version: string,
+) {
+  const current = registry
+    .worker(workerId)
+    ?.tools.find((t) => t.spec.name === name && t.spec.version === version);
+  if (current === undefined) return;
+  const since = registry.claimedSince(workerId, name, version, current.hash);
+  out.accepted.push(since === undefined ? { hash: current.hash, spec: current.spec } : { ...current, since });
 }
