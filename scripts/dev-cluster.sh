@@ -142,6 +142,8 @@ start_actor() { # name user command [args...]
       upper="$(echo "$user" | tr '[:lower:]' '[:upper:]')"
       pw_var="NATS_${upper}_PASSWORD"
       export NATS_USER="$user" NATS_PASSWORD="${!pw_var}"
+      # a worker registers as its role (its user); the catalog holds each role to its tool namespaces
+      export AGENTMESH_WORKER_ROLE="$user" AGENTMESH_CATALOG_ROLES='worker=*;worker_math=math'
     fi
     exec "${CLI[@]}" "$@" --nats "$NATS_URL" --health-port "$port"
   ) >"$LOG_DIR/$name.log" 2>&1 &

@@ -67,6 +67,9 @@ const ACTOR_ENV = [
   'AGENTMESH_METRICS_PORT',
   'AGENTMESH_WORKSPACE',
   'AGENTMESH_CONFIG',
+  'AGENTMESH_CATALOG_ROLES',
+  'AGENTMESH_WORKER_ROLE',
+  'AGENTMESH_WORKER_ARTIFACTS',
   'LOG_LEVEL',
   'OPENAI_API_KEY',
   'OPENAI_BASE_URL',
@@ -248,7 +251,10 @@ describe('deploy/nats/nats.conf', () => {
       S.allToolInvokes,
       `${S.prefix}.tool.invoke.math.>`,
       `${S.prefix}.tool.capacity.>`,
+      `${S.prefix}.tool.capacity.math.>`,
       S.catalogRegister,
+      S.catalogRegisterAs('worker'),
+      S.catalogRegisterAs('worker_math'),
       S.catalogHeartbeat,
       S.catalogDeregister,
       S.catalogList,
@@ -327,8 +333,9 @@ describe('deploy/nats/nats.conf', () => {
       }
     }
     // Everything the actors must reach is granted to someone.
+    // (the unscoped registration subject serves deployments without worker roles: no user here publishes on it)
     for (const needed of [
-      ...contractSubjects.filter((x) => !x.endsWith('math.>')),
+      ...contractSubjects.filter((x) => !x.endsWith('math.>') && x !== S.catalogRegister),
       `$KV.${CATALOG_BUCKET}.>`,
       `$O.${ARTIFACTS_BUCKET}.>`,
       `$KV.${PLANNER_BUCKETS.checkpoints}.>`,
@@ -409,6 +416,20 @@ describe('deploy/docker-compose.yml', () => {
     expect(compose.services['tool-worker']?.deploy?.replicas).toBe(3);
     expect(compose.services['math-worker']?.environment?.['NATS_USER']).toBe('worker_math');
     expect(compose.services['math-worker']?.command).toEqual(['worker', '--tools', 'math.calc']);
+  });
+
+  test('each worker registers as its NATS user, and the catalog gives every worker user its namespaces', () => {
+    const roles = compose.services['catalog']?.environment?.['AGENTMESH_CATALOG_ROLES'] ?? '';
+    const named = roles.split(';').map((entry) => entry.split('=')[0]);
+    for (const [name, svc] of composeActors) {
+      if (commandAndFlags(svc.command!).command !== 'worker') continue;
+      const env = svc.environment!;
+      expect(env['AGENTMESH_WORKER_ROLE'], name).toBe(env['NATS_USER']);
+      expect(named, name).toContain(env['NATS_USER']);
+    }
+    expect(roles).toContain('worker_math=math');
+    // the math worker's NATS user has no artifacts grant: it runs without the artifact store
+    expect(compose.services['math-worker']?.environment?.['AGENTMESH_WORKER_ARTIFACTS']).toBe('off');
   });
 });
 

@@ -17,6 +17,7 @@ import {
   subjects,
   toErrorPayload,
   type Backend,
+  type BusMessage,
   type CatalogRegister,
   type CatalogRegisterReply,
   type ExposureLayer,
@@ -31,7 +32,9 @@ import {
 import { ToolAvailability } from './availability.js';
 import { CatalogBucket } from './bucket.js';
 import { z } from 'zod';
-import { conflictRejection, registerRejection } from './rejections.js';
+import { conflictRejection } from './rejections.js';
+import { RegistrationPolicy, foreignWorkerError, type RegistrationRoles } from './role-policy.js';
+import { screenRegistration } from './screen.js';
 import { DeferredIndex } from './deferred-index.js';
 import { CatalogQueries, SearchRequestSchema } from './queries.js';
 import { traceCatalogSearch } from './search-span.js';
@@ -39,8 +42,6 @@ import {
   CatalogKeys,
   ToolRegistry,
   encodeRecord,
-  hashCanonical,
-  specCanonicalJson,
   parseWorkerRecord,
   type LiveTool,
   type WorkerRecord,
@@ -84,6 +85,12 @@ export interface CatalogOptions {
   maxRequestBytes?: number;
   /** Largest register request (default: the bus payload limit). */
   maxRegisterBytes?: number;
+  /**
+   * Worker roles and the tool namespaces each may register (`{ worker_math: ['math'], worker: ['*'] }`). Set, a
+   * worker registers on `<prefix>.catalog.register.<role>` (NATS permissions bind each role's user to its subject)
+   * and the unscoped `<prefix>.catalog.register` is refused; left out, any registration is taken.
+   */
+  roles?: RegistrationRoles;
   /** Stops the catalog when aborted. */
   signal?: AbortSignal;
 }
@@ -119,6 +126,7 @@ export class Catalog {
   private readonly maxRegisterBytes: number;
   private readonly bucketName: string;
   private readonly registry = new ToolRegistry();
+  private readonly policy: RegistrationPolicy;
   private readonly index: DeferredIndex;
   /** tool name -> the live tool in the search index, with its loading after the configured overrides */
   private readonly live = new Map<string, { tool: LiveTool; loading: ToolLoading }>();
@@ -148,6 +156,7 @@ export class Catalog {
     this.maxRequestBytes = options.maxRequestBytes ?? DEFAULT_MAX_REQUEST_BYTES;
     this.maxRegisterBytes = options.maxRegisterBytes ?? options.bus.maxPayload;
     this.bucketName = options.bucket ?? CATALOG_BUCKET;
+    this.policy = new RegistrationPolicy(options.roles);
     this.bucket = new CatalogBucket({
       bus: options.bus,
       bucket: this.bucketName,
@@ -269,15 +278,23 @@ export class Catalog {
     const s = this.subjects;
     const common = { bus: this.bus, queue: CATALOG_QUEUE, logger: this.logger };
     const small = { ...common, maxBytes: this.maxRequestBytes };
-    this.subscriptions = [
+    const register = (subject: string, roleOf: (msg: BusMessage) => string | undefined) =>
       serve({
         ...common,
         maxBytes: this.maxRegisterBytes,
-        subject: s.catalogRegister,
+        subject,
         schema: UncheckedSchema,
         what: 'catalog register request',
-        handler: (body) => this.register(checkRegister(body, 'catalog register request')),
-      }),
+        handler: (body, msg) => {
+          const role = roleOf(msg);
+          const namespaces = this.policy.namespacesOf(role, s.catalogRegister);
+          return this.register(checkRegister(body, 'catalog register request'), role, namespaces);
+        },
+      });
+    const roleAt = s.catalogRegister.length + 1;
+    this.subscriptions = [
+      register(s.catalogRegister, () => undefined),
+      register(s.allCatalogRegisterRoles, (msg) => msg.subject.slice(roleAt)),
       serve({
         ...small,
         subject: s.catalogDeregister,
@@ -346,43 +363,24 @@ export class Catalog {
    * specs settle it the same way everywhere: the earlier record revision wins, and the later registration, once its
    * own write comes back through the watch, drops the losing tools from its record and reports them rejected.
    */
-  private async register(request: CatalogRegister): Promise<CatalogRegisterReply> {
+  private async register(
+    request: CatalogRegister,
+    role: string | undefined,
+    namespaces: readonly string[] | undefined,
+  ): Promise<CatalogRegisterReply> {
     const workerId = request.worker_id;
+    const owner = this.registry.worker(workerId);
+    if (this.policy.scoped && owner !== undefined && owner.role !== role)
+      throw foreignWorkerError(workerId, role, owner.role);
     const ttlMs = request.ttl_ms ?? this.workerTtlMs;
-    const rejected: CatalogRegisterReply['rejected'] = [];
-    const accepted: WorkerRecord['tools'] = [];
-    const seen = new Set<string>();
-    const canonical = new Map<string, string>();
-    for (const spec of request.tools) {
-      const id = `${spec.name}@${spec.version}`;
-      if (seen.has(id)) {
-        rejected.push(
-          registerRejection(
-            spec,
-            workerId,
-            `tool "${spec.name}" version "${spec.version}" appears twice in the registration of worker "${workerId}"`,
-          ),
-        );
-        continue;
-      }
-      seen.add(id);
-      const text = specCanonicalJson(spec);
-      const hash = hashCanonical(text);
-      canonical.set(hash, text);
-      const conflict = this.registry.conflicts(spec.name, spec.version, hash, workerId);
-      if (conflict !== undefined) {
-        rejected.push(conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
-        continue;
-      }
-      const since = this.registry.claimedSince(workerId, spec.name, spec.version, hash);
-      accepted.push(since === undefined ? { hash, spec } : { hash, spec, since });
-    }
+    const { accepted, rejected, canonical } = screenRegistration(request, role, namespaces, this.registry);
     const key = CatalogKeys.worker(workerId);
     const registeredAt = this.registry.worker(workerId)?.registered_at ?? new Date().toISOString();
     let record: WorkerRecord = {
       worker_id: workerId,
       ttl_ms: ttlMs,
       registered_at: registeredAt,
+      ...(role === undefined ? {} : { role }),
       tools: accepted,
     };
     let revision = await this.writeRecord(key, record, canonical);

@@ -31,3 +31,10 @@ export {
   type LiveTool,
   type WorkerRecord,
 } from './registry.js';
+export {
+  RegistrationPolicy,
+  parseRegistrationRoles,
+  inNamespaces,
+  type RegistrationRoles,
+} from './role-policy.js';
+export { droppedSafety } from './downgrade.js';

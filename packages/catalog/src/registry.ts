@@ -8,6 +8,8 @@ export interface WorkerRecord {
   worker_id: string;
   ttl_ms: number;
   registered_at: string;
+  /** The role whose registration subject the record came on (absent: the unscoped subject). */
+  role?: string;
   /** `since`: the revision of the record that first claimed this exact spec, kept across re-registrations. */
   tools: { hash: string; spec: ToolSpec; since?: number }[];
 }
@@ -184,6 +186,7 @@ export function encodeRecord(record: WorkerRecord, canonical: Map<string, string
     worker_id: record.worker_id,
     ttl_ms: record.ttl_ms,
     registered_at: record.registered_at,
+    ...(record.role === undefined ? {} : { role: record.role }),
   });
   return utf8.encode(`${head.slice(0, -1)},"tools":[${tools}]}`);
 }

@@ -103,6 +103,8 @@ export const ConfigSchema = z
       .object({
         worker_ttl_ms: z.number().int().min(500).optional(),
         search_strategy: SearchStrategySchema.optional(),
+        /** Worker roles -> the tool namespaces each may register (`*`: any); see `agentmesh catalog --roles`. */
+        roles: z.record(z.string(), z.array(z.string())).optional(),
       })
       .strict()
       .optional(),

@@ -9,6 +9,8 @@ export const ARTIFACTS_BUCKET = 'agentmesh_artifacts';
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
 /** The last token of one worker's own tool subject: it starts with an uppercase letter, which no tool name does. */
 export const WORKER_SUBJECT_TOKEN = /^[A-Z][A-Za-z0-9_-]{0,63}$/;
+/** A worker role as it appears in its registration subject (`<prefix>.catalog.register.<role>`): the NATS user. */
+export const WORKER_ROLE_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Service names announced on NATS service discovery (`$SRV.PING`). */
 export const ServiceName = {
@@ -58,6 +60,20 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     /** Where a worker reports progress of one call to the planner that made it. */
     toolProgress: (runId: string) => `${prefix}.runs.${runId}.progress`,
     catalogRegister: `${prefix}.catalog.register`,
+    /**
+     * A role's own registration subject. NATS permissions grant each worker user its own, so the catalog knows the
+     * role from the subject (never from the body) and holds it to the role's namespaces.
+     */
+    catalogRegisterAs: (role: string) => {
+      if (!WORKER_ROLE_PATTERN.test(role))
+        throw new AgentMeshError(
+          ErrorCode.InvalidRequest,
+          `worker role "${role}" must match ${WORKER_ROLE_PATTERN.source}`,
+          { retryable: false, details: { role } },
+        );
+      return `${prefix}.catalog.register.${role}`;
+    },
+    allCatalogRegisterRoles: `${prefix}.catalog.register.*`,
     catalogDeregister: `${prefix}.catalog.deregister`,
     catalogHeartbeat: `${prefix}.catalog.heartbeat`,
     catalogList: `${prefix}.catalog.list`,

@@ -3,6 +3,7 @@ import { parseJson } from './codec.js';
 import type { AgentMeshError } from './errors.js';
 import type { ToolInvocationInput, ToolOutcome, ToolProgress } from './schemas.js';
 import { SlotTable } from './slot-table.js';
+import { REPLY_SECRET_LENGTH, replySecret } from './reply-secret.js';
 
 export type SendResult =
   | { kind: 'outcome'; outcome: ToolOutcome; sawStarted: boolean }
@@ -82,7 +83,7 @@ export class ProgressRouter {
     };
     const handle = this.entries.add(watch);
     watch.handle = handle;
-    watch.subject = `${this.prefix}.${SlotTable.token(handle)}`;
+    watch.subject = `${this.prefix}.${replySecret()}${SlotTable.token(handle)}`;
     if (this.ticker === undefined) {
       this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
       this.ticker.unref();
@@ -118,7 +119,9 @@ export class ProgressRouter {
   }
 
   private onMessage(msg: BusMessage): void {
-    const entry = this.entries.get(SlotTable.fromToken(msg.subject.slice(this.prefix.length + 1)));
+    const entry = this.entries.get(
+      SlotTable.fromToken(msg.subject.slice(this.prefix.length + 1 + REPLY_SECRET_LENGTH)),
+    );
     if (entry === undefined || entry.subject !== msg.subject) return;
     const p = safeJson(msg.data) as Partial<ToolProgress> | undefined;
     if (

@@ -20,8 +20,29 @@ import {
 /** How many bytes of artifacts an in-process worker keeps (the oldest go first): a long-lived process stays bounded. */
 const MEMORY_ARTIFACT_BYTES = 256 * 1024 * 1024;
 
-/** Opens the artifact store (the one place the worker opens a blob store), with an error that says what to do. */
-export async function openArtifactStore(bus: Backend): Promise<BlobStore> {
+/** The store of a worker that keeps no artifacts: a heavy output is only previewed, a tool's own write fails. */
+const NO_ARTIFACTS: BlobStore = {
+  put: () =>
+    Promise.reject(
+      new AgentMeshError(
+        ErrorCode.Unavailable,
+        'this worker keeps no artifacts (started with artifacts off)',
+        {
+          retryable: false,
+        },
+      ),
+    ),
+  info: () => Promise.resolve(null),
+  get: () => Promise.resolve(null),
+  delete: () => Promise.resolve(),
+};
+
+/**
+ * Opens the artifact store (the one place the worker opens a blob store), with an error that says what to do; with
+ * `shared` false, no store: for a worker whose NATS user has no grant on the artifacts bucket.
+ */
+export async function openArtifactStore(bus: Backend, shared = true): Promise<BlobStore> {
+  if (!shared) return NO_ARTIFACTS;
   try {
     return await bus.blobs(ARTIFACTS_BUCKET, { memoryMaxBytes: MEMORY_ARTIFACT_BYTES });
   } catch (error) {
@@ -54,6 +75,8 @@ export interface RegistrationOptions {
   bus: Backend;
   subjects: Subjects;
   workerId: string;
+  /** The worker's role: it registers on `catalog.register.<role>` (its NATS user's own subject); else unscoped. */
+  role?: string | undefined;
   specs: () => ToolSpec[];
   logger: Logger;
   /** Heartbeat interval; the registration TTL is three times this. */
@@ -110,13 +133,14 @@ export class Registration {
   }
 
   private async register(): Promise<void> {
-    const { bus, subjects, workerId, logger, lifecycle: signal } = this.options;
+    const { bus, subjects, workerId, logger, role, lifecycle: signal } = this.options;
+    const subject = role === undefined ? subjects.catalogRegister : subjects.catalogRegisterAs(role);
     try {
       const reply = await retry(
         () =>
           requestJson(
             bus,
-            subjects.catalogRegister,
+            subject,
             { worker_id: workerId, tools: this.options.specs(), ttl_ms: this.options.heartbeatMs * 3 },
             CatalogRegisterReplySchema,
             { timeoutMs: 3000, signal },

@@ -82,6 +82,16 @@ export interface ToolWorkerOptions {
   /** Register with the catalog (default true). */
   register?: boolean;
   /**
+   * The worker's role (its NATS user, e.g. `worker_math`): it registers on `<prefix>.catalog.register.<role>`, and a
+   * catalog with roles configured holds it to the role's tool namespaces. Left out: the unscoped subject.
+   */
+  role?: string;
+  /**
+   * Keep heavy outputs in the shared artifact store and serve artifact fetches (default true). `false`, for a worker
+   * whose NATS user has no artifacts grant: a heavy output is only previewed, and the worker serves no fetches.
+   */
+  artifacts?: boolean;
+  /**
    * The worker's workspace root: it then watches there the `watch_paths` daemons announce and sends them
    * `file_changed` triggers (see {@link DaemonPathWatcher}).
    */
@@ -161,11 +171,13 @@ export class ToolWorker {
     });
     this.cancels = new RunCancels(this.subjects.prefix, this.logger);
     this.capacity = new CapacityNotices(this.bus, this.subjects, this.workerId, this.logger);
+    if (options.role !== undefined) this.subjects.catalogRegisterAs(options.role);
     if (options.register ?? true)
       this.registration = new Registration({
         bus: this.bus,
         subjects: this.subjects,
         workerId: this.workerId,
+        role: options.role,
         specs: () => this.specs,
         logger: this.logger,
         heartbeatMs: Math.max(50, options.heartbeatMs ?? 5000),
@@ -226,7 +238,7 @@ export class ToolWorker {
   }
 
   private async openResources(): Promise<void> {
-    const blobs = await openArtifactStore(this.bus);
+    const blobs = await openArtifactStore(this.bus, this.options.artifacts ?? true);
     const tools = [...this.tools.values()];
     if (tools.some((t) => !t.spec.idempotent)) await this.openSharedOutcomes();
     const { threads, cpuQueueDepth } = this.options;
@@ -309,6 +321,9 @@ export class ToolWorker {
     for (const tool of this.tools.values()) this.subscribeTool(tool);
     this.subs.other.push(
       this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.cancels.onCancel(msg)),
+    );
+    if (this.options.artifacts === false) return;
+    this.subs.other.push(
       serve({
         bus: this.bus,
         subject: this.subjects.artifactFetch,

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
-import { ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
-import { Catalog } from '@agentmesh/catalog';
+import { AgentMeshError, ErrorCode, ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
+import { Catalog, parseRegistrationRoles } from '@agentmesh/catalog';
 import { ToolWorker } from '@agentmesh/tool-worker';
 import { Planner } from '@agentmesh/planner';
 import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
@@ -21,6 +21,13 @@ export const catalogSpec: CommandSpec = {
       type: 'string',
       value: 'MS',
       description: 'forget a worker after this long without a heartbeat (default 10000)',
+    },
+    roles: {
+      type: 'string',
+      value: 'ROLES',
+      description:
+        'worker roles and the tool namespaces each may register, e.g. "worker=*;worker_math=math" (catalog.roles)',
+      env: 'AGENTMESH_CATALOG_ROLES',
     },
   },
 };
@@ -78,6 +85,19 @@ export const workerSpec: CommandSpec = {
       type: 'string',
       description: 'also serve the tools of these configured MCP servers (mcp.servers)',
     },
+    role: {
+      type: 'string',
+      value: 'ROLE',
+      description: 'register as this role (its NATS user) on catalog.register.<ROLE>',
+      env: 'AGENTMESH_WORKER_ROLE',
+    },
+    artifacts: {
+      type: 'string',
+      value: 'MODE',
+      description:
+        'shared (default) or off: keep no artifacts, serve no fetches (a user without the artifacts grant)',
+      env: 'AGENTMESH_WORKER_ARTIFACTS',
+    },
   },
 };
 
@@ -127,12 +147,15 @@ async function serveActor(
 
 export function catalogCommand(ctx: CommandContext): Promise<number> {
   const ttl = intFlag(ctx.args, 'worker-ttl-ms') ?? ctx.config.catalog?.worker_ttl_ms;
+  const rolesText = stringFlag(ctx.args, 'roles', 'AGENTMESH_CATALOG_ROLES');
+  const roles = rolesText === undefined ? ctx.config.catalog?.roles : parseRegistrationRoles(rolesText);
   return serveActor(ctx, ServiceName.Catalog, (bus, logger) => {
     const catalog = new Catalog({
       bus,
       logger,
       prefix: ctx.prefix,
       ...(ttl === undefined ? {} : { workerTtlMs: ttl }),
+      ...(roles === undefined ? {} : { roles }),
       exposure: {
         ...(ctx.config.tools?.deferred ? { deferred: ctx.config.tools.deferred } : {}),
         ...(ctx.config.tools?.always ? { always: ctx.config.tools.always } : {}),
@@ -160,6 +183,8 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
 export async function workerCommand(ctx: CommandContext): Promise<number> {
   const threads = intFlag(ctx.args, 'threads');
   const concurrency = intFlag(ctx.args, 'concurrency');
+  const role = stringFlag(ctx.args, 'role', 'AGENTMESH_WORKER_ROLE');
+  const artifacts = artifactsFlag(stringFlag(ctx.args, 'artifacts', 'AGENTMESH_WORKER_ARTIFACTS'));
   const selected = selectTools({
     select: listFlag(ctx.args, 'tools'),
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
@@ -175,6 +200,8 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       tools: [...selected.tools, ...(mcp?.tools ?? [])],
       ...(threads === undefined ? {} : { threads }),
       ...(concurrency === undefined ? {} : { concurrency }),
+      ...(role === undefined ? {} : { role }),
+      artifacts,
       ...(selected.workspaceRoot === undefined ? {} : { watchRoot: selected.workspaceRoot }),
     });
     mcp?.reportTo(bus, worker.workerId, ctx.prefix);
@@ -188,4 +215,18 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       },
     };
   });
+}
+
+/** `--artifacts`: `shared` (default) or `off`. */
+function artifactsFlag(value: string | undefined): boolean {
+  if (value === undefined || value === 'shared') return true;
+  if (value === 'off') return false;
+  throw new AgentMeshError(
+    ErrorCode.InvalidRequest,
+    `--artifacts must be "shared" or "off", got "${value}"`,
+    {
+      retryable: false,
+      details: { flag: 'artifacts', value },
+    },
+  );
 }

@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { decodeText } from '../codec.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { SlotTable } from '../slot-table.js';
+import { REPLY_SECRET_LENGTH, replySecret } from '../reply-secret.js';
 import type { KvBucketOptions, KvStore } from '../stores/kv.js';
 import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
 import type {
@@ -164,6 +165,8 @@ class NatsBusSubscription implements Subscription {
 
 interface PendingRequest {
   subject: string;
+  /** The request's reply subject: a reply on any other (a guessed handle without its secret) is ignored. */
+  reply: string;
   resolve: (msg: BusMessage) => void;
   reject: (error: unknown) => void;
   deadline: number;
@@ -236,6 +239,8 @@ export class NatsBus implements Backend {
   readonly durable = true;
   private readonly parts: NatsBackendParts;
   private readonly inboxPrefix: string;
+  /** Where the handle starts in a reply subject: `<inbox prefix>.<secret><handle token>`. */
+  private readonly handleAt: number;
   private readonly pending = new SlotTable<PendingRequest>();
   private muxSub: NatsSubscription | undefined;
   /** One timer for every pending request, armed for the earliest deadline it knows of. */
@@ -257,6 +262,7 @@ export class NatsBus implements Backend {
     enforceReplicas: boolean,
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
+    this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
     this.parts = new NatsBackendParts(this, replicas, enforceReplicas);
     void this.watchStatus();
   }
@@ -396,9 +402,9 @@ export class NatsBus implements Backend {
           this.replySubscriptionFailed(muxSub, err);
           return;
         }
-        const handle = SlotTable.fromToken(msg.subject.slice(this.inboxPrefix.length + 1));
+        const handle = SlotTable.fromToken(msg.subject.slice(this.handleAt));
         const p = this.pending.get(handle);
-        if (p === undefined) return;
+        if (p === undefined || p.reply !== msg.subject) return;
         this.settle(handle, p);
         if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
         else p.resolve(new NatsMessage(msg));
@@ -483,9 +489,11 @@ export class NatsBus implements Backend {
         timeoutMs,
         signal,
         onAbort: undefined,
+        reply: '',
       };
       this.armExpiry(p.deadline);
       const handle = this.pending.add(p);
+      p.reply = `${this.inboxPrefix}.${replySecret()}${SlotTable.token(handle)}`;
       if (signal) {
         p.onAbort = () => {
           this.settle(handle, p);
@@ -494,7 +502,7 @@ export class NatsBus implements Backend {
         signal.addEventListener('abort', p.onAbort, { once: true });
       }
       try {
-        this.send(subject, data, size, `${this.inboxPrefix}.${SlotTable.token(handle)}`, options.headers);
+        this.send(subject, data, size, p.reply, options.headers);
       } catch (error) {
         this.settle(handle, p);
         reject(AgentMeshError.from(error, ErrorCode.Unavailable));

@@ -1,0 +1,75 @@
+import {
+  AgentMeshError,
+  ErrorCode,
+  toErrorPayload,
+  type CatalogRegisterReply,
+  type ToolSpec,
+} from '@agentmesh/protocol';
+import { compareVersions, type ToolRegistry } from './registry.js';
+
+type Rejection = CatalogRegisterReply['rejected'][number];
+
+/** Safety flags whose `true` warns of a risk (confirmation, side effects, spend): a newer version may not drop one. */
+const WARNING_FLAGS = [
+  'needs_confirmation',
+  'mutating',
+  'networked',
+  'filesystem',
+  'process',
+  'external_spend',
+] as const;
+
+/** The flags `newer` gives up against `older`: warnings dropped, or safety claimed (`read_only`, `idempotent`). */
+export function droppedSafety(older: ToolSpec, newer: ToolSpec): string[] {
+  const dropped: string[] = WARNING_FLAGS.filter((f) => older.safety[f] && !newer.safety[f]).map(
+    (f) => `safety.${f}`,
+  );
+  if (!older.safety.read_only && newer.safety.read_only) dropped.push('safety.read_only');
+  if (!older.idempotent && newer.idempotent) dropped.push('idempotent');
+  return dropped;
+}
+
+/**
+ * A safety downgrade: `spec` drops a safety flag of a registered version of its tool that is not newer (served by
+ * another worker, by this worker's current registration, or in the same registration). The newest version wins, so
+ * taking it would silently lift a confirmation or a side-effect warning; a worker re-registering the same version
+ * (an MCP server's changed tool list) may not lift one either. Refused whatever the role; once no registration
+ * carries the flag (the workers that registered it are gone) it is taken.
+ */
+export function downgradeRejection(
+  spec: ToolSpec,
+  workerId: string,
+  registry: ToolRegistry,
+  sameRequest: readonly ToolSpec[],
+): Rejection | undefined {
+  const older: ToolSpec[] = [];
+  for (const live of registry.liveVersions(spec.name))
+    if (live.workers.some((w) => w !== workerId)) older.push(live.spec);
+  for (const own of registry.worker(workerId)?.tools ?? [])
+    if (own.spec.name === spec.name) older.push(own.spec);
+  for (const other of sameRequest) if (other.name === spec.name) older.push(other);
+  for (const old of older) {
+    if (compareVersions(old.version, spec.version) > 0) continue;
+    const dropped = droppedSafety(old, spec);
+    if (dropped.length === 0) continue;
+    const error = new AgentMeshError(
+      ErrorCode.Conflict,
+      `safety downgrade: tool "${spec.name}" version "${spec.version}" from worker "${workerId}" drops ` +
+        `${dropped.join(', ')} that version "${old.version}" still registered has; keep the flags, or retire ` +
+        'the workers that registered it first',
+      {
+        retryable: false,
+        details: {
+          reason: 'safety_downgrade',
+          name: spec.name,
+          version: spec.version,
+          worker_id: workerId,
+          older_version: old.version,
+          dropped,
+        },
+      },
+    );
+    return { name: spec.name, error: toErrorPayload(error) };
+  }
+  return undefined;
+}
