@@ -106,7 +106,7 @@ describe('agentmesh console (embedded) keeps the configured approvals', () => {
     expect(shown.status).toBe(404);
   });
 
-  it('in Chromium: the printed link opens the console, and Approve on the run page lets the call run', async () => {
+  it('in Chromium: the printed link opens the console, and Approve on the run page lets the call run, and the finished run offers no cancel', async () => {
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     try {
       const page = await browser.newPage();
@@ -118,10 +118,18 @@ describe('agentmesh console (embedded) keeps the configured approvals', () => {
       const approval = page.locator('.approval[data-approval-id]');
       await approval.waitFor({ timeout: 20_000 });
       expect(await approval.textContent()).toContain('math.calc');
+      const cancel = page.locator('#cancel');
+      expect(await cancel.isVisible()).toBe(true);
+      expect(await cancel.isEnabled()).toBe(true);
       await approval.locator('button', { hasText: 'Approve' }).click();
       await page.locator('h1 [data-status="done"]').waitFor({ timeout: 20_000 });
       expect(await page.locator('.approval').count()).toBe(0);
       expect(await page.locator('.timeline li[data-type="approval.decided"]').count()).toBe(1);
+      // run.completed arrived live: a finished run offers no cancel, and neither does its page opened afresh
+      await cancel.waitFor({ state: 'hidden', timeout: 5_000 });
+      await page.reload();
+      await page.locator('h1 [data-status="done"]').waitFor({ timeout: 20_000 });
+      expect(await cancel.isHidden()).toBe(true);
     } finally {
       await browser.close();
     }

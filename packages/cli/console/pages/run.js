@@ -2,6 +2,8 @@ import { api, badge, h, json, time } from '../dom.js';
 import { watchLive } from '../app.js';
 
 const FINAL = new Set(['run.completed', 'run.failed']);
+/** Statuses of a run that can still be cancelled; every other status is terminal. */
+const LIVE = new Set(['unknown', 'accepted', 'running']);
 
 function describe(e) {
   switch (e.type) {
@@ -43,12 +45,15 @@ export function runPage(main, runId) {
   const calls = h('tbody');
   const timeline = h('ol', { class: 'timeline' });
   const pending = h('div', { class: 'approvals' });
+  let recorded = 'unknown';
+  let cancelSent = false;
   const decide = (approvalId, decision) =>
     api(`/api/runs/${encodeURIComponent(runId)}/approvals/${encodeURIComponent(approvalId)}`, {
       method: 'POST',
       body: JSON.stringify({ decision, ...(decision === 'deny' ? { reason: 'denied in the console' } : {}) }),
     }).catch((error) => (note.textContent = String(error)));
   cancel.addEventListener('click', () => {
+    cancelSent = true;
     cancel.disabled = true;
     api(`/api/runs/${encodeURIComponent(runId)}/cancel`, { method: 'POST' })
       .then((r) => (note.textContent = r.cancelled ? 'cancel sent' : 'already finished'))
@@ -84,11 +89,15 @@ export function runPage(main, runId) {
       ? final.type === 'run.failed'
         ? 'failed'
         : final.status
-      : started
-        ? 'running'
-        : 'accepted';
+      : !LIVE.has(recorded)
+        ? recorded
+        : started
+          ? 'running'
+          : 'accepted';
     status.replaceChildren(badge(state));
-    cancel.disabled = Boolean(final);
+    const finished = !LIVE.has(state);
+    cancel.hidden = finished;
+    cancel.disabled = finished || cancelSent;
     const decided = new Set(list.filter((e) => e.type === 'approval.decided').map((e) => e.approval_id));
     pending.replaceChildren(
       ...list
@@ -174,6 +183,12 @@ export function runPage(main, runId) {
     events.set(event.seq, event);
     render();
   });
+  api(`/api/runs/${encodeURIComponent(runId)}`)
+    .then((run) => {
+      recorded = run.summary.status;
+      render();
+    })
+    .catch(() => {});
   render();
   return () => source.close();
 }
