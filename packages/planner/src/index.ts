@@ -49,7 +49,7 @@ export {
 export { LoopErrorCode } from './run/dispatch.js';
 export { DEFAULT_NUDGE } from './run/loop.js';
 export { canonicalName } from './run/turn.js';
-export type { RunSnapshot, CheckpointHook } from './run-state.js';
+export type { RunSnapshot, CheckpointHook } from './model/snapshot.js';
 export { RunEventSink } from './run/events.js';
 export {
   readTranscript,
@@ -76,7 +76,7 @@ export {
   type StoredCheckpoint,
   type LeaseClaim,
 } from './durable/index.js';
-export type { ToolBatch, BatchCall } from './run-state.js';
+export type { ToolBatch, BatchCall } from './model/snapshot.js';
 export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';
 export {
   ApprovalStore,
@@ -101,7 +101,7 @@ export type { SessionDefaults } from './run/session.js';
 export { childRunId } from './agents/children.js';
 export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
 export type { SubagentConfig } from './agents/child-rules.js';
-export type { ChildRecord } from './run-state.js';
+export type { ChildRecord } from './model/snapshot.js';
 export { runTree, formatRunTree, type RunTreeNode } from './agents/run-tree.js';
 export {
   SkillSchema,

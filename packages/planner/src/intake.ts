@@ -19,7 +19,7 @@ import { runRecord } from './durable/records.js';
 import { runDurably, type DurableDeps } from './durable/takeover.js';
 import { RunEventSink, runFailed } from './run/events.js';
 import type { ExecuteOptions, RunExecutor, RunResult } from './run/executor.js';
-import type { RunSnapshot } from './run-state.js';
+import type { RunSnapshot } from './model/snapshot.js';
 
 type Admission =
   | { ok: true; request: RunRequest; runId: string }

@@ -21,7 +21,7 @@ import { Catalog } from '@agentmesh/catalog';
 import { ToolWorker, defineTool, type Tool } from '@agentmesh/tool-worker';
 import { Planner, type PlannerOptions } from './planner.js';
 import { followRun, submitRun } from './client.js';
-import type { RunSnapshot } from './run-state.js';
+import type { RunSnapshot } from './model/snapshot.js';
 
 const calc = defineTool({
   name: 'math.add',

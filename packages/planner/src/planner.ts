@@ -32,6 +32,7 @@ import {
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
+import { agentTools } from './agents/planner-tools.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
 import {
   ProviderClients,
@@ -47,7 +48,7 @@ import { SessionStore } from './hitl/session-store.js';
 import { openSessionStores } from './durable/infra.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
-import type { CheckpointHook, RunSnapshot } from './run-state.js';
+import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
 import { Semaphore } from './util.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
@@ -167,6 +168,7 @@ export class Planner {
       sessions: () => this.sessionStore(),
       triggers: () => this.triggers(),
       idleDaemons: this.idleDaemons,
+      tools: agentTools,
     });
     this.intake = new RunIntake({
       infra: this.infra,

@@ -1,6 +1,6 @@
 import { AgentMeshError, ErrorCode, encodeJson } from '@agentmesh/protocol';
 import type { z } from 'zod';
-import type { RunResult } from '../run/executor.js';
+import type { RunResult } from '../model/result.js';
 import type { RunContext } from '../run/context.js';
 import {
   ChildArgsSchema,

@@ -36,10 +36,7 @@ export const ChildArgsSchema = z
     system: z.string().optional(),
     limits: PartialRunLimitsSchema.optional(),
     output_schema: OutputSchemaSchema.optional(),
-    approvals: z
-      .object({ require: NonEmptyToolPatternListSchema.optional() })
-      .strict()
-      .optional(),
+    approvals: z.object({ require: NonEmptyToolPatternListSchema.optional() }).strict().optional(),
     script: z.array(ScriptedTurnSchema).optional(),
   })
   .strict();

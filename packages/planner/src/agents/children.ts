@@ -8,10 +8,10 @@ import {
   type RunRequestInput,
 } from '@agentmesh/protocol';
 import { followRun, submitRun } from '../client.js';
-import type { RunResult } from '../run/executor.js';
+import type { RunResult } from '../model/result.js';
 import type { RunContext } from '../run/context.js';
 import { cancelRun } from '../run-admin.js';
-import type { ChildRecord } from '../run-state.js';
+import type { ChildRecord } from '../model/snapshot.js';
 import { readRunRecord } from '../transcript.js';
 import type { ChildArgs } from './agent-tools.js';
 import {

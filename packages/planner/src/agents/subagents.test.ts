@@ -16,7 +16,7 @@ import type { FakeLlmServer, FakeReply } from '../../../../test/fixtures/llm/com
 import { Planner, type PlannerOptions } from '../planner.js';
 import { submitRun } from '../client.js';
 import { sendApprovalDecision } from '../hitl/approval-service.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { childRunId } from './children.js';
 
 const add = defineTool({

@@ -1,5 +1,5 @@
 import type { RunRequest } from '@agentmesh/protocol';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { DaemonSession, type DaemonInputSource } from './session.js';
 import type { IdleDaemons } from './idle-daemons.js';
 import type { TriggerQueue } from './trigger-queue.js';
@@ -17,11 +17,7 @@ export { serveTriggers } from './responder.js';
 export { IdleDaemons } from './idle-daemons.js';
 export { WatchAnnouncer, WATCH_ANNOUNCE_MS } from './watch-announcer.js';
 
-/**
- * A daemon's lifetime when the planner configures none (`daemon_timeout_ms`): a day. It is also the most a daemon
- * may ask for in its `limits.timeout_ms`.
- */
-export const DAEMON_TIMEOUT_MS = 86_400_000;
+export { DAEMON_TIMEOUT_MS } from '../run/setup.js';
 
 /** The daemon session of a daemon run (its queue opened), or undefined for any other run. */
 export async function daemonSession(

@@ -1,5 +1,6 @@
 import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
 import { compactTranscript } from '../hitl/compaction.js';
+import type { DaemonState } from '../model/snapshot.js';
 import type { RunContext } from '../run/context.js';
 import { warning } from '../run/events.js';
 import { summarizer } from '../run/session.js';
@@ -11,18 +12,6 @@ import { WatchAnnouncer } from './watch-announcer.js';
 export type DaemonOptions = Required<Omit<NonNullable<RunRequest['daemon']>, 'watch_paths'>> & {
   watch_paths: readonly string[];
 };
-
-/** A daemon's progress in its run snapshot. */
-export interface DaemonState {
-  /** Waiting for a wake source (a resumed run waits again instead of calling the model). */
-  idle: boolean;
-  /** The seq of the last trigger taken into the transcript. */
-  handled: number;
-  /** Timer ticks in a row without a trigger or input. */
-  idle_ticks: number;
-  /** Refused triggers already reported with a `run.warning`. */
-  dropped_reported: number;
-}
 
 /**
  * Where input messages come from while a daemon idles (the run's input subject, `agentmesh.runs.<id>.input`):
@@ -217,3 +206,5 @@ export class DaemonSession {
     );
   }
 }
+
+export type { DaemonState } from '../model/snapshot.js';

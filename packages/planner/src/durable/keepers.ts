@@ -9,7 +9,7 @@ import {
   type RunRequest,
 } from '@agentmesh/protocol';
 import type { RunHandle, RunKeeper } from '../run/executor.js';
-import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import type { CheckpointWriter } from './checkpoint.js';
 import { leaseLostError, type RunLease } from './lease.js';
 import { runRecord } from './records.js';

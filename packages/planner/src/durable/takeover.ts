@@ -6,7 +6,7 @@ import {
   type RunRequest,
 } from '@agentmesh/protocol';
 import type { RunKeeper } from '../run/executor.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
 import type { PlannerInfra, Settlement } from './infra.js';
 import { leaseKeeper, recordedParent } from './keepers.js';

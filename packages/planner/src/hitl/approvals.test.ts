@@ -15,7 +15,7 @@ import { openRunRecords } from '../durable/infra.js';
 import { parseRecord } from '../durable/lease.js';
 import { sendApprovalDecision } from './approval-service.js';
 import { sendRunControl } from './run-controls.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 
 const written: string[] = [];
 const write = defineTool({

@@ -1,68 +1,16 @@
-import { AgentMeshError, ErrorCode, retry, type RunWaiting } from '@agentmesh/protocol';
-import {
-  approvalReason,
-  approvalSummary,
-  redactSecretArgs,
-  type ApprovalPolicy,
-} from '../hitl/approval-policy.js';
-import type { ApprovalRecord, ApprovalStore } from '../hitl/approval-store.js';
-import type { RunControlStore } from '../hitl/run-controls.js';
+import { AgentMeshError, ErrorCode, retry } from '@agentmesh/protocol';
+import { approvalReason, approvalSummary, redactSecretArgs } from '../hitl/approval-policy.js';
+import type { ApprovalRecord } from '../hitl/approval-store.js';
 import type { RunContext } from './context.js';
+import type { RunHitl } from './ports.js';
+
+export { WaitingState } from './waiting.js';
+export type { RunHitl } from './ports.js';
 import { toolFailed } from './events.js';
 
 /** What a run needs to let calls wait for a human: the store, its policy and its waiting state. */
-export interface RunHitl {
-  store: ApprovalStore;
-  policy: ApprovalPolicy;
-  waits: WaitingState;
-  /** Input and pause requests (undefined: the run takes none). */
-  controls?: RunControlStore | undefined;
-}
-
 /** The error code of a call a human (or the approval timeout) denied. */
 export const APPROVAL_DENIED = 'approval_denied';
-
-/**
- * How a run waits, kept in its run record: `paused` while paused, `awaiting_approval` while any call waits for a
- * decision, nothing otherwise. Writes are serialized and only made when the state changes.
- */
-export class WaitingState {
-  private approvals = 0;
-  private paused = false;
-  private recorded: RunWaiting | undefined;
-  private writes: Promise<void> = Promise.resolve();
-
-  constructor(private readonly record: (waiting: RunWaiting | undefined) => Promise<void>) {}
-
-  enterApproval(): Promise<void> {
-    this.approvals++;
-    return this.sync();
-  }
-
-  leaveApproval(): Promise<void> {
-    this.approvals = Math.max(0, this.approvals - 1);
-    return this.sync();
-  }
-
-  setPaused(paused: boolean): Promise<void> {
-    this.paused = paused;
-    return this.sync();
-  }
-
-  get current(): RunWaiting | undefined {
-    return this.paused ? 'paused' : this.approvals > 0 ? 'awaiting_approval' : undefined;
-  }
-
-  private sync(): Promise<void> {
-    this.writes = this.writes.then(async () => {
-      const next = this.current;
-      if (next === this.recorded) return;
-      this.recorded = next;
-      await this.record(next);
-    });
-    return this.writes;
-  }
-}
 
 export interface GateCall {
   call: { id: string; name: string };

@@ -14,10 +14,8 @@ import { ToolExposure } from '../exposure.js';
 import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
-import type { CheckpointHook, RunSnapshot } from '../run-state.js';
-import type { RunHitl } from './approval-gate.js';
-import type { SkillSession } from '../skills/session.js';
-import type { DaemonSession } from '../daemon/session.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { PlannerTools, RunDaemon, RunHitl, RunSkills } from './ports.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
@@ -58,6 +56,8 @@ export interface RunEnvironment {
   resultCheckpoint?: CheckpointHook | undefined;
   /** Approvals (and the run's waiting state) when calls may wait for a human decision. */
   hitl?: RunHitl | undefined;
+  /** Tools the planner answers itself beyond the meta-tools (agent.*). */
+  tools?: PlannerTools<RunContext> | undefined;
 }
 
 /**
@@ -73,9 +73,9 @@ export class RunContext {
   readonly log: Logger;
   costWarned = false;
   /** Skill matching and activation before each model turn (runs with skills only). */
-  skills: SkillSession | undefined;
+  skills: RunSkills<RunContext> | undefined;
   /** Idle and wake between turns instead of ending (daemon runs only). */
-  daemon: DaemonSession | undefined;
+  daemon: RunDaemon<RunContext> | undefined;
 
   constructor(
     readonly state: RunSnapshot,

@@ -5,7 +5,6 @@ import {
   type BlobStore,
   type Logger,
   type RunEvent,
-  type RunEventOf,
   type RunRequest,
   type RunWaiting,
   type Subjects,
@@ -29,7 +28,7 @@ import {
   type ProviderClients,
   type ProviderSettings,
 } from '../providers/index.js';
-import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
 import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
@@ -54,12 +53,14 @@ import {
 import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
+import type { PlannerTools } from './ports.js';
+import type { RunResult } from '../model/result.js';
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
 const SETUP_LANE_WIDTH = 16;
 const SETUP_LANE_HOLD_MS = 5;
 
-export type RunResult = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
+export type { RunResult } from '../model/result.js';
 
 export interface ExecuteOptions {
   signal?: AbortSignal;
@@ -124,6 +125,8 @@ export interface ExecutorConfig {
   triggers?: (() => Promise<TriggerQueue>) | undefined;
   /** The planner's idle daemons (a draining planner does not wait for them). */
   idleDaemons?: IdleDaemons | undefined;
+  /** Tools the planner answers itself beyond the meta-tools (the agent.* tools, wired in planner.ts). */
+  tools?: PlannerTools<RunContext> | undefined;
 }
 
 interface RunIo {
@@ -404,6 +407,7 @@ export class RunExecutor {
       subagents: config.defaults.subagents,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
+      tools: config.tools,
     };
   }
 

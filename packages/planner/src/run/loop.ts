@@ -1,6 +1,5 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
 import { checkOutput, invalidOutputError, repairMessage } from '../agents/structured-output.js';
-import { cancelChildren } from '../agents/children.js';
 import type { RunContext } from './context.js';
 import { applyRunControls } from './controls.js';
 import { dispatchTools } from './dispatch.js';
@@ -148,7 +147,7 @@ function budgetCheck(ctx: RunContext): string | undefined {
 
 function finish(ctx: RunContext, ending: Ending): CompletedEvent {
   const { state } = ctx;
-  cancelChildren(ctx);
+  ctx.env.tools?.runEnded(ctx);
   state.phase = 'finished';
   state.status = ending.status;
   state.reason = ending.reason;

@@ -17,8 +17,6 @@ import {
 } from '@agentmesh/protocol';
 import { toolCallTraceHeaders } from '@agentmesh/protocol';
 import type { z } from 'zod';
-import { agentCall } from '../agents/agent-calls.js';
-import { isAgentTool, type AgentToolName } from '../agents/agent-tools.js';
 import {
   ArtifactFetchArgsSchema,
   ToolGetArgsSchema,
@@ -26,7 +24,7 @@ import {
   type MetaToolName,
 } from '../meta-tools.js';
 import type { RunContext, ToolScope } from './context.js';
-import type { CallResult, PreparedCall } from './dispatch.js';
+import type { CallResult, PreparedCall } from './calls.js';
 import { toolCompleted, toolFailed, toolStarted } from './events.js';
 import { canonicalName } from './turn.js';
 
@@ -35,11 +33,14 @@ export const CATALOG_RETRY_MS = 30_000;
 
 const elapsedSince = (started: number) => Math.round((performance.now() - started) * 1000) / 1000;
 
-/** Runs a meta-tool call (tool_search, tool_get, artifact_fetch) in the planner, with the usual tool events. */
+/**
+ * Runs a call the planner answers itself, with the usual tool events: a meta-tool (tool_search, tool_get,
+ * artifact_fetch) or one of the run's {@link PlannerTools} (agent.*).
+ */
 export async function runMeta(
   ctx: RunContext,
   p: PreparedCall,
-  name: MetaToolName | AgentToolName,
+  name: MetaToolName | (string & {}),
 ): Promise<CallResult> {
   const { sink, env } = ctx;
   const started = performance.now();
@@ -47,8 +48,9 @@ export async function runMeta(
   const fields = { call_id: p.call.id, name, worker_id: env.plannerId };
   let content: string;
   try {
-    content = isAgentTool(name)
-      ? await agentCall(ctx, p.call.id, name, p.args)
+    const tools = env.tools;
+    content = tools?.handles(name)
+      ? await tools.call(ctx, p.call.id, name, p.args)
       : name === 'tool_search'
         ? await toolSearch(ctx, parseMetaArgs(ToolSearchArgsSchema, p.args, name), p.call.id)
         : name === 'tool_get'
