@@ -29,13 +29,13 @@ export const PLANNER_LAYERS = [
       'loop-detector.ts',
       'capabilities.ts',
       'system-prompt.ts',
-      'transcript.ts',
-      'control-client.ts',
+      'meta-tool-specs.ts',
     ],
   },
+  { name: 'infra', paths: ['infra/'] },
   { name: 'engine', paths: ['run/'] },
   { name: 'feature', paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/'], isolated: true },
-  { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'run-admin.ts', 'index.ts'] },
+  { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'index.ts'] },
 ];
 
 const PACKAGES_GLOB_ROOT = 'packages';

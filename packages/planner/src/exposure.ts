@@ -1,5 +1,5 @@
 import { matchesAnyToolPattern, toProviderAlias, type ToolSpec } from '@agentmesh/protocol';
-import { META_TOOLS } from './meta-tools.js';
+import { META_TOOLS } from './meta-tool-specs.js';
 import type { ModelTool, NativeSearchVariant } from './providers/types.js';
 import type { ExposureState, SearchMode } from './model/snapshot.js';
 

@@ -39,7 +39,7 @@ export {
   type LoopState,
   type LoopVerdict,
 } from './loop-detector.js';
-export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tools.js';
+export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tool-specs.js';
 export {
   buildSystemPrompt,
   runSystemPrompt,
@@ -60,8 +60,8 @@ export {
   runsBucket,
   type RunTranscript,
   type RunRecord,
-} from './transcript.js';
-export { submitRun, followRun, type SubmitResult } from './client.js';
+} from './infra/transcripts.js';
+export { submitRun, followRun, type SubmitResult } from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -77,7 +77,7 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';
+export { listRuns, showRun, cancelRun, type RunDetails } from './infra/run-admin.js';
 export {
   ApprovalStore,
   approvalIdFor,
@@ -87,16 +87,16 @@ export {
 export { approvalPolicy, approvalReason, type ApprovalConfig } from './hitl/approval-policy.js';
 export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
 export { APPROVAL_DENIED } from './run/approval-gate.js';
-export { openApprovals, approvalsBucket } from './durable/infra.js';
+export { openApprovals, approvalsBucket } from './infra/backend.js';
 export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
-export { openRunControls, controlsBucket } from './durable/infra.js';
+export { openRunControls, controlsBucket } from './infra/backend.js';
 export {
   SessionStore,
   assertSessionId,
   type SessionRecord,
   type SessionSummary,
 } from './hitl/session-store.js';
-export { openSessionStores, sessionsBucket, sessionIndexBucket } from './durable/infra.js';
+export { openSessionStores, sessionsBucket, sessionIndexBucket } from './infra/backend.js';
 export type { SessionDefaults } from './run/session.js';
 export { childRunId } from './agents/children.js';
 export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
@@ -129,5 +129,5 @@ export {
   type DaemonInputSource,
   type DaemonState,
 } from './daemon/index.js';
-export { triggersBucket, openTriggerStore } from './durable/infra.js';
-export { openRunRecords } from './durable/infra.js';
+export { triggersBucket, openTriggerStore } from './infra/backend.js';
+export { openRunRecords } from './infra/backend.js';

@@ -20,8 +20,8 @@ import {
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { PlannerPresence } from './durable/presence.js';
-import { plannerInfra, type PlannerInfra } from './durable/infra.js';
-import { openTriggerStore } from './durable/infra.js';
+import { plannerInfra, type PlannerInfra } from './infra/backend.js';
+import { openTriggerStore } from './infra/backend.js';
 import {
   IdleDaemons,
   MAX_TRIGGER_BYTES,
@@ -45,7 +45,7 @@ import { ApprovalStore } from './hitl/approval-store.js';
 import { serveApprovals } from './hitl/approval-service.js';
 import { RunControlStore, serveRunControls } from './hitl/run-controls.js';
 import { SessionStore } from './hitl/session-store.js';
-import { openSessionStores } from './durable/infra.js';
+import { openSessionStores } from './infra/backend.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';

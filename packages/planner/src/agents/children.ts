@@ -7,12 +7,12 @@ import {
   type RunEventOf,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { followRun, submitRun } from '../client.js';
+import { followRun, submitRun } from '../infra/run-client.js';
 import type { RunResult } from '../model/result.js';
 import type { RunContext } from '../run/context.js';
-import { cancelRun } from '../run-admin.js';
+import { cancelRun } from '../infra/run-admin.js';
 import type { ChildRecord } from '../model/snapshot.js';
-import { readRunRecord } from '../transcript.js';
+import { readRunRecord } from '../infra/transcripts.js';
 import type { ChildArgs } from './agent-tools.js';
 import {
   assertMayScriptChild,

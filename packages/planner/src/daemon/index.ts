@@ -40,4 +40,4 @@ export async function daemonSession(
   const state = (snapshot.daemon ??= { idle: false, handled: 0, idle_ticks: 0, dropped_reported: 0 });
   return new DaemonSession(options, state, triggers, hooks);
 }
-export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './client.js';
+export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './trigger-client.js';

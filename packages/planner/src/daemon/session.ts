@@ -1,5 +1,5 @@
 import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
-import { compactTranscript } from '../hitl/compaction.js';
+import { compactTranscript } from '../compaction.js';
 import type { DaemonState } from '../model/snapshot.js';
 import type { RunContext } from '../run/context.js';
 import { warning } from '../run/events.js';

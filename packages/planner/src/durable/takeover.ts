@@ -8,7 +8,7 @@ import {
 import type { RunKeeper } from '../run/executor.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
-import type { PlannerInfra, Settlement } from './infra.js';
+import type { PlannerInfra, Settlement } from '../infra/backend.js';
 import { leaseKeeper, recordedParent } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';

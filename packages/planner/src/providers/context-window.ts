@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
-import { estimateTokens } from '../hitl/compaction.js';
+import { estimateTokens } from '../compaction.js';
 import type { ModelProvider, ModelRequest } from './types.js';
 
 /** The estimated input tokens of a request (characters / 4): system prompt, tool list and conversation. */

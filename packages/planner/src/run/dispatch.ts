@@ -10,7 +10,7 @@ import {
   type ToolSpec,
 } from '@agentmesh/protocol';
 import { loopHint, loopRedirect } from '../loop-detector.js';
-import { isMetaTool } from '../meta-tools.js';
+import { isMetaTool } from '../meta-tool-specs.js';
 import type { ChatToolCall } from '../providers/types.js';
 import type { BatchCall, ToolBatch } from '../model/snapshot.js';
 import { Semaphore, capText } from '../util.js';

@@ -13,13 +13,13 @@ import {
   retry,
 } from '@agentmesh/protocol';
 import { AGENT_TOOL_SPECS, offeredAgentTools } from '../agents/agent-tools.js';
-import { outputValidator } from '../agents/structured-output.js';
+import { outputValidator } from '../output-schema.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
 import { approvalPolicy } from '../hitl/approval-policy.js';
 import type { ApprovalStore } from '../hitl/approval-store.js';
 import type { RunControlStore } from '../hitl/run-controls.js';
 import type { SessionStore } from '../hitl/session-store.js';
-import type { EventPublisher } from '../durable/infra.js';
+import type { EventPublisher } from '../infra/backend.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import {
@@ -32,7 +32,7 @@ import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
 import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
-import { saveTranscript } from '../transcript.js';
+import { saveTranscript } from '../infra/transcripts.js';
 import { withContextWindow } from '../providers/context-window.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */

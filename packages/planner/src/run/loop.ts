@@ -1,5 +1,5 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
-import { checkOutput, invalidOutputError, repairMessage } from '../agents/structured-output.js';
+import { checkOutput, invalidOutputError, repairMessage } from '../output-schema.js';
 import type { RunContext } from './context.js';
 import { applyRunControls } from './controls.js';
 import { dispatchTools } from './dispatch.js';

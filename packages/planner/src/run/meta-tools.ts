@@ -22,7 +22,7 @@ import {
   ToolGetArgsSchema,
   ToolSearchArgsSchema,
   type MetaToolName,
-} from '../meta-tools.js';
+} from '../meta-tool-specs.js';
 import type { RunContext, ToolScope } from './context.js';
 import type { CallResult, PreparedCall } from './calls.js';
 import { toolCompleted, toolFailed, toolStarted } from './events.js';

@@ -1,5 +1,5 @@
 import type { Logger } from '@agentmesh/protocol';
-import { compactTranscript, deterministicSummary, estimateTokens } from '../hitl/compaction.js';
+import { compactTranscript, deterministicSummary, estimateTokens } from '../compaction.js';
 import { assertSessionId, type SessionLockHandle, type SessionStore } from '../hitl/session-store.js';
 import type { ChatMessage, ModelProvider } from '../providers/types.js';
 import type { RunEventSink } from './events.js';

@@ -6,14 +6,16 @@ import {
   type RunEvent,
   type RunRequest,
   type RunStatus,
-  type RunWaiting,
   type ScriptedTurn,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
-import { openRunRecords, openTranscriptStore } from './durable/infra.js';
-import type { ChatMessage } from './providers/types.js';
+import { openRunRecords, openTranscriptStore } from './backend.js';
+import type { ChatMessage } from '../providers/types.js';
+import { parseRecord, type RunRecord } from '../model/record.js';
 
-export { openRunRecords, openTranscriptStore, runsBucket, transcriptsBucket } from './durable/infra.js';
+export type { RunRecord } from '../model/record.js';
+
+export { openRunRecords, openTranscriptStore, runsBucket, transcriptsBucket } from './backend.js';
 
 /** A finished (or failed) run as stored: the conversation the model saw and every event, in order. */
 export interface RunTranscript {
@@ -38,32 +40,6 @@ const TranscriptSchema = z.looseObject({
   messages: z.array(z.unknown()),
   events: z.array(z.unknown()),
 });
-
-/** The KV record of one run id: its owner and lease while it runs, how it ended once finished. */
-export interface RunRecord {
-  run_id: string;
-  /** The planner that owns (or last owned) the run. */
-  planner_id: string;
-  state: 'running' | 'finished';
-  accepted_at: string;
-  finished_at?: string;
-  status?: string;
-  stream_seq?: number;
-  /** The task, for listings. */
-  task?: string;
-  /** Ownership epoch: 1 for the first planner, raised by every takeover. */
-  epoch?: number;
-  /** Epoch ms until which the owner holds the run without renewing. */
-  lease_until?: number;
-  /** How many times another planner resumed the run. */
-  takeovers?: number;
-  /** Set by `agentmesh runs cancel`; the owner (or the planner that resumes the run) cancels it. */
-  cancel_requested?: string;
-  /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
-  waiting?: RunWaiting;
-  /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
-  parent?: { run_id: string; call_id: string };
-}
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {
   await store.put(transcript.run_id, encodeJson(transcript), {
@@ -92,7 +68,7 @@ export async function readRunRecord(
 ): Promise<RunRecord | null> {
   const kv = await openRunRecords(bus, options.prefix);
   const entry = await kv.get(runId);
-  return entry === null ? null : (JSON.parse(new TextDecoder().decode(entry.value)) as RunRecord);
+  return entry === null ? null : parseRecord(entry.value);
 }
 
 /**

@@ -8,14 +8,15 @@ import {
   type RunEvent,
   readEntries,
 } from '@agentmesh/protocol';
-import { parseRecord, readRunEvents } from './durable/index.js';
+import { parseRecord } from '../model/record.js';
+import { readRunEvents } from './backend.js';
 import {
   openRunRecords,
   readRunRecord,
   readTranscript,
   type RunRecord,
   type RunTranscript,
-} from './transcript.js';
+} from './transcripts.js';
 
 /** The run records of the fleet, newest first (at most `limit`, default 50; `state` filters). */
 export async function listRuns(

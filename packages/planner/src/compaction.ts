@@ -1,4 +1,4 @@
-import type { ChatMessage } from '../providers/types.js';
+import type { ChatMessage } from './providers/types.js';
 
 /** A rough token count (characters / 4), the estimate the budget and compaction use. */
 export function estimateTokens(messages: readonly ChatMessage[]): number {
