@@ -30,6 +30,7 @@ export const PLANNER_LAYERS = [
       'capabilities.ts',
       'system-prompt.ts',
       'meta-tool-specs.ts',
+      'approval-policy.ts',
     ],
   },
   { name: 'infra', paths: ['infra/'] },

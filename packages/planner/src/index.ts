@@ -84,7 +84,7 @@ export {
   type ApprovalRecord,
   type ApprovalState,
 } from './hitl/approval-store.js';
-export { approvalPolicy, approvalReason, type ApprovalConfig } from './hitl/approval-policy.js';
+export { approvalPolicy, approvalReason, type ApprovalConfig } from './approval-policy.js';
 export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
 export { APPROVAL_DENIED } from './run/approval-gate.js';
 export { openApprovals, approvalsBucket } from './infra/backend.js';

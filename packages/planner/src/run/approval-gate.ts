@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode, retry } from '@agentmesh/protocol';
-import { approvalReason, approvalSummary, redactSecretArgs } from '../hitl/approval-policy.js';
+import { approvalReason, approvalSummary, redactSecretArgs } from '../approval-policy.js';
 import type { ApprovalRecord } from '../hitl/approval-store.js';
 import type { RunContext } from './context.js';
 import type { RunHitl } from './ports.js';

@@ -8,7 +8,9 @@ import type {
   Subjects,
   ToolSpec,
 } from '@agentmesh/protocol';
-import type { SubagentConfig } from '../agents/child-rules.js';
+import type { SubagentConfig, ToolScope } from './setup.js';
+
+export type { ToolScope } from './setup.js';
 import type { ModelCapabilities } from '../capabilities.js';
 import { ToolExposure } from '../exposure.js';
 import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
@@ -22,13 +24,6 @@ import type { RunEventSink } from './events.js';
 export interface StopReason {
   status: 'cancelled' | 'timeout';
   reason: string;
-}
-
-/** The catalog scope of a run: its allow-list and the loading overrides. */
-export interface ToolScope {
-  allow?: string[];
-  deferred?: string[];
-  always?: string[];
 }
 
 /** What a run needs from its planner: the bus, the model, the settings; none of it changes during the run. */

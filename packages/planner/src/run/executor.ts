@@ -15,7 +15,7 @@ import {
 import { AGENT_TOOL_SPECS, offeredAgentTools } from '../agents/agent-tools.js';
 import { outputValidator } from '../output-schema.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
-import { approvalPolicy } from '../hitl/approval-policy.js';
+import { approvalPolicy } from '../approval-policy.js';
 import type { ApprovalStore } from '../hitl/approval-store.js';
 import type { RunControlStore } from '../hitl/run-controls.js';
 import type { SessionStore } from '../hitl/session-store.js';

@@ -1,5 +1,5 @@
 import type { RunStatus } from '@agentmesh/protocol';
-import type { ApprovalPolicy } from '../hitl/approval-policy.js';
+import type { ApprovalPolicy } from '../approval-policy.js';
 import type { ApprovalStore } from '../hitl/approval-store.js';
 import type { RunControlStore } from '../hitl/run-controls.js';
 import type { WaitingState } from './waiting.js';

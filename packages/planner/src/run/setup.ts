@@ -4,20 +4,34 @@ import {
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
-import type { SubagentConfig } from '../agents/child-rules.js';
 import type { CapabilityTable } from '../capabilities.js';
-import type { ApprovalConfig } from '../hitl/approval-policy.js';
+import type { ApprovalConfig } from '../approval-policy.js';
 import type { SearchMode } from '../exposure.js';
 import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../model/snapshot.js';
-import type { Skill, SkillMatchInput } from '../skills/schema.js';
-import type { ToolScope } from './context.js';
+import type { Skill, SkillMatchInput } from '../model/skill.js';
 import type { SessionDefaults } from './session.js';
 import type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
 
 export type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
+
+/** The catalog scope of a run: its allow-list and the loading overrides. */
+export interface ToolScope {
+  allow?: string[];
+  deferred?: string[];
+  always?: string[];
+}
+
+/** `subagents:` in the configuration. */
+export interface SubagentConfig {
+  enabled?: boolean;
+  /** How deep runs may nest: a top-level run has depth 0, its children 1 (default 2). */
+  max_depth?: number;
+  /** Children one run may start over its life (default 8). */
+  max_children?: number;
+}
 
 /**
  * A daemon's lifetime when the planner configures none (`daemon_timeout_ms`): a day. It is also the most a daemon

@@ -1,7 +1,7 @@
 import type { RunEventBody } from '@agentmesh/protocol';
 import type { RunContext } from '../run/context.js';
 import { modelCandidates, MetadataMatcher, type SkillCandidate } from './match.js';
-import type { Skill, SkillMatch, SkillState } from './schema.js';
+import type { Skill, SkillMatch, SkillState } from '../model/skill.js';
 
 /** Why a skill is active: asked for by the request (never deactivated), or matched. */
 export const FORCED_REASON = 'requested by the run';

@@ -7,7 +7,7 @@ import { RunContext } from '../run/context.js';
 import { RunEventSink } from '../run/events.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { collectSkills, loadSkillDirs, parseSkillFile } from './load.js';
-import { SkillMatchSchema, type Skill } from './schema.js';
+import { SkillMatchSchema, type Skill } from '../model/skill.js';
 import { SkillSession } from './session.js';
 
 const skills: Skill[] = collectSkills([

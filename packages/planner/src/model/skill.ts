@@ -37,4 +37,4 @@ export const SkillMatchSchema = z
 export type SkillMatch = z.infer<typeof SkillMatchSchema>;
 export type SkillMatchInput = z.input<typeof SkillMatchSchema>;
 
-export type { SkillState } from '../model/snapshot.js';
+export type { SkillState } from './snapshot.js';
