@@ -86,7 +86,7 @@ export {
 } from './hitl/approval-store.js';
 export { approvalPolicy, approvalReason, type ApprovalConfig } from './approval-policy.js';
 export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
-export { APPROVAL_DENIED } from './run/approval-gate.js';
+export { APPROVAL_DENIED } from './hitl/call-gate.js';
 export { openApprovals, approvalsBucket } from './infra/backend.js';
 export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
 export { openRunControls, controlsBucket } from './infra/backend.js';

@@ -32,7 +32,7 @@ import {
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
-import { agentTools } from './agents/planner-tools.js';
+import { runFeatures } from './run-features.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
 import {
   ProviderClients,
@@ -163,12 +163,14 @@ export class Planner {
       active: this.active,
       publisher: (runId, options) => this.infra.eventPublisher(runId, options),
       transcripts: () => this.stores?.transcripts,
-      approvals: () => this.stores?.approvals,
-      controls: () => this.stores?.controls,
       sessions: () => this.sessionStore(),
-      triggers: () => this.triggers(),
-      idleDaemons: this.idleDaemons,
-      tools: agentTools,
+      features: runFeatures({
+        defaults: options.defaults ?? {},
+        approvals: () => this.stores?.approvals,
+        controls: () => this.stores?.controls,
+        triggers: () => this.triggers(),
+        idleDaemons: this.idleDaemons,
+      }),
     });
     this.intake = new RunIntake({
       infra: this.infra,

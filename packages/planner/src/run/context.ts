@@ -50,7 +50,7 @@ export interface RunEnvironment {
   /** Called after each single tool result inside a batch (durable runs store these too). */
   resultCheckpoint?: CheckpointHook | undefined;
   /** Approvals (and the run's waiting state) when calls may wait for a human decision. */
-  hitl?: RunHitl | undefined;
+  hitl?: RunHitl<RunContext> | undefined;
   /** Tools the planner answers itself beyond the meta-tools (agent.*). */
   tools?: PlannerTools<RunContext> | undefined;
 }

@@ -14,7 +14,6 @@ import { isMetaTool } from '../meta-tool-specs.js';
 import type { ChatToolCall } from '../providers/types.js';
 import type { BatchCall, ToolBatch } from '../model/snapshot.js';
 import { Semaphore, capText } from '../util.js';
-import { gateCall } from './approval-gate.js';
 import type { RunContext } from './context.js';
 import { notice, toolCompleted, toolFailed, toolStarted } from './events.js';
 import { runMeta } from './meta-tools.js';
@@ -95,7 +94,7 @@ export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCal
     prepared.map(async (p, i) => {
       const planned = batch.calls[i];
       if (planned === undefined || planned.result !== undefined || planned.plan !== 'run') return;
-      const denied = isMetaTool(p.name) ? undefined : await gateCall(ctx, p);
+      const denied = isMetaTool(p.name) ? undefined : await ctx.env.hitl?.gate(ctx, p);
       let r: CallResult;
       if (denied !== undefined) r = denied;
       else {

@@ -12,12 +12,8 @@ import {
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
-import { AGENT_TOOL_SPECS, offeredAgentTools } from '../agents/agent-tools.js';
 import { outputValidator } from '../output-schema.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
-import { approvalPolicy } from '../approval-policy.js';
-import type { ApprovalStore } from '../hitl/approval-store.js';
-import type { RunControlStore } from '../hitl/run-controls.js';
 import type { SessionStore } from '../hitl/session-store.js';
 import type { EventPublisher } from '../infra/backend.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
@@ -29,8 +25,6 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
-import { daemonSession, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
-import { skillSession } from '../skills/index.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { saveTranscript } from '../infra/transcripts.js';
 import { withContextWindow } from '../providers/context-window.js';
@@ -38,7 +32,6 @@ import { withContextWindow } from '../providers/context-window.js';
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
-import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed, runStarted, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
@@ -53,7 +46,7 @@ import {
 import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
-import type { PlannerTools } from './ports.js';
+import type { RunFeatures, RunHitl } from './ports.js';
 import type { RunResult } from '../model/result.js';
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
@@ -115,18 +108,10 @@ export interface ExecutorConfig {
   active: ActiveRuns;
   publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
   transcripts: () => BlobStore | undefined;
-  /** The approval store when calls may wait for a human decision (undefined: no approvals). */
-  approvals?: () => ApprovalStore | undefined;
-  /** Where input and pause requests wait for the run (undefined: none). */
-  controls?: () => RunControlStore | undefined;
   /** The session store (opened on first use). */
   sessions?: () => Promise<SessionStore>;
-  /** The daemons' trigger queues (daemon runs need it). */
-  triggers?: (() => Promise<TriggerQueue>) | undefined;
-  /** The planner's idle daemons (a draining planner does not wait for them). */
-  idleDaemons?: IdleDaemons | undefined;
-  /** Tools the planner answers itself beyond the meta-tools (the agent.* tools, wired in planner.ts). */
-  tools?: PlannerTools<RunContext> | undefined;
+  /** The run's features behind the engine's ports (agent tools, approvals, skills, daemons): run-features.ts. */
+  features: RunFeatures<RunContext>;
 }
 
 interface RunIo {
@@ -284,7 +269,7 @@ export class RunExecutor {
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
     io.leaveSetup();
-    specs.push(...offeredAgentTools(request.tools, config.defaults.subagents));
+    specs.push(...config.features.offeredTools(request));
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
     const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
     if (offered.length === 0 && specs.length > 0)
@@ -308,13 +293,12 @@ export class RunExecutor {
       stopReason: () => run.stop,
     });
     await this.joinSession(io, ctx, resumed === undefined);
-    ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot, {
-      carried: resumed === undefined ? io.session?.activeSkills : undefined,
-    });
-    ctx.daemon = await daemonSession(request, snapshot, config.triggers, {
-      ...(config.idleDaemons ? { idle: config.idleDaemons } : {}),
-      ...(config.defaults.sessions?.max_tokens ? { compactTokens: config.defaults.sessions.max_tokens } : {}),
-    });
+    ctx.skills = config.features.skills(
+      request,
+      snapshot,
+      resumed === undefined ? io.session?.activeSkills : undefined,
+    );
+    ctx.daemon = await config.features.daemon(request, snapshot);
     if (resumed === undefined)
       for (const problem of ctx.skills?.unknownForced() ?? [])
         io.sink.emit(warning('unknown_skill', problem));
@@ -407,27 +391,19 @@ export class RunExecutor {
       subagents: config.defaults.subagents,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
-      tools: config.tools,
+      tools: config.features.tools,
     };
   }
 
-  private hitl(io: RunIo): RunHitl | undefined {
-    const store = this.config.approvals?.();
-    if (store === undefined) return undefined;
+  private hitl(io: RunIo): RunHitl<RunContext> | undefined {
     const keeper = io.keeper;
-    const setWaiting = async (waiting: RunWaiting | undefined) => {
+    return this.config.features.hitl(io.request, async (waiting) => {
       try {
         await keeper.setWaiting?.(waiting);
       } catch (error) {
         io.log.warn({ err: (error as Error).message, waiting }, 'could not record the waiting state');
       }
-    };
-    return {
-      store,
-      policy: approvalPolicy(this.config.defaults.approvals, io.request.approvals),
-      waits: new WaitingState(setWaiting),
-      controls: this.config.controls?.(),
-    };
+    });
   }
 
   /** The run's tools from the catalog; a new run also warns when no tool, or no tool of an allow-list entry, exists. */
@@ -448,7 +424,7 @@ export class RunExecutor {
       const unmatched = (scope.allow ?? []).filter(
         (entry) =>
           !specs.some((s) => matchesToolPattern(s.name, entry)) &&
-          !AGENT_TOOL_SPECS.some((s) => matchesToolPattern(s.name, entry)),
+          !this.config.features.matchesPlannerTool(entry),
       );
       if (specs.length > 0 && unmatched.length === 0) return specs;
       const known =

@@ -1,7 +1,6 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
 import { checkOutput, invalidOutputError, repairMessage } from '../output-schema.js';
 import type { RunContext } from './context.js';
-import { applyRunControls } from './controls.js';
 import { dispatchTools } from './dispatch.js';
 import { notice, runCompleted } from './events.js';
 import { modelTurn } from './turn.js';
@@ -54,7 +53,7 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
     const ending = await ctx.daemon.wake(ctx);
     if (ending) return ending;
   }
-  await applyRunControls(ctx);
+  await ctx.env.hitl?.applyControls(ctx);
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
   if (ctx.skills) await ctx.skills.beforeTurn(ctx);

@@ -1,8 +1,12 @@
-import type { RunStatus } from '@agentmesh/protocol';
-import type { ApprovalPolicy } from '../approval-policy.js';
-import type { ApprovalStore } from '../hitl/approval-store.js';
-import type { RunControlStore } from '../hitl/run-controls.js';
-import type { WaitingState } from './waiting.js';
+import type { RunRequest, RunStatus, RunWaiting, ToolSpec } from '@agentmesh/protocol';
+import type { RunSnapshot } from '../model/snapshot.js';
+import type { CallResult } from './calls.js';
+
+/*
+ * The engine's ports: the interfaces it calls out through. The features implement them (skills/, daemon/, hitl/,
+ * agents/) and run-features.ts wires them per run; the engine never imports a feature. `Ctx` is the engine's
+ * RunContext (a type parameter, so these interfaces do not import the context that holds them).
+ */
 
 /**
  * Skills of a run, as the engine calls them (skills/ implements it): before each model turn they match and narrow
@@ -27,18 +31,37 @@ export interface RunDaemon<Ctx> {
   close(runId: string): Promise<void>;
 }
 
-/** Approvals (and the run's waiting state) when calls may wait for a human decision. */
-export interface RunHitl {
-  store: ApprovalStore;
-  policy: ApprovalPolicy;
-  waits: WaitingState;
-  /** Input and pause requests (undefined: the run takes none). */
-  controls?: RunControlStore | undefined;
+/**
+ * Where input messages wait for a run (`agentmesh.runs.<id>.input`): `hasInputMarker` says whether inputs wait,
+ * `watchInputs` calls back when one arrives.
+ */
+export interface RunInputSource {
+  hasInputMarker(runId: string): Promise<boolean>;
+  watchInputs(runId: string, listener: () => void): Promise<{ stop(): void }>;
+}
+
+/** A call on its way to execution, as the call gate sees it. */
+export interface GateCall {
+  call: { id: string; name: string };
+  name: string;
+  args: unknown;
+}
+
+/**
+ * The human in the loop, as the engine calls it (hitl/ implements it): a gate that may hold a call for an
+ * approval, and the pause and input requests applied before each model turn.
+ */
+export interface RunHitl<Ctx> {
+  /** Undefined when the call may run, else the error result the model gets (the call was denied). */
+  gate(ctx: Ctx, call: GateCall): Promise<CallResult | undefined>;
+  applyControls(ctx: Ctx): Promise<void>;
+  /** Where the run's input messages wait (a daemon wakes on them); undefined: the run takes none. */
+  inputs?: RunInputSource | undefined;
 }
 
 /**
  * Tools the planner answers itself beyond its meta-tools, as the engine calls them (agents/ implements them: the
- * agent.* tools that start and steer child runs). Wired per planner in planner.ts.
+ * agent.* tools that start and steer child runs).
  */
 export interface PlannerTools<Ctx> {
   /** Whether the planner answers a call to this tool itself. */
@@ -47,4 +70,25 @@ export interface PlannerTools<Ctx> {
   call(ctx: Ctx, callId: string, name: string, args: unknown): Promise<string>;
   /** The run ends: stop what its calls started (its running children). */
   runEnded(ctx: Ctx): void;
+}
+
+/** Records how a run waits (paused, awaiting an approval) in its run record. */
+export type RecordWaiting = (waiting: RunWaiting | undefined) => Promise<void>;
+
+/**
+ * The features of one run, built per run by run-features.ts: each is undefined when the run does not use it.
+ */
+export interface RunFeatures<Ctx> {
+  /** Tools the planner answers itself (agent.*), and their specs as offered to this request. */
+  tools: PlannerTools<Ctx>;
+  offeredTools(request: RunRequest): ToolSpec[];
+  /** Whether an allow-list entry names a planner tool (so it is not reported as matching nothing). */
+  matchesPlannerTool(pattern: string): boolean;
+  hitl(request: RunRequest, recordWaiting: RecordWaiting): RunHitl<Ctx> | undefined;
+  skills(
+    request: RunRequest,
+    snapshot: RunSnapshot,
+    carried: readonly string[] | undefined,
+  ): RunSkills<Ctx> | undefined;
+  daemon(request: RunRequest, snapshot: RunSnapshot): Promise<RunDaemon<Ctx> | undefined>;
 }

@@ -1,22 +1,25 @@
 import { AgentMeshError, ErrorCode, retry } from '@agentmesh/protocol';
 import { approvalReason, approvalSummary, redactSecretArgs } from '../approval-policy.js';
-import type { ApprovalRecord } from '../hitl/approval-store.js';
-import type { RunContext } from './context.js';
-import type { RunHitl } from './ports.js';
-
-export { WaitingState } from './waiting.js';
-export type { RunHitl } from './ports.js';
-import { toolFailed } from './events.js';
+import type { ApprovalRecord } from './approval-store.js';
+import type { RunContext } from '../run/context.js';
+import type { GateCall } from '../run/ports.js';
+import { toolFailed } from '../run/events.js';
+import type { ApprovalPolicy } from '../approval-policy.js';
+import type { ApprovalStore } from './approval-store.js';
+import type { RunControlStore } from './run-controls.js';
+import type { WaitingState } from './waiting.js';
 
 /** What a run needs to let calls wait for a human: the store, its policy and its waiting state. */
+export interface HitlParts {
+  store: ApprovalStore;
+  policy: ApprovalPolicy;
+  waits: WaitingState;
+  /** Input and pause requests (undefined: the run takes none). */
+  controls?: RunControlStore | undefined;
+}
+
 /** The error code of a call a human (or the approval timeout) denied. */
 export const APPROVAL_DENIED = 'approval_denied';
-
-export interface GateCall {
-  call: { id: string; name: string };
-  name: string;
-  args: unknown;
-}
 
 /**
  * Holds a call that needs approval until a human decides: records the approval durably, emits
@@ -25,10 +28,9 @@ export interface GateCall {
  */
 export async function gateCall(
   ctx: RunContext,
+  hitl: HitlParts,
   p: GateCall,
 ): Promise<{ content: string; isError: true; succeeded: false } | undefined> {
-  const hitl = ctx.env.hitl;
-  if (hitl === undefined) return undefined;
   const spec = ctx.exposure.spec(p.name);
   if (approvalReason(p.name, spec?.safety, hitl.policy) === undefined) return undefined;
   const runId = ctx.state.run_id;
@@ -87,7 +89,7 @@ export async function gateCall(
 
 async function waitForDecision(
   ctx: RunContext,
-  hitl: RunHitl,
+  hitl: HitlParts,
   record: ApprovalRecord,
 ): Promise<ApprovalRecord> {
   const runId = ctx.state.run_id;
