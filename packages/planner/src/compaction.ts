@@ -1,4 +1,4 @@
-import type { ChatMessage } from './providers/types.js';
+import type { ChatMessage, ModelProvider } from './providers/types.js';
 
 /** A rough token count (characters / 4), the estimate the budget and compaction use. */
 export function estimateTokens(messages: readonly ChatMessage[]): number {
@@ -95,4 +95,25 @@ export function deterministicSummary(messages: readonly ChatMessage[], maxChars 
 function clip(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}
+
+const SUMMARY_SYSTEM =
+  'You compact a conversation. Summarize the transcript you are given for the assistant that continues it: the ' +
+  "user's goals, decisions made, facts learned from tools, open questions. Be concise; answer with the summary only.";
+
+/** Writes the summary of compacted turns: the model itself, or a deterministic digest for the scripted provider. */
+export function summarizer(provider: ModelProvider) {
+  return async (older: readonly ChatMessage[], signal: AbortSignal): Promise<string> => {
+    const digest = deterministicSummary(older, 12_000);
+    if (provider.kind === 'scripted') return digest;
+    const turn = await provider.complete({
+      model: provider.model,
+      system: SUMMARY_SYSTEM,
+      messages: [{ role: 'user', content: digest }],
+      tools: [],
+      parallelCalls: false,
+      signal,
+    });
+    return turn.text.trim() === '' ? digest : turn.text;
+  };
 }

@@ -97,7 +97,7 @@ export {
   type SessionSummary,
 } from './hitl/session-store.js';
 export { openSessionStores, sessionsBucket, sessionIndexBucket } from './infra/backend.js';
-export type { SessionDefaults } from './run/session.js';
+export type { SessionDefaults } from './run/setup.js';
 export { childRunId } from './agents/children.js';
 export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
 export type { SubagentConfig } from './agents/child-rules.js';

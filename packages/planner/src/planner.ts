@@ -163,13 +163,13 @@ export class Planner {
       active: this.active,
       publisher: (runId, options) => this.infra.eventPublisher(runId, options),
       transcripts: () => this.stores?.transcripts,
-      sessions: () => this.sessionStore(),
       features: runFeatures({
         defaults: options.defaults ?? {},
         approvals: () => this.stores?.approvals,
         controls: () => this.stores?.controls,
         triggers: () => this.triggers(),
         idleDaemons: this.idleDaemons,
+        sessions: () => this.sessionStore(),
       }),
     });
     this.intake = new RunIntake({

@@ -7,6 +7,8 @@ import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';
 import { runHitl } from './hitl/run-hitl.js';
 import { WaitingState } from './hitl/waiting.js';
+import { joinRequestedSession } from './hitl/run-session.js';
+import type { SessionStore } from './hitl/session-store.js';
 import type { RunContext } from './run/context.js';
 import type { RunFeatures } from './run/ports.js';
 import type { PlannerDefaults } from './run/setup.js';
@@ -23,6 +25,8 @@ export interface FeatureDeps {
   triggers?: (() => Promise<TriggerQueue>) | undefined;
   /** The planner's idle daemons (a draining planner does not wait for them). */
   idleDaemons?: IdleDaemons | undefined;
+  /** The session store (opened on first use). */
+  sessions?: (() => Promise<SessionStore>) | undefined;
 }
 
 /**
@@ -52,5 +56,6 @@ export function runFeatures(deps: FeatureDeps): RunFeatures<RunContext> {
         ...(deps.idleDaemons ? { idle: deps.idleDaemons } : {}),
         ...(defaults.sessions?.max_tokens ? { compactTokens: defaults.sessions.max_tokens } : {}),
       }),
+    session: (request, target, signal) => joinRequestedSession(deps.sessions, request, target, signal),
   };
 }

@@ -1,10 +1,15 @@
 import type { RunRequest } from '@agentmesh/protocol';
 import type { RunSnapshot } from '../model/snapshot.js';
-import { DaemonSession, type DaemonInputSource } from './session.js';
+import { DaemonSession, type DaemonInputSource } from './daemon-session.js';
 import type { IdleDaemons } from './idle-daemons.js';
 import type { TriggerQueue } from './trigger-queue.js';
 
-export { DaemonSession, DAEMON_COMPACT_TOKENS, type DaemonInputSource, type DaemonState } from './session.js';
+export {
+  DaemonSession,
+  DAEMON_COMPACT_TOKENS,
+  type DaemonInputSource,
+  type DaemonState,
+} from './daemon-session.js';
 export {
   TriggerQueue,
   DEFAULT_MAX_PENDING_TRIGGERS,

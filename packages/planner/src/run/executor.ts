@@ -14,7 +14,6 @@ import {
 } from '@agentmesh/protocol';
 import { outputValidator } from '../output-schema.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
-import type { SessionStore } from '../hitl/session-store.js';
 import type { EventPublisher } from '../infra/backend.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
@@ -37,16 +36,16 @@ import { RunEventSink, notice, runAccepted, runCompleted, runFailed, runStarted,
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
 import {
+  DEFAULT_SESSION_MAX_TOKENS,
   effectiveLimits,
   initialSnapshot,
   searchDefaults,
   toolScope,
   type PlannerDefaults,
 } from './setup.js';
-import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
-import type { RunFeatures, RunHitl } from './ports.js';
+import type { RunConversation, RunFeatures, RunHitl } from './ports.js';
 import type { RunResult } from '../model/result.js';
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
@@ -108,8 +107,6 @@ export interface ExecutorConfig {
   active: ActiveRuns;
   publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
   transcripts: () => BlobStore | undefined;
-  /** The session store (opened on first use). */
-  sessions?: () => Promise<SessionStore>;
   /** The run's features behind the engine's ports (agent tools, approvals, skills, daemons): run-features.ts. */
   features: RunFeatures<RunContext>;
 }
@@ -124,7 +121,7 @@ interface RunIo {
   startedAt: string;
   choice?: ProviderChoice;
   snapshot?: RunSnapshot;
-  session?: RunSession;
+  session?: RunConversation;
   /** Gives up the run's place in the setup lane (once its tools are loaded, or when it ends first). */
   leaveSetup: () => void;
 }
@@ -324,17 +321,12 @@ export class RunExecutor {
 
   /** A run with a session waits for the session's lock, then (when new) starts from its earlier transcript. */
   private async joinSession(io: RunIo, ctx: RunContext, fresh: boolean): Promise<void> {
-    const sessionId = requestedSession(io.request);
-    if (sessionId === undefined) return;
-    const store = await this.config.sessions?.();
-    if (store === undefined)
-      throw new AgentMeshError('invalid_request', 'this planner keeps no sessions: run without "session"');
-    io.session = await RunSession.open(
-      store,
-      { tenant: ctx.identity.tenant, session: sessionId, runId: io.runId },
+    io.session = await this.config.features.session(
+      io.request,
+      { tenant: ctx.identity.tenant, runId: io.runId },
       ctx.signal,
     );
-    if (!fresh) return;
+    if (io.session === undefined || !fresh) return;
     const earlier = await io.session.startingMessages({
       maxTokens: this.config.defaults.sessions?.max_tokens ?? DEFAULT_SESSION_MAX_TOKENS,
       provider: ctx.env.provider,

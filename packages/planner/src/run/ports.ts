@@ -1,6 +1,9 @@
-import type { RunRequest, RunStatus, RunWaiting, ToolSpec } from '@agentmesh/protocol';
+import type { Logger, RunRequest, RunStatus, RunWaiting, ToolSpec } from '@agentmesh/protocol';
+import type { ChatMessage } from '../model/chat.js';
 import type { RunSnapshot } from '../model/snapshot.js';
+import type { ModelProvider } from '../providers/types.js';
 import type { CallResult } from './calls.js';
+import type { RunEventSink } from './events.js';
 
 /*
  * The engine's ports: the interfaces it calls out through. The features implement them (skills/, daemon/, hitl/,
@@ -72,6 +75,27 @@ export interface PlannerTools<Ctx> {
   runEnded(ctx: Ctx): void;
 }
 
+/**
+ * One run's hold on a conversation session, as the engine calls it (hitl/ implements it): the earlier transcript
+ * the run starts from, and the save of the whole conversation at its end.
+ */
+export interface RunConversation {
+  /** The skills active when the session's last run ended (its next run starts with them). */
+  readonly activeSkills: readonly string[];
+  /** The earlier transcript, compacted (with `session.compacted`) when it passes `maxTokens`. */
+  startingMessages(options: {
+    maxTokens: number;
+    provider: ModelProvider;
+    sink: RunEventSink;
+    signal: AbortSignal;
+    log: Logger;
+  }): Promise<ChatMessage[]>;
+  /** Saves the conversation and the skills active at its end, and lets the session go. */
+  finish(runId: string, messages: readonly ChatMessage[], activeSkills?: readonly string[]): Promise<void>;
+  /** Stops holding the session without letting it go (the run now belongs to another planner). */
+  stop(): void;
+}
+
 /** Records how a run waits (paused, awaiting an approval) in its run record. */
 export type RecordWaiting = (waiting: RunWaiting | undefined) => Promise<void>;
 
@@ -91,4 +115,10 @@ export interface RunFeatures<Ctx> {
     carried: readonly string[] | undefined,
   ): RunSkills<Ctx> | undefined;
   daemon(request: RunRequest, snapshot: RunSnapshot): Promise<RunDaemon<Ctx> | undefined>;
+  /** The session the request continues, once held (it waits for another run of it); undefined for none. */
+  session(
+    request: RunRequest,
+    target: { tenant: string; runId: string },
+    signal: AbortSignal,
+  ): Promise<RunConversation | undefined>;
 }

@@ -12,7 +12,6 @@ import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import type { Skill, SkillMatchInput } from '../model/skill.js';
-import type { SessionDefaults } from './session.js';
 import type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
 
 export type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
@@ -23,6 +22,14 @@ export interface ToolScope {
   deferred?: string[];
   always?: string[];
 }
+
+/** `sessions:` settings: when a session's transcript is compacted. */
+export interface SessionDefaults {
+  /** Compact a session's transcript once it is estimated above this many tokens (default 100000). */
+  max_tokens?: number;
+}
+
+export const DEFAULT_SESSION_MAX_TOKENS = 100_000;
 
 /** `subagents:` in the configuration. */
 export interface SubagentConfig {

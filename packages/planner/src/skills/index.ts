@@ -1,7 +1,7 @@
 import type { RunRequest } from '@agentmesh/protocol';
 import type { SkillState } from '../model/skill.js';
 import { SkillMatchSchema, type Skill, type SkillMatchInput } from '../model/skill.js';
-import { SkillSession } from './session.js';
+import { SkillSession } from './skill-session.js';
 
 export {
   SkillSchema,
@@ -12,7 +12,7 @@ export {
 } from '../model/skill.js';
 export type { SkillMatchInput, SkillState } from '../model/skill.js';
 export { collectSkills, loadSkillDirs, parseSkillFile } from './load.js';
-export { SkillSession, FORCED_REASON } from './session.js';
+export { SkillSession, FORCED_REASON } from './skill-session.js';
 export { MetadataMatcher, type SkillCandidate } from './match.js';
 
 /**

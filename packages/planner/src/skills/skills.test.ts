@@ -8,7 +8,7 @@ import { RunEventSink } from '../run/events.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { collectSkills, loadSkillDirs, parseSkillFile } from './load.js';
 import { SkillMatchSchema, type Skill } from '../model/skill.js';
-import { SkillSession } from './session.js';
+import { SkillSession } from './skill-session.js';
 
 const skills: Skill[] = collectSkills([
   {

@@ -1,10 +1,9 @@
 import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
-import { compactTranscript } from '../compaction.js';
+import { compactTranscript, summarizer } from '../compaction.js';
 import type { DaemonState } from '../model/snapshot.js';
 import type { RunContext } from '../run/context.js';
 import type { RunDaemon, RunInputSource } from '../run/ports.js';
 import { warning } from '../run/events.js';
-import { summarizer } from '../run/session.js';
 import type { IdleDaemons } from './idle-daemons.js';
 import type { QueuedTrigger, TriggerQueue } from './trigger-queue.js';
 import { WatchAnnouncer } from './watch-announcer.js';
