@@ -1,7 +1,7 @@
 import type { ChatMessage, ModelProvider } from './providers/types.js';
 
 /** A rough token count (characters / 4), the estimate the budget and compaction use. */
-export function estimateTokens(messages: readonly ChatMessage[]): number {
+export function estimateTranscriptTokens(messages: readonly ChatMessage[]): number {
   let chars = 0;
   for (const m of messages) {
     chars += m.content.length + 8;
@@ -40,7 +40,7 @@ export async function compactTranscript(
   messages: readonly ChatMessage[],
   options: CompactionOptions,
 ): Promise<CompactionResult | undefined> {
-  const before = estimateTokens(messages);
+  const before = estimateTranscriptTokens(messages);
   if (before <= options.maxTokens) return undefined;
   const cut = cutIndex(messages, options.keepTokens ?? Math.floor(options.maxTokens / 2));
   if (cut <= 0) return undefined;
@@ -55,7 +55,7 @@ export async function compactTranscript(
   return {
     messages: compacted,
     before_tokens: before,
-    after_tokens: estimateTokens(compacted),
+    after_tokens: estimateTranscriptTokens(compacted),
     replaced: cut,
   };
 }
@@ -65,7 +65,7 @@ function cutIndex(messages: readonly ChatMessage[], keepTokens: number): number 
   let kept = 0;
   let cut = messages.length;
   for (let i = messages.length - 1; i > 0; i--) {
-    kept += estimateTokens([messages[i]!]);
+    kept += estimateTranscriptTokens([messages[i]!]);
     if (kept > keepTokens) break;
     if (messages[i]!.role !== 'tool') cut = i;
   }

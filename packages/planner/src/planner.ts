@@ -5,6 +5,7 @@ import {
   DEFAULT_PREFIX,
   ServiceName,
   respondJson,
+  runIdOfSubject,
   silentLogger,
   subjects as buildSubjects,
   type BlobStore,
@@ -339,9 +340,8 @@ export class Planner {
   }
 
   private onCancel(msg: BusMessage): void {
-    const head = `${this.prefix}.runs.`;
-    if (!msg.subject.startsWith(head) || !msg.subject.endsWith('.cancel')) return;
-    const runId = msg.subject.slice(head.length, -'.cancel'.length);
+    const runId = runIdOfSubject(this.prefix, msg.subject, 'cancel');
+    if (runId === undefined) return;
     let reason = 'cancel requested';
     try {
       const body = msg.data.length === 0 ? {} : CancelRequestSchema.parse(JSON.parse(msg.text()));

@@ -1,5 +1,5 @@
 import { AgentMeshError, type Logger, type RunRequest } from '@agentmesh/protocol';
-import { compactTranscript, estimateTokens, summarizer } from '../compaction.js';
+import { compactTranscript, estimateTranscriptTokens, summarizer } from '../compaction.js';
 import { assertSessionId, type SessionLockHandle, type SessionStore } from './session-store.js';
 import type { ChatMessage, ModelProvider } from '../providers/types.js';
 import type { RunEventSink } from '../run/events.js';
@@ -76,7 +76,7 @@ export class RunSession implements RunConversation {
     signal: AbortSignal;
     log: Logger;
   }): Promise<ChatMessage[]> {
-    if (estimateTokens(this.history) <= options.maxTokens) return this.history;
+    if (estimateTranscriptTokens(this.history) <= options.maxTokens) return this.history;
     const result = await compactTranscript(this.history, {
       maxTokens: options.maxTokens,
       summarize: summarizer(options.provider),

@@ -383,7 +383,7 @@ export class RunExecutor {
       subagents: config.defaults.subagents,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
-      tools: config.features.tools,
+      tools: config.features.tools(),
     };
   }
 

@@ -24,7 +24,7 @@ import {
   type MetaToolName,
 } from '../meta-tool-specs.js';
 import type { RunContext, ToolScope } from './context.js';
-import type { CallResult, PreparedCall } from './calls.js';
+import { parseToolArgs, type CallResult, type PreparedCall } from './calls.js';
 import { toolCompleted, toolFailed, toolStarted } from './events.js';
 import { canonicalName } from './turn.js';
 
@@ -52,10 +52,10 @@ export async function runMeta(
     content = tools?.handles(name)
       ? await tools.call(ctx, p.call.id, name, p.args)
       : name === 'tool_search'
-        ? await toolSearch(ctx, parseMetaArgs(ToolSearchArgsSchema, p.args, name), p.call.id)
+        ? await toolSearch(ctx, parseToolArgs(ToolSearchArgsSchema, p.args, name), p.call.id)
         : name === 'tool_get'
-          ? await toolGet(ctx, parseMetaArgs(ToolGetArgsSchema, p.args, name))
-          : await artifactFetch(ctx, parseMetaArgs(ArtifactFetchArgsSchema, p.args, name));
+          ? await toolGet(ctx, parseToolArgs(ToolGetArgsSchema, p.args, name))
+          : await artifactFetch(ctx, parseToolArgs(ArtifactFetchArgsSchema, p.args, name));
   } catch (error) {
     const e = toErrorPayload(error);
     sink.emit(toolFailed({ ...fields, elapsed_ms: Math.round(performance.now() - started) }, e));
@@ -149,15 +149,6 @@ async function artifactFetch(
     ctx.catalogOptions(),
   );
   return JSON.stringify(reply);
-}
-
-function parseMetaArgs<S extends z.ZodType>(schema: S, args: unknown, name: string): z.output<S> {
-  const r = schema.safeParse(args);
-  if (r.success) return r.data;
-  const issues = r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-  throw new AgentMeshError(ErrorCode.InvalidArguments, `invalid arguments for ${name}: ${issues}`, {
-    retryable: false,
-  });
 }
 
 /**

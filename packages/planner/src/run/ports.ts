@@ -103,8 +103,8 @@ export type RecordWaiting = (waiting: RunWaiting | undefined) => Promise<void>;
  * The features of one run, built per run by run-features.ts: each is undefined when the run does not use it.
  */
 export interface RunFeatures<Ctx> {
-  /** Tools the planner answers itself (agent.*), and their specs as offered to this request. */
-  tools: PlannerTools<Ctx>;
+  /** Tools the planner answers itself (agent.*), made for one run, and their specs as offered to this request. */
+  tools(): PlannerTools<Ctx>;
   offeredTools(request: RunRequest): ToolSpec[];
   /** Whether an allow-list entry names a planner tool (so it is not reported as matching nothing). */
   matchesPlannerTool(pattern: string): boolean;
