@@ -33,8 +33,8 @@ export const PLANNER_LAYERS = [
       'approval-policy.ts',
     ],
   },
-  { name: 'infra', paths: ['infra/'] },
   { name: 'engine', paths: ['run/'] },
+  { name: 'infra', paths: ['infra/'] },
   { name: 'feature', paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/'], isolated: true },
   { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'index.ts'] },
 ];

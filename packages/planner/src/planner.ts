@@ -47,6 +47,7 @@ import { serveApprovals } from './hitl/approval-service.js';
 import { RunControlStore, serveRunControls } from './hitl/run-controls.js';
 import { SessionStore } from './hitl/session-store.js';
 import { openSessionStores } from './infra/backend.js';
+import { transcriptStore } from './infra/transcripts.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
@@ -163,7 +164,7 @@ export class Planner {
       checkpoint: options.checkpoint,
       active: this.active,
       publisher: (runId, options) => this.infra.eventPublisher(runId, options),
-      transcripts: () => this.stores?.transcripts,
+      transcripts: () => transcriptStore(this.stores?.transcripts),
       features: runFeatures({
         defaults: options.defaults ?? {},
         approvals: () => this.stores?.approvals,

@@ -8,7 +8,7 @@ import {
   type RunEvent,
   type RunRequest,
 } from '@agentmesh/protocol';
-import type { RunHandle, RunKeeper } from '../run/executor.js';
+import type { RunHandle, RunKeeper } from '../run/ports.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import type { CheckpointWriter } from './checkpoint.js';
 import { leaseLostError, type RunLease } from './lease.js';

@@ -5,7 +5,7 @@ import {
   type RunEvent,
   type RunRequest,
 } from '@agentmesh/protocol';
-import type { RunKeeper } from '../run/executor.js';
+import type { RunKeeper } from '../run/ports.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
 import type { PlannerInfra, Settlement } from '../infra/backend.js';

@@ -4,35 +4,19 @@ import {
   type Backend,
   type BlobStore,
   type RunEvent,
-  type RunRequest,
-  type RunStatus,
   type ScriptedTurn,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import { openRunRecords, openTranscriptStore } from './backend.js';
-import type { ChatMessage } from '../providers/types.js';
 import { parseRecord, type RunRecord } from '../model/record.js';
+import type { RunTranscript } from '../model/transcript.js';
+import type { TranscriptStore } from '../run/ports.js';
+
+export type { RunTranscript } from '../model/transcript.js';
 
 export type { RunRecord } from '../model/record.js';
 
 export { openRunRecords, openTranscriptStore, runsBucket, transcriptsBucket } from './backend.js';
-
-/** A finished (or failed) run as stored: the conversation the model saw and every event, in order. */
-export interface RunTranscript {
-  version: 1;
-  run_id: string;
-  planner_id: string;
-  request: RunRequest | unknown;
-  provider?: string | undefined;
-  model?: string | undefined;
-  system?: string | undefined;
-  status?: RunStatus | undefined;
-  reason?: string | undefined;
-  started_at: string;
-  ended_at: string;
-  messages: ChatMessage[];
-  events: RunEvent[];
-}
 
 const TranscriptSchema = z.looseObject({
   version: z.literal(1),
@@ -46,6 +30,11 @@ export async function saveTranscript(store: BlobStore, transcript: RunTranscript
     mime: 'application/json',
     meta: { planner: transcript.planner_id, status: transcript.status ?? 'failed' },
   });
+}
+
+/** The engine's {@link TranscriptStore} over a blob store; undefined when there is none. */
+export function transcriptStore(blobs: BlobStore | undefined): TranscriptStore | undefined {
+  return blobs === undefined ? undefined : { save: (transcript) => saveTranscript(blobs, transcript) };
 }
 
 /** Reads a run's transcript (from any process on the same bus), or null when there is none. */

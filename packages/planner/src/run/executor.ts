@@ -1,12 +1,9 @@
 import {
-  AgentMeshError,
   matchesToolPattern,
   toErrorPayload,
-  type BlobStore,
   type Logger,
   type RunEvent,
   type RunRequest,
-  type RunWaiting,
   type Subjects,
   type Backend,
   type ToolSpec,
@@ -14,7 +11,6 @@ import {
 } from '@agentmesh/protocol';
 import { outputValidator } from '../output-schema.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
-import type { EventPublisher } from '../infra/backend.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import {
@@ -25,7 +21,6 @@ import {
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
-import { saveTranscript } from '../infra/transcripts.js';
 import { withContextWindow } from '../providers/context-window.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */
@@ -45,7 +40,16 @@ import {
 } from './setup.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
-import type { RunConversation, RunFeatures, RunHitl } from './ports.js';
+import type {
+  EventPublisher,
+  RunConversation,
+  RunFeatures,
+  RunHitl,
+  RunKeeper,
+  TranscriptStore,
+} from './ports.js';
+
+export type { RunHandle, RunKeeper } from './ports.js';
 import type { RunResult } from '../model/result.js';
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
@@ -58,37 +62,6 @@ export interface ExecuteOptions {
   signal?: AbortSignal;
   /** Every event of the run, in order, as it happens. */
   onEvent?: (event: RunEvent) => void;
-}
-
-/** What a run controls from outside the executor: how durability stops it when ownership is lost. */
-export interface RunHandle {
-  /** Stops the run at once and publishes nothing more (another planner owns it now). */
-  fence(error: AgentMeshError): void;
-  cancel(reason: string): void;
-}
-
-/**
- * Who keeps a run: where it resumes, what happens at each checkpoint and how it is recorded at its end. A plain run
- * record for embedded runs; a lease, KV checkpoints and takeover for durable ones (durable/takeover.ts).
- */
-export interface RunKeeper {
-  resume?: { snapshot: RunSnapshot | undefined; lastSeq: number; earlier: RunEvent[] } | undefined;
-  /** Wraps the user's checkpoint hook; `flush` publishes the events emitted so far. */
-  checkpoints(
-    flush: () => Promise<void>,
-    user: CheckpointHook | undefined,
-  ): {
-    checkpoint?: CheckpointHook | undefined;
-    resultCheckpoint?: CheckpointHook | undefined;
-  };
-  attach(handle: RunHandle): void;
-  /** True when the run now belongs to another planner (then it is not finalized here). */
-  readonly handedOff: boolean;
-  /** Hands the run over without finishing it here (durable runs: another planner resumes it). */
-  giveUp?(why: string): void;
-  finish(status: string, endedAt: string): Promise<void>;
-  /** Records in the run record how the run waits (`awaiting_approval`, `paused`), or that it no longer does. */
-  setWaiting?(waiting: RunWaiting | undefined): Promise<void>;
 }
 
 export interface ExecutorConfig {
@@ -106,7 +79,7 @@ export interface ExecutorConfig {
   checkpoint: CheckpointHook | undefined;
   active: ActiveRuns;
   publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
-  transcripts: () => BlobStore | undefined;
+  transcripts: () => TranscriptStore | undefined;
   /** The run's features behind the engine's ports (agent tools, approvals, skills, daemons): run-features.ts. */
   features: RunFeatures<RunContext>;
 }
@@ -443,7 +416,7 @@ export class RunExecutor {
         ? undefined
         : retry(
             () =>
-              saveTranscript(store, {
+              store.save({
                 version: 1,
                 run_id: io.runId,
                 planner_id: this.config.plannerId,

@@ -1,6 +1,15 @@
-import type { Logger, RunRequest, RunStatus, RunWaiting, ToolSpec } from '@agentmesh/protocol';
+import type {
+  AgentMeshError,
+  Logger,
+  RunEvent,
+  RunRequest,
+  RunStatus,
+  RunWaiting,
+  ToolSpec,
+} from '@agentmesh/protocol';
 import type { ChatMessage } from '../model/chat.js';
-import type { RunSnapshot } from '../model/snapshot.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { RunTranscript } from '../model/transcript.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CallResult } from './calls.js';
 import type { RunEventSink } from './events.js';
@@ -10,6 +19,50 @@ import type { RunEventSink } from './events.js';
  * agents/) and run-features.ts wires them per run; the engine never imports a feature. `Ctx` is the engine's
  * RunContext (a type parameter, so these interfaces do not import the context that holds them).
  */
+
+/** What a run controls from outside the executor: how durability stops it when ownership is lost. */
+export interface RunHandle {
+  /** Stops the run at once and publishes nothing more (another planner owns it now). */
+  fence(error: AgentMeshError): void;
+  cancel(reason: string): void;
+}
+
+/**
+ * Who keeps a run: where it resumes, what happens at each checkpoint and how it is recorded at its end. A plain run
+ * record for embedded runs; a lease, KV checkpoints and takeover for durable ones (durable/takeover.ts).
+ */
+export interface RunKeeper {
+  resume?: { snapshot: RunSnapshot | undefined; lastSeq: number; earlier: RunEvent[] } | undefined;
+  /** Wraps the user's checkpoint hook; `flush` publishes the events emitted so far. */
+  checkpoints(
+    flush: () => Promise<void>,
+    user: CheckpointHook | undefined,
+  ): {
+    checkpoint?: CheckpointHook | undefined;
+    resultCheckpoint?: CheckpointHook | undefined;
+  };
+  attach(handle: RunHandle): void;
+  /** True when the run now belongs to another planner (then it is not finalized here). */
+  readonly handedOff: boolean;
+  /** Hands the run over without finishing it here (durable runs: another planner resumes it). */
+  giveUp?(why: string): void;
+  finish(status: string, endedAt: string): Promise<void>;
+  /** Records in the run record how the run waits (`awaiting_approval`, `paused`), or that it no longer does. */
+  setWaiting?(waiting: RunWaiting | undefined): Promise<void>;
+}
+
+/** Where a run's events go, in order (infra/ implements it: the event log on NATS, bus messages in process). */
+export interface EventPublisher {
+  publish: (e: RunEvent) => void;
+  flush: () => Promise<void>;
+  /** Drops what is queued and publishes nothing more. */
+  close: () => void;
+}
+
+/** Where finished runs' transcripts are kept (infra/ implements it over the transcript blob store). */
+export interface TranscriptStore {
+  save(transcript: RunTranscript): Promise<void>;
+}
 
 /**
  * Skills of a run, as the engine calls them (skills/ implements it): before each model turn they match and narrow
