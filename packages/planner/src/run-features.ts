@@ -7,7 +7,7 @@ import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';
 import { runHitl } from './hitl/run-hitl.js';
 import { WaitingState } from './hitl/waiting.js';
-import { joinRequestedSession } from './hitl/run-session.js';
+import { joinRequestedSession } from './hitl/session-hold.js';
 import type { SessionStore } from './hitl/session-store.js';
 import type { RunContext } from './run/context.js';
 import type { RunFeatures } from './run/ports.js';

@@ -21,7 +21,7 @@ export function requestedSession(request: {
  * One run's hold on a session: the session lock (so one run at a time continues it; a second waits), the earlier
  * transcript it starts from (compacted past `max_tokens`), and the save of the whole conversation at its end.
  */
-export class RunSession implements RunConversation {
+export class SessionHold implements RunConversation {
   private renewTimer: NodeJS.Timeout | undefined;
 
   private constructor(
@@ -43,7 +43,7 @@ export class RunSession implements RunConversation {
     store: SessionStore,
     target: { tenant: string; session: string; runId: string },
     signal: AbortSignal,
-  ): Promise<RunSession> {
+  ): Promise<SessionHold> {
     const lock = await store.lock(target.tenant, target.session, {
       runId: target.runId,
       ttlMs: LOCK_TTL_MS,
@@ -52,7 +52,7 @@ export class RunSession implements RunConversation {
     try {
       const record = await store.get(target.tenant, target.session);
       const runs = (record?.runs ?? []).filter((r) => r !== target.runId);
-      return new RunSession(
+      return new SessionHold(
         store,
         target.tenant,
         target.session,
@@ -134,11 +134,11 @@ export async function joinRequestedSession(
   request: RunRequest,
   target: { tenant: string; runId: string },
   signal: AbortSignal,
-): Promise<RunSession | undefined> {
+): Promise<SessionHold | undefined> {
   const session = requestedSession(request);
   if (session === undefined) return undefined;
   const store = await sessions?.();
   if (store === undefined)
     throw new AgentMeshError('invalid_request', 'this planner keeps no sessions: run without "session"');
-  return RunSession.open(store, { ...target, session }, signal);
+  return SessionHold.open(store, { ...target, session }, signal);
 }
