@@ -1,23 +1,9 @@
 import { matchesAnyToolPattern, toProviderAlias, type ToolSpec } from '@agentmesh/protocol';
-import { META_TOOLS } from './meta-tools.js';
+import { META_TOOLS } from './meta-tool-specs.js';
 import type { ModelTool, NativeSearchVariant } from './providers/types.js';
+import type { ExposureState, SearchMode } from './model/snapshot.js';
 
-/** How deferred tools reach the model: not at all hidden, found by the planner's tool_search, or by the provider. */
-export type SearchMode = 'off' | 'client' | 'native';
-
-/** Serializable exposure state (part of a run's checkpoint). */
-export interface ExposureState {
-  /** Promoted deferred tools, oldest first. */
-  promoted: string[];
-  /** Found this turn, promoted at the start of the next one. */
-  pending: string[];
-  /** Surfaced by native provider search (callable at once: the provider loaded them). */
-  surfaced: string[];
-  /** Whether a tool result carried an artifact (artifact_fetch is offered from then on). */
-  artifacts: boolean;
-  /** What the current turn offered (a run resumed between a model turn and its tool calls checks calls against it). */
-  offered?: string[] | undefined;
-}
+export type { ExposureState, SearchMode } from './model/snapshot.js';
 
 export interface ExposureOptions {
   specs: readonly ToolSpec[];

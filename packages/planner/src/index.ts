@@ -39,7 +39,7 @@ export {
   type LoopState,
   type LoopVerdict,
 } from './loop-detector.js';
-export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tools.js';
+export { META_TOOLS, META_TOOL_NAMES, isMetaTool, type MetaToolName } from './meta-tool-specs.js';
 export {
   buildSystemPrompt,
   runSystemPrompt,
@@ -49,7 +49,7 @@ export {
 export { LoopErrorCode } from './run/dispatch.js';
 export { DEFAULT_NUDGE } from './run/loop.js';
 export { canonicalName } from './run/turn.js';
-export type { RunSnapshot, CheckpointHook } from './run-state.js';
+export type { RunSnapshot, CheckpointHook } from './model/snapshot.js';
 export { RunEventSink } from './run/events.js';
 export {
   readTranscript,
@@ -60,8 +60,8 @@ export {
   runsBucket,
   type RunTranscript,
   type RunRecord,
-} from './transcript.js';
-export { submitRun, followRun, type SubmitResult } from './client.js';
+} from './infra/transcripts.js';
+export { submitRun, followRun, type SubmitResult } from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -76,32 +76,32 @@ export {
   type StoredCheckpoint,
   type LeaseClaim,
 } from './durable/index.js';
-export type { ToolBatch, BatchCall } from './run-state.js';
-export { listRuns, showRun, cancelRun, type RunDetails } from './run-admin.js';
+export type { ToolBatch, BatchCall } from './model/snapshot.js';
+export { listRuns, showRun, cancelRun, type RunDetails } from './infra/run-admin.js';
 export {
   ApprovalStore,
   approvalIdFor,
   type ApprovalRecord,
   type ApprovalState,
 } from './hitl/approval-store.js';
-export { approvalPolicy, approvalReason, type ApprovalConfig } from './hitl/approval-policy.js';
+export { approvalPolicy, approvalReason, type ApprovalConfig } from './approval-policy.js';
 export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
-export { APPROVAL_DENIED } from './run/approval-gate.js';
-export { openApprovals, approvalsBucket } from './durable/infra.js';
+export { APPROVAL_DENIED } from './hitl/call-gate.js';
+export { openApprovals, approvalsBucket } from './infra/backend.js';
 export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
-export { openRunControls, controlsBucket } from './durable/infra.js';
+export { openRunControls, controlsBucket } from './infra/backend.js';
 export {
   SessionStore,
   assertSessionId,
   type SessionRecord,
   type SessionSummary,
 } from './hitl/session-store.js';
-export { openSessionStores, sessionsBucket, sessionIndexBucket } from './durable/infra.js';
-export type { SessionDefaults } from './run/session.js';
+export { openSessionStores, sessionsBucket, sessionIndexBucket } from './infra/backend.js';
+export type { SessionDefaults } from './run/setup.js';
 export { childRunId } from './agents/children.js';
 export { AGENT_TOOL_NAMES, type AgentToolName } from './agents/agent-tools.js';
 export type { SubagentConfig } from './agents/child-rules.js';
-export type { ChildRecord } from './run-state.js';
+export type { ChildRecord } from './model/snapshot.js';
 export { runTree, formatRunTree, type RunTreeNode } from './agents/run-tree.js';
 export {
   SkillSchema,
@@ -129,5 +129,5 @@ export {
   type DaemonInputSource,
   type DaemonState,
 } from './daemon/index.js';
-export { triggersBucket, openTriggerStore } from './durable/infra.js';
-export { openRunRecords } from './durable/infra.js';
+export { triggersBucket, openTriggerStore } from './infra/backend.js';
+export { openRunRecords } from './infra/backend.js';

@@ -13,13 +13,13 @@ import {
   type RunRequest,
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
-import type { IntakeDelivery, PlannerInfra, Settlement } from './durable/infra.js';
+import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.js';
 import { claimRecord } from './durable/keepers.js';
-import { runRecord } from './durable/records.js';
+import { runRecord } from './model/record.js';
 import { runDurably, type DurableDeps } from './durable/takeover.js';
 import { RunEventSink, runFailed } from './run/events.js';
 import type { ExecuteOptions, RunExecutor, RunResult } from './run/executor.js';
-import type { RunSnapshot } from './run-state.js';
+import type { RunSnapshot } from './model/snapshot.js';
 
 type Admission =
   | { ok: true; request: RunRequest; runId: string }

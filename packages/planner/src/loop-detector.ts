@@ -1,4 +1,7 @@
 import { stableStringify } from './util.js';
+import type { LoopState } from './model/snapshot.js';
+
+export type { LoopState } from './model/snapshot.js';
 
 export interface LoopThresholds {
   /** Identical consecutive calls before a hint is appended to the result (default 2). */
@@ -12,12 +15,6 @@ export interface LoopThresholds {
 export const DEFAULT_LOOP_THRESHOLDS: LoopThresholds = { warn: 2, block: 3, skip: 4 };
 
 export type LoopVerdict = { action: 'run' | 'warn' | 'block' | 'skip'; count: number };
-
-/** Serializable state of the detector (part of a run's checkpoint). */
-export interface LoopState {
-  signature: string | undefined;
-  count: number;
-}
 
 /** Counts identical consecutive tool calls (same name, same arguments) across the turns of a run. */
 export class LoopDetector {

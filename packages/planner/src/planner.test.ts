@@ -20,8 +20,8 @@ import {
 import { Catalog } from '@agentmesh/catalog';
 import { ToolWorker, defineTool, type Tool } from '@agentmesh/tool-worker';
 import { Planner, type PlannerOptions } from './planner.js';
-import { followRun, submitRun } from './client.js';
-import type { RunSnapshot } from './run-state.js';
+import { followRun, submitRun } from './infra/run-client.js';
+import type { RunSnapshot } from './model/snapshot.js';
 
 const calc = defineTool({
   name: 'math.add',

@@ -5,6 +5,7 @@ import {
   DEFAULT_PREFIX,
   ServiceName,
   respondJson,
+  runIdOfSubject,
   silentLogger,
   subjects as buildSubjects,
   type BlobStore,
@@ -20,8 +21,8 @@ import {
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { PlannerPresence } from './durable/presence.js';
-import { plannerInfra, type PlannerInfra } from './durable/infra.js';
-import { openTriggerStore } from './durable/infra.js';
+import { plannerInfra, type PlannerInfra } from './infra/backend.js';
+import { openTriggerStore } from './infra/backend.js';
 import {
   IdleDaemons,
   MAX_TRIGGER_BYTES,
@@ -32,6 +33,7 @@ import {
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
 import { RunIntake } from './intake.js';
+import { runFeatures } from './run-features.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
 import {
   ProviderClients,
@@ -44,10 +46,11 @@ import { ApprovalStore } from './hitl/approval-store.js';
 import { serveApprovals } from './hitl/approval-service.js';
 import { RunControlStore, serveRunControls } from './hitl/run-controls.js';
 import { SessionStore } from './hitl/session-store.js';
-import { openSessionStores } from './durable/infra.js';
+import { openSessionStores } from './infra/backend.js';
+import { transcriptStore } from './infra/transcripts.js';
 import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor.js';
 import type { PlannerDefaults } from './run/setup.js';
-import type { CheckpointHook, RunSnapshot } from './run-state.js';
+import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
 import { Semaphore } from './util.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
@@ -161,12 +164,15 @@ export class Planner {
       checkpoint: options.checkpoint,
       active: this.active,
       publisher: (runId, options) => this.infra.eventPublisher(runId, options),
-      transcripts: () => this.stores?.transcripts,
-      approvals: () => this.stores?.approvals,
-      controls: () => this.stores?.controls,
-      sessions: () => this.sessionStore(),
-      triggers: () => this.triggers(),
-      idleDaemons: this.idleDaemons,
+      transcripts: () => transcriptStore(this.stores?.transcripts),
+      features: runFeatures({
+        defaults: options.defaults ?? {},
+        approvals: () => this.stores?.approvals,
+        controls: () => this.stores?.controls,
+        triggers: () => this.triggers(),
+        idleDaemons: this.idleDaemons,
+        sessions: () => this.sessionStore(),
+      }),
     });
     this.intake = new RunIntake({
       infra: this.infra,
@@ -335,9 +341,8 @@ export class Planner {
   }
 
   private onCancel(msg: BusMessage): void {
-    const head = `${this.prefix}.runs.`;
-    if (!msg.subject.startsWith(head) || !msg.subject.endsWith('.cancel')) return;
-    const runId = msg.subject.slice(head.length, -'.cancel'.length);
+    const runId = runIdOfSubject(this.prefix, msg.subject, 'cancel');
+    if (runId === undefined) return;
     let reason = 'cancel requested';
     try {
       const body = msg.data.length === 0 ? {} : CancelRequestSchema.parse(JSON.parse(msg.text()));

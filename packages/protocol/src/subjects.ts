@@ -95,6 +95,18 @@ export function toolQueueGroup(toolName: string): string {
   return `tool.${toolName}`;
 }
 
+/**
+ * The run id of a per-run subject, `<prefix>.runs.<id>.<verb>` (`cancel`, `input`, `approve`, ...), or undefined
+ * when the subject is not one: the inverse of {@link subjects}' `runCancel` and {@link runControlSubjects}.
+ */
+export function runIdOfSubject(prefix: string, subject: string, verb: string): string | undefined {
+  const head = `${prefix}.runs.`;
+  const tail = `.${verb}`;
+  if (!subject.startsWith(head) || !subject.endsWith(tail)) return undefined;
+  const runId = subject.slice(head.length, subject.length - tail.length);
+  return runId === '' || runId.includes('.') ? undefined : runId;
+}
+
 /** The human-in-the-loop subjects of a run: approvals (request/reply, any planner answers), input, pause, resume. */
 export function runControlSubjects(prefix: string = DEFAULT_PREFIX) {
   return {

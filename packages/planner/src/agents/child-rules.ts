@@ -5,15 +5,9 @@ import {
   type RunApprovals,
   type RunLimits,
 } from '@agentmesh/protocol';
+import type { SubagentConfig } from '../run/setup.js';
 
-/** `subagents:` in the configuration. */
-export interface SubagentConfig {
-  enabled?: boolean;
-  /** How deep runs may nest: a top-level run has depth 0, its children 1 (default 2). */
-  max_depth?: number;
-  /** Children one run may start over its life (default 8). */
-  max_children?: number;
-}
+export type { SubagentConfig } from '../run/setup.js';
 
 export const DEFAULT_MAX_DEPTH = 2;
 export const DEFAULT_MAX_CHILDREN = 8;

@@ -1,18 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  AgentMeshError,
-  ErrorCode,
-  encodeJson,
-  retry,
-  type RunEventOf,
-  type RunRequestInput,
-} from '@agentmesh/protocol';
-import { followRun, submitRun } from '../client.js';
-import type { RunResult } from '../run/executor.js';
+import { AgentMeshError, ErrorCode, retry, type RunEventOf, type RunRequestInput } from '@agentmesh/protocol';
+import { followRun, submitRun } from '../infra/run-client.js';
+import type { RunResult } from '../model/result.js';
 import type { RunContext } from '../run/context.js';
-import { cancelRun } from '../run-admin.js';
-import type { ChildRecord } from '../run-state.js';
-import { readRunRecord } from '../transcript.js';
+import { cancelRun } from '../infra/run-admin.js';
+import type { ChildRecord } from '../model/snapshot.js';
+import { readRunRecord } from '../infra/transcripts.js';
 import type { ChildArgs } from './agent-tools.js';
 import {
   assertMayScriptChild,
@@ -23,10 +16,14 @@ import {
   type RemainingBudget,
 } from './child-rules.js';
 
-/** The followers of the children of each run in this process (a resumed run re-creates them from its snapshot). */
-const followers = new WeakMap<RunContext, Map<string, Promise<RunResult>>>();
-/** The child-id salt of each run in this process, once it is checkpointed. */
-const salts = new WeakMap<RunContext, Promise<string | undefined>>();
+/**
+ * What one run holds of its children in this process, made with the run's agent tools (a resumed run re-creates it
+ * from its snapshot): a follower per child, and the child-id salt once it is checkpointed.
+ */
+export interface ChildRuns {
+  followers?: Map<string, Promise<RunResult>>;
+  salt?: Promise<string | undefined>;
+}
 
 /**
  * A child's run id: derived from the parent's run id, the turn, the call id and the parent's secret salt (128 random
@@ -48,8 +45,8 @@ export function childRunId(parentId: string, iteration: number, callId: string, 
  * resumed run derives the same child ids. A snapshot of an earlier version that has children but no salt keeps the
  * unsalted ids, so its running children are re-attached rather than started twice.
  */
-function childSalt(ctx: RunContext): Promise<string | undefined> {
-  let salt = salts.get(ctx);
+function childSalt(ctx: RunContext, runs: ChildRuns): Promise<string | undefined> {
+  let salt = runs.salt;
   if (salt === undefined) {
     const { state } = ctx;
     salt =
@@ -61,7 +58,7 @@ function childSalt(ctx: RunContext): Promise<string | undefined> {
             await ctx.checkpoint();
             return made;
           })();
-    salts.set(ctx, salt);
+    runs.salt = salt;
   }
   return salt;
 }
@@ -118,11 +115,16 @@ function childRequest(ctx: RunContext, id: string, callId: string, args: ChildAr
  * tools, limits and script, records it in the snapshot, follows its events and submits it to any planner of the
  * fleet. `agent.started` (which names the child id) is emitted only once the request is submitted.
  */
-export async function startChild(ctx: RunContext, callId: string, args: ChildArgs): Promise<string> {
+export async function startChild(
+  ctx: RunContext,
+  runs: ChildRuns,
+  callId: string,
+  args: ChildArgs,
+): Promise<string> {
   const { state, request, env } = ctx;
   const children = (state.children ??= []);
   const iteration = state.iteration;
-  const id = childRunId(state.run_id, iteration, callId, await childSalt(ctx));
+  const id = childRunId(state.run_id, iteration, callId, await childSalt(ctx, runs));
   const known = children.find((c) => c.run_id === id);
   if (known === undefined)
     assertMayStartChild(
@@ -133,7 +135,7 @@ export async function startChild(ctx: RunContext, callId: string, args: ChildArg
   if (known === undefined)
     children.push({ run_id: id, call_id: callId, task: args.task, status: 'running', started_at: now() });
   let submitted!: (ok: boolean) => void;
-  void follow(ctx, id, new Promise<boolean>((resolve) => (submitted = resolve))).catch(() => undefined);
+  void follow(ctx, runs, id, new Promise<boolean>((resolve) => (submitted = resolve))).catch(() => undefined);
   try {
     await submitRun(env.bus, body, { prefix: env.prefix });
   } catch (error) {
@@ -158,14 +160,18 @@ export async function startChild(ctx: RunContext, callId: string, args: ChildArg
  * this run as its parent: a run that took the child's id first is refused with `permission_denied`. `started`
  * (from startChild) holds the settling back until the child is submitted and `agent.started` emitted.
  */
-export function follow(ctx: RunContext, id: string, started?: Promise<boolean>): Promise<RunResult> {
-  let runs = followers.get(ctx);
-  if (runs === undefined) {
-    runs = new Map();
-    followers.set(ctx, runs);
+export function follow(
+  ctx: RunContext,
+  runs: ChildRuns,
+  id: string,
+  started?: Promise<boolean>,
+): Promise<RunResult> {
+  let followers = runs.followers;
+  if (followers === undefined) {
+    followers = runs.followers = new Map();
     ctx.signal.addEventListener('abort', () => cancelChildren(ctx), { once: true });
   }
-  let pending = runs.get(id);
+  let pending = followers.get(id);
   if (pending === undefined) {
     const events = followRun(ctx.env.bus, id, { prefix: ctx.env.prefix, signal: ctx.signal });
     pending = events.then(async (final) => {
@@ -180,7 +186,7 @@ export function follow(ctx: RunContext, id: string, started?: Promise<boolean>):
       settle(ctx, id, final);
       return final;
     });
-    runs.set(id, pending);
+    followers.set(id, pending);
   }
   return pending;
 }
@@ -250,10 +256,11 @@ export function cancelChildren(ctx: RunContext, reason = 'parent run ended'): vo
   const why = ctx.control.stopReason()?.reason ?? reason;
   for (const child of ctx.state.children ?? []) {
     if (child.status !== 'running') continue;
-    env.bus.publish(env.subjects.runCancel(child.run_id), encodeJson({ reason: `parent: ${why}` }));
-    void cancelRun(env.bus, child.run_id, { prefix: env.prefix, reason: `parent: ${why}` }).catch(
-      () => undefined,
-    );
+    void cancelRun(env.bus, child.run_id, {
+      prefix: env.prefix,
+      reason: `parent: ${why}`,
+      publishFirst: true,
+    }).catch(() => undefined);
   }
 }
 

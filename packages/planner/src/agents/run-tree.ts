@@ -1,5 +1,5 @@
 import { DEFAULT_PREFIX, type Backend, type RunEvent } from '@agentmesh/protocol';
-import { readRunEvents } from '../durable/index.js';
+import { readRunEvents } from '../infra/backend.js';
 
 /** One run and the child runs it started (agent.run / agent.spawn), from the stored events. */
 export interface RunTreeNode {

@@ -14,9 +14,9 @@ import { ToolWorker, defineTool } from '@agentmesh/tool-worker';
 import { startOpenAiServer } from '../../../../test/fixtures/llm/openai-server.js';
 import type { FakeLlmServer, FakeReply } from '../../../../test/fixtures/llm/common.js';
 import { Planner, type PlannerOptions } from '../planner.js';
-import { submitRun } from '../client.js';
+import { submitRun } from '../infra/run-client.js';
 import { sendApprovalDecision } from '../hitl/approval-service.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { childRunId } from './children.js';
 
 const add = defineTool({

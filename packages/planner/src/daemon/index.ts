@@ -1,10 +1,15 @@
 import type { RunRequest } from '@agentmesh/protocol';
-import type { RunSnapshot } from '../run-state.js';
-import { DaemonSession, type DaemonInputSource } from './session.js';
+import type { RunSnapshot } from '../model/snapshot.js';
+import { DaemonSession, type DaemonInputSource } from './daemon-session.js';
 import type { IdleDaemons } from './idle-daemons.js';
 import type { TriggerQueue } from './trigger-queue.js';
 
-export { DaemonSession, DAEMON_COMPACT_TOKENS, type DaemonInputSource, type DaemonState } from './session.js';
+export {
+  DaemonSession,
+  DAEMON_COMPACT_TOKENS,
+  type DaemonInputSource,
+  type DaemonState,
+} from './daemon-session.js';
 export {
   TriggerQueue,
   DEFAULT_MAX_PENDING_TRIGGERS,
@@ -17,11 +22,7 @@ export { serveTriggers } from './responder.js';
 export { IdleDaemons } from './idle-daemons.js';
 export { WatchAnnouncer, WATCH_ANNOUNCE_MS } from './watch-announcer.js';
 
-/**
- * A daemon's lifetime when the planner configures none (`daemon_timeout_ms`): a day. It is also the most a daemon
- * may ask for in its `limits.timeout_ms`.
- */
-export const DAEMON_TIMEOUT_MS = 86_400_000;
+export { DAEMON_TIMEOUT_MS } from '../run/setup.js';
 
 /** The daemon session of a daemon run (its queue opened), or undefined for any other run. */
 export async function daemonSession(
@@ -44,4 +45,4 @@ export async function daemonSession(
   const state = (snapshot.daemon ??= { idle: false, handled: 0, idle_ticks: 0, dropped_reported: 0 });
   return new DaemonSession(options, state, triggers, hooks);
 }
-export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './client.js';
+export { triggerRun, daemonStatuses, TriggerReplySchema, type TriggerReply } from './trigger-client.js';

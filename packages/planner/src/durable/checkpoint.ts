@@ -7,7 +7,7 @@ import {
   type KvStore,
   type Logger,
 } from '@agentmesh/protocol';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { leaseLostError, type RunLease } from './lease.js';
 
 const dec = new TextDecoder();

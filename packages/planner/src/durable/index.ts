@@ -1,7 +1,6 @@
 export {
   RunLease,
   leaseLostError,
-  parseRecord,
   DEFAULT_LEASE_MS,
   DEFAULT_CHECKPOINT_TTL_MS,
   type DurabilityOptions,
@@ -9,7 +8,7 @@ export {
   type LeaseHolder,
 } from './lease.js';
 export { CheckpointWriter, readCheckpoint, type StoredCheckpoint } from './checkpoint.js';
-export { runRecord } from './records.js';
+export { parseRecord, runRecord } from '../model/record.js';
 export {
   checkpointsBucket,
   openCheckpoints,
@@ -20,4 +19,4 @@ export {
   type EventPublisher,
   type IntakeDelivery,
   type Settlement,
-} from './infra.js';
+} from '../infra/backend.js';

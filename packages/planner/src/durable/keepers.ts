@@ -8,12 +8,12 @@ import {
   type RunEvent,
   type RunRequest,
 } from '@agentmesh/protocol';
-import type { RunHandle, RunKeeper } from '../run/executor.js';
-import type { CheckpointHook, RunSnapshot } from '../run-state.js';
+import type { RunHandle, RunKeeper } from '../run/ports.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import type { CheckpointWriter } from './checkpoint.js';
 import { leaseLostError, type RunLease } from './lease.js';
-import { runRecord } from './records.js';
-import type { RunRecord } from '../transcript.js';
+import { runRecord } from '../model/record.js';
+import { parseRecord, type RunRecord } from '../model/record.js';
 
 /**
  * The keeper of a run that is not durable: its record is created on accept (a second run with the same id is
@@ -71,7 +71,7 @@ export async function claimRecord(
     setWaiting: async (waiting) => {
       const entry = await records.get(fields.runId);
       if (entry === null) return;
-      const current = JSON.parse(new TextDecoder().decode(entry.value)) as RunRecord;
+      const current = parseRecord(entry.value);
       if (current.state === 'finished') return;
       await records.put(fields.runId, encodeJson({ ...current, waiting }));
     },

@@ -9,8 +9,7 @@ import {
   type Logger,
   type RunWaiting,
 } from '@agentmesh/protocol';
-import type { RunRecord } from '../transcript.js';
-import { runRecord } from './records.js';
+import { parseRecord, runRecord, type RunRecord } from '../model/record.js';
 
 /** Durability settings of a planner (run ownership, failover speed, checkpoint retention). */
 export interface DurabilityOptions {
@@ -38,18 +37,12 @@ export const DEFAULT_CHECKPOINT_TTL_MS = 24 * 3_600_000;
 /** How much earlier than its lease a planner gives a run up when renewals fail (clock skew, slow requests). */
 const SELF_FENCE_MARGIN_MS = 1_000;
 
-const dec = new TextDecoder();
-
 /** The error that stops a run on a planner that lost its ownership to another one. */
 export function leaseLostError(runId: string, why: string): AgentMeshError {
   return new AgentMeshError(ErrorCode.Conflict, `run "${runId}" is no longer owned by this planner: ${why}`, {
     retryable: false,
     details: { run_id: runId, lease_lost: true },
   });
-}
-
-export function parseRecord(value: Uint8Array): RunRecord {
-  return JSON.parse(dec.decode(value)) as RunRecord;
 }
 
 /** Who takes a lease, for how long, and where it logs. */

@@ -1,6 +1,6 @@
 import { MemoryKvStore, silentLogger, type KvStore, type RunRequest } from '@agentmesh/protocol';
 import { describe, expect, it } from 'vitest';
-import type { PlannerInfra } from './infra.js';
+import type { PlannerInfra } from '../infra/backend.js';
 import { runDurably } from './takeover.js';
 
 /** Run records whose writes fail once `failing` is set (a runs bucket electing a leader). */

@@ -5,10 +5,10 @@ import {
   type RunEvent,
   type RunRequest,
 } from '@agentmesh/protocol';
-import type { RunKeeper } from '../run/executor.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunKeeper } from '../run/ports.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
-import type { PlannerInfra, Settlement } from './infra.js';
+import type { PlannerInfra, Settlement } from '../infra/backend.js';
 import { leaseKeeper, recordedParent } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';

@@ -11,7 +11,7 @@ import {
   type Subscription,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
-import { parseRecord } from '../durable/lease.js';
+import { parseRecord } from '../model/record.js';
 import type { ApprovalStore } from './approval-store.js';
 
 /** The reply to a decision that was recorded. */

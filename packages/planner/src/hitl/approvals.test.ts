@@ -11,11 +11,11 @@ import {
 import { Catalog } from '@agentmesh/catalog';
 import { ToolWorker, defineTool } from '@agentmesh/tool-worker';
 import { Planner, type PlannerOptions } from '../planner.js';
-import { openRunRecords } from '../durable/infra.js';
-import { parseRecord } from '../durable/lease.js';
+import { openRunRecords } from '../infra/backend.js';
+import { parseRecord } from '../model/record.js';
 import { sendApprovalDecision } from './approval-service.js';
 import { sendRunControl } from './run-controls.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 
 const written: string[] = [];
 const write = defineTool({

@@ -17,7 +17,7 @@ import {
   type Subscription,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
-import { parseRecord } from '../durable/lease.js';
+import { parseRecord } from '../model/record.js';
 
 /** A user message waiting to be added to a run before its next model turn. */
 export interface PendingInput {

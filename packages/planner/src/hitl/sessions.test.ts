@@ -4,9 +4,9 @@ import { MemoryBus, silentLogger, type RunEvent, type RunRequestInput } from '@a
 import { Catalog } from '@agentmesh/catalog';
 import { ToolWorker, defineTool } from '@agentmesh/tool-worker';
 import { Planner, type PlannerOptions } from '../planner.js';
-import type { RunSnapshot } from '../run-state.js';
-import { SUMMARY_PREFIX } from './compaction.js';
-import { readTranscript } from '../transcript.js';
+import type { RunSnapshot } from '../model/snapshot.js';
+import { SUMMARY_PREFIX } from '../compaction.js';
+import { readTranscript } from '../infra/transcripts.js';
 
 const add = defineTool({
   name: 'math.add',

@@ -1,5 +1,5 @@
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
-import { estimateTokens } from '../hitl/compaction.js';
+import { estimateTranscriptTokens } from '../compaction.js';
 import type { ModelProvider, ModelRequest } from './types.js';
 
 /** The estimated input tokens of a request (characters / 4): system prompt, tool list and conversation. */
@@ -8,7 +8,7 @@ export function estimateRequestTokens(request: Pick<ModelRequest, 'system' | 'me
     (n, t) => n + t.name.length + t.description.length + JSON.stringify(t.input_schema).length,
     0,
   );
-  return Math.ceil((request.system.length + tools) / 4) + estimateTokens(request.messages);
+  return Math.ceil((request.system.length + tools) / 4) + estimateTranscriptTokens(request.messages);
 }
 
 /**

@@ -6,7 +6,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import { toProviderAlias, type ProviderKind } from '@agentmesh/protocol';
-import { allowsStrictMode } from '../agents/structured-output.js';
+import { allowsStrictMode } from '../output-schema.js';
 import { contentFilteredError, providerError, providerSchema } from './errors.js';
 import { promptCacheKey, usageOf, type ModelTuning } from './tuning.js';
 import type {

@@ -8,29 +8,22 @@ import type {
   Subjects,
   ToolSpec,
 } from '@agentmesh/protocol';
-import type { SubagentConfig } from '../agents/child-rules.js';
+import type { SubagentConfig, ToolScope } from './setup.js';
+
+export type { ToolScope } from './setup.js';
 import type { ModelCapabilities } from '../capabilities.js';
 import { ToolExposure } from '../exposure.js';
 import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
-import type { CheckpointHook, RunSnapshot } from '../run-state.js';
-import type { RunHitl } from './approval-gate.js';
-import type { SkillSession } from '../skills/session.js';
-import type { DaemonSession } from '../daemon/session.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { PlannerTools, RunDaemon, RunHitl, RunSkills } from './ports.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
 export interface StopReason {
   status: 'cancelled' | 'timeout';
   reason: string;
-}
-
-/** The catalog scope of a run: its allow-list and the loading overrides. */
-export interface ToolScope {
-  allow?: string[];
-  deferred?: string[];
-  always?: string[];
 }
 
 /** What a run needs from its planner: the bus, the model, the settings; none of it changes during the run. */
@@ -57,7 +50,9 @@ export interface RunEnvironment {
   /** Called after each single tool result inside a batch (durable runs store these too). */
   resultCheckpoint?: CheckpointHook | undefined;
   /** Approvals (and the run's waiting state) when calls may wait for a human decision. */
-  hitl?: RunHitl | undefined;
+  hitl?: RunHitl<RunContext> | undefined;
+  /** Tools the planner answers itself beyond the meta-tools (agent.*). */
+  tools?: PlannerTools<RunContext> | undefined;
 }
 
 /**
@@ -73,9 +68,9 @@ export class RunContext {
   readonly log: Logger;
   costWarned = false;
   /** Skill matching and activation before each model turn (runs with skills only). */
-  skills: SkillSession | undefined;
+  skills: RunSkills<RunContext> | undefined;
   /** Idle and wake between turns instead of ending (daemon runs only). */
-  daemon: DaemonSession | undefined;
+  daemon: RunDaemon<RunContext> | undefined;
 
   constructor(
     readonly state: RunSnapshot,

@@ -9,16 +9,17 @@ import {
   type ToolProgress,
   type ToolSpec,
 } from '@agentmesh/protocol';
-import { isAgentTool } from '../agents/agent-tools.js';
 import { loopHint, loopRedirect } from '../loop-detector.js';
-import { isMetaTool } from '../meta-tools.js';
+import { isMetaTool } from '../meta-tool-specs.js';
 import type { ChatToolCall } from '../providers/types.js';
-import type { BatchCall, ToolBatch } from '../run-state.js';
+import type { BatchCall, ToolBatch } from '../model/snapshot.js';
 import { Semaphore, capText } from '../util.js';
-import { gateCall } from './approval-gate.js';
 import type { RunContext } from './context.js';
 import { notice, toolCompleted, toolFailed, toolStarted } from './events.js';
 import { runMeta } from './meta-tools.js';
+import type { CallResult, PreparedCall } from './calls.js';
+
+export type { CallResult, PreparedCall } from './calls.js';
 import { canonicalName } from './turn.js';
 
 /** Codes the loop puts on tool results it produced itself. */
@@ -26,20 +27,6 @@ export const LoopErrorCode = {
   LoopDetected: ErrorCode.LoopDetected,
   BudgetExhausted: ErrorCode.BudgetExhausted,
 } as const;
-
-export interface PreparedCall {
-  index: number;
-  call: ChatToolCall;
-  name: string;
-  args: unknown;
-  problem?: AgentMeshError;
-}
-
-export interface CallResult {
-  content: string;
-  isError: boolean;
-  succeeded: boolean;
-}
 
 export interface BatchOutcome {
   budgetHit: boolean;
@@ -107,14 +94,14 @@ export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCal
     prepared.map(async (p, i) => {
       const planned = batch.calls[i];
       if (planned === undefined || planned.result !== undefined || planned.plan !== 'run') return;
-      const denied = isMetaTool(p.name) ? undefined : await gateCall(ctx, p);
+      const denied = isMetaTool(p.name) ? undefined : await ctx.env.hitl?.gate(ctx, p);
       let r: CallResult;
       if (denied !== undefined) r = denied;
       else {
         const release = await gate.acquire();
         try {
           r =
-            isMetaTool(p.name) || isAgentTool(p.name)
+            isMetaTool(p.name) || ctx.env.tools?.handles(p.name) === true
               ? await runMeta(ctx, p, p.name)
               : await runRemote(ctx, p);
         } finally {

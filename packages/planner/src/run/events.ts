@@ -6,8 +6,8 @@ import {
   type RunRequest,
   type RunStatus,
 } from '@agentmesh/protocol';
-import type { RunSnapshot } from '../run-state.js';
-import type { EffectiveLimits } from './setup.js';
+import type { RunSnapshot } from '../model/snapshot.js';
+import type { EffectiveLimits } from '../model/limits.js';
 import { isoNow } from '../util.js';
 
 /**

@@ -1,26 +1,16 @@
 import {
-  AgentMeshError,
   matchesToolPattern,
   toErrorPayload,
-  type BlobStore,
   type Logger,
   type RunEvent,
-  type RunEventOf,
   type RunRequest,
-  type RunWaiting,
   type Subjects,
   type Backend,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
-import { AGENT_TOOL_SPECS, offeredAgentTools } from '../agents/agent-tools.js';
-import { outputValidator } from '../agents/structured-output.js';
+import { outputValidator } from '../output-schema.js';
 import type { CapabilityTable, ModelCapabilities } from '../capabilities.js';
-import { approvalPolicy } from '../hitl/approval-policy.js';
-import type { ApprovalStore } from '../hitl/approval-store.js';
-import type { RunControlStore } from '../hitl/run-controls.js';
-import type { SessionStore } from '../hitl/session-store.js';
-import type { EventPublisher } from '../durable/infra.js';
 import { DEFAULT_LOOP_THRESHOLDS } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import {
@@ -29,73 +19,49 @@ import {
   type ProviderClients,
   type ProviderSettings,
 } from '../providers/index.js';
-import type { CheckpointHook, RunSnapshot } from '../run-state.js';
-import { daemonSession, type IdleDaemons, type TriggerQueue } from '../daemon/index.js';
-import { skillSession } from '../skills/index.js';
+import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
-import { saveTranscript } from '../transcript.js';
 import { withContextWindow } from '../providers/context-window.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
-import { WaitingState, type RunHitl } from './approval-gate.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed, runStarted, warning } from './events.js';
 import { DEFAULT_NUDGE, runLoop } from './loop.js';
 import { CATALOG_RETRY_MS, ToolListCache, listToolNames, loadRunTools } from './meta-tools.js';
 import {
+  DEFAULT_SESSION_MAX_TOKENS,
   effectiveLimits,
   initialSnapshot,
   searchDefaults,
   toolScope,
   type PlannerDefaults,
 } from './setup.js';
-import { DEFAULT_SESSION_MAX_TOKENS, RunSession, requestedSession } from './session.js';
 import { SetupLane } from './setup-lane.js';
 import { startWarnings } from './warnings.js';
+import type {
+  EventPublisher,
+  RunConversation,
+  RunFeatures,
+  RunHitl,
+  RunKeeper,
+  TranscriptStore,
+} from './ports.js';
+
+export type { RunHandle, RunKeeper } from './ports.js';
+import type { RunResult } from '../model/result.js';
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
 const SETUP_LANE_WIDTH = 16;
 const SETUP_LANE_HOLD_MS = 5;
 
-export type RunResult = RunEventOf<'run.completed'> | RunEventOf<'run.failed'>;
+export type { RunResult } from '../model/result.js';
 
 export interface ExecuteOptions {
   signal?: AbortSignal;
   /** Every event of the run, in order, as it happens. */
   onEvent?: (event: RunEvent) => void;
-}
-
-/** What a run controls from outside the executor: how durability stops it when ownership is lost. */
-export interface RunHandle {
-  /** Stops the run at once and publishes nothing more (another planner owns it now). */
-  fence(error: AgentMeshError): void;
-  cancel(reason: string): void;
-}
-
-/**
- * Who keeps a run: where it resumes, what happens at each checkpoint and how it is recorded at its end. A plain run
- * record for embedded runs; a lease, KV checkpoints and takeover for durable ones (durable/takeover.ts).
- */
-export interface RunKeeper {
-  resume?: { snapshot: RunSnapshot | undefined; lastSeq: number; earlier: RunEvent[] } | undefined;
-  /** Wraps the user's checkpoint hook; `flush` publishes the events emitted so far. */
-  checkpoints(
-    flush: () => Promise<void>,
-    user: CheckpointHook | undefined,
-  ): {
-    checkpoint?: CheckpointHook | undefined;
-    resultCheckpoint?: CheckpointHook | undefined;
-  };
-  attach(handle: RunHandle): void;
-  /** True when the run now belongs to another planner (then it is not finalized here). */
-  readonly handedOff: boolean;
-  /** Hands the run over without finishing it here (durable runs: another planner resumes it). */
-  giveUp?(why: string): void;
-  finish(status: string, endedAt: string): Promise<void>;
-  /** Records in the run record how the run waits (`awaiting_approval`, `paused`), or that it no longer does. */
-  setWaiting?(waiting: RunWaiting | undefined): Promise<void>;
 }
 
 export interface ExecutorConfig {
@@ -113,17 +79,9 @@ export interface ExecutorConfig {
   checkpoint: CheckpointHook | undefined;
   active: ActiveRuns;
   publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
-  transcripts: () => BlobStore | undefined;
-  /** The approval store when calls may wait for a human decision (undefined: no approvals). */
-  approvals?: () => ApprovalStore | undefined;
-  /** Where input and pause requests wait for the run (undefined: none). */
-  controls?: () => RunControlStore | undefined;
-  /** The session store (opened on first use). */
-  sessions?: () => Promise<SessionStore>;
-  /** The daemons' trigger queues (daemon runs need it). */
-  triggers?: (() => Promise<TriggerQueue>) | undefined;
-  /** The planner's idle daemons (a draining planner does not wait for them). */
-  idleDaemons?: IdleDaemons | undefined;
+  transcripts: () => TranscriptStore | undefined;
+  /** The run's features behind the engine's ports (agent tools, approvals, skills, daemons): run-features.ts. */
+  features: RunFeatures<RunContext>;
 }
 
 interface RunIo {
@@ -136,7 +94,7 @@ interface RunIo {
   startedAt: string;
   choice?: ProviderChoice;
   snapshot?: RunSnapshot;
-  session?: RunSession;
+  session?: RunConversation;
   /** Gives up the run's place in the setup lane (once its tools are loaded, or when it ends first). */
   leaveSetup: () => void;
 }
@@ -281,7 +239,7 @@ export class RunExecutor {
     const scope = toolScope(config.defaults, request);
     const specs = await this.loadTools(io, scope, run.controller.signal, resumed === undefined);
     io.leaveSetup();
-    specs.push(...offeredAgentTools(request.tools, config.defaults.subagents));
+    specs.push(...config.features.offeredTools(request));
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
     const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
     if (offered.length === 0 && specs.length > 0)
@@ -305,13 +263,12 @@ export class RunExecutor {
       stopReason: () => run.stop,
     });
     await this.joinSession(io, ctx, resumed === undefined);
-    ctx.skills = skillSession(config.defaults.skills, config.defaults.skill_match, request, snapshot, {
-      carried: resumed === undefined ? io.session?.activeSkills : undefined,
-    });
-    ctx.daemon = await daemonSession(request, snapshot, config.triggers, {
-      ...(config.idleDaemons ? { idle: config.idleDaemons } : {}),
-      ...(config.defaults.sessions?.max_tokens ? { compactTokens: config.defaults.sessions.max_tokens } : {}),
-    });
+    ctx.skills = config.features.skills(
+      request,
+      snapshot,
+      resumed === undefined ? io.session?.activeSkills : undefined,
+    );
+    ctx.daemon = await config.features.daemon(request, snapshot);
     if (resumed === undefined)
       for (const problem of ctx.skills?.unknownForced() ?? [])
         io.sink.emit(warning('unknown_skill', problem));
@@ -337,17 +294,12 @@ export class RunExecutor {
 
   /** A run with a session waits for the session's lock, then (when new) starts from its earlier transcript. */
   private async joinSession(io: RunIo, ctx: RunContext, fresh: boolean): Promise<void> {
-    const sessionId = requestedSession(io.request);
-    if (sessionId === undefined) return;
-    const store = await this.config.sessions?.();
-    if (store === undefined)
-      throw new AgentMeshError('invalid_request', 'this planner keeps no sessions: run without "session"');
-    io.session = await RunSession.open(
-      store,
-      { tenant: ctx.identity.tenant, session: sessionId, runId: io.runId },
+    io.session = await this.config.features.session(
+      io.request,
+      { tenant: ctx.identity.tenant, runId: io.runId },
       ctx.signal,
     );
-    if (!fresh) return;
+    if (io.session === undefined || !fresh) return;
     const earlier = await io.session.startingMessages({
       maxTokens: this.config.defaults.sessions?.max_tokens ?? DEFAULT_SESSION_MAX_TOKENS,
       provider: ctx.env.provider,
@@ -404,26 +356,19 @@ export class RunExecutor {
       subagents: config.defaults.subagents,
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
+      tools: config.features.tools(),
     };
   }
 
-  private hitl(io: RunIo): RunHitl | undefined {
-    const store = this.config.approvals?.();
-    if (store === undefined) return undefined;
+  private hitl(io: RunIo): RunHitl<RunContext> | undefined {
     const keeper = io.keeper;
-    const setWaiting = async (waiting: RunWaiting | undefined) => {
+    return this.config.features.hitl(io.request, async (waiting) => {
       try {
         await keeper.setWaiting?.(waiting);
       } catch (error) {
         io.log.warn({ err: (error as Error).message, waiting }, 'could not record the waiting state');
       }
-    };
-    return {
-      store,
-      policy: approvalPolicy(this.config.defaults.approvals, io.request.approvals),
-      waits: new WaitingState(setWaiting),
-      controls: this.config.controls?.(),
-    };
+    });
   }
 
   /** The run's tools from the catalog; a new run also warns when no tool, or no tool of an allow-list entry, exists. */
@@ -444,7 +389,7 @@ export class RunExecutor {
       const unmatched = (scope.allow ?? []).filter(
         (entry) =>
           !specs.some((s) => matchesToolPattern(s.name, entry)) &&
-          !AGENT_TOOL_SPECS.some((s) => matchesToolPattern(s.name, entry)),
+          !this.config.features.matchesPlannerTool(entry),
       );
       if (specs.length > 0 && unmatched.length === 0) return specs;
       const known =
@@ -471,7 +416,7 @@ export class RunExecutor {
         ? undefined
         : retry(
             () =>
-              saveTranscript(store, {
+              store.save({
                 version: 1,
                 run_id: io.runId,
                 planner_id: this.config.plannerId,

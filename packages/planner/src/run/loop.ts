@@ -1,8 +1,6 @@
 import { matchesAnyToolPattern, toErrorPayload, type RunEventOf, type RunStatus } from '@agentmesh/protocol';
-import { checkOutput, invalidOutputError, repairMessage } from '../agents/structured-output.js';
-import { cancelChildren } from '../agents/children.js';
+import { checkOutput, invalidOutputError, repairMessage } from '../output-schema.js';
 import type { RunContext } from './context.js';
-import { applyRunControls } from './controls.js';
 import { dispatchTools } from './dispatch.js';
 import { notice, runCompleted } from './events.js';
 import { modelTurn } from './turn.js';
@@ -55,7 +53,7 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
     const ending = await ctx.daemon.wake(ctx);
     if (ending) return ending;
   }
-  await applyRunControls(ctx);
+  await ctx.env.hitl?.applyControls(ctx);
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
   if (ctx.skills) await ctx.skills.beforeTurn(ctx);
@@ -148,7 +146,7 @@ function budgetCheck(ctx: RunContext): string | undefined {
 
 function finish(ctx: RunContext, ending: Ending): CompletedEvent {
   const { state } = ctx;
-  cancelChildren(ctx);
+  ctx.env.tools?.runEnded(ctx);
   state.phase = 'finished';
   state.status = ending.status;
   state.reason = ending.reason;

@@ -17,16 +17,14 @@ import {
 } from '@agentmesh/protocol';
 import { toolCallTraceHeaders } from '@agentmesh/protocol';
 import type { z } from 'zod';
-import { agentCall } from '../agents/agent-calls.js';
-import { isAgentTool, type AgentToolName } from '../agents/agent-tools.js';
 import {
   ArtifactFetchArgsSchema,
   ToolGetArgsSchema,
   ToolSearchArgsSchema,
   type MetaToolName,
-} from '../meta-tools.js';
+} from '../meta-tool-specs.js';
 import type { RunContext, ToolScope } from './context.js';
-import type { CallResult, PreparedCall } from './dispatch.js';
+import { parseToolArgs, type CallResult, type PreparedCall } from './calls.js';
 import { toolCompleted, toolFailed, toolStarted } from './events.js';
 import { canonicalName } from './turn.js';
 
@@ -35,11 +33,14 @@ export const CATALOG_RETRY_MS = 30_000;
 
 const elapsedSince = (started: number) => Math.round((performance.now() - started) * 1000) / 1000;
 
-/** Runs a meta-tool call (tool_search, tool_get, artifact_fetch) in the planner, with the usual tool events. */
+/**
+ * Runs a call the planner answers itself, with the usual tool events: a meta-tool (tool_search, tool_get,
+ * artifact_fetch) or one of the run's {@link PlannerTools} (agent.*).
+ */
 export async function runMeta(
   ctx: RunContext,
   p: PreparedCall,
-  name: MetaToolName | AgentToolName,
+  name: MetaToolName | (string & {}),
 ): Promise<CallResult> {
   const { sink, env } = ctx;
   const started = performance.now();
@@ -47,13 +48,14 @@ export async function runMeta(
   const fields = { call_id: p.call.id, name, worker_id: env.plannerId };
   let content: string;
   try {
-    content = isAgentTool(name)
-      ? await agentCall(ctx, p.call.id, name, p.args)
+    const tools = env.tools;
+    content = tools?.handles(name)
+      ? await tools.call(ctx, p.call.id, name, p.args)
       : name === 'tool_search'
-        ? await toolSearch(ctx, parseMetaArgs(ToolSearchArgsSchema, p.args, name), p.call.id)
+        ? await toolSearch(ctx, parseToolArgs(ToolSearchArgsSchema, p.args, name), p.call.id)
         : name === 'tool_get'
-          ? await toolGet(ctx, parseMetaArgs(ToolGetArgsSchema, p.args, name))
-          : await artifactFetch(ctx, parseMetaArgs(ArtifactFetchArgsSchema, p.args, name));
+          ? await toolGet(ctx, parseToolArgs(ToolGetArgsSchema, p.args, name))
+          : await artifactFetch(ctx, parseToolArgs(ArtifactFetchArgsSchema, p.args, name));
   } catch (error) {
     const e = toErrorPayload(error);
     sink.emit(toolFailed({ ...fields, elapsed_ms: Math.round(performance.now() - started) }, e));
@@ -147,15 +149,6 @@ async function artifactFetch(
     ctx.catalogOptions(),
   );
   return JSON.stringify(reply);
-}
-
-function parseMetaArgs<S extends z.ZodType>(schema: S, args: unknown, name: string): z.output<S> {
-  const r = schema.safeParse(args);
-  if (r.success) return r.data;
-  const issues = r.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-  throw new AgentMeshError(ErrorCode.InvalidArguments, `invalid arguments for ${name}: ${issues}`, {
-    retryable: false,
-  });
 }
 
 /**

@@ -4,18 +4,47 @@ import {
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
-import type { SubagentConfig } from '../agents/child-rules.js';
-import { DAEMON_TIMEOUT_MS } from '../daemon/index.js';
 import type { CapabilityTable } from '../capabilities.js';
-import type { ApprovalConfig } from '../hitl/approval-policy.js';
+import type { ApprovalConfig } from '../approval-policy.js';
 import type { SearchMode } from '../exposure.js';
 import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
-import type { RunSnapshot } from '../run-state.js';
-import type { Skill, SkillMatchInput } from '../skills/schema.js';
-import type { ToolScope } from './context.js';
-import type { SessionDefaults } from './session.js';
+import type { RunSnapshot } from '../model/snapshot.js';
+import type { Skill, SkillMatchInput } from '../model/skill.js';
+import type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
+
+export type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
+
+/** The catalog scope of a run: its allow-list and the loading overrides. */
+export interface ToolScope {
+  allow?: string[];
+  deferred?: string[];
+  always?: string[];
+}
+
+/** `sessions:` settings: when a session's transcript is compacted. */
+export interface SessionDefaults {
+  /** Compact a session's transcript once it is estimated above this many tokens (default 100000). */
+  max_tokens?: number;
+}
+
+export const DEFAULT_SESSION_MAX_TOKENS = 100_000;
+
+/** `subagents:` in the configuration. */
+export interface SubagentConfig {
+  enabled?: boolean;
+  /** How deep runs may nest: a top-level run has depth 0, its children 1 (default 2). */
+  max_depth?: number;
+  /** Children one run may start over its life (default 8). */
+  max_children?: number;
+}
+
+/**
+ * A daemon's lifetime when the planner configures none (`daemon_timeout_ms`): a day. It is also the most a daemon
+ * may ask for in its `limits.timeout_ms`.
+ */
+export const DAEMON_TIMEOUT_MS = 86_400_000;
 
 /** Tool search settings (`tools.search` in agentmesh.yaml). */
 export interface ToolSearchDefaults {
@@ -64,19 +93,6 @@ export interface PlannerDefaults {
   skills?: Skill[];
   /** How skills are matched each turn (default metadata, top_n 1, sticky). */
   skill_match?: SkillMatchInput;
-}
-
-/** A limit a request asked to raise above the planner's ceiling, held at the ceiling. */
-export interface ClampedLimit {
-  field: keyof RunLimits;
-  requested: number;
-  ceiling: number;
-}
-
-/** The limits a run gets, and which of the request's were held at the planner's ceilings. */
-export interface EffectiveLimits {
-  limits: RunLimits;
-  clamped: ClampedLimit[];
 }
 
 /** The configured limits (schema defaults filled in), parsed once per planner defaults. */

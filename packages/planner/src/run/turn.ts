@@ -1,6 +1,6 @@
 import { fromProviderAlias } from '@agentmesh/protocol';
 import type { ChatMessage, ChatToolCall, ModelTurn, TokenUsage } from '../providers/types.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import type { RunContext } from './context.js';
 import { notice } from './events.js';
 

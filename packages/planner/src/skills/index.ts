@@ -1,12 +1,18 @@
 import type { RunRequest } from '@agentmesh/protocol';
-import type { SkillState } from './schema.js';
-import { SkillMatchSchema, type Skill, type SkillMatchInput } from './schema.js';
-import { SkillSession } from './session.js';
+import type { SkillState } from '../model/skill.js';
+import { SkillMatchSchema, type Skill, type SkillMatchInput } from '../model/skill.js';
+import { SkillSession } from './skill-session.js';
 
-export { SkillSchema, SkillMatchSchema, type Skill, type SkillInput, type SkillMatch } from './schema.js';
-export type { SkillMatchInput, SkillState } from './schema.js';
+export {
+  SkillSchema,
+  SkillMatchSchema,
+  type Skill,
+  type SkillInput,
+  type SkillMatch,
+} from '../model/skill.js';
+export type { SkillMatchInput, SkillState } from '../model/skill.js';
 export { collectSkills, loadSkillDirs, parseSkillFile } from './load.js';
-export { SkillSession, FORCED_REASON } from './session.js';
+export { SkillSession, FORCED_REASON } from './skill-session.js';
 export { MetadataMatcher, type SkillCandidate } from './match.js';
 
 /**

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { AgentMeshError, ErrorCode, describeZodError } from '@agentmesh/protocol';
-import { SkillSchema, type Skill, type SkillInput } from './schema.js';
+import { SkillSchema, type Skill, type SkillInput } from '../model/skill.js';
 
 const SKILL_EXTENSIONS = new Set(['.yaml', '.yml', '.md', '.markdown']);
 const FRONT_MATTER = /^---\r?\n([\s\S]*?)\r?\n---\r?\n?([\s\S]*)$/;

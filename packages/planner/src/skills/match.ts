@@ -1,7 +1,7 @@
 import { Bm25Index } from '@agentmesh/protocol';
 import type { ModelProvider } from '../providers/types.js';
 import type { Usage } from '@agentmesh/protocol';
-import type { Skill } from './schema.js';
+import type { Skill } from '../model/skill.js';
 
 /** A skill a match pass considered, with its score (bm25 for metadata, 1 for a model's pick). */
 export interface SkillCandidate {

@@ -5,10 +5,10 @@ import { describe, expect, it } from 'vitest';
 import type { RunEvent } from '@agentmesh/protocol';
 import { RunContext } from '../run/context.js';
 import { RunEventSink } from '../run/events.js';
-import type { RunSnapshot } from '../run-state.js';
+import type { RunSnapshot } from '../model/snapshot.js';
 import { collectSkills, loadSkillDirs, parseSkillFile } from './load.js';
-import { SkillMatchSchema, type Skill } from './schema.js';
-import { SkillSession } from './session.js';
+import { SkillMatchSchema, type Skill } from '../model/skill.js';
+import { SkillSession } from './skill-session.js';
 
 const skills: Skill[] = collectSkills([
   {

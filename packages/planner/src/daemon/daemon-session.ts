@@ -1,8 +1,9 @@
 import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
-import { compactTranscript } from '../hitl/compaction.js';
+import { compactTranscript, summarizer } from '../compaction.js';
+import type { DaemonState } from '../model/snapshot.js';
 import type { RunContext } from '../run/context.js';
+import type { RunDaemon, RunInputSource } from '../run/ports.js';
 import { warning } from '../run/events.js';
-import { summarizer } from '../run/session.js';
 import type { IdleDaemons } from './idle-daemons.js';
 import type { QueuedTrigger, TriggerQueue } from './trigger-queue.js';
 import { WatchAnnouncer } from './watch-announcer.js';
@@ -12,27 +13,12 @@ export type DaemonOptions = Required<Omit<NonNullable<RunRequest['daemon']>, 'wa
   watch_paths: readonly string[];
 };
 
-/** A daemon's progress in its run snapshot. */
-export interface DaemonState {
-  /** Waiting for a wake source (a resumed run waits again instead of calling the model). */
-  idle: boolean;
-  /** The seq of the last trigger taken into the transcript. */
-  handled: number;
-  /** Timer ticks in a row without a trigger or input. */
-  idle_ticks: number;
-  /** Refused triggers already reported with a `run.warning`. */
-  dropped_reported: number;
-}
-
 /**
  * Where input messages come from while a daemon idles (the run's input subject, `agentmesh.runs.<id>.input`):
  * `hasInputMarker` says whether inputs wait, `watchInputs` calls back when one arrives. The run's input controls
  * (RunControlStore) are one; the woken turn applies the inputs itself (`run.input`), exactly once.
  */
-export interface DaemonInputSource {
-  hasInputMarker(runId: string): Promise<boolean>;
-  watchInputs(runId: string, listener: () => void): Promise<{ stop(): void }>;
-}
+export type DaemonInputSource = RunInputSource;
 
 /** Transcripts above this estimate are compacted before a wake's turn, as a session's are (`sessions.max_tokens`). */
 export const DAEMON_COMPACT_TOKENS = 100_000;
@@ -77,7 +63,7 @@ class Bell {
  * woken turn sees the trigger as a user message. It ends on cancel (`cancelled`) or, with `idle_watchdog` N, after
  * N timer ticks in a row with nothing else to wake it (`watchdog`).
  */
-export class DaemonSession {
+export class DaemonSession implements RunDaemon<RunContext> {
   private announcer: WatchAnnouncer | undefined;
 
   constructor(
@@ -111,7 +97,7 @@ export class DaemonSession {
     const runId = ctx.state.run_id;
     this.announceWatch(ctx);
     const bell = new Bell();
-    const input = this.hooks.input ?? ctx.env.hitl?.controls;
+    const input = this.hooks.input ?? ctx.env.hitl?.inputs;
     const watcher = await this.queue.watch(runId, bell.ring);
     const inputWatcher = await input?.watchInputs(runId, bell.ring).catch((error: unknown) => {
       watcher.stop();
@@ -217,3 +203,5 @@ export class DaemonSession {
     );
   }
 }
+
+export type { DaemonState } from '../model/snapshot.js';

@@ -13,13 +13,9 @@ import {
   type LoggedEvent,
   type RunEvent,
 } from '@agentmesh/protocol';
+import type { EventPublisher } from '../run/ports.js';
 
-export interface EventPublisher {
-  publish: (e: RunEvent) => void;
-  flush: () => Promise<void>;
-  /** Drops what is queued and publishes nothing more. */
-  close: () => void;
-}
+export type { EventPublisher } from '../run/ports.js';
 
 const dec = new TextDecoder();
 

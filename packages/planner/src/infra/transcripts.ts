@@ -4,33 +4,19 @@ import {
   type Backend,
   type BlobStore,
   type RunEvent,
-  type RunRequest,
-  type RunStatus,
-  type RunWaiting,
   type ScriptedTurn,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
-import { openRunRecords, openTranscriptStore } from './durable/infra.js';
-import type { ChatMessage } from './providers/types.js';
+import { openRunRecords, openTranscriptStore } from './backend.js';
+import { parseRecord, type RunRecord } from '../model/record.js';
+import type { RunTranscript } from '../model/transcript.js';
+import type { TranscriptStore } from '../run/ports.js';
 
-export { openRunRecords, openTranscriptStore, runsBucket, transcriptsBucket } from './durable/infra.js';
+export type { RunTranscript } from '../model/transcript.js';
 
-/** A finished (or failed) run as stored: the conversation the model saw and every event, in order. */
-export interface RunTranscript {
-  version: 1;
-  run_id: string;
-  planner_id: string;
-  request: RunRequest | unknown;
-  provider?: string | undefined;
-  model?: string | undefined;
-  system?: string | undefined;
-  status?: RunStatus | undefined;
-  reason?: string | undefined;
-  started_at: string;
-  ended_at: string;
-  messages: ChatMessage[];
-  events: RunEvent[];
-}
+export type { RunRecord } from '../model/record.js';
+
+export { openRunRecords, openTranscriptStore, runsBucket, transcriptsBucket } from './backend.js';
 
 const TranscriptSchema = z.looseObject({
   version: z.literal(1),
@@ -39,37 +25,16 @@ const TranscriptSchema = z.looseObject({
   events: z.array(z.unknown()),
 });
 
-/** The KV record of one run id: its owner and lease while it runs, how it ended once finished. */
-export interface RunRecord {
-  run_id: string;
-  /** The planner that owns (or last owned) the run. */
-  planner_id: string;
-  state: 'running' | 'finished';
-  accepted_at: string;
-  finished_at?: string;
-  status?: string;
-  stream_seq?: number;
-  /** The task, for listings. */
-  task?: string;
-  /** Ownership epoch: 1 for the first planner, raised by every takeover. */
-  epoch?: number;
-  /** Epoch ms until which the owner holds the run without renewing. */
-  lease_until?: number;
-  /** How many times another planner resumed the run. */
-  takeovers?: number;
-  /** Set by `agentmesh runs cancel`; the owner (or the planner that resumes the run) cancels it. */
-  cancel_requested?: string;
-  /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
-  waiting?: RunWaiting;
-  /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
-  parent?: { run_id: string; call_id: string };
-}
-
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {
   await store.put(transcript.run_id, encodeJson(transcript), {
     mime: 'application/json',
     meta: { planner: transcript.planner_id, status: transcript.status ?? 'failed' },
   });
+}
+
+/** The engine's {@link TranscriptStore} over a blob store; undefined when there is none. */
+export function transcriptStore(blobs: BlobStore | undefined): TranscriptStore | undefined {
+  return blobs === undefined ? undefined : { save: (transcript) => saveTranscript(blobs, transcript) };
 }
 
 /** Reads a run's transcript (from any process on the same bus), or null when there is none. */
@@ -92,7 +57,7 @@ export async function readRunRecord(
 ): Promise<RunRecord | null> {
   const kv = await openRunRecords(bus, options.prefix);
   const entry = await kv.get(runId);
-  return entry === null ? null : (JSON.parse(new TextDecoder().decode(entry.value)) as RunRecord);
+  return entry === null ? null : parseRecord(entry.value);
 }
 
 /**

@@ -8,14 +8,15 @@ import {
   type RunEvent,
   readEntries,
 } from '@agentmesh/protocol';
-import { parseRecord, readRunEvents } from './durable/index.js';
+import { parseRecord } from '../model/record.js';
+import { readRunEvents } from './backend.js';
 import {
   openRunRecords,
   readRunRecord,
   readTranscript,
   type RunRecord,
   type RunTranscript,
-} from './transcript.js';
+} from './transcripts.js';
 
 /** The run records of the fleet, newest first (at most `limit`, default 50; `state` filters). */
 export async function listRuns(
@@ -55,15 +56,18 @@ export async function showRun(
 /**
  * Cancels a run wherever it runs: publishes on `runs.<id>.cancel` (the owning planner stops it now) and marks its
  * record, so a planner that takes the run over after a failover cancels it too. Returns the record as it was, or
- * null for an unknown run id.
+ * null for an unknown run id. With `publishFirst` the cancel is published at once, before the record is read (a
+ * parent stopping its children: they stop now, the mark is for a planner that takes one over).
  */
 export async function cancelRun(
   bus: Backend,
   runId: string,
-  options: { prefix?: string; reason?: string } = {},
+  options: { prefix?: string; reason?: string; publishFirst?: boolean } = {},
 ): Promise<RunRecord | null> {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const reason = options.reason ?? 'cancel requested';
+  const publish = () => bus.publish(subjects(prefix).runCancel(runId), encodeJson({ reason }));
+  if (options.publishFirst === true) publish();
   const kv = await openRunRecords(bus, prefix);
   for (let attempt = 1; ; attempt++) {
     const entry = await kv.get(runId);
@@ -72,7 +76,7 @@ export async function cancelRun(
     if (record.state === 'finished') return record;
     try {
       await kv.update(runId, encodeJson({ ...record, cancel_requested: reason }), entry.revision);
-      bus.publish(subjects(prefix).runCancel(runId), encodeJson({ reason }));
+      if (options.publishFirst !== true) publish();
       await bus.flush();
       return record;
     } catch (error) {

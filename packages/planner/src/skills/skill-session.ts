@@ -1,7 +1,8 @@
 import type { RunEventBody } from '@agentmesh/protocol';
 import type { RunContext } from '../run/context.js';
+import type { RunSkills } from '../run/ports.js';
 import { modelCandidates, MetadataMatcher, type SkillCandidate } from './match.js';
-import type { Skill, SkillMatch, SkillState } from './schema.js';
+import type { Skill, SkillMatch, SkillState } from '../model/skill.js';
 
 /** Why a skill is active: asked for by the request (never deactivated), or matched. */
 export const FORCED_REASON = 'requested by the run';
@@ -13,7 +14,7 @@ export const CARRIED_REASON = "active in the session's previous run";
  * activates and deactivates, narrows the tool exposure to the active skills' tools and weaves their prompts into the
  * system prompt. Its state lives in the run's snapshot, so a resumed run keeps its active skills.
  */
-export class SkillSession {
+export class SkillSession implements RunSkills<RunContext> {
   private readonly byName: Map<string, Skill>;
   private readonly matcher: MetadataMatcher;
   private readonly matchable: Skill[];

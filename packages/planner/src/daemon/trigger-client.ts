@@ -10,7 +10,7 @@ import {
   type Bus,
   type Trigger,
 } from '@agentmesh/protocol';
-import { openTriggerStore } from '../durable/infra.js';
+import { openTriggerStore } from '../infra/backend.js';
 import { TriggerQueue } from './trigger-queue.js';
 
 export const TriggerReplySchema = z.object({

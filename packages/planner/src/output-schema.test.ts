@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { allowsStrictMode, checkOutput, invalidOutputError, repairMessage } from './structured-output.js';
+import { allowsStrictMode, checkOutput, invalidOutputError, repairMessage } from './output-schema.js';
 
 const schema = {
   type: 'object',

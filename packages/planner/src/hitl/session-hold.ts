@@ -1,16 +1,10 @@
-import type { Logger } from '@agentmesh/protocol';
-import { compactTranscript, deterministicSummary, estimateTokens } from '../hitl/compaction.js';
-import { assertSessionId, type SessionLockHandle, type SessionStore } from '../hitl/session-store.js';
+import { AgentMeshError, type Logger, type RunRequest } from '@agentmesh/protocol';
+import { compactTranscript, estimateTranscriptTokens, summarizer } from '../compaction.js';
+import { assertSessionId, type SessionLockHandle, type SessionStore } from './session-store.js';
 import type { ChatMessage, ModelProvider } from '../providers/types.js';
-import type { RunEventSink } from './events.js';
+import type { RunEventSink } from '../run/events.js';
+import type { RunConversation } from '../run/ports.js';
 
-/** `sessions:` settings: when a session's transcript is compacted. */
-export interface SessionDefaults {
-  /** Compact a session's transcript once it is estimated above this many tokens (default 100000). */
-  max_tokens?: number;
-}
-
-export const DEFAULT_SESSION_MAX_TOKENS = 100_000;
 const LOCK_TTL_MS = 60_000;
 
 /** The session a request continues (`session`, or its alias `identity.session`), validated; undefined for none. */
@@ -23,32 +17,11 @@ export function requestedSession(request: {
   return id;
 }
 
-const SUMMARY_SYSTEM =
-  'You compact a conversation. Summarize the transcript you are given for the assistant that continues it: the ' +
-  "user's goals, decisions made, facts learned from tools, open questions. Be concise; answer with the summary only.";
-
-/** Writes the summary of compacted turns: the model itself, or a deterministic digest for the scripted provider. */
-export function summarizer(provider: ModelProvider) {
-  return async (older: readonly ChatMessage[], signal: AbortSignal): Promise<string> => {
-    const digest = deterministicSummary(older, 12_000);
-    if (provider.kind === 'scripted') return digest;
-    const turn = await provider.complete({
-      model: provider.model,
-      system: SUMMARY_SYSTEM,
-      messages: [{ role: 'user', content: digest }],
-      tools: [],
-      parallelCalls: false,
-      signal,
-    });
-    return turn.text.trim() === '' ? digest : turn.text;
-  };
-}
-
 /**
  * One run's hold on a session: the session lock (so one run at a time continues it; a second waits), the earlier
  * transcript it starts from (compacted past `max_tokens`), and the save of the whole conversation at its end.
  */
-export class RunSession {
+export class SessionHold implements RunConversation {
   private renewTimer: NodeJS.Timeout | undefined;
 
   private constructor(
@@ -70,7 +43,7 @@ export class RunSession {
     store: SessionStore,
     target: { tenant: string; session: string; runId: string },
     signal: AbortSignal,
-  ): Promise<RunSession> {
+  ): Promise<SessionHold> {
     const lock = await store.lock(target.tenant, target.session, {
       runId: target.runId,
       ttlMs: LOCK_TTL_MS,
@@ -79,7 +52,7 @@ export class RunSession {
     try {
       const record = await store.get(target.tenant, target.session);
       const runs = (record?.runs ?? []).filter((r) => r !== target.runId);
-      return new RunSession(
+      return new SessionHold(
         store,
         target.tenant,
         target.session,
@@ -103,7 +76,7 @@ export class RunSession {
     signal: AbortSignal;
     log: Logger;
   }): Promise<ChatMessage[]> {
-    if (estimateTokens(this.history) <= options.maxTokens) return this.history;
+    if (estimateTranscriptTokens(this.history) <= options.maxTokens) return this.history;
     const result = await compactTranscript(this.history, {
       maxTokens: options.maxTokens,
       summarize: summarizer(options.provider),
@@ -153,4 +126,19 @@ export class RunSession {
   stop(): void {
     clearInterval(this.renewTimer);
   }
+}
+
+/** The session a request continues, held (waiting for its lock); undefined when the request names none. */
+export async function joinRequestedSession(
+  sessions: (() => Promise<SessionStore>) | undefined,
+  request: RunRequest,
+  target: { tenant: string; runId: string },
+  signal: AbortSignal,
+): Promise<SessionHold | undefined> {
+  const session = requestedSession(request);
+  if (session === undefined) return undefined;
+  const store = await sessions?.();
+  if (store === undefined)
+    throw new AgentMeshError('invalid_request', 'this planner keeps no sessions: run without "session"');
+  return SessionHold.open(store, { ...target, session }, signal);
 }

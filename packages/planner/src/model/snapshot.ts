@@ -1,9 +1,5 @@
 import type { RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protocol';
-import type { ExposureState, SearchMode } from './exposure.js';
-import type { LoopState } from './loop-detector.js';
-import type { SkillState } from './skills/schema.js';
-import type { DaemonState } from './daemon/session.js';
-import type { ChatMessage, NativeSearchVariant } from './providers/types.js';
+import type { ChatMessage, NativeSearchVariant } from './chat.js';
 
 /**
  * Everything a run needs to continue, as plain JSON. The loop updates it in place and hands it to the checkpoint
@@ -96,3 +92,45 @@ export interface BatchCall {
 
 /** Called with the run's snapshot after every model turn and every batch of tool results. */
 export type CheckpointHook = (snapshot: Readonly<RunSnapshot>) => void | Promise<void>;
+
+/** How deferred tools reach the model: not at all hidden, found by the planner's tool_search, or by the provider. */
+export type SearchMode = 'off' | 'client' | 'native';
+
+/** Serializable exposure state (part of a run's checkpoint). */
+export interface ExposureState {
+  /** Promoted deferred tools, oldest first. */
+  promoted: string[];
+  /** Found this turn, promoted at the start of the next one. */
+  pending: string[];
+  /** Surfaced by native provider search (callable at once: the provider loaded them). */
+  surfaced: string[];
+  /** Whether a tool result carried an artifact (artifact_fetch is offered from then on). */
+  artifacts: boolean;
+  /** What the current turn offered (a run resumed between a model turn and its tool calls checks calls against it). */
+  offered?: string[] | undefined;
+}
+
+/** Serializable state of the detector (part of a run's checkpoint). */
+export interface LoopState {
+  signature: string | undefined;
+  count: number;
+}
+
+/** The skills of one run in its snapshot: which are active and what their tools scope is. */
+export interface SkillState {
+  active: { name: string; score: number; reason: string }[];
+  /** The tool names last reported in `skill.scoped_tools` (undefined: no scope). */
+  scoped?: string[] | undefined;
+}
+
+/** A daemon's progress in its run snapshot. */
+export interface DaemonState {
+  /** Waiting for a wake source (a resumed run waits again instead of calling the model). */
+  idle: boolean;
+  /** The seq of the last trigger taken into the transcript. */
+  handled: number;
+  /** Timer ticks in a row without a trigger or input. */
+  idle_ticks: number;
+  /** Refused triggers already reported with a `run.warning`. */
+  dropped_reported: number;
+}

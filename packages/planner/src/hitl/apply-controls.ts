@@ -1,15 +1,15 @@
-import type { PendingInput, RunControlStore } from '../hitl/run-controls.js';
-import type { RunContext } from './context.js';
+import type { PendingInput, RunControlStore } from './run-controls.js';
+import type { RunContext } from '../run/context.js';
+import type { HitlParts } from './call-gate.js';
 
 /**
  * Applies the run's pause and input requests before a model turn: waits while paused (`run.paused`, status
  * `paused`, then `run.resumed`), then adds each pending input as a user message (`run.input`). Applied inputs are
  * checkpointed before they are dropped from the controls bucket, so a resumed run applies each exactly once.
  */
-export async function applyRunControls(ctx: RunContext): Promise<void> {
-  const hitl = ctx.env.hitl;
-  const store = hitl?.controls;
-  if (hitl === undefined || store === undefined) return;
+export async function applyRunControls(ctx: RunContext, hitl: HitlParts): Promise<void> {
+  const store = hitl.controls;
+  if (store === undefined) return;
   const runId = ctx.state.run_id;
   const applied = (ctx.state.controls ??= { applied_inputs: [] });
   const pending = await readControls(ctx, store);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_PREFIX, type Backend, type RunEvent, type RunRequestInput } from '@agentmesh/protocol';
-import { followRunEvents, publishRunRequest } from './durable/infra.js';
-import type { RunResult } from './planner.js';
+import { followRunEvents, publishRunRequest } from './backend.js';
+import type { RunResult } from '../model/result.js';
 
 export interface SubmitResult {
   run_id: string;

@@ -1,17 +1,16 @@
-import { AgentMeshError, ErrorCode, retry, type RunWaiting } from '@agentmesh/protocol';
-import {
-  approvalReason,
-  approvalSummary,
-  redactSecretArgs,
-  type ApprovalPolicy,
-} from '../hitl/approval-policy.js';
-import type { ApprovalRecord, ApprovalStore } from '../hitl/approval-store.js';
-import type { RunControlStore } from '../hitl/run-controls.js';
-import type { RunContext } from './context.js';
-import { toolFailed } from './events.js';
+import { AgentMeshError, ErrorCode, retry } from '@agentmesh/protocol';
+import { approvalReason, approvalSummary, redactSecretArgs } from '../approval-policy.js';
+import type { ApprovalRecord } from './approval-store.js';
+import type { RunContext } from '../run/context.js';
+import type { GateCall } from '../run/ports.js';
+import { toolFailed } from '../run/events.js';
+import type { ApprovalPolicy } from '../approval-policy.js';
+import type { ApprovalStore } from './approval-store.js';
+import type { RunControlStore } from './run-controls.js';
+import type { WaitingState } from './waiting.js';
 
 /** What a run needs to let calls wait for a human: the store, its policy and its waiting state. */
-export interface RunHitl {
+export interface HitlParts {
   store: ApprovalStore;
   policy: ApprovalPolicy;
   waits: WaitingState;
@@ -23,64 +22,15 @@ export interface RunHitl {
 export const APPROVAL_DENIED = 'approval_denied';
 
 /**
- * How a run waits, kept in its run record: `paused` while paused, `awaiting_approval` while any call waits for a
- * decision, nothing otherwise. Writes are serialized and only made when the state changes.
- */
-export class WaitingState {
-  private approvals = 0;
-  private paused = false;
-  private recorded: RunWaiting | undefined;
-  private writes: Promise<void> = Promise.resolve();
-
-  constructor(private readonly record: (waiting: RunWaiting | undefined) => Promise<void>) {}
-
-  enterApproval(): Promise<void> {
-    this.approvals++;
-    return this.sync();
-  }
-
-  leaveApproval(): Promise<void> {
-    this.approvals = Math.max(0, this.approvals - 1);
-    return this.sync();
-  }
-
-  setPaused(paused: boolean): Promise<void> {
-    this.paused = paused;
-    return this.sync();
-  }
-
-  get current(): RunWaiting | undefined {
-    return this.paused ? 'paused' : this.approvals > 0 ? 'awaiting_approval' : undefined;
-  }
-
-  private sync(): Promise<void> {
-    this.writes = this.writes.then(async () => {
-      const next = this.current;
-      if (next === this.recorded) return;
-      this.recorded = next;
-      await this.record(next);
-    });
-    return this.writes;
-  }
-}
-
-export interface GateCall {
-  call: { id: string; name: string };
-  name: string;
-  args: unknown;
-}
-
-/**
  * Holds a call that needs approval until a human decides: records the approval durably, emits
  * `approval.requested` once, waits (ending as denied with reason `timeout` when the policy says so) and emits
  * `approval.decided`. Returns undefined when the call may run, else the error result the model gets.
  */
 export async function gateCall(
   ctx: RunContext,
+  hitl: HitlParts,
   p: GateCall,
 ): Promise<{ content: string; isError: true; succeeded: false } | undefined> {
-  const hitl = ctx.env.hitl;
-  if (hitl === undefined) return undefined;
   const spec = ctx.exposure.spec(p.name);
   if (approvalReason(p.name, spec?.safety, hitl.policy) === undefined) return undefined;
   const runId = ctx.state.run_id;
@@ -139,7 +89,7 @@ export async function gateCall(
 
 async function waitForDecision(
   ctx: RunContext,
-  hitl: RunHitl,
+  hitl: HitlParts,
   record: ApprovalRecord,
 ): Promise<ApprovalRecord> {
   const runId = ctx.state.run_id;

@@ -37,9 +37,4 @@ export const SkillMatchSchema = z
 export type SkillMatch = z.infer<typeof SkillMatchSchema>;
 export type SkillMatchInput = z.input<typeof SkillMatchSchema>;
 
-/** The skills of one run in its snapshot: which are active and what their tools scope is. */
-export interface SkillState {
-  active: { name: string; score: number; reason: string }[];
-  /** The tool names last reported in `skill.scoped_tools` (undefined: no scope). */
-  scoped?: string[] | undefined;
-}
+export type { SkillState } from './snapshot.js';

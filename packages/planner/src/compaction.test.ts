@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import type { ChatMessage } from '../providers/types.js';
-import { SUMMARY_PREFIX, compactTranscript, deterministicSummary, estimateTokens } from './compaction.js';
+import type { ChatMessage } from './providers/types.js';
+import {
+  SUMMARY_PREFIX,
+  compactTranscript,
+  deterministicSummary,
+  estimateTranscriptTokens as estimateTokens,
+} from './compaction.js';
 
 function turn(i: number, size = 400): ChatMessage[] {
   return [

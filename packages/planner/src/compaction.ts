@@ -1,7 +1,7 @@
-import type { ChatMessage } from '../providers/types.js';
+import type { ChatMessage, ModelProvider } from './providers/types.js';
 
 /** A rough token count (characters / 4), the estimate the budget and compaction use. */
-export function estimateTokens(messages: readonly ChatMessage[]): number {
+export function estimateTranscriptTokens(messages: readonly ChatMessage[]): number {
   let chars = 0;
   for (const m of messages) {
     chars += m.content.length + 8;
@@ -40,7 +40,7 @@ export async function compactTranscript(
   messages: readonly ChatMessage[],
   options: CompactionOptions,
 ): Promise<CompactionResult | undefined> {
-  const before = estimateTokens(messages);
+  const before = estimateTranscriptTokens(messages);
   if (before <= options.maxTokens) return undefined;
   const cut = cutIndex(messages, options.keepTokens ?? Math.floor(options.maxTokens / 2));
   if (cut <= 0) return undefined;
@@ -55,7 +55,7 @@ export async function compactTranscript(
   return {
     messages: compacted,
     before_tokens: before,
-    after_tokens: estimateTokens(compacted),
+    after_tokens: estimateTranscriptTokens(compacted),
     replaced: cut,
   };
 }
@@ -65,7 +65,7 @@ function cutIndex(messages: readonly ChatMessage[], keepTokens: number): number 
   let kept = 0;
   let cut = messages.length;
   for (let i = messages.length - 1; i > 0; i--) {
-    kept += estimateTokens([messages[i]!]);
+    kept += estimateTranscriptTokens([messages[i]!]);
     if (kept > keepTokens) break;
     if (messages[i]!.role !== 'tool') cut = i;
   }
@@ -95,4 +95,25 @@ export function deterministicSummary(messages: readonly ChatMessage[], maxChars 
 function clip(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}
+
+const SUMMARY_SYSTEM =
+  'You compact a conversation. Summarize the transcript you are given for the assistant that continues it: the ' +
+  "user's goals, decisions made, facts learned from tools, open questions. Be concise; answer with the summary only.";
+
+/** Writes the summary of compacted turns: the model itself, or a deterministic digest for the scripted provider. */
+export function summarizer(provider: ModelProvider) {
+  return async (older: readonly ChatMessage[], signal: AbortSignal): Promise<string> => {
+    const digest = deterministicSummary(older, 12_000);
+    if (provider.kind === 'scripted') return digest;
+    const turn = await provider.complete({
+      model: provider.model,
+      system: SUMMARY_SYSTEM,
+      messages: [{ role: 'user', content: digest }],
+      tools: [],
+      parallelCalls: false,
+      signal,
+    });
+    return turn.text.trim() === '' ? digest : turn.text;
+  };
 }

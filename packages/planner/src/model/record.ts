@@ -1,0 +1,61 @@
+import type { RunWaiting } from '@agentmesh/protocol';
+
+/** The KV record of one run id: its owner and lease while it runs, how it ended once finished. */
+export interface RunRecord {
+  run_id: string;
+  /** The planner that owns (or last owned) the run. */
+  planner_id: string;
+  state: 'running' | 'finished';
+  accepted_at: string;
+  finished_at?: string;
+  status?: string;
+  stream_seq?: number;
+  /** The task, for listings. */
+  task?: string;
+  /** Ownership epoch: 1 for the first planner, raised by every takeover. */
+  epoch?: number;
+  /** Epoch ms until which the owner holds the run without renewing. */
+  lease_until?: number;
+  /** How many times another planner resumed the run. */
+  takeovers?: number;
+  /** Set by `agentmesh runs cancel`; the owner (or the planner that resumes the run) cancels it. */
+  cancel_requested?: string;
+  /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
+  waiting?: RunWaiting;
+  /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
+  parent?: { run_id: string; call_id: string };
+}
+
+const dec = new TextDecoder();
+
+/** The one decoder of a stored {@link RunRecord} (run records KV value). */
+export function parseRecord(value: Uint8Array): RunRecord {
+  return JSON.parse(dec.decode(value)) as RunRecord;
+}
+
+type RecordFields = Pick<RunRecord, 'run_id' | 'planner_id'> & {
+  [K in Exclude<keyof RunRecord, 'run_id' | 'planner_id'>]?: RunRecord[K] | undefined;
+};
+
+/**
+ * The one builder of a {@link RunRecord}: `running` and accepted now unless told otherwise; a record with a
+ * `status` is `finished` (at `finished_at`, or now). Fields left undefined are left out.
+ */
+export function runRecord(fields: RecordFields): RunRecord {
+  const now = new Date().toISOString();
+  const finished = fields.status !== undefined || fields.state === 'finished';
+  const record: RunRecord = {
+    run_id: fields.run_id,
+    planner_id: fields.planner_id,
+    state: finished ? 'finished' : 'running',
+    accepted_at: fields.accepted_at ?? now,
+    ...(finished ? { finished_at: fields.finished_at ?? now } : {}),
+  };
+  const out = record as unknown as Record<string, unknown>;
+  const given = fields as Record<string, unknown>;
+  for (const key in given) {
+    const value = given[key];
+    if (value !== undefined && !(key in out)) out[key] = value;
+  }
+  return record;
+}
