@@ -1,0 +1,239 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  AgentMeshError,
+  CatalogListReplySchema,
+  CatalogSearchReplySchema,
+  ErrorCode,
+  RunInputSchema,
+  RunRequestSchema,
+  describeZodError,
+  encodeJson,
+  requestJson,
+  subjects,
+  type Backend,
+  type Logger,
+  type RunEvent,
+} from '@agentmesh/protocol';
+import { cancelRun, sendApprovalDecision, sendRunControl, submitRun } from '@agentmesh/planner';
+import type { z } from 'zod';
+import { chooseFormat } from './formats/index.js';
+import { HttpError, readJsonObject, sendJson } from './http.js';
+import { ApproveBodySchema, CancelBodySchema, EmptyBodySchema, type GatewayRun } from './schemas.js';
+import { RunStream, resumePoint } from './sse.js';
+import type { RunSource } from './source.js';
+
+/** One authenticated request: who asks (the tenant of its key) and the path's parameters. */
+export interface RequestContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  url: URL;
+  params: Record<string, string>;
+  tenant: string;
+}
+
+export interface HandlerDeps {
+  bus: Backend;
+  prefix: string;
+  source: RunSource;
+  logger: Logger;
+  /** How long `POST /v1/runs` waits for a planner to accept the run (default 10 s). */
+  acceptTimeoutMs?: number | undefined;
+  keepAliveMs?: number | undefined;
+}
+
+const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
+
+function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success)
+    throw new HttpError(400, `invalid ${what}: ${describeZodError(parsed.error)}`, ErrorCode.InvalidRequest);
+  return parsed.data;
+}
+
+/** What each route does; every run route first checks that the run is the caller's tenant's (else 404). */
+export class GatewayHandlers {
+  constructor(private readonly deps: HandlerDeps) {}
+
+  async submit(ctx: RequestContext): Promise<void> {
+    const body = await readJsonObject(ctx.req);
+    const identity = (body['identity'] ?? {}) as Record<string, unknown>;
+    const named = typeof identity === 'object' && identity !== null ? identity['tenant'] : undefined;
+    if (named !== undefined && named !== ctx.tenant)
+      throw new HttpError(
+        403,
+        `the request names tenant "${String(named)}" but its API key is of tenant "${ctx.tenant}": a key acts for its own tenant only`,
+        ErrorCode.PermissionDenied,
+      );
+    const request = parseBody(
+      RunRequestSchema,
+      { ...body, identity: { ...identity, tenant: ctx.tenant } },
+      'run request',
+    );
+    const runId = request.id ?? `run-${randomUUID()}`;
+    const first = await this.submitAndWait({ ...request, id: runId });
+    const tenant = first.type === 'run.accepted' ? (first.identity?.tenant ?? 'default') : ctx.tenant;
+    if (tenant !== ctx.tenant)
+      throw new HttpError(409, `run id "${runId}" is taken: choose another id`, ErrorCode.Conflict);
+    ctx.res.setHeader('location', `/v1/runs/${encodeURIComponent(runId)}`);
+    sendJson(ctx.res, 202, { run_id: runId });
+  }
+
+  /** Submits and resolves with the run's first event (the planner accepted it), or fails with a named error. */
+  private async submitAndWait(request: z.infer<typeof RunRequestSchema> & { id: string }): Promise<RunEvent> {
+    const { bus, prefix, source } = this.deps;
+    const timeoutMs = this.deps.acceptTimeoutMs ?? 10_000;
+    let accepted!: (event: RunEvent) => void;
+    const first = new Promise<RunEvent>((resolve) => (accepted = resolve));
+    const stop = await source.follow(request.id, 1, (event) => accepted(event));
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const result = await submitRun(bus, request, { prefix });
+      if (result.duplicate === true)
+        throw new HttpError(409, `run id "${request.id}" was already submitted`, ErrorCode.Conflict);
+      const late = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(
+              new AgentMeshError(
+                ErrorCode.Timeout,
+                `no planner accepted run "${request.id}" within ${timeoutMs} ms; on NATS it stays queued for the next planner`,
+                { retryable: true, details: { run_id: request.id } },
+              ),
+            ),
+          timeoutMs,
+        );
+      });
+      return await Promise.race([first, late]);
+    } finally {
+      clearTimeout(timer);
+      await stop();
+    }
+  }
+
+  async show(ctx: RequestContext): Promise<void> {
+    sendJson(ctx.res, 200, await this.ownRun(ctx));
+  }
+
+  async list(ctx: RequestContext): Promise<void> {
+    const q = (name: string) => ctx.url.searchParams.get(name) || undefined;
+    const tenant = q('tenant');
+    if (tenant !== undefined && tenant !== ctx.tenant)
+      throw new HttpError(
+        403,
+        `the list asks for tenant "${tenant}" but the API key is of tenant "${ctx.tenant}"`,
+        ErrorCode.PermissionDenied,
+      );
+    const limit = Math.min(Math.max(Number(q('limit') ?? 50) || 50, 1), 200);
+    const runs = await this.deps.source.list({
+      tenant: ctx.tenant,
+      status: q('status'),
+      session: q('session'),
+      limit,
+    });
+    sendJson(ctx.res, 200, { runs });
+  }
+
+  async events(ctx: RequestContext): Promise<void> {
+    const format = chooseFormat(ctx.url.searchParams.get('format'), ctx.req.headers.accept);
+    const after = resumePoint(ctx.req, ctx.url);
+    const run = await this.ownRun(ctx);
+    await new RunStream(ctx.res, {
+      source: this.deps.source,
+      runId: run.run_id,
+      after,
+      format,
+      logger: this.deps.logger,
+      keepAliveMs: this.deps.keepAliveMs,
+    }).start();
+  }
+
+  async approve(ctx: RequestContext): Promise<void> {
+    const body = parseBody(ApproveBodySchema, await readJsonObject(ctx.req), 'approval decision');
+    const run = await this.ownRun(ctx);
+    await sendApprovalDecision(
+      this.deps.bus,
+      run.run_id,
+      {
+        approval_id: body.approval_id,
+        decision: body.decision,
+        by: `gateway:${ctx.tenant}`,
+        ...(body.reason === undefined ? {} : { reason: body.reason }),
+      },
+      { prefix: this.deps.prefix },
+    );
+    sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
+  }
+
+  async control(ctx: RequestContext, kind: 'input' | 'pause' | 'resume'): Promise<void> {
+    const raw = await readJsonObject(ctx.req);
+    const run = await this.ownRun(ctx);
+    const control =
+      kind === 'input'
+        ? { kind, text: parseBody(RunInputSchema, raw, 'input').text }
+        : (parseBody(EmptyBodySchema, raw, kind), { kind });
+    await sendRunControl(this.deps.bus, run.run_id, control, { prefix: this.deps.prefix });
+    sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
+  }
+
+  async cancel(ctx: RequestContext): Promise<void> {
+    const body = parseBody(CancelBodySchema, await readJsonObject(ctx.req), 'cancel request');
+    const run = await this.ownRun(ctx);
+    const { bus, prefix } = this.deps;
+    const reason = body.reason ?? `cancelled through the gateway (tenant ${ctx.tenant})`;
+    if (!LIVE_STATUSES.has(run.status)) throw finished(run.run_id, 'cancel');
+    if (bus.durable) {
+      const record = await cancelRun(bus, run.run_id, { prefix, reason });
+      if (record?.state === 'finished') throw finished(run.run_id, 'cancel');
+    } else bus.publish(subjects(prefix).runCancel(run.run_id), encodeJson({ reason }));
+    sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
+  }
+
+  async tools(ctx: RequestContext): Promise<void> {
+    const { bus, prefix } = this.deps;
+    const s = subjects(prefix);
+    const list = await requestJson(bus, s.catalogList, {}, CatalogListReplySchema, { timeoutMs: 3000 });
+    const query = ctx.url.searchParams.get('q') || undefined;
+    if (query === undefined) return sendJson(ctx.res, 200, { tools: list.tools });
+    const found = await requestJson(
+      bus,
+      s.catalogSearch,
+      { query, strategy: 'bm25', limit: 20, deferred_only: false },
+      CatalogSearchReplySchema,
+      { timeoutMs: 3000 },
+    );
+    const byName = new Map(list.tools.map((t) => [t.name, t]));
+    sendJson(ctx.res, 200, {
+      tools: found.results.flatMap((r) => {
+        const tool = byName.get(r.name);
+        return tool ? [{ ...tool, score: r.score }] : [];
+      }),
+    });
+  }
+
+  async ready(ctx: RequestContext): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const ok = await Promise.race([
+      this.deps.bus.flush().then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 2_000))),
+    ]).catch(() => false);
+    clearTimeout(timer);
+    sendJson(ctx.res, ok ? 200 : 503, { ok });
+  }
+
+  /** The run of the path, when it is the caller's tenant's; a run of another tenant is as unknown (404). */
+  private async ownRun(ctx: RequestContext): Promise<GatewayRun> {
+    const runId = ctx.params['id']!;
+    const run = await this.deps.source.get(runId);
+    if (run === undefined || run.tenant !== ctx.tenant)
+      throw new HttpError(404, `no run "${runId}" is known`, ErrorCode.NotFound);
+    return run;
+  }
+}
+
+function finished(runId: string, what: string): AgentMeshError {
+  return new AgentMeshError('run_finished', `run "${runId}" already finished: nothing to ${what}`, {
+    retryable: false,
+    details: { run_id: runId },
+  });
+}
