@@ -79,7 +79,9 @@ export async function readJsonObject(req: IncomingMessage): Promise<Record<strin
 export function sendError(res: ServerResponse, error: unknown, logger: Logger, path: string): void {
   if (res.headersSent) return void res.end();
   if (error instanceof HttpError)
-    return sendJson(res, error.status, { error: { code: error.code, message: error.message } });
+    return sendJson(res, error.status, {
+      error: { code: error.code, message: error.message, retryable: false },
+    });
   const payload = toErrorPayload(error);
   const status = ERROR_STATUS[payload.code] ?? 500;
   if (status >= 500) logger.warn({ err: payload.message, path }, 'gateway request failed');

@@ -1,0 +1,286 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EventSchemas } from '@ag-ui/core/schemas';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
+import { DEFAULT_PREFIX, RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
+import { RunIndex } from '../console/run-index.js';
+import { startEmbedded, type EmbeddedMesh } from '../embedded.js';
+import { ROUTES } from './routes.js';
+import { startGateway, type Gateway } from './server.js';
+import { IndexRunSource } from './source.js';
+
+const ACME = 'a'.repeat(40);
+const GLOBEX = 'g'.repeat(40);
+const script = [
+  { text: 'adding', tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 3, op: 'add' } }] },
+  { text: '2 + 3 = 5' },
+];
+
+let mesh: EmbeddedMesh;
+let index: RunIndex;
+let gateway: Gateway;
+
+beforeAll(async () => {
+  mesh = await startEmbedded({ config: {}, logger: silentLogger(), approvals: true });
+  index = new RunIndex(mesh.bus, DEFAULT_PREFIX, silentLogger());
+  await index.start();
+  gateway = await startGateway({
+    bus: mesh.bus,
+    prefix: DEFAULT_PREFIX,
+    source: new IndexRunSource(index),
+    logger: silentLogger(),
+    keys: new Map([
+      [ACME, 'acme'],
+      [GLOBEX, 'globex'],
+    ]),
+    corsOrigins: ['http://app.example'],
+    port: 0,
+    keepAliveMs: 50,
+  });
+});
+
+afterAll(async () => {
+  await gateway.close();
+  index.stop();
+  await mesh.stop();
+});
+
+function call(path: string, init: RequestInit & { key?: string | null } = {}): Promise<Response> {
+  const { key = ACME, ...rest } = init;
+  return fetch(`${gateway.url}${path}`, {
+    ...rest,
+    headers: {
+      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+      ...(rest.body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(rest.headers as Record<string, string>),
+    },
+  });
+}
+
+async function submit(body: Record<string, unknown> = {}, key = ACME): Promise<string> {
+  const res = await call('/v1/runs', {
+    method: 'POST',
+    key,
+    body: JSON.stringify({ task: 'add 2 and 3', script, ...body }),
+  });
+  expect(res.status, await res.clone().text()).toBe(202);
+  return ((await res.json()) as { run_id: string }).run_id;
+}
+
+/** The SSE frames of a whole stream: `id` and the parsed `data` of each. */
+async function frames(res: Response): Promise<{ id: string | undefined; data: string }[]> {
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter((block) => block.includes('data: '))
+    .map((block) => ({
+      id: /^id: (.*)$/m.exec(block)?.[1],
+      data: /^data: (.*)$/m.exec(block)![1]!,
+    }));
+}
+
+describe('gateway runs and streams', () => {
+  it('accepts a run (202) and streams its events with id = seq, ending after the last one', async () => {
+    const runId = await submit();
+    const events = (await frames(await call(`/v1/runs/${runId}/events`))).map((f) => ({
+      id: f.id,
+      event: RunEventSchema.parse(JSON.parse(f.data)),
+    }));
+    expect(events[0]!.event.type).toBe('run.accepted');
+    expect(events.at(-1)!.event.type).toBe('run.completed');
+    for (const { id, event } of events) expect(id).toBe(String(event.seq));
+    expect(events.map((e) => e.event.seq)).toEqual(events.map((_e, i) => i + 1));
+    const run = (await (await call(`/v1/runs/${runId}`)).json()) as Record<string, unknown>;
+    expect(run).toMatchObject({ run_id: runId, tenant: 'acme', status: 'done' });
+  });
+
+  it('resumes after Last-Event-ID or ?after=, each later event once', async () => {
+    const runId = await submit();
+    const all = await frames(await call(`/v1/runs/${runId}/events`));
+    const byHeader = await frames(await call(`/v1/runs/${runId}/events`, { headers: { 'last-event-id': '3' } }));
+    const byQuery = await frames(await call(`/v1/runs/${runId}/events?after=3`));
+    expect(byHeader).toEqual(all.slice(3));
+    expect(byQuery).toEqual(all.slice(3));
+    const atEnd = await frames(await call(`/v1/runs/${runId}/events?after=${all.length}`));
+    expect(atEnd).toEqual([]);
+    const bad = await call(`/v1/runs/${runId}/events?after=x`);
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toMatch(/resume point/);
+  });
+
+  it('sends a keep-alive comment while a run is quiet', async () => {
+    const runId = `run-quiet-${Date.now()}`;
+    const approvalScript = [{ tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 1, op: 'add' } }] }, { text: 'ok' }];
+    await submit({ id: runId, script: approvalScript, approvals: { require: ['math.*'] } });
+    const res = await call(`/v1/runs/${runId}/events`);
+    const reader = res.body!.getReader();
+    let text = '';
+    while (!text.includes(': keep-alive')) text += new TextDecoder().decode((await reader.read()).value);
+    await reader.cancel();
+    await call(`/v1/runs/${runId}/cancel`, { method: 'POST', body: '{}' });
+  });
+});
+
+describe('gateway stream formats', () => {
+  it('ag-ui: every frame parses with @ag-ui/core and carries the text and the tool call', async () => {
+    const runId = await submit();
+    const got = await frames(await call(`/v1/runs/${runId}/events?format=ag-ui`));
+    const events = got.map((f) => EventSchemas.parse(JSON.parse(f.data)));
+    const types = events.map((e) => e.type);
+    expect(types[0]).toBe('RUN_STARTED');
+    expect(types.at(-1)).toBe('RUN_FINISHED');
+    for (const t of ['STEP_STARTED', 'STEP_FINISHED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT'])
+      expect(types).toContain(t);
+    const text = events.flatMap((e) => (e.type === 'TEXT_MESSAGE_CONTENT' ? [e.delta] : [])).join('|');
+    expect(text).toBe('adding|2 + 3 = 5');
+    const result = events.find((e) => e.type === 'TOOL_CALL_RESULT') as { content: string };
+    expect(result.content).toContain('5');
+    const accept = await frames(
+      await call(`/v1/runs/${runId}/events`, { headers: { accept: 'text/event-stream; format=ag-ui' } }),
+    );
+    expect(accept).toEqual(got);
+  });
+
+  it('ai-sdk: the ai package reads the stream, resumed halfway, into one UIMessage with text and tool parts', async () => {
+    const runId = await submit();
+    const whole = await call(`/v1/runs/${runId}/events?format=ai-sdk`);
+    expect(whole.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    const got = await frames(whole);
+    expect(got.at(-1)!.data).toBe('[DONE]');
+    const cut = got.findIndex((f) => f.id !== undefined && Number(f.id) >= 4);
+    const first = got.slice(0, cut + 1);
+    const rest = await frames(
+      await call(`/v1/runs/${runId}/events?format=ai-sdk`, { headers: { 'last-event-id': first.at(-1)!.id! } }),
+    );
+    expect([...first, ...rest]).toEqual(got);
+    const sse = [...first, ...rest].map((f) => `data: ${f.data}\n\n`).join('');
+    const chunks = parseJsonEventStream({
+      stream: new Response(sse).body!,
+      schema: uiMessageChunkSchema,
+    }).pipeThrough(
+      new TransformStream({
+        transform(part, controller) {
+          if (!part.success) throw part.error;
+          controller.enqueue(part.value);
+        },
+      }),
+    );
+    let message: UIMessage | undefined;
+    for await (const m of readUIMessageStream({ stream: chunks })) message = m;
+    const texts = message!.parts.flatMap((p) => (p.type === 'text' ? [p.text] : []));
+    expect(texts).toEqual(['adding', '2 + 3 = 5']);
+    const tool = message!.parts.find((p) => p.type === 'dynamic-tool') as Record<string, unknown>;
+    expect(tool).toMatchObject({ toolName: 'math.calc', state: 'output-available', input: { lhs: 2, rhs: 3, op: 'add' } });
+  });
+
+  it('an unknown format is 400 naming the known ones', async () => {
+    const runId = await submit();
+    const res = await call(`/v1/runs/${runId}/events?format=xml`);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toMatch(/agentmesh, ag-ui, ai-sdk/);
+  });
+});
+
+describe('gateway auth and tenancy', () => {
+  it('answers 401 without a key or with an unknown one', async () => {
+    expect((await call('/v1/runs', { key: null })).status).toBe(401);
+    expect((await call('/v1/runs', { key: 'x'.repeat(40) })).status).toBe(401);
+    expect((await call('/healthz', { key: null })).status).toBe(200);
+  });
+
+  it("hides a run of another tenant: 404 to read, stream or control it, absent from lists", async () => {
+    const runId = await submit({}, GLOBEX);
+    expect((await call(`/v1/runs/${runId}`)).status).toBe(404);
+    expect((await call(`/v1/runs/${runId}/events`)).status).toBe(404);
+    expect((await call(`/v1/runs/${runId}/cancel`, { method: 'POST', body: '{}' })).status).toBe(404);
+    expect((await call(`/v1/runs/${runId}/input`, { method: 'POST', body: '{"text":"hi"}' })).status).toBe(404);
+    const mine = (await (await call('/v1/runs')).json()) as { runs: { run_id: string; tenant: string }[] };
+    expect(mine.runs.map((r) => r.run_id)).not.toContain(runId);
+    expect(mine.runs.every((r) => r.tenant === 'acme')).toBe(true);
+    const theirs = (await (await call('/v1/runs', { key: GLOBEX })).json()) as { runs: { run_id: string }[] };
+    expect(theirs.runs.map((r) => r.run_id)).toContain(runId);
+    expect((await call('/v1/runs?tenant=globex')).status).toBe(403);
+  });
+
+  it('sets identity.tenant from the key and refuses a body naming another tenant (403 naming both)', async () => {
+    const res = await call('/v1/runs', {
+      method: 'POST',
+      body: JSON.stringify({ task: 'x', script, identity: { tenant: 'globex' } }),
+    });
+    expect(res.status).toBe(403);
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('permission_denied');
+    expect(body.error.message).toMatch(/"globex".*"acme"/);
+    const runId = await submit({ identity: { user: 'u1', session: 's-gw' } });
+    const accepted = index.list().find((s) => s.run_id === runId)!;
+    expect(accepted.tenant).toBe('acme');
+  });
+
+  it('refuses a foreign Origin and answers a listed one with CORS headers', async () => {
+    expect((await call('/v1/runs', { headers: { origin: 'http://evil.example' } })).status).toBe(403);
+    const ok = await call('/v1/runs', { headers: { origin: 'http://app.example' } });
+    expect(ok.headers.get('access-control-allow-origin')).toBe('http://app.example');
+    const preflight = await call('/v1/runs', { method: 'OPTIONS', key: null, headers: { origin: 'http://app.example' } });
+    expect(preflight.status).toBe(204);
+  });
+});
+
+describe('gateway limits and errors', () => {
+  it('answers 413 above 1 MiB and 400 naming the JSON problem', async () => {
+    const big = await call('/v1/runs', { method: 'POST', body: JSON.stringify({ task: 'x'.repeat(1 << 20) }) });
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
+    const bad = await call('/v1/runs', { method: 'POST', body: '{"task": ' });
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toMatch(/not valid JSON/);
+    const invalid = await call('/v1/runs', { method: 'POST', body: '{"task": 5}' });
+    expect(invalid.status).toBe(400);
+    expect(await invalid.text()).toMatch(/task/);
+  });
+
+  it('controls a run with the named errors of the fleet', async () => {
+    const runId = await submit();
+    await frames(await call(`/v1/runs/${runId}/events`));
+    const late = await call(`/v1/runs/${runId}/cancel`, { method: 'POST', body: '{}' });
+    expect(late.status).toBe(409);
+    expect(((await late.json()) as { error: { code: string } }).error.code).toBe('run_finished');
+    const empty = await call(`/v1/runs/${runId}/input`, { method: 'POST', body: '{}' });
+    expect(empty.status).toBe(400);
+  });
+});
+
+describe('gateway OpenAPI', () => {
+  it('documents every live route, and live answers match the documented schemas', async () => {
+    const doc = (await (await call('/openapi.json', { key: null })).json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>>;
+    };
+    expect(doc.openapi).toBe('3.1.0');
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    expect(documented.sort()).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
+    const runId = await submit();
+    await frames(await call(`/v1/runs/${runId}/events`));
+    const ajv = new Ajv2020({ strict: false });
+    const check = async (method: string, template: string, path: string, status: number) => {
+      const res = await call(path);
+      expect(res.status, `${method} ${path}`).toBe(status);
+      const schema = doc.paths[template]![method.toLowerCase()]!.responses[String(status)]!.content!['application/json']!.schema;
+      const validate = ajv.compile(schema);
+      expect(validate(await res.json()), JSON.stringify(validate.errors)).toBe(true);
+    };
+    await check('GET', '/v1/runs', '/v1/runs', 200);
+    await check('GET', '/v1/runs/{id}', `/v1/runs/${runId}`, 200);
+    await check('GET', '/v1/runs/{id}', '/v1/runs/nope', 404);
+    await check('GET', '/v1/tools', '/v1/tools?q=add', 200);
+    await check('GET', '/healthz', '/healthz', 200);
+    await check('GET', '/readyz', '/readyz', 200);
+    for (const route of ROUTES.filter((r) => r.path.includes('{id}') && r.method === 'POST')) {
+      const res = await call(route.path.replace('{id}', 'unknown-run'), { method: 'POST', body: '{}' });
+      expect([400, 404], route.path).toContain(res.status);
+    }
+    expect((await call('/v1/nothing')).status).toBe(404);
+    const frame = (await frames(await call(`/v1/runs/${runId}/events`)))[0]!;
+    const streamSchema = doc.paths['/v1/runs/{id}/events']!.get!.responses['200']!.content!['text/event-stream']!.schema;
+    expect(ajv.compile(streamSchema)(JSON.parse(frame.data) as RunEvent)).toBe(true);
+  });
+});
