@@ -41,7 +41,11 @@ function call(path: string, init: RequestInit & { key?: string } = {}): Promise<
   const { key = ACME, ...rest } = init;
   return fetch(`${gateway.url}${path}`, {
     ...rest,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...(rest.headers as Record<string, string>) },
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/json',
+      ...(rest.headers as Record<string, string>),
+    },
   });
 }
 
@@ -52,7 +56,10 @@ async function submit(body: Record<string, unknown>, key = ACME): Promise<string
 }
 
 /** Reads a stream's run events until `stop` says so, then drops the connection; returns them and the last id. */
-async function readUntil(res: Response, stop: (e: RunEvent) => boolean): Promise<{ events: RunEvent[]; lastId: string }> {
+async function readUntil(
+  res: Response,
+  stop: (e: RunEvent) => boolean,
+): Promise<{ events: RunEvent[]; lastId: string }> {
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   const events: RunEvent[] = [];
@@ -87,8 +94,15 @@ const approvalScript = [
 
 describe('gateway over NATS', () => {
   it('resumes a dropped stream mid-run with Last-Event-ID: every later event once, to the end', async () => {
-    const runId = await submit({ task: 'multiply', script: approvalScript, approvals: { require: ['math.calc'] } });
-    const before = await readUntil(await call(`/v1/runs/${runId}/events`), (e) => e.type === 'approval.requested');
+    const runId = await submit({
+      task: 'multiply',
+      script: approvalScript,
+      approvals: { require: ['math.calc'] },
+    });
+    const before = await readUntil(
+      await call(`/v1/runs/${runId}/events`),
+      (e) => e.type === 'approval.requested',
+    );
     const approval = before.events.at(-1) as Extract<RunEvent, { type: 'approval.requested' }>;
     const waiting = (await (await call(`/v1/runs/${runId}`)).json()) as { status: string };
     expect(['running', 'awaiting_approval']).toContain(waiting.status);
@@ -127,7 +141,9 @@ describe('gateway over NATS', () => {
     const types = events.map((e) => e.type as string);
     expect(types[0]).toBe('RUN_STARTED');
     expect(types.at(-1)).toBe('RUN_FINISHED');
-    const text = events.flatMap((e) => (e.type === 'TEXT_MESSAGE_CONTENT' ? [(e as unknown as { delta: string }).delta] : []));
+    const text = events.flatMap((e) =>
+      e.type === 'TEXT_MESSAGE_CONTENT' ? [(e as unknown as { delta: string }).delta] : [],
+    );
     expect(text.join('')).toContain('6 x 7 = 42');
     const start = events.find((e) => e.type === 'TOOL_CALL_START') as unknown as { toolCallName: string };
     expect(start.toolCallName).toBe('math.calc');
@@ -142,7 +158,9 @@ describe('gateway over NATS', () => {
     expect((await call(`/v1/runs/${runId}/pause`, { method: 'POST', body: '{}' })).status).toBe(404);
     const mine = (await (await call('/v1/runs')).json()) as { runs: { run_id: string }[] };
     expect(mine.runs.map((r) => r.run_id)).not.toContain(runId);
-    const theirs = (await (await call('/v1/runs', { key: GLOBEX })).json()) as { runs: { run_id: string; tenant: string }[] };
+    const theirs = (await (await call('/v1/runs', { key: GLOBEX })).json()) as {
+      runs: { run_id: string; tenant: string }[];
+    };
     expect(theirs.runs.find((r) => r.run_id === runId)?.tenant).toBe('globex');
   });
 });

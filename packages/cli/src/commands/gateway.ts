@@ -13,7 +13,10 @@ export const gatewaySpec: CommandSpec = {
       description: 'HTTP port (default 8080; 0 picks a free one)',
       env: 'AGENTMESH_GATEWAY_PORT',
     },
-    host: { type: 'string', description: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)' },
+    host: {
+      type: 'string',
+      description: 'address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)',
+    },
     tools: { type: 'string', description: 'embedded: packs and/or tool names the local worker serves' },
     workspace: {
       type: 'string',

@@ -35,11 +35,17 @@ function keysFromEnv(text: string): Record<string, string> {
 function keysFromFile(path: string): Record<string, string> {
   const parsed: unknown = parseYaml(readFileSync(path, 'utf8'));
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
-    throw new AgentMeshError(ErrorCode.InvalidConfig, `${path}: the API key file must map each key to a tenant`);
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `${path}: the API key file must map each key to a tenant`,
+    );
   const keys: Record<string, string> = {};
   for (const [key, tenant] of Object.entries(parsed as Record<string, unknown>)) {
     if (typeof tenant !== 'string' || tenant === '')
-      throw new AgentMeshError(ErrorCode.InvalidConfig, `${path}: the tenant of a key must be a non-empty string`);
+      throw new AgentMeshError(
+        ErrorCode.InvalidConfig,
+        `${path}: the tenant of a key must be a non-empty string`,
+      );
     keys[key] = tenant;
   }
   return keys;
@@ -82,7 +88,7 @@ export class GatewayAuth {
       401,
       presented === undefined
         ? 'the gateway needs an API key: send "Authorization: Bearer <key>"'
-        : 'the API key is not one of the gateway\'s keys',
+        : "the API key is not one of the gateway's keys",
       ErrorCode.PermissionDenied,
     );
   }
@@ -100,11 +106,7 @@ const CORS_HEADERS = {
  * `Origin` is refused with 403, so a web page elsewhere cannot drive the gateway. Returns true when it answered a
  * preflight.
  */
-export function applyCors(
-  req: IncomingMessage,
-  res: ServerResponse,
-  origins: readonly string[],
-): boolean {
+export function applyCors(req: IncomingMessage, res: ServerResponse, origins: readonly string[]): boolean {
   const origin = req.headers.origin;
   if (origin === undefined) return false;
   if (!origins.includes('*') && !origins.includes(origin))

@@ -74,7 +74,10 @@ export async function runGateway(ctx: CommandContext, flags: GatewayFlags): Prom
     ctx.io.stdout.write(
       'agentmesh gateway: no API keys configured: open access, every request acts as tenant "default"\n',
     );
-  else ctx.io.stdout.write(`agentmesh gateway: ${keys.size} API key(s), ${new Set(keys.values()).size} tenant(s)\n`);
+  else
+    ctx.io.stdout.write(
+      `agentmesh gateway: ${keys.size} API key(s), ${new Set(keys.values()).size} tenant(s)\n`,
+    );
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', () => resolve());
     process.once('SIGINT', () => resolve());

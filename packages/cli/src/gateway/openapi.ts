@@ -44,7 +44,12 @@ function operation(route: Route): Json {
     ...(parameters.length > 0 ? { parameters } : {}),
     ...(route.body === undefined
       ? {}
-      : { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(route.body, 'input') } } } }),
+      : {
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: jsonSchema(route.body, 'input') } },
+          },
+        }),
     responses,
   };
 }

@@ -90,7 +90,12 @@ export const ROUTES: readonly Route[] = [
     path: '/v1/runs',
     summary: "The tenant's runs, newest first",
     auth: true,
-    query: { status: 'only runs in this status', session: 'only runs of this session', tenant: "the key's own tenant", limit: 'at most this many (1-200, default 50)' },
+    query: {
+      status: 'only runs in this status',
+      session: 'only runs of this session',
+      tenant: "the key's own tenant",
+      limit: 'at most this many (1-200, default 50)',
+    },
     responses: { 200: { description: 'runs', schema: RunListReplySchema }, 401: NAMED_ERRORS[401] },
     handle: (h, ctx) => h.list(ctx),
   },
@@ -99,7 +104,11 @@ export const ROUTES: readonly Route[] = [
     path: '/v1/runs/{id}',
     summary: 'One run',
     auth: true,
-    responses: { 200: { description: 'the run', schema: GatewayRunSchema }, 401: NAMED_ERRORS[401], 404: NAMED_ERRORS[404] },
+    responses: {
+      200: { description: 'the run', schema: GatewayRunSchema },
+      401: NAMED_ERRORS[401],
+      404: NAMED_ERRORS[404],
+    },
     handle: (h, ctx) => h.show(ctx),
   },
   {
@@ -144,7 +153,8 @@ export const ROUTES: readonly Route[] = [
     summary: 'This document',
     auth: false,
     responses: { 200: { description: 'OpenAPI 3.1' } },
-    handle: (_h, ctx) => Promise.resolve(sendJson(ctx.res, 200, openApiDocument(ROUTES, GATEWAY_API_VERSION))),
+    handle: (_h, ctx) =>
+      Promise.resolve(sendJson(ctx.res, 200, openApiDocument(ROUTES, GATEWAY_API_VERSION))),
   },
   {
     method: 'GET',

@@ -97,7 +97,9 @@ describe('gateway runs and streams', () => {
   it('resumes after Last-Event-ID or ?after=, each later event once', async () => {
     const runId = await submit();
     const all = await frames(await call(`/v1/runs/${runId}/events`));
-    const byHeader = await frames(await call(`/v1/runs/${runId}/events`, { headers: { 'last-event-id': '3' } }));
+    const byHeader = await frames(
+      await call(`/v1/runs/${runId}/events`, { headers: { 'last-event-id': '3' } }),
+    );
     const byQuery = await frames(await call(`/v1/runs/${runId}/events?after=3`));
     expect(byHeader).toEqual(all.slice(3));
     expect(byQuery).toEqual(all.slice(3));
@@ -110,7 +112,10 @@ describe('gateway runs and streams', () => {
 
   it('sends a keep-alive comment while a run is quiet', async () => {
     const runId = `run-quiet-${Date.now()}`;
-    const approvalScript = [{ tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 1, op: 'add' } }] }, { text: 'ok' }];
+    const approvalScript = [
+      { tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 1, op: 'add' } }] },
+      { text: 'ok' },
+    ];
     await submit({ id: runId, script: approvalScript, approvals: { require: ['math.*'] } });
     const res = await call(`/v1/runs/${runId}/events`);
     const reader = res.body!.getReader();
@@ -129,7 +134,17 @@ describe('gateway stream formats', () => {
     const types = events.map((e) => e.type);
     expect(types[0]).toBe('RUN_STARTED');
     expect(types.at(-1)).toBe('RUN_FINISHED');
-    for (const t of ['STEP_STARTED', 'STEP_FINISHED', 'TEXT_MESSAGE_START', 'TEXT_MESSAGE_CONTENT', 'TEXT_MESSAGE_END', 'TOOL_CALL_START', 'TOOL_CALL_ARGS', 'TOOL_CALL_END', 'TOOL_CALL_RESULT'])
+    for (const t of [
+      'STEP_STARTED',
+      'STEP_FINISHED',
+      'TEXT_MESSAGE_START',
+      'TEXT_MESSAGE_CONTENT',
+      'TEXT_MESSAGE_END',
+      'TOOL_CALL_START',
+      'TOOL_CALL_ARGS',
+      'TOOL_CALL_END',
+      'TOOL_CALL_RESULT',
+    ])
       expect(types).toContain(t);
     const text = events.flatMap((e) => (e.type === 'TEXT_MESSAGE_CONTENT' ? [e.delta] : [])).join('|');
     expect(text).toBe('adding|2 + 3 = 5');
@@ -150,7 +165,9 @@ describe('gateway stream formats', () => {
     const cut = got.findIndex((f) => f.id !== undefined && Number(f.id) >= 4);
     const first = got.slice(0, cut + 1);
     const rest = await frames(
-      await call(`/v1/runs/${runId}/events?format=ai-sdk`, { headers: { 'last-event-id': first.at(-1)!.id! } }),
+      await call(`/v1/runs/${runId}/events?format=ai-sdk`, {
+        headers: { 'last-event-id': first.at(-1)!.id! },
+      }),
     );
     expect([...first, ...rest]).toEqual(got);
     const sse = [...first, ...rest].map((f) => `data: ${f.data}\n\n`).join('');
@@ -170,7 +187,11 @@ describe('gateway stream formats', () => {
     const texts = message!.parts.flatMap((p) => (p.type === 'text' ? [p.text] : []));
     expect(texts).toEqual(['adding', '2 + 3 = 5']);
     const tool = message!.parts.find((p) => p.type === 'dynamic-tool') as Record<string, unknown>;
-    expect(tool).toMatchObject({ toolName: 'math.calc', state: 'output-available', input: { lhs: 2, rhs: 3, op: 'add' } });
+    expect(tool).toMatchObject({
+      toolName: 'math.calc',
+      state: 'output-available',
+      input: { lhs: 2, rhs: 3, op: 'add' },
+    });
   });
 
   it('an unknown format is 400 naming the known ones', async () => {
@@ -188,12 +209,14 @@ describe('gateway auth and tenancy', () => {
     expect((await call('/healthz', { key: null })).status).toBe(200);
   });
 
-  it("hides a run of another tenant: 404 to read, stream or control it, absent from lists", async () => {
+  it('hides a run of another tenant: 404 to read, stream or control it, absent from lists', async () => {
     const runId = await submit({}, GLOBEX);
     expect((await call(`/v1/runs/${runId}`)).status).toBe(404);
     expect((await call(`/v1/runs/${runId}/events`)).status).toBe(404);
     expect((await call(`/v1/runs/${runId}/cancel`, { method: 'POST', body: '{}' })).status).toBe(404);
-    expect((await call(`/v1/runs/${runId}/input`, { method: 'POST', body: '{"text":"hi"}' })).status).toBe(404);
+    expect((await call(`/v1/runs/${runId}/input`, { method: 'POST', body: '{"text":"hi"}' })).status).toBe(
+      404,
+    );
     const mine = (await (await call('/v1/runs')).json()) as { runs: { run_id: string; tenant: string }[] };
     expect(mine.runs.map((r) => r.run_id)).not.toContain(runId);
     expect(mine.runs.every((r) => r.tenant === 'acme')).toBe(true);
@@ -220,14 +243,21 @@ describe('gateway auth and tenancy', () => {
     expect((await call('/v1/runs', { headers: { origin: 'http://evil.example' } })).status).toBe(403);
     const ok = await call('/v1/runs', { headers: { origin: 'http://app.example' } });
     expect(ok.headers.get('access-control-allow-origin')).toBe('http://app.example');
-    const preflight = await call('/v1/runs', { method: 'OPTIONS', key: null, headers: { origin: 'http://app.example' } });
+    const preflight = await call('/v1/runs', {
+      method: 'OPTIONS',
+      key: null,
+      headers: { origin: 'http://app.example' },
+    });
     expect(preflight.status).toBe(204);
   });
 });
 
 describe('gateway limits and errors', () => {
   it('answers 413 above 1 MiB and 400 naming the JSON problem', async () => {
-    const big = await call('/v1/runs', { method: 'POST', body: JSON.stringify({ task: 'x'.repeat(1 << 20) }) });
+    const big = await call('/v1/runs', {
+      method: 'POST',
+      body: JSON.stringify({ task: 'x'.repeat(1 << 20) }),
+    });
     expect(big.status).toBe(413);
     expect(((await big.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
     const bad = await call('/v1/runs', { method: 'POST', body: '{"task": ' });
@@ -253,10 +283,15 @@ describe('gateway OpenAPI', () => {
   it('documents every live route, and live answers match the documented schemas', async () => {
     const doc = (await (await call('/openapi.json', { key: null })).json()) as {
       openapi: string;
-      paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>>;
+      paths: Record<
+        string,
+        Record<string, { responses: Record<string, { content?: Record<string, { schema: object }> }> }>
+      >;
     };
     expect(doc.openapi).toBe('3.1.0');
-    const documented = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+    );
     expect(documented.sort()).toEqual(ROUTES.map((r) => `${r.method} ${r.path}`).sort());
     const runId = await submit();
     await frames(await call(`/v1/runs/${runId}/events`));
@@ -264,7 +299,9 @@ describe('gateway OpenAPI', () => {
     const check = async (method: string, template: string, path: string, status: number) => {
       const res = await call(path);
       expect(res.status, `${method} ${path}`).toBe(status);
-      const schema = doc.paths[template]![method.toLowerCase()]!.responses[String(status)]!.content!['application/json']!.schema;
+      const schema =
+        doc.paths[template]![method.toLowerCase()]!.responses[String(status)]!.content!['application/json']!
+          .schema;
       const validate = ajv.compile(schema);
       expect(validate(await res.json()), JSON.stringify(validate.errors)).toBe(true);
     };
@@ -280,7 +317,8 @@ describe('gateway OpenAPI', () => {
     }
     expect((await call('/v1/nothing')).status).toBe(404);
     const frame = (await frames(await call(`/v1/runs/${runId}/events`)))[0]!;
-    const streamSchema = doc.paths['/v1/runs/{id}/events']!.get!.responses['200']!.content!['text/event-stream']!.schema;
+    const streamSchema =
+      doc.paths['/v1/runs/{id}/events']!.get!.responses['200']!.content!['text/event-stream']!.schema;
     expect(ajv.compile(streamSchema)(JSON.parse(frame.data) as RunEvent)).toBe(true);
   });
 });

@@ -39,7 +39,11 @@ async function handle(
   if (match === undefined) throw new HttpError(404, `no route ${url.pathname}`, ErrorCode.NotFound);
   if ('methods' in match) {
     res.setHeader('allow', match.methods.join(', '));
-    throw new HttpError(405, `${url.pathname} takes ${match.methods.join(', ')}, not ${req.method}`, ErrorCode.InvalidRequest);
+    throw new HttpError(
+      405,
+      `${url.pathname} takes ${match.methods.join(', ')}, not ${req.method}`,
+      ErrorCode.InvalidRequest,
+    );
   }
   const tenant = match.route.auth ? deps.auth.tenantOf(req) : 'default';
   await match.route.handle(deps.handlers, { req, res, url, params: match.params, tenant });
@@ -65,7 +69,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   };
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://gateway');
-    handle(req, res, url, context).catch((error: unknown) => sendError(res, error, options.logger, url.pathname));
+    handle(req, res, url, context).catch((error: unknown) =>
+      sendError(res, error, options.logger, url.pathname),
+    );
   });
   const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {

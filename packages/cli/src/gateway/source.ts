@@ -139,7 +139,8 @@ async function firstStored(log: EventLog, subject: string): Promise<LoggedEvent>
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(
-      () => reject(new AgentMeshError(ErrorCode.Timeout, `the first event of ${subject} did not arrive in 5 s`)),
+      () =>
+        reject(new AgentMeshError(ErrorCode.Timeout, `the first event of ${subject} did not arrive in 5 s`)),
       5_000,
     );
   });
@@ -179,7 +180,11 @@ export class IndexRunSource implements RunSource {
   }
 
   async list(filter: RunListFilter): Promise<GatewayRun[]> {
-    const summaries = this.index.list({ tenant: filter.tenant, status: filter.status, session: filter.session });
+    const summaries = this.index.list({
+      tenant: filter.tenant,
+      status: filter.status,
+      session: filter.session,
+    });
     const runs = await Promise.all(summaries.map((s) => this.get(s.run_id)));
     return runs.filter((run): run is GatewayRun => run !== undefined).slice(0, filter.limit);
   }

@@ -14,7 +14,8 @@ class BigRunSource implements RunSource {
 
   event(seq: number): RunEvent {
     const ts = new Date().toISOString();
-    if (seq === 1) return { type: 'run.accepted', run_id: 'big', seq, ts, task: 't', identity: { tenant: 'default' } };
+    if (seq === 1)
+      return { type: 'run.accepted', run_id: 'big', seq, ts, task: 't', identity: { tenant: 'default' } };
     if (seq === EVENTS)
       return {
         type: 'run.completed',

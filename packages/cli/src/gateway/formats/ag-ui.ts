@@ -71,7 +71,11 @@ class AgUiTranslator implements Translator {
             type: 'RUN_FINISHED',
             threadId: this.thread,
             runId: this.runId,
-            result: { status: event.status, text: event.text, ...(event.output === undefined ? {} : { output: event.output }) },
+            result: {
+              status: event.status,
+              text: event.text,
+              ...(event.output === undefined ? {} : { output: event.output }),
+            },
           },
         ];
       case 'run.failed':

@@ -24,12 +24,27 @@ class AiSdkTranslator implements Translator {
       case 'tool.completed':
         return [
           event.is_error
-            ? { type: 'tool-output-error', toolCallId: event.call_id, errorText: event.preview, dynamic: true }
-            : { type: 'tool-output-available', toolCallId: event.call_id, output: event.preview, dynamic: true },
+            ? {
+                type: 'tool-output-error',
+                toolCallId: event.call_id,
+                errorText: event.preview,
+                dynamic: true,
+              }
+            : {
+                type: 'tool-output-available',
+                toolCallId: event.call_id,
+                output: event.preview,
+                dynamic: true,
+              },
         ];
       case 'tool.failed':
         return [
-          { type: 'tool-output-error', toolCallId: event.call_id, errorText: event.error.message, dynamic: true },
+          {
+            type: 'tool-output-error',
+            toolCallId: event.call_id,
+            errorText: event.error.message,
+            dynamic: true,
+          },
         ];
       case 'approval.requested':
       case 'approval.decided':
