@@ -107,7 +107,7 @@ export class GatewayHandlers {
       return await Promise.race([first, late]);
     } finally {
       clearTimeout(timer);
-      await stop();
+      stop().catch(() => undefined);
     }
   }
 
@@ -137,10 +137,11 @@ export class GatewayHandlers {
   async events(ctx: RequestContext): Promise<void> {
     const format = chooseFormat(ctx.url.searchParams.get('format'), ctx.req.headers.accept);
     const after = resumePoint(ctx.req, ctx.url);
-    const run = await this.ownRun(ctx);
+    const runId = ctx.params['id']!;
+    if ((await this.deps.source.tenant(runId)) !== ctx.tenant) throw unknownRun(runId);
     await new RunStream(ctx.res, {
       source: this.deps.source,
-      runId: run.run_id,
+      runId,
       after,
       format,
       logger: this.deps.logger,
@@ -225,10 +226,13 @@ export class GatewayHandlers {
   private async ownRun(ctx: RequestContext): Promise<GatewayRun> {
     const runId = ctx.params['id']!;
     const run = await this.deps.source.get(runId);
-    if (run === undefined || run.tenant !== ctx.tenant)
-      throw new HttpError(404, `no run "${runId}" is known`, ErrorCode.NotFound);
+    if (run === undefined || run.tenant !== ctx.tenant) throw unknownRun(runId);
     return run;
   }
+}
+
+function unknownRun(runId: string): HttpError {
+  return new HttpError(404, `no run "${runId}" is known`, ErrorCode.NotFound);
 }
 
 function finished(runId: string, what: string): AgentMeshError {

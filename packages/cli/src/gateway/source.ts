@@ -31,6 +31,8 @@ export interface RunSource {
   /** The run as the API shows it, or undefined for an unknown run id. */
   get(runId: string): Promise<GatewayRun | undefined>;
   list(filter: RunListFilter): Promise<GatewayRun[]>;
+  /** The run's tenant (cheaper than `get`: no run record), or undefined for an unknown run id. */
+  tenant(runId: string): Promise<string | undefined>;
   /** Delivers the run's events with seq >= `fromSeq` in order, stored ones first, then live ones. */
   follow(runId: string, fromSeq: number, onEvent: (event: RunEvent) => void): Promise<StopFollow>;
 }
@@ -72,6 +74,10 @@ export class NatsRunSource implements RunSource {
     ]);
     if (accepted === undefined) return undefined;
     return this.view(runId, accepted, record);
+  }
+
+  async tenant(runId: string): Promise<string | undefined> {
+    return (await this.acceptedOf(runId))?.tenant;
   }
 
   async list(filter: RunListFilter): Promise<GatewayRun[]> {
@@ -177,6 +183,10 @@ export class IndexRunSource implements RunSource {
       ...(s.accepted_at === undefined ? {} : { accepted_at: s.accepted_at }),
       ...(s.planner_id === undefined ? {} : { planner_id: s.planner_id }),
     };
+  }
+
+  async tenant(runId: string): Promise<string | undefined> {
+    return (await this.get(runId))?.tenant;
   }
 
   async list(filter: RunListFilter): Promise<GatewayRun[]> {

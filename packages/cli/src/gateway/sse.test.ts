@@ -41,6 +41,10 @@ class BigRunSource implements RunSource {
     return Promise.resolve([]);
   }
 
+  tenant(runId: string) {
+    return Promise.resolve(runId === 'big' ? 'default' : undefined);
+  }
+
   /** Like the event log's follower: events arrive one at a time after the call, until stopped. */
   follow(_runId: string, fromSeq: number, onEvent: (event: RunEvent) => void): Promise<StopFollow> {
     this.follows++;
