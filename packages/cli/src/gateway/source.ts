@@ -33,6 +33,8 @@ export interface RunSource {
   list(filter: RunListFilter): Promise<GatewayRun[]>;
   /** The run's tenant (cheaper than `get`: no run record), or undefined for an unknown run id. */
   tenant(runId: string): Promise<string | undefined>;
+  /** Tells the source a run's first event seen elsewhere (the submit saw it), sparing a read later. */
+  learn(event: RunEvent): void;
   /** Delivers the run's events with seq >= `fromSeq` in order, stored ones first, then live ones. */
   follow(runId: string, fromSeq: number, onEvent: (event: RunEvent) => void): Promise<StopFollow>;
 }
@@ -78,6 +80,10 @@ export class NatsRunSource implements RunSource {
 
   async tenant(runId: string): Promise<string | undefined> {
     return (await this.acceptedOf(runId))?.tenant;
+  }
+
+  learn(event: RunEvent): void {
+    if (event.seq === 1) this.remember(event.run_id, acceptedOf(event));
   }
 
   async list(filter: RunListFilter): Promise<GatewayRun[]> {
@@ -126,9 +132,13 @@ export class NatsRunSource implements RunSource {
     if ((await log.last(subject)) === undefined) return undefined;
     const first = await firstStored(log, subject);
     const accepted = acceptedOf(RunEventSchema.parse(JSON.parse(Buffer.from(first.data).toString('utf8'))));
+    this.remember(runId, accepted);
+    return accepted;
+  }
+
+  private remember(runId: string, accepted: Accepted): void {
     if (this.accepted.size >= MAX_CACHED) this.accepted.delete(this.accepted.keys().next().value!);
     this.accepted.set(runId, accepted);
-    return accepted;
   }
 
   private eventLog(): Promise<EventLog> {
@@ -188,6 +198,8 @@ export class IndexRunSource implements RunSource {
   async tenant(runId: string): Promise<string | undefined> {
     return (await this.get(runId))?.tenant;
   }
+
+  learn(): void {}
 
   async list(filter: RunListFilter): Promise<GatewayRun[]> {
     const summaries = this.index.list({

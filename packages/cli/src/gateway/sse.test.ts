@@ -41,6 +41,8 @@ class BigRunSource implements RunSource {
     return Promise.resolve([]);
   }
 
+  learn(): void {}
+
   tenant(runId: string) {
     return Promise.resolve(runId === 'big' ? 'default' : undefined);
   }
