@@ -23,6 +23,10 @@ export const gatewaySpec: CommandSpec = {
       description: 'embedded: workspace folder for the workspace pack',
       env: 'AGENTMESH_WORKSPACE',
     },
+    script: {
+      type: 'string',
+      description: 'default script for the scripted provider, for runs that name no provider (no API key needed)',
+    },
   },
 };
 
@@ -34,5 +38,6 @@ export async function gatewayCommand(ctx: CommandContext): Promise<number> {
     host: stringFlag(ctx.args, 'host'),
     tools: listFlag(ctx.args, 'tools'),
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+    script: stringFlag(ctx.args, 'script'),
   });
 }

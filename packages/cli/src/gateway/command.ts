@@ -1,4 +1,5 @@
 import type { Backend } from '@agentmesh/protocol';
+import { readScriptFile } from '@agentmesh/planner';
 import type { CommandContext } from '../context.js';
 import { connectNats } from '../context.js';
 import { RunIndex } from '../console/run-index.js';
@@ -12,6 +13,7 @@ export interface GatewayFlags {
   host: string | undefined;
   tools: string[] | undefined;
   workspace: string | undefined;
+  script: string | undefined;
 }
 
 interface Fleet {
@@ -67,6 +69,7 @@ export async function runGateway(ctx: CommandContext, flags: GatewayFlags): Prom
     corsOrigins: config.cors_origins,
     port: flags.port,
     host: flags.host,
+    ...(flags.script === undefined ? {} : { defaultScript: readScriptFile(flags.script) }),
   });
   const mode = ctx.natsUrl === undefined ? 'embedded' : `NATS ${ctx.natsUrl}`;
   ctx.io.stdout.write(`agentmesh gateway at ${gateway.url} (${mode})\n`);

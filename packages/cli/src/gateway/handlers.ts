@@ -41,6 +41,8 @@ export interface HandlerDeps {
   /** How long `POST /v1/runs` waits for a planner to accept the run (default 10 s). */
   acceptTimeoutMs?: number | undefined;
   keepAliveMs?: number | undefined;
+  /** Model turns for runs that name neither a provider nor a script (`--script`: demos without a model). */
+  defaultScript?: unknown;
 }
 
 const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
@@ -66,9 +68,14 @@ export class GatewayHandlers {
         `the request names tenant "${String(named)}" but its API key is of tenant "${ctx.tenant}": a key acts for its own tenant only`,
         ErrorCode.PermissionDenied,
       );
+    const { defaultScript } = this.deps;
+    const scripted =
+      defaultScript !== undefined && body['provider'] === undefined && body['script'] === undefined
+        ? { script: defaultScript }
+        : {};
     const request = parseBody(
       RunRequestSchema,
-      { ...body, identity: { ...identity, tenant: ctx.tenant } },
+      { ...body, ...scripted, identity: { ...identity, tenant: ctx.tenant } },
       'run request',
     );
     const runId = request.id ?? `run-${randomUUID()}`;

@@ -19,6 +19,8 @@ export interface GatewayOptions {
   host?: string | undefined;
   acceptTimeoutMs?: number | undefined;
   keepAliveMs?: number | undefined;
+  /** Model turns for runs that name neither a provider nor a script. */
+  defaultScript?: unknown;
 }
 
 export interface Gateway {
@@ -61,6 +63,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     logger: options.logger,
     acceptTimeoutMs: options.acceptTimeoutMs,
     keepAliveMs: options.keepAliveMs,
+    defaultScript: options.defaultScript,
   };
   const context = {
     handlers: new GatewayHandlers(deps),
