@@ -18,7 +18,7 @@ import {
 } from '@agentmesh/protocol';
 import { cancelRun, sendApprovalDecision, sendRunControl, submitRun } from '@agentmesh/planner';
 import type { z } from 'zod';
-import { chooseFormat } from './formats/index.js';
+import { chooseFormat, type StreamFormat } from './formats/index.js';
 import { HttpError, readJsonObject, sendJson } from './http.js';
 import { ApproveBodySchema, CancelBodySchema, EmptyBodySchema, type GatewayRun } from './schemas.js';
 import { RunStream, resumePoint } from './sse.js';
@@ -58,7 +58,15 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string):
 export class GatewayHandlers {
   constructor(private readonly deps: HandlerDeps) {}
 
+  /**
+   * `POST /v1/runs`: 202 `{run_id}` once a planner accepted the run; with `Accept: text/event-stream` (or
+   * `?format=`) the answer is the run's stream instead, from its first event (one request less for a chat UI).
+   */
   async submit(ctx: RequestContext): Promise<void> {
+    const accept = ctx.req.headers.accept ?? '';
+    const format = ctx.url.searchParams.get('format');
+    const streamed =
+      /text\/event-stream/i.test(accept) || format !== null ? chooseFormat(format, accept) : undefined;
     const body = await readJsonObject(ctx.req);
     const identity = (body['identity'] ?? {}) as Record<string, unknown>;
     const named = typeof identity === 'object' && identity !== null ? identity['tenant'] : undefined;
@@ -85,7 +93,9 @@ export class GatewayHandlers {
     if (tenant !== ctx.tenant)
       throw new HttpError(409, `run id "${runId}" is taken: choose another id`, ErrorCode.Conflict);
     ctx.res.setHeader('location', `/v1/runs/${encodeURIComponent(runId)}`);
-    sendJson(ctx.res, 202, { run_id: runId });
+    if (streamed === undefined) return sendJson(ctx.res, 202, { run_id: runId });
+    ctx.res.setHeader('x-agentmesh-run-id', runId);
+    await this.stream(ctx.res, runId, 0, streamed);
   }
 
   /**
@@ -145,7 +155,11 @@ export class GatewayHandlers {
     const after = resumePoint(ctx.req, ctx.url);
     const runId = ctx.params['id']!;
     if ((await this.deps.source.tenant(runId)) !== ctx.tenant) throw unknownRun(runId);
-    await new RunStream(ctx.res, {
+    await this.stream(ctx.res, runId, after, format);
+  }
+
+  private stream(res: ServerResponse, runId: string, after: number, format: StreamFormat): Promise<void> {
+    return new RunStream(res, {
       source: this.deps.source,
       runId,
       after,

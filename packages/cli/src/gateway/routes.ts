@@ -71,10 +71,18 @@ export const ROUTES: readonly Route[] = [
   {
     method: 'POST',
     path: '/v1/runs',
-    summary: 'Submit a run; answers once a planner accepted it',
+    summary:
+      'Submit a run; answers once a planner accepted it (with Accept: text/event-stream, with its stream)',
     auth: true,
+    query: { format: 'answer with the run stream in this format: agentmesh, ag-ui or ai-sdk' },
     body: RunRequestSchema,
     responses: {
+      200: {
+        description:
+          'with Accept: text/event-stream or ?format=: the run stream, as GET /v1/runs/{id}/events',
+        schema: StreamFrameSchema,
+        sse: true,
+      },
       202: { description: 'accepted', schema: SubmitReplySchema },
       400: NAMED_ERRORS[400],
       401: NAMED_ERRORS[401],

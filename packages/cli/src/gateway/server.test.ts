@@ -110,6 +110,25 @@ describe('gateway runs and streams', () => {
     expect(await bad.text()).toMatch(/resume point/);
   });
 
+  it('answers a submit that accepts text/event-stream with the run stream itself', async () => {
+    const res = await call('/v1/runs', {
+      method: 'POST',
+      headers: { accept: 'text/event-stream' },
+      body: JSON.stringify({ task: 'add', script }),
+    });
+    expect(res.status).toBe(200);
+    const runId = res.headers.get('x-agentmesh-run-id')!;
+    const events = (await frames(res)).map((f) => RunEventSchema.parse(JSON.parse(f.data)));
+    expect(events[0]).toMatchObject({ type: 'run.accepted', run_id: runId, seq: 1 });
+    expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done' });
+    const ai = await call('/v1/runs?format=ai-sdk', {
+      method: 'POST',
+      body: JSON.stringify({ task: 'add', script }),
+    });
+    expect(ai.headers.get('x-vercel-ai-ui-message-stream')).toBe('v1');
+    expect((await frames(ai)).at(-1)!.data).toBe('[DONE]');
+  });
+
   it('sends a keep-alive comment while a run is quiet', async () => {
     const runId = `run-quiet-${Date.now()}`;
     const approvalScript = [

@@ -41,6 +41,8 @@ export interface RunSource {
 
 /** What the first event of a run (`run.accepted`) says about it: it never changes, so it is cached. */
 interface Accepted {
+  /** The event itself: a stream from seq 1 starts with it at once, while its follower on the log is made. */
+  event: RunEvent;
   tenant: string;
   session: string | undefined;
   task: string;
@@ -50,8 +52,13 @@ const MAX_CACHED = 10_000;
 
 function acceptedOf(event: RunEvent): Accepted {
   return event.type === 'run.accepted'
-    ? { tenant: event.identity?.tenant ?? 'default', session: event.identity?.session, task: event.task }
-    : { tenant: 'default', session: undefined, task: '' };
+    ? {
+        event,
+        tenant: event.identity?.tenant ?? 'default',
+        session: event.identity?.session,
+        task: event.task,
+      }
+    : { event, tenant: 'default', session: undefined, task: '' };
 }
 
 function recordStatus(record: RunRecord): string {
@@ -100,11 +107,17 @@ export class NatsRunSource implements RunSource {
   }
 
   async follow(runId: string, fromSeq: number, onEvent: (event: RunEvent) => void): Promise<StopFollow> {
+    let from = fromSeq;
+    const first = from <= 1 ? this.accepted.get(runId)?.event : undefined;
+    if (first !== undefined) {
+      onEvent(first);
+      from = 2;
+    }
     const log = await this.eventLog();
     const follower = await log.follow(
       subjects(this.prefix).runEvents(runId),
       (stored) => onEvent(RunEventSchema.parse(JSON.parse(Buffer.from(stored.data).toString('utf8')))),
-      { fromSeq },
+      { fromSeq: from },
     );
     return () => follower.stop();
   }
