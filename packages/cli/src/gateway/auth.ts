@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
-import { bearerToken, MIN_TOKEN_LENGTH, tokenMatches } from '../http-access.js';
+import { bearerToken, MIN_TOKEN_LENGTH } from '../http-access.js';
 import { HttpError } from './http.js';
 
 /** The tenant of requests when no API key is configured (open access). */
@@ -70,20 +71,29 @@ export function loadApiKeys(sources: GatewayKeySources): Map<string, string> {
   return keys;
 }
 
-/** Who a request is: the tenant of its bearer key, or `default` when the gateway is open. */
+const digest = (key: string) => createHash('sha256').update(key).digest('base64');
+
+/**
+ * Who a request is: the tenant of its bearer key, or `default` when the gateway is open. Keys are held by their
+ * SHA-256, and a presented key is looked up by its own: one hash per request whatever the number of keys.
+ */
 export class GatewayAuth {
-  constructor(private readonly keys: ReadonlyMap<string, string>) {}
+  private readonly tenants: ReadonlyMap<string, string>;
+
+  constructor(keys: ReadonlyMap<string, string>) {
+    this.tenants = new Map([...keys].map(([key, tenant]) => [digest(key), tenant]));
+  }
 
   get open(): boolean {
-    return this.keys.size === 0;
+    return this.tenants.size === 0;
   }
 
   /** The tenant of the request's `Authorization: Bearer <key>`; 401 `permission_denied` without a valid key. */
   tenantOf(req: IncomingMessage): string {
     if (this.open) return OPEN_TENANT;
     const presented = bearerToken(req.headers.authorization);
-    if (presented !== undefined)
-      for (const [key, tenant] of this.keys) if (tokenMatches(presented, key)) return tenant;
+    const tenant = presented === undefined ? undefined : this.tenants.get(digest(presented));
+    if (tenant !== undefined) return tenant;
     throw new HttpError(
       401,
       presented === undefined

@@ -73,11 +73,16 @@ export async function runGateway(ctx: CommandContext, flags: GatewayFlags): Prom
   });
   const mode = ctx.natsUrl === undefined ? 'embedded' : `NATS ${ctx.natsUrl}`;
   ctx.io.stdout.write(`agentmesh gateway at ${gateway.url} (${mode})\n`);
-  if (gateway.open)
+  if (gateway.open) {
     ctx.io.stdout.write(
       'agentmesh gateway: no API keys configured: open access, every request acts as tenant "default"\n',
     );
-  else
+    if (!['127.0.0.1', 'localhost', '::1', undefined].includes(flags.host))
+      ctx.logger.warn(
+        { host: flags.host },
+        'the gateway is open (no API keys) on an address other machines reach',
+      );
+  } else
     ctx.io.stdout.write(
       `agentmesh gateway: ${keys.size} API key(s), ${new Set(keys.values()).size} tenant(s)\n`,
     );

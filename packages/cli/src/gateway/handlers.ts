@@ -68,8 +68,10 @@ export class GatewayHandlers {
     const streamed =
       /text\/event-stream/i.test(accept) || format !== null ? chooseFormat(format, accept) : undefined;
     const body = await readJsonObject(ctx.req);
-    const identity = (body['identity'] ?? {}) as Record<string, unknown>;
-    const named = typeof identity === 'object' && identity !== null ? identity['tenant'] : undefined;
+    const identity = body['identity'] ?? {};
+    if (identity === null || typeof identity !== 'object' || Array.isArray(identity))
+      throw new HttpError(400, 'invalid run request: identity must be an object', ErrorCode.InvalidRequest);
+    const named = (identity as Record<string, unknown>)['tenant'];
     if (named !== undefined && named !== ctx.tenant)
       throw new HttpError(
         403,
@@ -189,10 +191,12 @@ export class GatewayHandlers {
   async control(ctx: RequestContext, kind: 'input' | 'pause' | 'resume'): Promise<void> {
     const raw = await readJsonObject(ctx.req);
     const run = await this.ownRun(ctx);
-    const control =
-      kind === 'input'
-        ? { kind, text: parseBody(RunInputSchema, raw, 'input').text }
-        : (parseBody(EmptyBodySchema, raw, kind), { kind });
+    let control: { kind: 'input'; text: string } | { kind: 'pause' | 'resume' };
+    if (kind === 'input') control = { kind, text: parseBody(RunInputSchema, raw, 'input').text };
+    else {
+      parseBody(EmptyBodySchema, raw, `${kind} request`);
+      control = { kind };
+    }
     await sendRunControl(this.deps.bus, run.run_id, control, { prefix: this.deps.prefix });
     sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
   }

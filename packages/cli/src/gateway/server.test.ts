@@ -282,6 +282,9 @@ describe('gateway limits and errors', () => {
     const bad = await call('/v1/runs', { method: 'POST', body: '{"task": ' });
     expect(bad.status).toBe(400);
     expect(await bad.text()).toMatch(/not valid JSON/);
+    const identity = await call('/v1/runs', { method: 'POST', body: '{"task": "x", "identity": "acme"}' });
+    expect(identity.status).toBe(400);
+    expect(await identity.text()).toMatch(/identity must be an object/);
     const invalid = await call('/v1/runs', { method: 'POST', body: '{"task": 5}' });
     expect(invalid.status).toBe(400);
     expect(await invalid.text()).toMatch(/task/);
