@@ -59,7 +59,8 @@ export class GatewayHandlers {
   constructor(private readonly deps: HandlerDeps) {}
 
   /**
-   * `POST /v1/runs`: 202 `{run_id}` once a planner accepted the run; with `Accept: text/event-stream` (or
+   * `POST /v1/runs`: 202 `{run_id}` once a planner accepted the run (a run id the tenant already used answers the
+   * same without a second submit; one of another tenant is 409); with `Accept: text/event-stream` (or
    * `?format=`) the answer is the run's stream instead, from its first event (one request less for a chat UI).
    */
   async submit(ctx: RequestContext): Promise<void> {
@@ -89,11 +90,14 @@ export class GatewayHandlers {
       'run request',
     );
     const runId = request.id ?? `run-${randomUUID()}`;
-    const first = await this.submitAndWait({ ...request, id: runId });
-    this.deps.source.learn(first);
-    const tenant = first.type === 'run.accepted' ? (first.identity?.tenant ?? 'default') : ctx.tenant;
-    if (tenant !== ctx.tenant)
-      throw new HttpError(409, `run id "${runId}" is taken: choose another id`, ErrorCode.Conflict);
+    const owner = request.id === undefined ? undefined : await this.deps.source.tenant(runId);
+    if (owner !== undefined && owner !== ctx.tenant) throw taken(runId);
+    if (owner === undefined) {
+      const first = await this.submitAndWait({ ...request, id: runId });
+      this.deps.source.learn(first);
+      if (first.type !== 'run.accepted' || (first.identity?.tenant ?? 'default') !== ctx.tenant)
+        throw taken(runId);
+    }
     ctx.res.setHeader('location', `/v1/runs/${encodeURIComponent(runId)}`);
     if (streamed === undefined) return sendJson(ctx.res, 202, { run_id: runId });
     ctx.res.setHeader('x-agentmesh-run-id', runId);
@@ -112,7 +116,7 @@ export class GatewayHandlers {
     const first = new Promise<RunEvent>((resolve) => (accepted = resolve));
     const sub = bus.subscribe(subjects(prefix).runEvents(request.id), (msg) => {
       const parsed = RunEventSchema.safeParse(safeJson(msg.text()));
-      if (parsed.success) accepted(parsed.data);
+      if (parsed.success && parsed.data.seq === 1) accepted(parsed.data);
     });
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -253,6 +257,10 @@ export class GatewayHandlers {
     if (run === undefined || run.tenant !== ctx.tenant) throw unknownRun(runId);
     return run;
   }
+}
+
+function taken(runId: string): HttpError {
+  return new HttpError(409, `run id "${runId}" is taken: choose another id`, ErrorCode.Conflict);
 }
 
 function notAccepted(runId: string, timeoutMs: number): AgentMeshError {

@@ -244,6 +244,19 @@ describe('gateway auth and tenancy', () => {
     expect((await call('/v1/runs?tenant=globex')).status).toBe(403);
   });
 
+  it('answers a resubmitted run id again without a second run, and refuses a run id of another tenant (409)', async () => {
+    const runId = await submit({ id: `run-own-${Date.now()}` });
+    expect(await submit({ id: runId })).toBe(runId);
+    expect(index.list().filter((s) => s.run_id === runId)).toHaveLength(1);
+    const theirs = await call('/v1/runs', {
+      method: 'POST',
+      key: GLOBEX,
+      body: JSON.stringify({ id: runId, task: 'x', script }),
+    });
+    expect(theirs.status).toBe(409);
+    expect(((await theirs.json()) as { error: { code: string } }).error.code).toBe('conflict');
+  });
+
   it('sets identity.tenant from the key and refuses a body naming another tenant (403 naming both)', async () => {
     const res = await call('/v1/runs', {
       method: 'POST',
