@@ -96,7 +96,7 @@ describe('agentmesh gateway with examples/chat', () => {
       await page.locator('#status', { hasText: 'finished: done' }).waitFor({ timeout: 20_000 });
       const kinds = await page
         .locator('#log li')
-        .evaluateAll((lis) => lis.map((li) => (li as HTMLElement).dataset['kind']));
+        .evaluateAll((lis) => lis.map((li) => li.getAttribute('data-kind')));
       expect(kinds).toEqual(['user', 'assistant', 'tool', 'approval', 'decision', 'result', 'assistant']);
       expect(await page.locator('#log li[data-kind="assistant"]').allTextContents()).toEqual([
         'I will add the two numbers with the calculator.',

@@ -64,7 +64,9 @@ describe.runIf(python || process.env['CI'] !== undefined)('a tool worker in Pyth
   it('registers py.reverse and keeps it past its TTL by heartbeating', async () => {
     expect(await listed()).toContain('py.reverse');
     let beats = 0;
-    const sub = client.subscribe(subjects(prefix).catalogHeartbeat, () => beats++);
+    const sub = client.subscribe(subjects(prefix).catalogHeartbeat, () => {
+      beats++;
+    });
     await until('four heartbeats (more than one TTL)', () => beats >= 4, 10_000);
     sub.unsubscribe();
     expect(await listed()).toContain('py.reverse');

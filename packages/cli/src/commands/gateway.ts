@@ -25,7 +25,8 @@ export const gatewaySpec: CommandSpec = {
     },
     script: {
       type: 'string',
-      description: 'default script for the scripted provider, for runs that name no provider (no API key needed)',
+      description:
+        'default script for the scripted provider, for runs that name no provider (no API key needed)',
     },
   },
 };
