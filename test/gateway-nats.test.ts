@@ -4,7 +4,7 @@
  * approval through the gateway, @ag-ui/client's own parser on the ag-ui stream, tenants kept apart.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
+import { runHttpRequest, transformHttpEventStream, verifyEvents } from '@ag-ui/client';
 import type { BaseEvent } from '@ag-ui/core';
 import { RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
 import { NatsRunSource, startGateway, type Gateway } from '@agentmesh/cli';
@@ -126,7 +126,7 @@ describe('gateway over NATS', () => {
     expect(again.status).toBe(409);
   });
 
-  it('@ag-ui/client parses the ag-ui stream into the text and the tool call', async () => {
+  it('@ag-ui/client parses and verifies the ag-ui stream (event order rules) into the text and the tool call', async () => {
     const runId = await submit({ task: 'multiply', script: approvalScript });
     const events = await new Promise<BaseEvent[]>((resolve, reject) => {
       const got: BaseEvent[] = [];
@@ -136,7 +136,9 @@ describe('gateway over NATS', () => {
             headers: { authorization: `Bearer ${ACME}`, accept: 'text/event-stream' },
           }),
         ),
-      ).subscribe({ next: (e) => got.push(e), error: reject, complete: () => resolve(got) });
+      )
+        .pipe(verifyEvents())
+        .subscribe({ next: (e) => got.push(e), error: reject, complete: () => resolve(got) });
     });
     const types = events.map((e) => e.type as string);
     expect(types[0]).toBe('RUN_STARTED');

@@ -5,6 +5,7 @@ import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type U
 import { DEFAULT_PREFIX, RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
 import { RunIndex } from '../console/run-index.js';
 import { startEmbedded, type EmbeddedMesh } from '../embedded.js';
+import { AG_UI_CUSTOM_EVENTS } from './formats/index.js';
 import { ROUTES } from './routes.js';
 import { startGateway, type Gateway } from './server.js';
 import { IndexRunSource } from './source.js';
@@ -173,6 +174,50 @@ describe('gateway stream formats', () => {
       await call(`/v1/runs/${runId}/events`, { headers: { accept: 'text/event-stream; format=ag-ui' } }),
     );
     expect(accept).toEqual(got);
+    for (const cut of got.filter((f) => f.id !== undefined).map((f) => f.id!)) {
+      const rest = await frames(
+        await call(`/v1/runs/${runId}/events?format=ag-ui`, { headers: { 'last-event-id': cut } }),
+      );
+      const upTo = got.findIndex((f) => f.id === cut);
+      expect([...got.slice(0, upTo + 1), ...rest].map((f) => f.data)).toEqual(got.map((f) => f.data));
+    }
+  });
+
+  it('ag-ui: approvals go out as CUSTOM events with documented names, and the approve route lets the run go on', async () => {
+    const runId = `run-agui-approval-${Date.now()}`;
+    const approvalScript = [
+      { tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 2, op: 'mul' } }] },
+      { text: '4' },
+    ];
+    await submit({ id: runId, script: approvalScript, approvals: { require: ['math.*'] } });
+    const res = await call(`/v1/runs/${runId}/events?format=ag-ui`);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    const events: Record<string, unknown>[] = [];
+    let buffer = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      const blocks = buffer.split('\n\n');
+      buffer = blocks.pop()!;
+      for (const block of blocks) {
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if (data === undefined) continue;
+        const event = EventSchemas.parse(JSON.parse(data)) as Record<string, unknown>;
+        events.push(event);
+        if (event['name'] === AG_UI_CUSTOM_EVENTS['approval.requested']) {
+          const { approval_id } = event['value'] as { approval_id: string };
+          const decided = await call(`/v1/runs/${runId}/approve`, {
+            method: 'POST',
+            body: JSON.stringify({ approval_id }),
+          });
+          expect(decided.status).toBe(200);
+        }
+      }
+    }
+    const custom = events.filter((e) => e['type'] === 'CUSTOM').map((e) => e['name']);
+    expect(custom).toEqual(['agentmesh.approval.requested', 'agentmesh.approval.decided']);
+    expect(events.at(-1)).toMatchObject({ type: 'RUN_FINISHED', result: { status: 'done', text: '4' } });
   });
 
   it('ai-sdk: the ai package reads the stream, resumed halfway, into one UIMessage with text and tool parts', async () => {
