@@ -18,9 +18,15 @@ import {
 } from '@agentmesh/protocol';
 import { cancelRun, sendApprovalDecision, sendRunControl, submitRun } from '@agentmesh/planner';
 import type { z } from 'zod';
-import { chooseFormat, type StreamFormat } from './formats/index.js';
+import { agUiFormat, chooseFormat, type StreamFormat } from './formats/index.js';
 import { HttpError, readJsonObject, sendJson } from './http.js';
-import { ApproveBodySchema, CancelBodySchema, EmptyBodySchema, type GatewayRun } from './schemas.js';
+import {
+  AgUiRunInputSchema,
+  ApproveBodySchema,
+  CancelBodySchema,
+  EmptyBodySchema,
+  type GatewayRun,
+} from './schemas.js';
 import { RunStream, resumePoint } from './sse.js';
 import type { RunSource } from './source.js';
 
@@ -68,7 +74,37 @@ export class GatewayHandlers {
     const format = ctx.url.searchParams.get('format');
     const streamed =
       /text\/event-stream/i.test(accept) || format !== null ? chooseFormat(format, accept) : undefined;
-    const body = await readJsonObject(ctx.req);
+    await this.submitBody(ctx, await readJsonObject(ctx.req), streamed);
+  }
+
+  /**
+   * `POST /v1/ag-ui`: an AG-UI agent endpoint (what `@ag-ui/client`'s HttpAgent posts): the last user message of
+   * the RunAgentInput is the task, `threadId` the session (`identity.session`) (the planner keeps the conversation), `runId` the run id,
+   * and `forwardedProps` may hold more RunRequest fields. The answer is the run's `ag-ui` stream.
+   */
+  async agUi(ctx: RequestContext): Promise<void> {
+    const input = parseBody(AgUiRunInputSchema, await readJsonObject(ctx.req), 'AG-UI RunAgentInput');
+    const task = lastUserText(input.messages);
+    if (task === undefined)
+      throw new HttpError(
+        400,
+        'invalid AG-UI RunAgentInput: messages hold no user message with text',
+        ErrorCode.InvalidRequest,
+      );
+    const { identity, ...extra } = input.forwardedProps ?? {};
+    const withSession =
+      identity === undefined ||
+      (typeof identity === 'object' && identity !== null && !Array.isArray(identity))
+        ? { ...identity, session: input.threadId }
+        : identity;
+    await this.submitBody(ctx, { ...extra, id: input.runId, task, identity: withSession }, agUiFormat);
+  }
+
+  private async submitBody(
+    ctx: RequestContext,
+    body: Record<string, unknown>,
+    streamed: StreamFormat | undefined,
+  ): Promise<void> {
     const identity = body['identity'] ?? {};
     if (identity === null || typeof identity !== 'object' || Array.isArray(identity))
       throw new HttpError(400, 'invalid run request: identity must be an object', ErrorCode.InvalidRequest);
@@ -257,6 +293,25 @@ export class GatewayHandlers {
     if (run === undefined || run.tenant !== ctx.tenant) throw unknownRun(runId);
     return run;
   }
+}
+
+/** The text of the last user message (a string, or the text parts of a content list). */
+function lastUserText(messages: { role: string; content: unknown }[]): string | undefined {
+  const last = messages.findLast((m) => m.role === 'user');
+  const content = last?.content;
+  const text =
+    typeof content === 'string'
+      ? content
+      : Array.isArray(content)
+        ? content
+            .flatMap((part: unknown) =>
+              typeof part === 'object' && part !== null && (part as { type?: unknown }).type === 'text'
+                ? [String((part as { text?: unknown }).text ?? '')]
+                : [],
+            )
+            .join('\n')
+        : '';
+  return text.trim() === '' ? undefined : text;
 }
 
 function taken(runId: string): HttpError {

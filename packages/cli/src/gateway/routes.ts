@@ -4,6 +4,8 @@ import type { GatewayHandlers, RequestContext } from './handlers.js';
 import { sendJson } from './http.js';
 import { openApiDocument } from './openapi.js';
 import {
+  AgUiEventSchema,
+  AgUiRunInputSchema,
   ApproveBodySchema,
   CancelBodySchema,
   ControlReplySchema,
@@ -92,6 +94,22 @@ export const ROUTES: readonly Route[] = [
       504: { description: 'timeout: no planner accepted the run in time' },
     },
     handle: (h, ctx) => h.submit(ctx),
+  },
+  {
+    method: 'POST',
+    path: '/v1/ag-ui',
+    summary:
+      'An AG-UI agent endpoint: a RunAgentInput (last user message = task, threadId = session, runId = run id, forwardedProps = more RunRequest fields) answered with the run as AG-UI events',
+    auth: true,
+    body: AgUiRunInputSchema,
+    responses: {
+      200: { description: 'text/event-stream of AG-UI events', schema: AgUiEventSchema, sse: true },
+      400: NAMED_ERRORS[400],
+      401: NAMED_ERRORS[401],
+      403: { description: 'permission_denied: forwardedProps name another tenant' },
+      409: { description: 'conflict: the run id is taken' },
+    },
+    handle: (h, ctx) => h.agUi(ctx),
   },
   {
     method: 'GET',

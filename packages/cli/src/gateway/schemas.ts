@@ -38,3 +38,14 @@ export const ControlReplySchema = z.object({ run_id: z.string(), ok: z.literal(t
 
 /** One frame of the `agentmesh` stream format: a run event as it is. */
 export const StreamFrameSchema = RunEventSchema;
+
+/** What `POST /v1/ag-ui` reads of an AG-UI RunAgentInput (other fields are allowed and ignored). */
+export const AgUiRunInputSchema = z.looseObject({
+  threadId: z.string(),
+  runId: z.string(),
+  messages: z.array(z.looseObject({ role: z.string(), content: z.unknown() })),
+  forwardedProps: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** One AG-UI event (see @ag-ui/core; the gateway's own are listed in docs/gateway.md). */
+export const AgUiEventSchema = z.looseObject({ type: z.string() });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HttpAgent } from '@ag-ui/client';
 import { EventSchemas } from '@ag-ui/core/schemas';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
@@ -256,6 +257,29 @@ describe('gateway stream formats', () => {
       state: 'output-available',
       input: { lhs: 2, rhs: 3, op: 'add' },
     });
+  });
+
+  it("@ag-ui/client's HttpAgent runs a task through POST /v1/ag-ui and gets the text, the tool call and its result", async () => {
+    const agent = new HttpAgent({
+      url: `${gateway.url}/v1/ag-ui`,
+      headers: { authorization: `Bearer ${ACME}` },
+    });
+    agent.setMessages([{ id: 'u1', role: 'user', content: 'add 2 and 3' }]);
+    await agent.runAgent({ forwardedProps: { script } });
+    const assistant = agent.messages.filter((m) => m.role === 'assistant');
+    expect(assistant.map((m) => m.content)).toEqual(['adding', '2 + 3 = 5']);
+    expect(assistant[0]!.toolCalls?.[0]?.function).toMatchObject({ name: 'math.calc' });
+    const tool = agent.messages.find((m) => m.role === 'tool');
+    expect(tool?.content).toContain('5');
+    const run = (await (await call('/v1/runs')).json()) as {
+      runs: { session?: string }[];
+    };
+    expect(run.runs.some((r) => r.session === agent.threadId)).toBe(true);
+    agent.addMessage({ id: 'u2', role: 'user', content: 'and again' });
+    await agent.runAgent({ forwardedProps: { script } });
+    expect(agent.messages.filter((m) => m.role === 'assistant')).toHaveLength(4);
+    const again = (await (await call(`/v1/runs?session=${agent.threadId}`)).json()) as { runs: unknown[] };
+    expect(again.runs).toHaveLength(2);
   });
 
   it('an unknown format is 400 naming the known ones', async () => {

@@ -6,7 +6,7 @@ import { aiSdkFormat } from './ai-sdk.js';
 import type { StreamFormat } from './types.js';
 
 export type { StreamFormat, Translator } from './types.js';
-export { AG_UI_CUSTOM_EVENTS } from './ag-ui.js';
+export { AG_UI_CUSTOM_EVENTS, agUiFormat } from './ag-ui.js';
 
 export const STREAM_FORMATS: Readonly<Record<string, StreamFormat>> = {
   agentmesh: agentmeshFormat,
