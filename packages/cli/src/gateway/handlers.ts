@@ -18,10 +18,11 @@ import {
 } from '@agentmesh/protocol';
 import { cancelRun, sendApprovalDecision, sendRunControl, submitRun } from '@agentmesh/planner';
 import type { z } from 'zod';
-import { agUiFormat, chooseFormat, type StreamFormat } from './formats/index.js';
+import { agUiFormat, aiSdkFormat, chooseFormat, type StreamFormat } from './formats/index.js';
 import { HttpError, readJsonObject, sendJson } from './http.js';
 import {
   AgUiRunInputSchema,
+  AiSdkChatBodySchema,
   ApproveBodySchema,
   CancelBodySchema,
   EmptyBodySchema,
@@ -92,12 +93,42 @@ export class GatewayHandlers {
         ErrorCode.InvalidRequest,
       );
     const { identity, ...extra } = input.forwardedProps ?? {};
-    const withSession =
-      identity === undefined ||
-      (typeof identity === 'object' && identity !== null && !Array.isArray(identity))
-        ? { ...identity, session: input.threadId }
-        : identity;
-    await this.submitBody(ctx, { ...extra, id: input.runId, task, identity: withSession }, agUiFormat);
+    await this.submitBody(
+      ctx,
+      { ...extra, id: input.runId, task, identity: withSession(identity, input.threadId) },
+      agUiFormat,
+    );
+  }
+
+  /**
+   * `POST /v1/chat`: the AI SDK's chat endpoint (DefaultChatTransport): the last user message's text is the task,
+   * the chat id the session, `agentmesh` more RunRequest fields; the answer is the run's `ai-sdk` stream.
+   */
+  async chat(ctx: RequestContext): Promise<void> {
+    const body = parseBody(AiSdkChatBodySchema, await readJsonObject(ctx.req), 'AI SDK chat request');
+    const task = lastUserText(body.messages.map((m) => ({ role: m.role, content: m.parts })));
+    if (task === undefined)
+      throw new HttpError(
+        400,
+        'invalid AI SDK chat request: no user message with text',
+        ErrorCode.InvalidRequest,
+      );
+    const { identity, ...extra } = body.agentmesh ?? {};
+    await this.submitBody(ctx, { ...extra, task, identity: withSession(identity, body.id) }, aiSdkFormat);
+  }
+
+  /**
+   * `GET /v1/chat/{id}/stream`: the AI SDK's resume: the chat's newest run, replayed from its start and followed
+   * while it runs (the SDK expects a replay); 204 when the chat has no run in progress.
+   */
+  async chatStream(ctx: RequestContext): Promise<void> {
+    const chatId = ctx.params['id']!;
+    const [latest] = await this.deps.source.list({ tenant: ctx.tenant, session: chatId, limit: 1 });
+    if (latest === undefined || !LIVE_STATUSES.has(latest.status)) {
+      ctx.res.writeHead(204, { 'cache-control': 'no-store' });
+      return void ctx.res.end();
+    }
+    await this.stream(ctx.res, latest.run_id, 0, aiSdkFormat);
   }
 
   private async submitBody(
@@ -312,6 +343,16 @@ function lastUserText(messages: { role: string; content: unknown }[]): string | 
             .join('\n')
         : '';
   return text.trim() === '' ? undefined : text;
+}
+
+/** `identity` with `session` set (an identity that is not an object is left for the request check to refuse). */
+function withSession(identity: unknown, session: string): unknown {
+  if (
+    identity !== undefined &&
+    (typeof identity !== 'object' || identity === null || Array.isArray(identity))
+  )
+    return identity;
+  return { ...(identity as Record<string, unknown> | undefined), session };
 }
 
 function taken(runId: string): HttpError {

@@ -5,6 +5,8 @@ import { sendJson } from './http.js';
 import { openApiDocument } from './openapi.js';
 import {
   AgUiEventSchema,
+  AiSdkChatBodySchema,
+  AiSdkChunkSchema,
   AgUiRunInputSchema,
   ApproveBodySchema,
   CancelBodySchema,
@@ -110,6 +112,37 @@ export const ROUTES: readonly Route[] = [
       409: { description: 'conflict: the run id is taken' },
     },
     handle: (h, ctx) => h.agUi(ctx),
+  },
+  {
+    method: 'POST',
+    path: '/v1/chat',
+    summary:
+      "The AI SDK's chat endpoint (DefaultChatTransport): last user message = task, chat id = session, agentmesh = more RunRequest fields; answered with the run as a UI message stream",
+    auth: true,
+    body: AiSdkChatBodySchema,
+    responses: {
+      200: {
+        description: 'the UI message stream (x-vercel-ai-ui-message-stream: v1)',
+        schema: AiSdkChunkSchema,
+        sse: true,
+      },
+      400: NAMED_ERRORS[400],
+      401: NAMED_ERRORS[401],
+      403: { description: 'permission_denied: agentmesh.identity names another tenant' },
+    },
+    handle: (h, ctx) => h.chat(ctx),
+  },
+  {
+    method: 'GET',
+    path: '/v1/chat/{id}/stream',
+    summary: "The AI SDK's resume: the chat's run in progress, replayed from its start and followed",
+    auth: true,
+    responses: {
+      200: { description: 'the UI message stream', schema: AiSdkChunkSchema, sse: true },
+      204: { description: 'the chat has no run in progress' },
+      401: NAMED_ERRORS[401],
+    },
+    handle: (h, ctx) => h.chatStream(ctx),
   },
   {
     method: 'GET',

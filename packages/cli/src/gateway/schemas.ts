@@ -49,3 +49,14 @@ export const AgUiRunInputSchema = z.looseObject({
 
 /** One AG-UI event (see @ag-ui/core; the gateway's own are listed in docs/gateway.md). */
 export const AgUiEventSchema = z.looseObject({ type: z.string() });
+
+/** What `POST /v1/chat` reads of an AI SDK chat request (DefaultChatTransport's body; other fields are ignored). */
+export const AiSdkChatBodySchema = z.looseObject({
+  id: z.string().min(1).max(256),
+  messages: z.array(z.looseObject({ role: z.string(), parts: z.array(z.unknown()).optional() })),
+  /** More RunRequest fields for the run (`provider`, `model`, `tools`, ...): DefaultChatTransport's `body`. */
+  agentmesh: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** One AI SDK UI message stream chunk. */
+export const AiSdkChunkSchema = z.looseObject({ type: z.string() });

@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpAgent } from '@ag-ui/client';
 import { EventSchemas } from '@ag-ui/core/schemas';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
+import {
+  DefaultChatTransport,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+  type UIMessage,
+  type UIMessageChunk,
+} from 'ai';
 import { DEFAULT_PREFIX, RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
 import { RunIndex } from '../console/run-index.js';
 import { startEmbedded, type EmbeddedMesh } from '../embedded.js';
@@ -280,6 +287,70 @@ describe('gateway stream formats', () => {
     expect(agent.messages.filter((m) => m.role === 'assistant')).toHaveLength(4);
     const again = (await (await call(`/v1/runs?session=${agent.threadId}`)).json()) as { runs: unknown[] };
     expect(again.runs).toHaveLength(2);
+  });
+
+  it("the ai package's DefaultChatTransport chats through POST /v1/chat and resumes a run in progress (GET /v1/chat/{id}/stream)", async () => {
+    const transport = new DefaultChatTransport({
+      api: `${gateway.url}/v1/chat`,
+      headers: { authorization: `Bearer ${ACME}` },
+    });
+    const chatId = `chat-${Date.now()}`;
+    const user = (text: string): UIMessage => ({ id: text, role: 'user', parts: [{ type: 'text', text }] });
+    const read = async (stream: ReadableStream<UIMessageChunk>) => {
+      let last: UIMessage | undefined;
+      for await (const m of readUIMessageStream({ stream })) last = m;
+      return last!;
+    };
+    const first = await read(
+      await transport.sendMessages({
+        chatId,
+        messages: [user('add 2 and 3')],
+        trigger: 'submit-message',
+        messageId: undefined,
+        abortSignal: undefined,
+        body: { agentmesh: { script } },
+      }),
+    );
+    expect(first.parts.flatMap((p) => (p.type === 'text' ? [p.text] : []))).toEqual(['adding', '2 + 3 = 5']);
+    expect(await transport.reconnectToStream({ chatId })).toBeNull();
+
+    const waiting = await transport.sendMessages({
+      chatId,
+      messages: [user('multiply 2 and 2')],
+      trigger: 'submit-message',
+      messageId: undefined,
+      abortSignal: undefined,
+      body: {
+        agentmesh: {
+          script: [
+            { tool_calls: [{ name: 'math.calc', arguments: { lhs: 2, rhs: 2, op: 'mul' } }] },
+            { text: '4' },
+          ],
+          approvals: { require: ['math.*'] },
+        },
+      },
+    });
+    const reader = waiting.getReader();
+    let approvalId: string | undefined;
+    while (approvalId === undefined) {
+      const { value } = await reader.read();
+      if (value?.type === 'data-approval') approvalId = (value.data as { approval_id: string }).approval_id;
+    }
+    await reader.cancel();
+    const resumed = await transport.reconnectToStream({ chatId });
+    expect(resumed).not.toBeNull();
+    const runs = (await (await call(`/v1/runs?session=${chatId}`)).json()) as { runs: { run_id: string }[] };
+    await call(`/v1/runs/${runs.runs[0]!.run_id}/approve`, {
+      method: 'POST',
+      body: JSON.stringify({ approval_id: approvalId }),
+    });
+    const second = await read(resumed!);
+    expect(second.parts.flatMap((p) => (p.type === 'text' ? [p.text] : []))).toEqual(['4']);
+    expect(second.parts.find((p) => p.type === 'dynamic-tool')).toMatchObject({
+      toolName: 'math.calc',
+      state: 'output-available',
+      output: { result: 4 },
+    });
   });
 
   it('an unknown format is 400 naming the known ones', async () => {

@@ -33,7 +33,7 @@ class AiSdkTranslator implements Translator {
             : {
                 type: 'tool-output-available',
                 toolCallId: event.call_id,
-                output: event.preview,
+                output: argumentsValue(event.preview),
                 dynamic: true,
               },
         ];

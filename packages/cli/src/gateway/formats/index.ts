@@ -7,6 +7,7 @@ import type { StreamFormat } from './types.js';
 
 export type { StreamFormat, Translator } from './types.js';
 export { AG_UI_CUSTOM_EVENTS, agUiFormat } from './ag-ui.js';
+export { aiSdkFormat } from './ai-sdk.js';
 
 export const STREAM_FORMATS: Readonly<Record<string, StreamFormat>> = {
   agentmesh: agentmeshFormat,

@@ -25,7 +25,7 @@ export function argumentsText(args: unknown): string {
   return typeof args === 'string' ? args : JSON.stringify(args ?? {});
 }
 
-/** Tool call arguments as a value (raw text that is not JSON stays text). */
+/** Tool call arguments, or a tool result's preview, as a value (text that is not JSON stays text). */
 export function argumentsValue(args: unknown): unknown {
   if (typeof args !== 'string') return args ?? {};
   try {
