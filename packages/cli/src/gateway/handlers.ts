@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   AgentMeshError,
@@ -6,20 +5,17 @@ import {
   CatalogSearchReplySchema,
   ErrorCode,
   RunInputSchema,
-  RunEventSchema,
-  RunRequestSchema,
-  describeZodError,
   encodeJson,
   requestJson,
   subjects,
   type Backend,
   type Logger,
-  type RunEvent,
 } from '@agentmesh/protocol';
-import { cancelRun, sendApprovalDecision, sendRunControl, submitRun } from '@agentmesh/planner';
-import type { z } from 'zod';
-import { agUiFormat, aiSdkFormat, chooseFormat, type StreamFormat } from './formats/index.js';
-import { HttpError, readJsonObject, sendJson } from './http.js';
+import { cancelRun, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
+import { agUiFormat, aiSdkFormat, chooseFormat } from './formats/index.js';
+import { HttpError, parseBody, readJsonObject, sendJson } from './http.js';
+import { agUiRunBody, aiSdkRunBody } from './chat-adapters.js';
+import { RunSubmitter, streamRun } from './submit.js';
 import {
   AgUiRunInputSchema,
   AiSdkChatBodySchema,
@@ -28,7 +24,7 @@ import {
   EmptyBodySchema,
   type GatewayRun,
 } from './schemas.js';
-import { RunStream, resumePoint } from './sse.js';
+import { resumePoint } from './sse.js';
 import type { RunSource } from './source.js';
 
 /** One authenticated request: who asks (the tenant of its key) and the path's parameters. */
@@ -54,16 +50,13 @@ export interface HandlerDeps {
 
 const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
 
-function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string): z.infer<T> {
-  const parsed = schema.safeParse(body);
-  if (!parsed.success)
-    throw new HttpError(400, `invalid ${what}: ${describeZodError(parsed.error)}`, ErrorCode.InvalidRequest);
-  return parsed.data;
-}
-
 /** What each route does; every run route first checks that the run is the caller's tenant's (else 404). */
 export class GatewayHandlers {
-  constructor(private readonly deps: HandlerDeps) {}
+  private readonly submitter: RunSubmitter;
+
+  constructor(private readonly deps: HandlerDeps) {
+    this.submitter = new RunSubmitter(deps);
+  }
 
   /**
    * `POST /v1/runs`: 202 `{run_id}` once a planner accepted the run (a run id the tenant already used answers the
@@ -75,46 +68,19 @@ export class GatewayHandlers {
     const format = ctx.url.searchParams.get('format');
     const streamed =
       /text\/event-stream/i.test(accept) || format !== null ? chooseFormat(format, accept) : undefined;
-    await this.submitBody(ctx, await readJsonObject(ctx.req), streamed);
+    await this.submitter.submit(ctx, await readJsonObject(ctx.req), streamed);
   }
 
-  /**
-   * `POST /v1/ag-ui`: an AG-UI agent endpoint (what `@ag-ui/client`'s HttpAgent posts): the last user message of
-   * the RunAgentInput is the task, `threadId` the session (`identity.session`) (the planner keeps the conversation), `runId` the run id,
-   * and `forwardedProps` may hold more RunRequest fields. The answer is the run's `ag-ui` stream.
-   */
+  /** `POST /v1/ag-ui`: what `@ag-ui/client`'s HttpAgent posts (see {@link agUiRunBody}), answered as AG-UI events. */
   async agUi(ctx: RequestContext): Promise<void> {
     const input = parseBody(AgUiRunInputSchema, await readJsonObject(ctx.req), 'AG-UI RunAgentInput');
-    const task = lastUserText(input.messages);
-    if (task === undefined)
-      throw new HttpError(
-        400,
-        'invalid AG-UI RunAgentInput: messages hold no user message with text',
-        ErrorCode.InvalidRequest,
-      );
-    const { identity, ...extra } = input.forwardedProps ?? {};
-    await this.submitBody(
-      ctx,
-      { ...extra, id: input.runId, task, identity: withSession(identity, input.threadId) },
-      agUiFormat,
-    );
+    await this.submitter.submit(ctx, agUiRunBody(input), agUiFormat);
   }
 
-  /**
-   * `POST /v1/chat`: the AI SDK's chat endpoint (DefaultChatTransport): the last user message's text is the task,
-   * the chat id the session, `agentmesh` more RunRequest fields; the answer is the run's `ai-sdk` stream.
-   */
+  /** `POST /v1/chat`: the AI SDK's chat endpoint (see {@link aiSdkRunBody}), answered as a UI message stream. */
   async chat(ctx: RequestContext): Promise<void> {
     const body = parseBody(AiSdkChatBodySchema, await readJsonObject(ctx.req), 'AI SDK chat request');
-    const task = lastUserText(body.messages.map((m) => ({ role: m.role, content: m.parts })));
-    if (task === undefined)
-      throw new HttpError(
-        400,
-        'invalid AI SDK chat request: no user message with text',
-        ErrorCode.InvalidRequest,
-      );
-    const { identity, ...extra } = body.agentmesh ?? {};
-    await this.submitBody(ctx, { ...extra, task, identity: withSession(identity, body.id) }, aiSdkFormat);
+    await this.submitter.submit(ctx, aiSdkRunBody(body), aiSdkFormat);
   }
 
   /**
@@ -128,76 +94,7 @@ export class GatewayHandlers {
       ctx.res.writeHead(204, { 'cache-control': 'no-store' });
       return void ctx.res.end();
     }
-    await this.stream(ctx.res, latest.run_id, 0, aiSdkFormat);
-  }
-
-  private async submitBody(
-    ctx: RequestContext,
-    body: Record<string, unknown>,
-    streamed: StreamFormat | undefined,
-  ): Promise<void> {
-    const identity = body['identity'] ?? {};
-    if (identity === null || typeof identity !== 'object' || Array.isArray(identity))
-      throw new HttpError(400, 'invalid run request: identity must be an object', ErrorCode.InvalidRequest);
-    const named = (identity as Record<string, unknown>)['tenant'];
-    if (named !== undefined && named !== ctx.tenant)
-      throw new HttpError(
-        403,
-        `the request names tenant "${String(named)}" but its API key is of tenant "${ctx.tenant}": a key acts for its own tenant only`,
-        ErrorCode.PermissionDenied,
-      );
-    const { defaultScript } = this.deps;
-    const scripted =
-      defaultScript !== undefined && body['provider'] === undefined && body['script'] === undefined
-        ? { script: defaultScript }
-        : {};
-    const request = parseBody(
-      RunRequestSchema,
-      { ...body, ...scripted, identity: { ...identity, tenant: ctx.tenant } },
-      'run request',
-    );
-    const runId = request.id ?? `run-${randomUUID()}`;
-    const owner = request.id === undefined ? undefined : await this.deps.source.tenant(runId);
-    if (owner !== undefined && owner !== ctx.tenant) throw taken(runId);
-    if (owner === undefined) {
-      const first = await this.submitAndWait({ ...request, id: runId });
-      this.deps.source.learn(first);
-      if (first.type !== 'run.accepted' || (first.identity?.tenant ?? 'default') !== ctx.tenant)
-        throw taken(runId);
-    }
-    ctx.res.setHeader('location', `/v1/runs/${encodeURIComponent(runId)}`);
-    if (streamed === undefined) return sendJson(ctx.res, 202, { run_id: runId });
-    ctx.res.setHeader('x-agentmesh-run-id', runId);
-    await this.stream(ctx.res, runId, 0, streamed);
-  }
-
-  /**
-   * Submits and resolves with the run's first event (the planner accepted it), or fails with a named error. It
-   * listens on the run's events subject (registered before the submit, on the same connection, so nothing is
-   * missed) rather than opening a follower on the event log: one server round trip less per submit.
-   */
-  private async submitAndWait(request: z.infer<typeof RunRequestSchema> & { id: string }): Promise<RunEvent> {
-    const { bus, prefix } = this.deps;
-    const timeoutMs = this.deps.acceptTimeoutMs ?? 10_000;
-    let accepted!: (event: RunEvent) => void;
-    const first = new Promise<RunEvent>((resolve) => (accepted = resolve));
-    const sub = bus.subscribe(subjects(prefix).runEvents(request.id), (msg) => {
-      const parsed = RunEventSchema.safeParse(safeJson(msg.text()));
-      if (parsed.success && parsed.data.seq === 1) accepted(parsed.data);
-    });
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      const result = await submitRun(bus, request, { prefix });
-      if (result.duplicate === true)
-        throw new HttpError(409, `run id "${request.id}" was already submitted`, ErrorCode.Conflict);
-      const late = new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(notAccepted(request.id, timeoutMs)), timeoutMs);
-      });
-      return await Promise.race([first, late]);
-    } finally {
-      clearTimeout(timer);
-      sub.unsubscribe();
-    }
+    await streamRun(ctx.res, this.deps, latest.run_id, 0, aiSdkFormat);
   }
 
   async show(ctx: RequestContext): Promise<void> {
@@ -228,18 +125,7 @@ export class GatewayHandlers {
     const after = resumePoint(ctx.req, ctx.url);
     const runId = ctx.params['id']!;
     if ((await this.deps.source.tenant(runId)) !== ctx.tenant) throw unknownRun(runId);
-    await this.stream(ctx.res, runId, after, format);
-  }
-
-  private stream(res: ServerResponse, runId: string, after: number, format: StreamFormat): Promise<void> {
-    return new RunStream(res, {
-      source: this.deps.source,
-      runId,
-      after,
-      format,
-      logger: this.deps.logger,
-      keepAliveMs: this.deps.keepAliveMs,
-    }).start();
+    await streamRun(ctx.res, this.deps, runId, after, format);
   }
 
   async approve(ctx: RequestContext): Promise<void> {
@@ -323,55 +209,6 @@ export class GatewayHandlers {
     const run = await this.deps.source.get(runId);
     if (run === undefined || run.tenant !== ctx.tenant) throw unknownRun(runId);
     return run;
-  }
-}
-
-/** The text of the last user message (a string, or the text parts of a content list). */
-function lastUserText(messages: { role: string; content: unknown }[]): string | undefined {
-  const last = messages.findLast((m) => m.role === 'user');
-  const content = last?.content;
-  const text =
-    typeof content === 'string'
-      ? content
-      : Array.isArray(content)
-        ? content
-            .flatMap((part: unknown) =>
-              typeof part === 'object' && part !== null && (part as { type?: unknown }).type === 'text'
-                ? [String((part as { text?: unknown }).text ?? '')]
-                : [],
-            )
-            .join('\n')
-        : '';
-  return text.trim() === '' ? undefined : text;
-}
-
-/** `identity` with `session` set (an identity that is not an object is left for the request check to refuse). */
-function withSession(identity: unknown, session: string): unknown {
-  if (
-    identity !== undefined &&
-    (typeof identity !== 'object' || identity === null || Array.isArray(identity))
-  )
-    return identity;
-  return { ...(identity as Record<string, unknown> | undefined), session };
-}
-
-function taken(runId: string): HttpError {
-  return new HttpError(409, `run id "${runId}" is taken: choose another id`, ErrorCode.Conflict);
-}
-
-function notAccepted(runId: string, timeoutMs: number): AgentMeshError {
-  return new AgentMeshError(
-    ErrorCode.Timeout,
-    `no planner accepted run "${runId}" within ${timeoutMs} ms; on NATS it stays queued for the next planner`,
-    { retryable: true, details: { run_id: runId } },
-  );
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }
 

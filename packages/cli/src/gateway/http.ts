@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ErrorCode, toErrorPayload, type Logger } from '@agentmesh/protocol';
+import { ErrorCode, describeZodError, toErrorPayload, type Logger } from '@agentmesh/protocol';
+import type { z } from 'zod';
 import { HttpError } from '../console/guard.js';
 
 export { HttpError };
@@ -86,4 +87,12 @@ export function sendError(res: ServerResponse, error: unknown, logger: Logger, p
   const status = ERROR_STATUS[payload.code] ?? 500;
   if (status >= 500) logger.warn({ err: payload.message, path }, 'gateway request failed');
   sendJson(res, status, { error: payload });
+}
+
+/** `body` parsed by `schema`, or 400 `invalid_request` naming `what` and each field that does not validate. */
+export function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string): z.infer<T> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success)
+    throw new HttpError(400, `invalid ${what}: ${describeZodError(parsed.error)}`, ErrorCode.InvalidRequest);
+  return parsed.data;
 }
