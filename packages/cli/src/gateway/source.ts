@@ -49,6 +49,9 @@ interface Accepted {
 }
 
 const MAX_CACHED = 10_000;
+/** How many of the newest runs a list looks at, at most, and how many at a time. */
+const LIST_SCAN = 2_000;
+const LIST_BATCH = 32;
 
 function acceptedOf(event: RunEvent): Accepted {
   return event.type === 'run.accepted'
@@ -93,17 +96,23 @@ export class NatsRunSource implements RunSource {
     if (event.seq === 1) this.remember(event.run_id, acceptedOf(event));
   }
 
+  /**
+   * The newest runs that match, looked at in batches (each run's tenant is read once, then cached) until `limit`
+   * matched or {@link LIST_SCAN} runs were looked at.
+   */
   async list(filter: RunListFilter): Promise<GatewayRun[]> {
-    const records = await listRuns(this.bus, { prefix: this.prefix, limit: Math.max(filter.limit * 4, 200) });
-    const runs = await Promise.all(
-      records.map(async (record) => {
-        const accepted = await this.acceptedOf(record.run_id);
-        return accepted === undefined ? undefined : this.view(record.run_id, accepted, record);
-      }),
-    );
-    return runs
-      .filter((run): run is GatewayRun => run !== undefined && matches(run, filter))
-      .slice(0, filter.limit);
+    const records = await listRuns(this.bus, { prefix: this.prefix, limit: LIST_SCAN });
+    const found: GatewayRun[] = [];
+    for (let at = 0; at < records.length && found.length < filter.limit; at += LIST_BATCH) {
+      const batch = await Promise.all(
+        records.slice(at, at + LIST_BATCH).map(async (record) => {
+          const accepted = await this.acceptedOf(record.run_id);
+          return accepted === undefined ? undefined : this.view(record.run_id, accepted, record);
+        }),
+      );
+      found.push(...batch.filter((run): run is GatewayRun => run !== undefined && matches(run, filter)));
+    }
+    return found.slice(0, filter.limit);
   }
 
   async follow(runId: string, fromSeq: number, onEvent: (event: RunEvent) => void): Promise<StopFollow> {
