@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { runHttpRequest, transformHttpEventStream, verifyEvents } from '@ag-ui/client';
 import type { BaseEvent } from '@ag-ui/core';
+import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
 import { RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
 import { NatsRunSource, startGateway, type Gateway } from '@agentmesh/cli';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
@@ -151,6 +152,55 @@ describe('gateway over NATS', () => {
     expect(start.toolCallName).toBe('math.calc');
     const result = events.find((e) => e.type === 'TOOL_CALL_RESULT') as unknown as { content: string };
     expect(result.content).toContain('42');
+  });
+
+  it("resumes an AI SDK chat mid-run from JetStream (DefaultChatTransport's reconnectToStream; no Redis)", async () => {
+    const transport = new DefaultChatTransport({
+      api: `${gateway.url}/v1/chat`,
+      headers: { authorization: `Bearer ${ACME}` },
+    });
+    const chatId = `chat-nats-${Date.now()}`;
+    const waiting = await transport.sendMessages({
+      chatId,
+      messages: [{ id: 'm1', role: 'user', parts: [{ type: 'text', text: 'multiply 6 and 7' }] }],
+      trigger: 'submit-message',
+      messageId: undefined,
+      abortSignal: undefined,
+      body: { agentmesh: { script: approvalScript, approvals: { require: ['math.calc'] } } },
+    });
+    const reader = waiting.getReader();
+    let approvalId: string | undefined;
+    while (approvalId === undefined) {
+      const { value } = await reader.read();
+      if (value?.type === 'data-approval') approvalId = (value.data as { approval_id: string }).approval_id;
+    }
+    await reader.cancel();
+    const resumed = await transport.reconnectToStream({ chatId });
+    expect(resumed).not.toBeNull();
+    const runs = (await (await call(`/v1/runs?session=${chatId}`)).json()) as { runs: { run_id: string }[] };
+    const decided = await call(`/v1/runs/${runs.runs[0]!.run_id}/approve`, {
+      method: 'POST',
+      body: JSON.stringify({ approval_id: approvalId }),
+    });
+    expect(decided.status).toBe(200);
+    let message: UIMessage | undefined;
+    for await (const m of readUIMessageStream({ stream: resumed! })) message = m;
+    expect(message!.parts.flatMap((p) => (p.type === 'text' ? [p.text] : []))).toEqual([
+      'let me multiply',
+      '6 x 7 = 42',
+    ]);
+    expect(message!.parts.find((p) => p.type === 'dynamic-tool')).toMatchObject({
+      toolName: 'math.calc',
+      state: 'output-available',
+    });
+    // the run record says finished a moment after the final event: then the chat has nothing to resume
+    await expect
+      .poll(async () => {
+        const stream = await transport.reconnectToStream({ chatId });
+        await stream?.cancel();
+        return stream;
+      })
+      .toBeNull();
   });
 
   it("keeps tenants apart: another tenant's run is 404 and not listed", async () => {
