@@ -72,6 +72,7 @@ class Worker:
         self.prefix = prefix
         self.worker_id = f"py-{socket.gethostname()}-{os.getpid()}-{random.randrange(16**6):06x}"
         self.ttl_ms = ttl_ms
+        self.tasks = set()  # every call being answered (asyncio keeps only weak references to tasks)
         self.running = {}  # run_id -> set of asyncio tasks
         self.cancelled = {}  # run_id -> when its cancel arrived
 
@@ -114,7 +115,9 @@ class Worker:
             pass
 
     async def on_invoke(self, msg):
-        asyncio.create_task(self.answer(msg))
+        task = asyncio.create_task(self.answer(msg))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def answer(self, msg):
         try:
@@ -153,7 +156,9 @@ class Worker:
         output = {"reversed": text}
         preview = json.dumps(output, separators=(",", ":"))
         limit = call.get("max_output_bytes")
-        return {"is_error": False, "output": output, "preview": preview if limit is None else preview[:limit]}
+        if limit is not None:
+            preview = preview.encode()[:limit].decode("utf-8", "ignore")
+        return {"is_error": False, "output": output, "preview": preview}
 
     def failure(self, code, message):
         error = {"code": code, "message": message, "retryable": False}
