@@ -9,6 +9,7 @@ import type { BaseEvent } from '@ag-ui/core';
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai';
 import { RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
 import { NatsRunSource, startGateway, type Gateway } from '@agentmesh/cli';
+import { cleanEnv, startActor } from './helpers/cli.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 
 const natsUrl = inject('natsUrl');
@@ -201,6 +202,33 @@ describe('gateway over NATS', () => {
         return stream;
       })
       .toBeNull();
+  });
+
+  it('runs as the agentmesh gateway process in front of the fleet, keys from AGENTMESH_GATEWAY_KEYS', async () => {
+    const gatewayProcess = await startActor(
+      ['gateway', '--port', '0', '--nats', natsUrl, '--prefix', fleet.prefix],
+      cleanEnv({ AGENTMESH_GATEWAY_KEYS: `${ACME}=acme` }),
+      /API key\(s\), 1 tenant\(s\)/,
+    );
+    try {
+      const url = /agentmesh gateway at (http:\/\/\S+) \(NATS /.exec(gatewayProcess.logs())![1]!;
+      expect((await fetch(`${url}/v1/runs`)).status).toBe(401);
+      const res = await fetch(`${url}/v1/runs`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${ACME}`,
+          accept: 'text/event-stream',
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ task: 'multiply', script: approvalScript }),
+      });
+      expect(res.status).toBe(200);
+      const { events } = await readUntil(res, () => false);
+      expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done', text: '6 x 7 = 42' });
+      expect(events.map((e) => e.seq)).toEqual(events.map((_e, i) => i + 1));
+    } finally {
+      await gatewayProcess.stop();
+    }
   });
 
   it("keeps tenants apart: another tenant's run is 404 and not listed", async () => {
