@@ -363,7 +363,9 @@ describe('gateway stream formats', () => {
 
 describe('gateway auth and tenancy', () => {
   it('answers 401 without a key or with an unknown one', async () => {
-    expect((await call('/v1/runs', { key: null })).status).toBe(401);
+    const missing = await call('/v1/runs', { key: null });
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get('www-authenticate')).toMatch(/^Bearer/);
     expect((await call('/v1/runs', { key: 'x'.repeat(40) })).status).toBe(401);
     expect((await call('/healthz', { key: null })).status).toBe(200);
   });

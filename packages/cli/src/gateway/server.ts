@@ -30,6 +30,16 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** The request's tenant; a 401 also says `WWW-Authenticate: Bearer`. */
+function authenticate(req: IncomingMessage, res: ServerResponse, auth: GatewayAuth): string {
+  try {
+    return auth.tenantOf(req);
+  } catch (error) {
+    res.setHeader('www-authenticate', 'Bearer realm="agentmesh"');
+    throw error;
+  }
+}
+
 async function handle(
   req: IncomingMessage,
   res: ServerResponse,
@@ -47,7 +57,7 @@ async function handle(
       ErrorCode.InvalidRequest,
     );
   }
-  const tenant = match.route.auth ? deps.auth.tenantOf(req) : 'default';
+  const tenant = match.route.auth ? authenticate(req, res, deps.auth) : 'default';
   await match.route.handle(deps.handlers, { req, res, url, params: match.params, tenant });
 }
 
