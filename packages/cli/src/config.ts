@@ -143,6 +143,15 @@ export const ConfigSchema = z
       ])
       .optional(),
     skill_match: SkillMatchSchema.optional(),
+    /** `agentmesh gateway` (docs/gateway.md): API keys -> tenants, from a file or AGENTMESH_GATEWAY_KEYS too. */
+    gateway: z
+      .object({
+        api_keys: z.record(z.string(), z.string().min(1).max(128)).optional(),
+        api_keys_file: z.string().min(1).optional(),
+        cors_origins: z.array(z.string().min(1)).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;

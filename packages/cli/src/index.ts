@@ -20,3 +20,12 @@ export {
   type A2aHttpOptions,
 } from './interop/a2a-serve.js';
 export { BoundedTaskStore, DEFAULT_MAX_TASKS } from './interop/a2a-task-store.js';
+export {
+  startGateway,
+  NatsRunSource,
+  IndexRunSource,
+  loadApiKeys,
+  type Gateway,
+  type GatewayOptions,
+  type RunSource,
+} from './gateway/index.js';

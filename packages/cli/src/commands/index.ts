@@ -10,6 +10,7 @@ import {
 } from './actors.js';
 import { completionCommand, completionSpec } from './completion.js';
 import { consoleCommand, consoleSpec } from './console.js';
+import { gatewayCommand, gatewaySpec } from './gateway.js';
 import { a2aCommand, a2aSpec } from '../interop/a2a-command.js';
 import { mcpCommand, mcpSpec } from '../interop/mcp-command.js';
 import { runCommand, runSpec } from './run.js';
@@ -41,6 +42,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: runsSpec, handler: runsCommand },
   { spec: sessionsSpec, handler: sessionsCommand },
   { spec: consoleSpec, handler: consoleCommand },
+  { spec: gatewaySpec, handler: gatewayCommand, actor: true },
   { spec: mcpSpec, handler: mcpCommand },
   { spec: a2aSpec, handler: a2aCommand },
   { spec: skillsSpec, handler: skillsCommand },
