@@ -1,4 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   AgentMeshError,
   CatalogListReplySchema,
@@ -8,8 +7,6 @@ import {
   encodeJson,
   requestJson,
   subjects,
-  type Backend,
-  type Logger,
 } from '@agentmesh/protocol';
 import { cancelRun, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
 import { agUiFormat, aiSdkFormat, chooseFormat } from './formats/index.js';
@@ -25,28 +22,9 @@ import {
   type GatewayRun,
 } from './schemas.js';
 import { resumePoint } from './sse.js';
-import type { RunSource } from './source.js';
+import type { HandlerDeps, RequestContext } from './context.js';
 
-/** One authenticated request: who asks (the tenant of its key) and the path's parameters. */
-export interface RequestContext {
-  req: IncomingMessage;
-  res: ServerResponse;
-  url: URL;
-  params: Record<string, string>;
-  tenant: string;
-}
-
-export interface HandlerDeps {
-  bus: Backend;
-  prefix: string;
-  source: RunSource;
-  logger: Logger;
-  /** How long `POST /v1/runs` waits for a planner to accept the run (default 10 s). */
-  acceptTimeoutMs?: number | undefined;
-  keepAliveMs?: number | undefined;
-  /** Model turns for runs that name neither a provider nor a script (`--script`: demos without a model). */
-  defaultScript?: unknown;
-}
+export type { HandlerDeps, RequestContext } from './context.js';
 
 const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
 

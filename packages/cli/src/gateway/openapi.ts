@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorReplySchema } from './schemas.js';
-import type { Route } from './routes.js';
+import type { Route } from './route.js';
 
 type Json = Record<string, unknown>;
 

@@ -1,6 +1,6 @@
 import { RunInputSchema, RunRequestSchema } from '@agentmesh/protocol';
 import type { z } from 'zod';
-import type { GatewayHandlers, RequestContext } from './handlers.js';
+import type { Route, RouteResponse } from './route.js';
 import { sendJson } from './http.js';
 import { openApiDocument } from './openapi.js';
 import {
@@ -19,27 +19,6 @@ import {
   SubmitReplySchema,
   ToolListReplySchema,
 } from './schemas.js';
-
-export interface RouteResponse {
-  description: string;
-  schema?: z.ZodType;
-  /** A Server-Sent Events stream whose frames are `schema`. */
-  sse?: boolean;
-}
-
-/** One route: the OpenAPI document and the router are both made from this table, so they cannot disagree. */
-export interface Route {
-  method: 'GET' | 'POST';
-  /** An OpenAPI path template, e.g. `/v1/runs/{id}`. */
-  path: string;
-  summary: string;
-  /** Needs an API key (when keys are configured). */
-  auth: boolean;
-  query?: Record<string, string>;
-  body?: z.ZodType;
-  responses: Record<number, RouteResponse>;
-  handle: (handlers: GatewayHandlers, ctx: RequestContext) => Promise<void>;
-}
 
 /** The version of the gateway API in its OpenAPI document. */
 export const GATEWAY_API_VERSION = '1.0.0';

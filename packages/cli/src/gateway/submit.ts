@@ -11,7 +11,7 @@ import {
 import { submitRun } from '@agentmesh/planner';
 import type { z } from 'zod';
 import type { StreamFormat } from './formats/index.js';
-import type { HandlerDeps, RequestContext } from './handlers.js';
+import type { HandlerDeps, RequestContext } from './context.js';
 import { HttpError, parseBody, sendJson } from './http.js';
 import { RunStream } from './sse.js';
 
