@@ -1,15 +1,10 @@
 import { hostname } from 'node:os';
 import { AgentMeshError, ErrorCode, ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
-import { Catalog, parseRegistrationRoles } from '@agentmesh/catalog';
-import { ToolWorker } from '@agentmesh/tool-worker';
-import { Planner } from '@agentmesh/planner';
+import type { McpToolSource } from '@agentmesh/tool-worker';
 import { intFlag, listFlag, stringFlag } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
-import { startHealthServer, type HealthServer } from '../health.js';
+import type { HealthServer } from '../health.js';
 import { actorKindOf, serveActorMetrics } from '../metrics.js';
-import { plannerOptions } from '../planner-options.js';
-import { selectTools } from '../tools.js';
-import { workerMcpTools } from '../interop/mcp-command.js';
 
 interface Actor {
   start(): Promise<void>;
@@ -25,7 +20,7 @@ async function serveActor(
   const logger = ctx.logger.child({ actor: name });
   const healthPort = intFlag(ctx.args, 'health-port', 'AGENTMESH_HEALTH_PORT');
   let health: HealthServer | undefined;
-  if (healthPort !== undefined) health = await startHealthServer(healthPort);
+  if (healthPort !== undefined) health = await (await import('../health.js')).startHealthServer(healthPort);
   const metrics = await serveActorMetrics(ctx, actorKindOf(name));
   const bus = await connectNats(ctx, `${name}@${hostname()}`);
   metrics?.collectFrom(bus, ctx.prefix);
@@ -55,7 +50,8 @@ async function serveActor(
   return 0;
 }
 
-export function catalogCommand(ctx: CommandContext): Promise<number> {
+export async function catalogCommand(ctx: CommandContext): Promise<number> {
+  const { Catalog, parseRegistrationRoles } = await import('@agentmesh/catalog');
   const ttl = intFlag(ctx.args, 'worker-ttl-ms') ?? ctx.config.catalog?.worker_ttl_ms;
   const rolesText = stringFlag(ctx.args, 'roles', 'AGENTMESH_CATALOG_ROLES');
   const roles = rolesText === undefined ? ctx.config.catalog?.roles : parseRegistrationRoles(rolesText);
@@ -75,7 +71,9 @@ export function catalogCommand(ctx: CommandContext): Promise<number> {
   });
 }
 
-export function plannerCommand(ctx: CommandContext): Promise<number> {
+export async function plannerCommand(ctx: CommandContext): Promise<number> {
+  const { Planner } = await import('@agentmesh/planner');
+  const { plannerOptions } = await import('../planner-options.js');
   const maxRuns = intFlag(ctx.args, 'max-runs');
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   return serveActor(ctx, ServiceName.Planner, (bus, logger) => {
@@ -91,6 +89,8 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
 }
 
 export async function workerCommand(ctx: CommandContext): Promise<number> {
+  const { ToolWorker } = await import('@agentmesh/tool-worker');
+  const { selectTools } = await import('../tools.js');
   const threads = intFlag(ctx.args, 'threads');
   const concurrency = intFlag(ctx.args, 'concurrency');
   const role = stringFlag(ctx.args, 'role', 'AGENTMESH_WORKER_ROLE');
@@ -139,4 +139,12 @@ function artifactsFlag(value: string | undefined): boolean {
       details: { flag: 'artifacts', value },
     },
   );
+}
+
+/** The MCP tools of the servers named by `--mcp` (none when it is absent), for `agentmesh worker`. */
+async function workerMcpTools(ctx: CommandContext): Promise<McpToolSource | undefined> {
+  const names = listFlag(ctx.args, 'mcp');
+  if (names === undefined) return undefined;
+  const { McpToolSource } = await import('@agentmesh/tool-worker');
+  return McpToolSource.connect(ctx.config.mcp, { logger: ctx.logger, only: names });
 }

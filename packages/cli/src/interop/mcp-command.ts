@@ -103,10 +103,3 @@ export function mcpCommand(ctx: CommandContext): Promise<number> {
   ctx.io.stderr.write(`usage: ${mcpSpec.usage}\n`);
   return Promise.resolve(2);
 }
-
-/** The MCP tools of the servers named by `--mcp` (none when it is absent), for `agentmesh worker`. */
-export async function workerMcpTools(ctx: CommandContext): Promise<McpToolSource | undefined> {
-  const names = listFlag(ctx.args, 'mcp');
-  if (names === undefined) return undefined;
-  return McpToolSource.connect(ctx.config.mcp, { logger: ctx.logger, only: names });
-}
