@@ -64,7 +64,7 @@ async function runCommand(command: Command, argv: string[], io: Io): Promise<num
     return 0;
   }
   const { buildContext } = await import('./context.js');
-  const ctx = buildContext(args, io, `agentmesh-${command.spec.name}`, command.actor !== true);
+  const ctx = await buildContext(args, io, `agentmesh-${command.spec.name}`, command.actor !== true);
   const telemetry = telemetryRequested()
     ? (await import('./telemetry.js')).startTelemetry({ command: command.spec.name })
     : undefined;
