@@ -20,6 +20,7 @@ const SDKS = [
   '@opentelemetry/exporter-trace-otlp-http',
   'prom-client',
   'express',
+  'piscina',
 ];
 const dir = mkdtempSync(join(tmpdir(), 'agentmesh-startup-'));
 let runs = 0;
@@ -63,7 +64,7 @@ describe('agentmesh startup', () => {
     expect([...packagesOf(modules())]).toEqual([]);
   });
 
-  it('an embedded scripted run loads no provider, MCP, A2A or OpenTelemetry SDK', async () => {
+  it('an embedded scripted run loads no provider, MCP, A2A or OpenTelemetry SDK, and no thread pool before a CPU call', async () => {
     const { env, modules } = recording();
     const r = await runAgentmesh(['run', '--script', 'examples/add.json', '--json', 'add 2 and 3'], { env });
     expect(r.code, r.stderr).toBe(0);
@@ -73,7 +74,7 @@ describe('agentmesh startup', () => {
     expect(SDKS.filter((sdk) => packages.has(sdk))).toEqual([]);
   });
 
-  it('a worker loads no planner, no provider, MCP, A2A or OpenTelemetry SDK, and no metrics client', async () => {
+  it('a worker loads no planner, no provider, MCP, A2A or OpenTelemetry SDK, no metrics client, no thread pool yet', async () => {
     const { env, modules } = recording({
       NATS_URL: inject('natsUrl'),
       AGENTMESH_PREFIX: `startup${process.pid}`,
