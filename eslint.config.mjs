@@ -31,8 +31,9 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['@agentmesh/*/*'],
-              message: 'Import a package through its public face (src/index.ts).',
+              group: ['@agentmesh/*/*', '!@agentmesh/protocol/errors'],
+              message:
+                'Import a package through its public face (src/index.ts; @agentmesh/protocol/errors is the light entry of the error model, for startup paths).',
             },
             {
               group: ['../../*/src/*', '../../../packages/*/src/*', '**/packages/*/src/**'],

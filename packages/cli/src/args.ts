@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode } from '@agentmesh/protocol/errors';
 import { closest } from './suggest.js';
 
 /** Where a flag of `agentmesh run` applies: embedded only, or over NATS only. */

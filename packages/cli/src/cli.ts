@@ -1,9 +1,9 @@
-import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode } from '@agentmesh/protocol/errors';
 import { parseCommandArgs, usageOf } from './args.js';
 import { COMMANDS, type Command } from './commands/index.js';
-import { buildContext, type Io } from './context.js';
+import type { Io } from './context.js';
 import { closest } from './suggest.js';
-import { startTelemetry } from './telemetry.js';
+import { telemetryRequested } from './telemetry-env.js';
 
 export { COMMANDS, type Command } from './commands/index.js';
 
@@ -63,8 +63,11 @@ async function runCommand(command: Command, argv: string[], io: Io): Promise<num
     io.stdout.write(`${usageOf(command.spec)}\n`);
     return 0;
   }
-  const ctx = buildContext(args, io, `agentmesh-${command.spec.name}`, command.actor !== true);
-  const telemetry = startTelemetry({ command: command.spec.name });
+  const { buildContext } = await import('./context.js');
+  const ctx = await buildContext(args, io, `agentmesh-${command.spec.name}`, command.actor !== true);
+  const telemetry = telemetryRequested()
+    ? (await import('./telemetry.js')).startTelemetry({ command: command.spec.name })
+    : undefined;
   try {
     return await command.handler(ctx);
   } finally {

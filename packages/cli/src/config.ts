@@ -1,5 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import {
@@ -20,6 +19,8 @@ import {
   SkillSchema,
 } from '@agentmesh/planner';
 import { McpConfigSchema } from '@agentmesh/tool-worker';
+
+export { configPath } from './config-path.js';
 
 /** The configuration file (`--config FILE`, `agentmesh.yaml`, or AGENTMESH_CONFIG). Unknown keys are errors. */
 export const ConfigSchema = z
@@ -155,15 +156,6 @@ export const ConfigSchema = z
   })
   .strict();
 export type AgentMeshConfig = z.infer<typeof ConfigSchema>;
-
-/** Where the configuration comes from: the flag, then AGENTMESH_CONFIG, then ./agentmesh.yaml when present. */
-export function configPath(flag: string | undefined, cwd: string = process.cwd()): string | undefined {
-  if (flag) return resolve(cwd, flag);
-  const fromEnv = process.env['AGENTMESH_CONFIG'];
-  if (fromEnv) return resolve(cwd, fromEnv);
-  const local = resolve(cwd, 'agentmesh.yaml');
-  return existsSync(local) ? local : undefined;
-}
 
 /** Loads and validates the configuration; every problem names the key (`tools.search.limit: ...`). */
 export function loadConfig(path: string | undefined): AgentMeshConfig {

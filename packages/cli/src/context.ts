@@ -7,7 +7,8 @@ import {
   type Logger,
 } from '@agentmesh/protocol';
 import { stringFlag, type ParsedArgs } from './args.js';
-import { configPath, loadConfig, type AgentMeshConfig } from './config.js';
+import type { AgentMeshConfig } from './config.js';
+import { configPath } from './config-path.js';
 import { createCliLogger, logFormatFromEnv, logLevelFromEnv } from './logging.js';
 
 export interface Io {
@@ -31,11 +32,18 @@ export interface CommandContext {
  * Actor commands log at info by default, as JSON lines unless stderr is a terminal; one-shot commands (run, tools,
  * status) only warn, as human lines unless `--json` or LOG_FORMAT=json, to keep the terminal for output.
  */
-export function buildContext(args: ParsedArgs, io: Io, loggerName: string, quiet = false): CommandContext {
+export async function buildContext(
+  args: ParsedArgs,
+  io: Io,
+  loggerName: string,
+  quiet = false,
+): Promise<CommandContext> {
   const level = logLevelFromEnv(quiet ? 'warn' : 'info');
   const jsonByDefault = quiet ? args.values['json'] === true : !io.stderr.isTTY;
   const format = logFormatFromEnv(jsonByDefault ? 'json' : 'human');
-  const config = loadConfig(configPath(stringFlag(args, 'config')));
+  const path = configPath(stringFlag(args, 'config'));
+  // the schema of the configuration (and the planner's, MCP's) loads only when there is a file to check
+  const config = path === undefined ? {} : (await import('./config.js')).loadConfig(path);
   return {
     args,
     config,

@@ -23,6 +23,9 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
+import { telemetryRequested, type Env } from './telemetry-env.js';
+
+export { telemetryRequested } from './telemetry-env.js';
 
 /** The default `service.name` of each command (OTEL_SERVICE_NAME wins). */
 export const SERVICE_NAMES: Readonly<Record<string, string>> = {
@@ -36,16 +39,6 @@ export interface Telemetry {
   readonly serviceName: string;
   /** Exports what is buffered, then stops the SDK. */
   shutdown(): Promise<void>;
-}
-
-type Env = Record<string, string | undefined>;
-
-/** Tracing is on when OTEL_EXPORTER_OTLP_ENDPOINT (or the traces one) or OTEL_TRACES_EXPORTER is set (and not `none`). */
-export function telemetryRequested(env: Env = process.env): boolean {
-  if (env['OTEL_SDK_DISABLED'] === 'true') return false;
-  const exporter = env['OTEL_TRACES_EXPORTER']?.trim();
-  if (exporter !== undefined && exporter !== '') return exporter !== 'none';
-  return Boolean(env['OTEL_EXPORTER_OTLP_ENDPOINT'] || env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']);
 }
 
 function badEnv(name: string, value: string, expected: string): AgentMeshError {

@@ -6,6 +6,7 @@ import {
   type Logger,
 } from '@agentmesh/protocol';
 import {
+  BUILTIN_TOOL_NAMES,
   builtinTools,
   createWorkspacePack,
   WORKSPACE_TOOL_NAMES,
@@ -19,7 +20,7 @@ export const TOOL_PACKS = ['builtin', 'workspace'] as const;
 
 /** The canonical names of the tools in each pack. */
 export function packTools(): Record<(typeof TOOL_PACKS)[number], string[]> {
-  return { builtin: builtinTools().map((t) => t.spec.name), workspace: [...WORKSPACE_TOOL_NAMES] };
+  return { builtin: [...BUILTIN_TOOL_NAMES], workspace: [...WORKSPACE_TOOL_NAMES] };
 }
 
 export interface ToolSelection {

@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
-import { Piscina } from 'piscina';
+import type { Piscina } from 'piscina';
 import { AgentMeshError, ErrorCode, isAbortError } from '@agentmesh/protocol';
 import type { CpuToolContext } from './define-tool.js';
 
@@ -34,6 +35,7 @@ function reviveThreadError(e: Extract<CpuResult, { ok: false }>['error']): Error
 }
 
 const RUNNER = new URL('../runtime/cpu-runner.mjs', import.meta.url);
+const requireCjs = createRequire(import.meta.url);
 
 export interface CpuPoolOptions {
   /** Threads for CPU-bound tools (default: available parallelism). */
@@ -48,20 +50,29 @@ export interface CpuPoolOptions {
  * so a runaway handler or regex does not keep spinning after its timeout or cancel.
  */
 export class CpuPool {
-  private readonly pool: Piscina;
+  private pool: Piscina | undefined;
   readonly threads: number;
   readonly queueDepth: number;
+  private readonly idleTimeoutMs: number;
   private tasks = 0;
 
   constructor(options: CpuPoolOptions = {}) {
     this.threads = Math.max(1, options.threads ?? availableParallelism());
     this.queueDepth = Math.max(0, options.queueDepth ?? this.threads);
-    this.pool = new Piscina({
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
+  }
+
+  /** The piscina pool, made with the first CPU call: a worker that gets none never loads piscina. */
+  private threadPool(): Piscina {
+    if (this.pool !== undefined) return this.pool;
+    const { Piscina: Pool } = requireCjs('piscina') as typeof import('piscina');
+    this.pool = new Pool({
       filename: RUNNER.href,
       minThreads: 0,
       maxThreads: this.threads,
-      idleTimeout: options.idleTimeoutMs ?? 30_000,
+      idleTimeout: this.idleTimeoutMs,
     });
+    return this.pool;
   }
 
   async run(
@@ -73,7 +84,7 @@ export class CpuPool {
     let result: CpuResult;
     this.tasks++;
     try {
-      result = (await this.pool.run(
+      result = (await this.threadPool().run(
         { module: cpu.module, exportName: cpu.export, args, context },
         { signal },
       )) as CpuResult;
@@ -109,11 +120,11 @@ export class CpuPool {
 
   /** Threads alive right now. */
   get liveThreads(): number {
-    return this.pool.threads.length;
+    return this.pool?.threads.length ?? 0;
   }
 
   async destroy(): Promise<void> {
-    await this.pool.destroy().catch((error: unknown) => {
+    await this.pool?.destroy().catch((error: unknown) => {
       throw new AgentMeshError(ErrorCode.Internal, `piscina pool did not stop: ${(error as Error).message}`);
     });
   }

@@ -33,6 +33,7 @@ export {
 export { CpuPool, type CpuPoolOptions } from './cpu-pool.js';
 export { toJsonSchema } from './schema.js';
 export {
+  BUILTIN_TOOL_NAMES,
   builtinTools,
   mathCalcTool,
   regexMatchTool,

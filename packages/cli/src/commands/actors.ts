@@ -1,105 +1,10 @@
 import { hostname } from 'node:os';
 import { AgentMeshError, ErrorCode, ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
-import { Catalog, parseRegistrationRoles } from '@agentmesh/catalog';
-import { ToolWorker } from '@agentmesh/tool-worker';
-import { Planner } from '@agentmesh/planner';
-import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import type { McpToolSource } from '@agentmesh/tool-worker';
+import { intFlag, listFlag, stringFlag } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
-import { startHealthServer, type HealthServer } from '../health.js';
+import type { HealthServer } from '../health.js';
 import { actorKindOf, serveActorMetrics } from '../metrics.js';
-import { plannerOptions } from '../planner-options.js';
-import { selectTools } from '../tools.js';
-import { workerMcpTools } from '../interop/mcp-command.js';
-
-export const catalogSpec: CommandSpec = {
-  name: 'catalog',
-  usage: 'agentmesh catalog [flags]',
-  summary: 'Runs the catalog actor against NATS: tool registration, liveness, exposure and search.',
-  flags: {
-    ...ACTOR_FLAGS,
-    'worker-ttl-ms': {
-      type: 'string',
-      value: 'MS',
-      description: 'forget a worker after this long without a heartbeat (default 10000)',
-    },
-    roles: {
-      type: 'string',
-      value: 'ROLES',
-      description:
-        'worker roles and the tool namespaces each may register, e.g. "worker=*;worker_math=math" (catalog.roles)',
-      env: 'AGENTMESH_CATALOG_ROLES',
-    },
-  },
-};
-
-export const plannerSpec: CommandSpec = {
-  name: 'planner',
-  usage: 'agentmesh planner [flags]',
-  summary:
-    'Runs a planner actor against NATS: takes runs from the AGENTMESH_RUNS stream and runs the agent loop.',
-  flags: {
-    ...ACTOR_FLAGS,
-    'max-runs': {
-      type: 'string',
-      value: 'N',
-      description: 'runs handled at once by this planner (default 256)',
-    },
-    'base-url': {
-      type: 'string',
-      value: 'URL',
-      description: 'base URL of an OpenAI-compatible server',
-      env: 'OPENAI_BASE_URL',
-    },
-  },
-};
-
-export const workerSpec: CommandSpec = {
-  name: 'worker',
-  usage: 'agentmesh worker [flags]',
-  summary:
-    'Runs a tool-worker actor against NATS: serves its tools in queue groups shared with other replicas.',
-  flags: {
-    ...ACTOR_FLAGS,
-    tools: {
-      type: 'string',
-      value: 'LIST',
-      description: 'packs (builtin, workspace) and/or tool names, namespaces or globs',
-    },
-    workspace: {
-      type: 'string',
-      value: 'DIR',
-      description: 'workspace folder for the workspace pack',
-      env: 'AGENTMESH_WORKSPACE',
-    },
-    threads: {
-      type: 'string',
-      value: 'N',
-      description: 'piscina threads for CPU-bound tools (default: cores)',
-    },
-    concurrency: {
-      type: 'string',
-      value: 'N',
-      description: 'calls in flight at most before answering busy (default 64)',
-    },
-    mcp: {
-      type: 'string',
-      description: 'also serve the tools of these configured MCP servers (mcp.servers)',
-    },
-    role: {
-      type: 'string',
-      value: 'ROLE',
-      description: 'register as this role (its NATS user) on catalog.register.<ROLE>',
-      env: 'AGENTMESH_WORKER_ROLE',
-    },
-    artifacts: {
-      type: 'string',
-      value: 'MODE',
-      description:
-        'shared (default) or off: keep no artifacts, serve no fetches (a user without the artifacts grant)',
-      env: 'AGENTMESH_WORKER_ARTIFACTS',
-    },
-  },
-};
 
 interface Actor {
   start(): Promise<void>;
@@ -115,7 +20,7 @@ async function serveActor(
   const logger = ctx.logger.child({ actor: name });
   const healthPort = intFlag(ctx.args, 'health-port', 'AGENTMESH_HEALTH_PORT');
   let health: HealthServer | undefined;
-  if (healthPort !== undefined) health = await startHealthServer(healthPort);
+  if (healthPort !== undefined) health = await (await import('../health.js')).startHealthServer(healthPort);
   const metrics = await serveActorMetrics(ctx, actorKindOf(name));
   const bus = await connectNats(ctx, `${name}@${hostname()}`);
   metrics?.collectFrom(bus, ctx.prefix);
@@ -145,7 +50,8 @@ async function serveActor(
   return 0;
 }
 
-export function catalogCommand(ctx: CommandContext): Promise<number> {
+export async function catalogCommand(ctx: CommandContext): Promise<number> {
+  const { Catalog, parseRegistrationRoles } = await import('@agentmesh/catalog');
   const ttl = intFlag(ctx.args, 'worker-ttl-ms') ?? ctx.config.catalog?.worker_ttl_ms;
   const rolesText = stringFlag(ctx.args, 'roles', 'AGENTMESH_CATALOG_ROLES');
   const roles = rolesText === undefined ? ctx.config.catalog?.roles : parseRegistrationRoles(rolesText);
@@ -165,7 +71,9 @@ export function catalogCommand(ctx: CommandContext): Promise<number> {
   });
 }
 
-export function plannerCommand(ctx: CommandContext): Promise<number> {
+export async function plannerCommand(ctx: CommandContext): Promise<number> {
+  const { Planner } = await import('@agentmesh/planner');
+  const { plannerOptions } = await import('../planner-options.js');
   const maxRuns = intFlag(ctx.args, 'max-runs');
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   return serveActor(ctx, ServiceName.Planner, (bus, logger) => {
@@ -181,6 +89,8 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
 }
 
 export async function workerCommand(ctx: CommandContext): Promise<number> {
+  const { ToolWorker } = await import('@agentmesh/tool-worker');
+  const { selectTools } = await import('../tools.js');
   const threads = intFlag(ctx.args, 'threads');
   const concurrency = intFlag(ctx.args, 'concurrency');
   const role = stringFlag(ctx.args, 'role', 'AGENTMESH_WORKER_ROLE');
@@ -229,4 +139,12 @@ function artifactsFlag(value: string | undefined): boolean {
       details: { flag: 'artifacts', value },
     },
   );
+}
+
+/** The MCP tools of the servers named by `--mcp` (none when it is absent), for `agentmesh worker`. */
+async function workerMcpTools(ctx: CommandContext): Promise<McpToolSource | undefined> {
+  const names = listFlag(ctx.args, 'mcp');
+  if (names === undefined) return undefined;
+  const { McpToolSource } = await import('@agentmesh/tool-worker');
+  return McpToolSource.connect(ctx.config.mcp, { logger: ctx.logger, only: names });
 }

@@ -1,15 +1,7 @@
 import type { CommandSpec } from '../args.js';
 import { usageError } from '../args.js';
+import { completionSpec } from '../specs/completion.js';
 import type { CommandContext } from '../context.js';
-
-export const completionSpec: CommandSpec = {
-  name: 'completion',
-  usage: 'agentmesh completion bash|zsh',
-  summary:
-    'Prints a shell completion script for commands, subcommands and flags. bash: `source <(agentmesh completion bash)` (or save it in /etc/bash_completion.d/agentmesh); zsh: `source <(agentmesh completion zsh)` in ~/.zshrc.',
-  flags: {},
-  verbs: ['bash', 'zsh'],
-};
 
 function words(spec: CommandSpec): string {
   return [...(spec.verbs ?? []), ...Object.keys(spec.flags).map((f) => `--${f}`), '--help'].join(' ');

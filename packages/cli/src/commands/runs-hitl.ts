@@ -2,10 +2,7 @@ import { ApprovalStore, openApprovals, sendApprovalDecision, sendRunControl } fr
 import { isAgentMeshError, type Backend } from '@agentmesh/protocol';
 import { stringFlag, usageError, type CommandSpec } from '../args.js';
 import type { CommandContext } from '../context.js';
-
-/** The verbs of `agentmesh runs` that talk to a run waiting for a human. */
-export const HITL_VERBS = ['pending', 'approve', 'deny', 'input', 'pause', 'resume'] as const;
-export type HitlVerb = (typeof HITL_VERBS)[number];
+import { HITL_VERBS, type HitlVerb } from '../specs/runs.js';
 
 export function isHitlVerb(verb: string | undefined): verb is HitlVerb {
   return (HITL_VERBS as readonly string[]).includes(verb ?? '');

@@ -1,13 +1,7 @@
 import { daemonStatuses, triggerRun, type RunRecord } from '@agentmesh/planner';
 import type { Backend } from '@agentmesh/protocol';
-import { stringFlag, usageError, type CommandSpec, type FlagSpec } from '../args.js';
+import { stringFlag, usageError, type CommandSpec } from '../args.js';
 import type { CommandContext } from '../context.js';
-
-/** The flags `runs trigger` adds to `runs`. */
-export const TRIGGER_FLAGS: Record<string, FlagSpec> = {
-  kind: { type: 'string', value: 'KIND', description: 'trigger: the trigger kind (required)' },
-  data: { type: 'string', value: 'JSON', description: 'trigger: a JSON object merged into the trigger' },
-};
 
 /** `agentmesh runs trigger RUN --kind K [--data JSON]`: queues a trigger for a daemon run. */
 export async function runsTrigger(

@@ -1,37 +1,12 @@
 import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
 import type { Backend } from '@agentmesh/protocol';
-import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
+import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { createHumanRenderer } from '../render.js';
-import { HITL_VERBS, isHitlVerb, runsHitlCommand } from './runs-hitl.js';
-import { TRIGGER_FLAGS, daemonLabels, runsTrigger } from './runs-trigger.js';
-
-export const runsSpec: CommandSpec = {
-  name: 'runs',
-  usage:
-    'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
-    'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
-    'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID | ' +
-    'agentmesh runs trigger ID --kind K [--data JSON]',
-  summary:
-    'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
-    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, or pauses and resumes it between turns.',
-  flags: {
-    ...CONNECTION_FLAGS,
-    state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },
-    limit: { type: 'string', value: 'N', description: 'list: newest N runs (default 50)' },
-    reason: {
-      type: 'string',
-      value: 'TEXT',
-      description: 'cancel, deny: the reason recorded (a denial reason is what the model is told)',
-    },
-    by: { type: 'string', value: 'NAME', description: 'approve, deny: who decided (default cli:$USER)' },
-    json: { type: 'boolean', description: 'print JSON' },
-    ...TRIGGER_FLAGS,
-  },
-  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS],
-};
+import { isHitlVerb, runsHitlCommand } from './runs-hitl.js';
+import { runsSpec } from '../specs/runs.js';
+import { daemonLabels, runsTrigger } from './runs-trigger.js';
 
 const usageError = (message: string) => usage(runsSpec, message);
 

@@ -1,33 +1,10 @@
 import { SessionStore, openSessionStores } from '@agentmesh/planner';
 import { isAgentMeshError } from '@agentmesh/protocol';
-import { CONNECTION_FLAGS, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
+import { stringFlag, usageError as usage } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { embeddedDataDir, SessionFilesBus } from '../sessions-dir.js';
 import { suggestion } from '../suggest.js';
-
-export const sessionsSpec: CommandSpec = {
-  name: 'sessions',
-  usage:
-    'agentmesh sessions list | agentmesh sessions show ID | agentmesh sessions fork ID NEW_ID | agentmesh sessions delete ID',
-  summary:
-    'Lists the conversations (sessions) of a tenant, shows one transcript, forks one under a new id, or deletes one: on NATS with --nats, else those of embedded runs in the data dir.',
-  flags: {
-    ...CONNECTION_FLAGS,
-    tenant: {
-      type: 'string',
-      value: 'TENANT',
-      description: 'the tenant whose sessions these are (default "default")',
-    },
-    'data-dir': {
-      type: 'string',
-      value: 'DIR',
-      description: 'without --nats: the data dir of embedded runs (default .agentmesh in the current folder)',
-      env: 'AGENTMESH_DATA_DIR',
-    },
-    json: { type: 'boolean', description: 'print JSON' },
-  },
-  verbs: ['list', 'show', 'fork', 'delete'],
-};
+import { sessionsSpec } from '../specs/sessions.js';
 
 const usageError = (message: string) => usage(sessionsSpec, message);
 const OPERANDS: Record<string, number> = { list: 0, show: 1, fork: 2, delete: 1 };

@@ -1,17 +1,9 @@
-import { CONNECTION_FLAGS, usageError, type CommandSpec } from '../args.js';
+import { usageError } from '../args.js';
 import type { CommandContext } from '../context.js';
 import { plural } from '../render.js';
 import { configuredSkills } from '../skills.js';
 import { formatTable } from '../table.js';
-
-export const skillsSpec: CommandSpec = {
-  name: 'skills',
-  usage: 'agentmesh skills list [--config FILE] [--json]',
-  summary:
-    'Lists the skills of the configuration (the `skills:` list and the files of `skills.dirs`): name, what activates it, its tools and description.',
-  flags: { config: CONNECTION_FLAGS['config']!, json: { type: 'boolean', description: 'print JSON' } },
-  verbs: ['list'],
-};
+import { skillsSpec } from '../specs/skills.js';
 
 export function skillsCommand(ctx: CommandContext): Promise<number> {
   const verb = ctx.args.positionals[0] ?? 'list';

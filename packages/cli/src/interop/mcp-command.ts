@@ -1,48 +1,12 @@
 import { McpToolSource } from '@agentmesh/tool-worker';
 import type { AddressInfo } from 'node:net';
 import type { Backend } from '@agentmesh/protocol';
-import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import { intFlag, listFlag, stringFlag } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { startEmbedded } from '../embedded.js';
 import { accessToken } from '../http-access.js';
 import { serveMcpHttp, serveMcpStdio, type McpServeOptions } from './mcp-serve.js';
-
-export const mcpSpec: CommandSpec = {
-  name: 'mcp',
-  usage: 'agentmesh mcp serve [--http PORT] [flags] | agentmesh mcp list',
-  summary:
-    'serve: the catalog as an MCP server (stdio, or streamable HTTP at /mcp with --http; embedded, or the fleet with --nats). Over HTTP every request needs the bearer token, a Host naming the bound address, and tools with side effects are offered only when --allow-tools names them. list: the configured MCP servers, their state and tool count.',
-  flags: {
-    nats: ACTOR_FLAGS['nats']!,
-    prefix: ACTOR_FLAGS['prefix']!,
-    config: ACTOR_FLAGS['config']!,
-    http: { type: 'string', description: 'serve: streamable HTTP on this port instead of stdio' },
-    host: {
-      type: 'string',
-      description:
-        'serve: address to listen on with --http (default 127.0.0.1); requests must name it or a loopback name as Host',
-    },
-    token: {
-      type: 'string',
-      description:
-        'serve --http: the bearer token clients send (at least 32 characters; default: a new one, printed)',
-      env: 'AGENTMESH_MCP_TOKEN',
-    },
-    'allow-tools': {
-      type: 'string',
-      description:
-        'serve --http: tools with side effects (writes, commands, not read-only) offered over HTTP: names, namespaces or globs (default none)',
-    },
-    tools: { type: 'string', description: 'serve: allow-list of tool names, namespaces or globs' },
-    deferred: { type: 'string', description: 'serve: names or globs reached only through tool_search' },
-    workspace: {
-      type: 'string',
-      description: 'serve (embedded): enables the workspace tool pack',
-      env: 'AGENTMESH_WORKSPACE',
-    },
-    json: { type: 'boolean', description: 'list: print JSON' },
-  },
-};
+import { mcpSpec } from '../specs/mcp.js';
 
 /** The bus `mcp serve` and `a2a serve` work on: the fleet with --nats, else an embedded mesh (MCP servers included). */
 export async function meshBus(
@@ -138,11 +102,4 @@ export function mcpCommand(ctx: CommandContext): Promise<number> {
   if (verb === 'list') return mcpList(ctx);
   ctx.io.stderr.write(`usage: ${mcpSpec.usage}\n`);
   return Promise.resolve(2);
-}
-
-/** The MCP tools of the servers named by `--mcp` (none when it is absent), for `agentmesh worker`. */
-export async function workerMcpTools(ctx: CommandContext): Promise<McpToolSource | undefined> {
-  const names = listFlag(ctx.args, 'mcp');
-  if (names === undefined) return undefined;
-  return McpToolSource.connect(ctx.config.mcp, { logger: ctx.logger, only: names });
 }

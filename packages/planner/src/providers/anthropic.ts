@@ -1,4 +1,5 @@
-import Anthropic from '@anthropic-ai/sdk';
+import { createRequire } from 'node:module';
+import type Anthropic from '@anthropic-ai/sdk';
 import type {
   MessageCreateParamsBase,
   MessageParam,
@@ -31,12 +32,16 @@ export interface AnthropicProviderOptions extends ModelTuning {
 
 const EPHEMERAL = { type: 'ephemeral' } as const;
 
+const requireSdk = createRequire(import.meta.url);
+
+/** Builds the Anthropic SDK client for an endpoint; the SDK loads with the first client, not with the planner. */
 export function createAnthropicClient(options: {
   apiKey?: string | undefined;
   baseUrl?: string | undefined;
   maxRetries?: number;
 }): Anthropic {
-  return new Anthropic({
+  const { Anthropic: Sdk } = requireSdk('@anthropic-ai/sdk') as typeof import('@anthropic-ai/sdk');
+  return new Sdk({
     apiKey: options.apiKey ?? null,
     ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
     maxRetries: options.maxRetries ?? 2,

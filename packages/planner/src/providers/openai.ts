@@ -1,4 +1,5 @@
-import OpenAI from 'openai';
+import { createRequire } from 'node:module';
+import type OpenAI from 'openai';
 import type {
   ChatCompletionChunk,
   ChatCompletionCreateParamsBase,
@@ -33,13 +34,16 @@ export interface OpenAiProviderOptions extends ModelTuning {
   client?: OpenAI;
 }
 
-/** Builds the OpenAI SDK client for an endpoint. */
+const requireSdk = createRequire(import.meta.url);
+
+/** Builds the OpenAI SDK client for an endpoint; the SDK loads with the first client, not with the planner. */
 export function createOpenAiClient(options: {
   apiKey?: string | undefined;
   baseUrl?: string | undefined;
   maxRetries?: number;
 }): OpenAI {
-  return new OpenAI({
+  const { OpenAI: Sdk } = requireSdk('openai') as typeof import('openai');
+  return new Sdk({
     apiKey: options.apiKey ?? 'not-needed',
     ...(options.baseUrl === undefined ? {} : { baseURL: options.baseUrl }),
     maxRetries: options.maxRetries ?? 2,

@@ -1,4 +1,12 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { createRequire } from 'node:module';
+import type { Registry } from 'prom-client';
+
+const requireCjs = createRequire(import.meta.url);
+
+/** prom-client, loaded with the first registry: a process that serves no metrics never loads it. */
+function promClient(): typeof import('prom-client') {
+  return requireCjs('prom-client') as typeof import('prom-client');
+}
 
 /** Which actor a registry belongs to; becomes the `actor` label on every series. */
 export type ActorKind = 'planner' | 'tool-worker' | 'catalog' | 'console' | 'embedded';
@@ -50,6 +58,7 @@ const DURATION_BUCKETS = [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 
 const RUN_BUCKETS = [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900];
 
 function defineMetrics(registry: Registry) {
+  const { Counter, Gauge, Histogram } = promClient();
   const registers = [registry];
   const counter = (name: string, help: string, labelNames: string[] = []) =>
     new Counter({ name, help, labelNames, registers });
@@ -136,7 +145,7 @@ export function createActorMetrics(
   actor: ActorKind,
   options: { labels?: Record<string, string> } = {},
 ): PrometheusActorMetrics {
-  const registry = new Registry();
+  const registry = new (promClient().Registry)();
   registry.setDefaultLabels({ actor, ...options.labels });
   const m = defineMetrics(registry);
   const recordToolCall = toolCallRecorder(m);

@@ -1,15 +1,7 @@
 import { z } from 'zod';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  ErrorCode as McpErrorCode,
-  McpError,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type Tool as McpToolInfo,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool as McpToolInfo } from '@modelcontextprotocol/sdk/types.js';
 import {
   AgentMeshError,
   ErrorCode,
@@ -21,6 +13,26 @@ import {
 import { substituteEnv, type McpServerConfig } from './config.js';
 
 export type { McpToolInfo };
+
+/** The MCP client SDK, loaded with the first connection: a process that connects to no MCP server never loads it. */
+async function loadSdk() {
+  const [client, stdio, http, types] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+  ]);
+  return {
+    Client: client.Client,
+    StdioClientTransport: stdio.StdioClientTransport,
+    StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
+    McpError: types.McpError,
+    McpErrorCode: types.ErrorCode,
+    ToolListChangedNotificationSchema: types.ToolListChangedNotificationSchema,
+  };
+}
+type McpSdk = Awaited<ReturnType<typeof loadSdk>>;
+let sdkLoaded: Promise<McpSdk> | undefined;
 
 /** Where a connection to one MCP server stands. */
 export type McpServerState = 'new' | 'connecting' | 'connected' | 'reconnecting' | 'closed';
@@ -55,6 +67,7 @@ function toolsKey(tools: McpToolInfo[]): string {
  */
 export class McpConnection {
   private client: Client | undefined;
+  private sdk: McpSdk | undefined;
   private currentState: McpServerState = 'new';
   private listed: McpToolInfo[] = [];
   private stderrTail = '';
@@ -81,7 +94,9 @@ export class McpConnection {
   /** The child's pid for a stdio server while connected (tests kill it to see a reconnect). */
   get pid(): number | undefined {
     const transport = this.client?.transport;
-    return transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined;
+    return this.sdk !== undefined && transport instanceof this.sdk.StdioClientTransport
+      ? (transport.pid ?? undefined)
+      : undefined;
   }
 
   /** Connects once and lists the tools; a failure is an `invalid_config` / `unavailable` error naming the server. */
@@ -141,7 +156,8 @@ export class McpConnection {
   }
 
   private callError(tool: string, error: unknown): AgentMeshError {
-    if (!(error instanceof McpError))
+    const sdk = this.sdk;
+    if (sdk === undefined || !(error instanceof sdk.McpError))
       return this.currentState === 'connected'
         ? new AgentMeshError(
             ErrorCode.McpError,
@@ -149,7 +165,7 @@ export class McpConnection {
             { retryable: false, cause: error, details: { server: this.server } },
           )
         : this.unavailable();
-    if (error.code === (McpErrorCode.RequestTimeout as number))
+    if (error.code === (sdk.McpErrorCode.RequestTimeout as number))
       return new AgentMeshError(
         ErrorCode.Timeout,
         `MCP server "${this.server}" did not answer "${tool}" in time`,
@@ -157,7 +173,7 @@ export class McpConnection {
           details: { server: this.server },
         },
       );
-    if (error.code === (McpErrorCode.ConnectionClosed as number)) return this.unavailable();
+    if (error.code === (sdk.McpErrorCode.ConnectionClosed as number)) return this.unavailable();
     return new AgentMeshError(
       ErrorCode.McpError,
       `MCP server "${this.server}" refused tool "${tool}" (MCP error ${error.code}): ${error.message}`,
@@ -165,7 +181,7 @@ export class McpConnection {
     );
   }
 
-  private transport(): Transport {
+  private transport(sdk: McpSdk): Transport {
     const { config, server } = this;
     if (config.url !== undefined) {
       let url: URL;
@@ -181,12 +197,12 @@ export class McpConnection {
       const headers = Object.fromEntries(
         Object.entries(config.headers ?? {}).map(([k, v]) => [k, substituteEnv(v, server)]),
       );
-      return new StreamableHTTPClientTransport(url, { requestInit: { headers } });
+      return new sdk.StreamableHTTPClientTransport(url, { requestInit: { headers } });
     }
     const env = Object.fromEntries(
       Object.entries(config.env ?? {}).map(([k, v]) => [k, substituteEnv(v, server)]),
     );
-    const transport = new StdioClientTransport({
+    const transport = new sdk.StdioClientTransport({
       command: config.command ?? '',
       args: config.args ?? [],
       env: { ...(process.env as Record<string, string>), ...env },
@@ -200,11 +216,12 @@ export class McpConnection {
   }
 
   private async open(): Promise<void> {
-    const client = new Client({ name: 'agentmesh', version: '0.1.0' }, { capabilities: {} });
+    const sdk = (this.sdk ??= await (sdkLoaded ??= loadSdk()));
+    const client = new sdk.Client({ name: 'agentmesh', version: '0.1.0' }, { capabilities: {} });
     const timeout = this.config.connect_timeout_ms ?? 15_000;
     this.stderrTail = '';
     try {
-      await client.connect(this.transport(), { timeout, signal: this.lifecycle.signal });
+      await client.connect(this.transport(sdk), { timeout, signal: this.lifecycle.signal });
       if (client.getServerCapabilities()?.tools === undefined)
         throw new AgentMeshError(ErrorCode.InvalidConfig, `MCP server "${this.server}" offers no tools`);
       this.listed = await this.listAll(client, timeout);
@@ -212,7 +229,7 @@ export class McpConnection {
       await client.close().catch(() => undefined);
       throw this.connectError(error);
     }
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.relist());
+    client.setNotificationHandler(sdk.ToolListChangedNotificationSchema, () => void this.relist());
     client.onclose = () => this.onClosed(client);
     this.client = client;
     this.currentState = 'connected';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryBus, invokeTool, silentLogger, type ToolOutcome } from '@agentmesh/protocol';
 import { ToolWorker } from '../../worker.js';
-import { builtinTools, countCharTool, mathCalcTool, sha256Tool } from './index.js';
+import { BUILTIN_TOOL_NAMES, builtinTools, countCharTool, mathCalcTool, sha256Tool } from './index.js';
 
 const bus = new MemoryBus();
 const worker = new ToolWorker({
@@ -28,6 +28,7 @@ describe('builtin pack', () => {
       'strings.count_char',
       'crypto.sha256',
     ]);
+    expect(specs.map((s) => s.name)).toEqual(BUILTIN_TOOL_NAMES);
     for (const spec of specs) {
       expect(spec.output_schema).toBeDefined();
       expect(spec).toMatchObject({ idempotent: true, safety: { read_only: true }, loading: 'always' });

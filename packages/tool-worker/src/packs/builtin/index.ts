@@ -136,6 +136,14 @@ export function sha256Tool() {
   });
 }
 
+/** The names of the `builtin` pack's tools, in its order: known without defining (and compiling) the tools. */
+export const BUILTIN_TOOL_NAMES = [
+  'math.calc',
+  'regex.match',
+  'strings.count_char',
+  'crypto.sha256',
+] as const;
+
 /** The `builtin` pack: math.calc, regex.match, strings.count_char, crypto.sha256. */
 export function builtinTools(): Tool<any, any>[] {
   return [mathCalcTool(), regexMatchTool(), countCharTool(), sha256Tool()];

@@ -1,0 +1,38 @@
+import { CONNECTION_FLAGS, type CommandSpec, type FlagSpec } from '../args.js';
+
+/** The flags `runs trigger` adds to `runs`. */
+export const TRIGGER_FLAGS: Record<string, FlagSpec> = {
+  kind: { type: 'string', value: 'KIND', description: 'trigger: the trigger kind (required)' },
+  data: { type: 'string', value: 'JSON', description: 'trigger: a JSON object merged into the trigger' },
+};
+
+/** The verbs of `agentmesh runs` that talk to a run waiting for a human. */
+export const HITL_VERBS = ['pending', 'approve', 'deny', 'input', 'pause', 'resume'] as const;
+
+export type HitlVerb = (typeof HITL_VERBS)[number];
+
+export const runsSpec: CommandSpec = {
+  name: 'runs',
+  usage:
+    'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
+    'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
+    'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID | ' +
+    'agentmesh runs trigger ID --kind K [--data JSON]',
+  summary:
+    'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
+    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, or pauses and resumes it between turns.',
+  flags: {
+    ...CONNECTION_FLAGS,
+    state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },
+    limit: { type: 'string', value: 'N', description: 'list: newest N runs (default 50)' },
+    reason: {
+      type: 'string',
+      value: 'TEXT',
+      description: 'cancel, deny: the reason recorded (a denial reason is what the model is told)',
+    },
+    by: { type: 'string', value: 'NAME', description: 'approve, deny: who decided (default cli:$USER)' },
+    json: { type: 'boolean', description: 'print JSON' },
+    ...TRIGGER_FLAGS,
+  },
+  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS],
+};
