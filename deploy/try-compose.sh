@@ -36,25 +36,24 @@ step "compose up (3 NATS nodes, catalog, planner, worker)"
 "${COMPOSE[@]}" up -d --no-build
 
 step "a task through the fleet"
-ok=0
-for _ in $(seq 1 60); do
-  if as_ops status 2>/dev/null | grep -q 'agentmesh-tool-worker'; then ok=1; break; fi
-  sleep 2
-done
-[ "$ok" = 1 ] || { "${COMPOSE[@]}" logs --tail 40 || true; echo "try-compose: the fleet did not come up"; exit 1; }
+# fleet_ready [N]: `agentmesh status --json` shows a catalog, a planner, N tool workers (default 1) and the
+# catalog's tools (deploy/fleet-ready.mjs says what is missing; test/fleet-ready.test.ts runs it on a real fleet)
+fleet_ready() { as_ops status --json 2>/dev/null | node deploy/fleet-ready.mjs --workers "${1:-1}"; }
+wait_fleet() {
+  local verdict=""
+  for _ in $(seq 1 60); do
+    if verdict="$(fleet_ready "$@")"; then echo "$verdict"; return 0; fi
+    sleep 2
+  done
+  echo "$verdict"
+  return 1
+}
+wait_fleet 1 || { "${COMPOSE[@]}" logs --tail 40 || true; echo "try-compose: the fleet did not come up"; exit 1; }
 as_client run --script examples/add.json "add 2 and 3"
 
 step "scale workers to 3"
 # podman-compose 1.0 parses --scale but ignores it: the compose file reads WORKER_REPLICAS for it
 WORKER_REPLICAS=3 "${COMPOSE[@]}" up -d --no-build --scale worker=3
-workers=0
-for _ in $(seq 1 60); do
-  workers="$(as_ops status --json 2>/dev/null \
-    | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{const j=JSON.parse(s);console.log((j.services??[]).filter(a=>a.name==="agentmesh-tool-worker").length)}catch{console.log(0)}})')"
-  [ "$workers" -ge 3 ] && break
-  sleep 2
-done
-echo "tool workers serving: $workers"
-[ "$workers" -ge 3 ] || { echo "try-compose: scaling to 3 workers did not show 3 workers"; exit 1; }
+wait_fleet 3 || { echo "try-compose: scaling to 3 workers did not show 3 workers"; exit 1; }
 for i in 1 2 3 4 5 6; do as_client run --script examples/add.json "add 2 and 3 ($i)" >/dev/null; done
 echo "try-compose: ok"

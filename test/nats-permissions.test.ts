@@ -461,11 +461,14 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     noViolations(planner, attacker, honest);
   });
 
-  test('a client submits runs, cancels them and reads events, and nothing else', async () => {
+  test('a client submits runs, cancels them, reads events and the catalog, and nothing else', async () => {
     const client = await as('client');
     await expectPublishRefused(client, S.toolInvoke('math.calc'));
-    await expectPublishRefused(client, S.catalogList);
     await expectPublishRefused(client, S.catalogRegister);
+    await expectPublishRefused(client, S.catalogRegisterAs('worker'));
+    await expectPublishRefused(client, S.catalogHeartbeat);
+    await expectPublishRefused(client, S.catalogDeregister);
+    await expectPublishRefused(client, S.catalogAvailability);
     await expectPublishRefused(client, S.artifactFetch);
     await expectPublishRefused(client, S.runEvents('r1'));
     await expectPublishRefused(client, S.toolProgress('r1'));
@@ -511,6 +514,12 @@ describe('deploy/nats/nats.conf on a real nats-server', () => {
     await expectPublishRefused(ops, S.runsSubmit);
     await expectPublishRefused(ops, S.toolInvoke('math.calc'));
     await expectPublishRefused(ops, `$JS.API.STREAM.DELETE.${RUNS_STREAM}`);
+    // approvals and sessions: read only (runs pending, sessions list|show); deciding, fork and delete are not ops'
+    await expectPublishRefused(ops, '$KV.agentmesh_approvals.r1.ap_1');
+    await expectPublishRefused(ops, 'agentmesh.runs.r1.approve');
+    await expectPublishRefused(ops, '$KV.agentmesh_session_index.index.x');
+    await expectPublishRefused(ops, '$O.agentmesh_sessions.M.x');
+    await expectPublishRefused(ops, '$JS.API.STREAM.PURGE.OBJ_agentmesh_sessions');
     await expectSubscribeRefused(ops, S.allRunEvents);
   });
 });

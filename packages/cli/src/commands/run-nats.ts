@@ -46,7 +46,11 @@ export function expandPacks(entries: readonly string[]): string[] {
   ];
 }
 
-/** Warns before submitting when no catalog answers or the catalog lists no tool (the run would see no tool). */
+/**
+ * Warns before submitting when no catalog answers or the catalog lists no tool (the run would see no tool). A NATS
+ * user not granted the catalog (an older deploy/nats/nats.conf) gets a warning too: the check is advice, the run
+ * is still submitted.
+ */
 export async function checkFleetTools(
   bus: Backend,
   ctx: CommandContext,
@@ -60,6 +64,13 @@ export async function checkFleetTools(
     if (reply.tools.length === 0)
       warn('no_tools', `no tools are registered: start a worker (agentmesh worker --nats ${ctx.natsUrl})`);
   } catch (error) {
+    if (isAgentMeshError(error, ErrorCode.PermissionDenied)) {
+      warn(
+        'catalog_refused',
+        `NATS refused this user the catalog check (${subject}): submitting without it; grant the user ${subject} to see missing tools before a run`,
+      );
+      return;
+    }
     if (!isAgentMeshError(error, ErrorCode.NoResponders) && !isAgentMeshError(error, ErrorCode.Timeout))
       throw error;
     warn(

@@ -1,0 +1,66 @@
+/**
+ * `agentmesh run --nats` as a client whose NATS user may not ask the catalog (deploy/nats/nats.conf before the
+ * client role got the catalog grants): the check before the run becomes a warning and the run is still submitted
+ * and completes, instead of failing on the permissions violation.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
+import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
+
+const CONF = fileURLToPath(new URL('../deploy/nats/nats.conf', import.meta.url));
+const USERS = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'] as const;
+type User = (typeof USERS)[number];
+const passwords = Object.fromEntries(USERS.map((u) => [u, `p${randomBytes(12).toString('hex')}`])) as Record<
+  User,
+  string
+>;
+
+let nats: NatsServerHandle;
+let dir: string;
+const actors: ActorProcess[] = [];
+const as = (user: User, extra: Record<string, string> = {}) =>
+  cleanEnv({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: passwords[user], ...extra });
+
+/** deploy/nats/nats.conf with the client's catalog grants taken out. */
+function confWithoutClientCatalog(): string {
+  const conf = readFileSync(CONF, 'utf8');
+  const start = conf.indexOf('CLIENT_PERMISSIONS = {');
+  const end = conf.indexOf('\n}\n', start);
+  const block = conf.slice(start, end).replace(/^\s*"agentmesh\.catalog\.(list|get|search)",\n/gm, '');
+  expect(block).not.toContain('agentmesh.catalog');
+  return conf.slice(0, start) + block + conf.slice(end);
+}
+
+beforeAll(async () => {
+  for (const u of USERS) process.env[`NATS_${u.toUpperCase()}_PASSWORD`] = passwords[u];
+  dir = mkdtempSync(join(tmpdir(), 'agentmesh-old-conf-'));
+  const conf = join(dir, 'nats.conf');
+  writeFileSync(conf, confWithoutClientCatalog());
+  nats = await startNatsServer({ configFile: conf, extraArgs: ['-m', String(await freePort())] });
+  actors.push(await startActor(['catalog'], as('catalog', { AGENTMESH_CATALOG_ROLES: 'worker=*' })));
+  actors.push(await startActor(['planner'], as('planner')));
+  actors.push(await startActor(['worker'], as('worker', { AGENTMESH_WORKER_ROLE: 'worker' })));
+}, 60_000);
+
+afterAll(async () => {
+  for (const a of actors.reverse()) await a.stop('SIGKILL');
+  await nats?.dispose();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+it('run --nats warns that the catalog check was refused, then submits and completes the run', async () => {
+  const r = await runAgentmesh(['run', '--script', 'examples/add.json', 'add 2 and 3'], {
+    env: as('client'),
+    timeoutMs: 60_000,
+  });
+  expect(r.stderr).toMatch(
+    /agentmesh run: warning: NATS refused this user the catalog check \(agentmesh\.catalog\.list\): submitting without it/,
+  );
+  expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout).toContain('2 + 3 = 5');
+});
