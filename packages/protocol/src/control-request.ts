@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
-import type { AgentMeshError } from './errors.js';
+import { ErrorCode, type AgentMeshError } from './errors.js';
 import type { Bus } from './bus/types.js';
 import { retry } from './retry.js';
 import { requestJson } from './rpc.js';
+
+/** The failures after which a control request is sent again: nobody answered it. */
+const UNANSWERED: ReadonlySet<string> = new Set([ErrorCode.Timeout, ErrorCode.NoResponders]);
 
 /** A fresh client request id for a control message (`rq_` and a UUID). */
 export function newRequestId(): string {
@@ -28,8 +31,8 @@ export interface ControlOutcome<T> {
 }
 
 /**
- * Sends a control request (its body carries a `request_id`) and sends it again, the same body, on a retryable
- * failure (`timeout`, `no_responders`, `unavailable`), with backoff through {@link retry}, until the deadline. The
+ * Sends a control request (its body carries a `request_id`) and sends it again, the same body, when no planner
+ * answered (`timeout`, `no_responders`), with backoff through {@link retry}, until the deadline. The
  * server answers a repeat of a request that landed with its first outcome, so sending again is safe.
  */
 export async function requestControl<S extends z.ZodType>(
@@ -56,6 +59,7 @@ export async function requestControl<S extends z.ZodType>(
     },
     {
       timeoutMs: deadlineMs,
+      retryable: (error) => UNANSWERED.has(error.code),
       baseMs: 100,
       capMs: 1_000,
       ...(options.signal === undefined ? {} : { signal: options.signal }),

@@ -1,5 +1,5 @@
 import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
-import type { Backend } from '@agentmesh/protocol';
+import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { CONNECTION_FLAGS, intFlag, stringFlag, usageError as usage, type CommandSpec } from '../args.js';
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -27,6 +27,18 @@ export const runsSpec: CommandSpec = {
       description: 'cancel, deny: the reason recorded (a denial reason is what the model is told)',
     },
     by: { type: 'string', value: 'NAME', description: 'approve, deny: who decided (default cli:$USER)' },
+    'request-id': {
+      type: 'string',
+      value: 'ID',
+      description:
+        'approve, deny, input, pause, resume, trigger, cancel: the request id (default: a new one); a repeat with the same id is answered duplicate',
+    },
+    'timeout-ms': {
+      type: 'string',
+      value: 'MS',
+      description:
+        'approve, deny, input, pause, resume, trigger: the deadline; the request is sent again on no answer until then (default 10000)',
+    },
     json: { type: 'boolean', description: 'print JSON' },
     ...TRIGGER_FLAGS,
   },
@@ -125,6 +137,7 @@ async function cancelVerb(ctx: CommandContext, bus: Backend, id: string): Promis
   const reason = stringFlag(ctx.args, 'reason');
   const record = await cancelRun(bus, id, {
     prefix: ctx.prefix,
+    requestId: stringFlag(ctx.args, 'request-id') ?? newRequestId(),
     ...(reason === undefined ? {} : { reason }),
   });
   if (record === null) {
