@@ -31,7 +31,9 @@ export interface ApprovalSendResult extends ApprovalReply {
 /**
  * Answers `runs.<run_id>.approve` in a queue group shared by every planner: any live planner records the decision
  * in the approvals bucket (the planner holding the run sees it through its watch, or applies it when it resumes the
- * run). Errors: `invalid_message` (malformed payload), `not_found`, `already_decided`, `run_finished`.
+ * run). A repeat of the decision that was recorded (same `request_id`) is answered `{ ok: true, duplicate: true }`.
+ * Errors: `invalid_message` (malformed payload), `not_found`, `already_decided` (naming the decision recorded and
+ * who made it), `run_finished`.
  */
 export function serveApprovals(deps: {
   bus: Bus;
@@ -51,8 +53,7 @@ export function serveApprovals(deps: {
     queue: 'agentmesh-planners',
     handler: async (decision, msg): Promise<ApprovalReply> => {
       const runId = msg.subject.slice(head.length, -'.approve'.length);
-      if ((await deps.store.repeatOf(runId, decision)) !== undefined)
-        return duplicate(deps.logger, runId, decision);
+      if (await deps.store.isRepeat(runId, decision)) return duplicate(deps.logger, runId, decision);
       await assertRunNotFinished(deps.records, runId);
       const record = await deps.store.decide(runId, decision);
       if (record.duplicate === true) return duplicate(deps.logger, runId, decision);

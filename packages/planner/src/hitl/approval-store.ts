@@ -128,11 +128,11 @@ export class ApprovalStore {
     }
   }
 
-  /** The decided record when `decision` repeats the request that decided it (same `request_id`). */
-  async repeatOf(runId: string, decision: ApprovalDecision): Promise<ApprovalRecord | undefined> {
-    if (decision.request_id === undefined) return undefined;
+  /** True when `decision` repeats the request (same `request_id`) that decided the approval. */
+  async isRepeat(runId: string, decision: ApprovalDecision): Promise<boolean> {
+    if (decision.request_id === undefined) return false;
     const current = await this.get(runId, decision.approval_id);
-    return current !== undefined && isRepeat(current, decision) ? current : undefined;
+    return current !== undefined && isRepeat(current, decision);
   }
 
   /** Ends a pending approval as denied with reason `timeout`; a decision that came first stands. */
