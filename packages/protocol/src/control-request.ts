@@ -43,8 +43,7 @@ export async function requestControl<S extends z.ZodType>(
   options: ControlRequestOptions = {},
 ): Promise<ControlOutcome<z.output<S>>> {
   const deadlineMs = options.timeoutMs ?? 10_000;
-  const attemptMs =
-    options.attemptTimeoutMs ?? Math.max(500, Math.min(3_000, Math.floor(deadlineMs / 3)));
+  const attemptMs = options.attemptTimeoutMs ?? Math.max(500, Math.min(3_000, Math.floor(deadlineMs / 3)));
   const started = Date.now();
   let attempts = 0;
   const reply = await retry(
