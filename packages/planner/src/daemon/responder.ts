@@ -9,6 +9,9 @@ import {
 import type { ControlLedger } from '../infra/control-ledger.js';
 import { MAX_TRIGGER_BYTES, type TriggerQueue } from './trigger-queue.js';
 
+/** Bytes a `"request_id": "…"` field of at most 128 characters adds to a trigger's JSON. */
+const REQUEST_ID_ROOM = 160;
+
 /**
  * Answers `runs.<run_id>.trigger` on every live planner (one queue group): validates the trigger, queues it durably
  * for the daemon, and replies `{ok, seq, depth}` (a repeat of a `request_id` already queued: the first reply with
@@ -35,7 +38,8 @@ export function serveTriggers(options: {
     what: 'trigger',
     queue: 'agentmesh-planner-triggers',
     logger: options.logger,
-    maxBytes: options.maxBytes ?? MAX_TRIGGER_BYTES,
+    // a coarse guard before parsing: the queue refuses a trigger above the limit by its size without request_id
+    maxBytes: 4 * (options.maxBytes ?? MAX_TRIGGER_BYTES) + REQUEST_ID_ROOM,
     handler: async (trigger, msg) => {
       const runId = msg.subject.split('.').at(-2)!;
       const { request_id: _requestId, ...payload } = trigger;
