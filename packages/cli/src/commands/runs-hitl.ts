@@ -31,20 +31,11 @@ export async function runsHitlCommand(
   verb: HitlVerb,
   operands: readonly string[],
 ): Promise<number> {
-  const json = ctx.args.values['json'] === true;
-  const out = ctx.io.stdout;
-  if (verb === 'pending') {
-    if (operands.length > 0) throw usageError(spec, `unexpected argument "${operands[0]}"`);
-    const pending = await new ApprovalStore(await openApprovals(bus, ctx.prefix)).list();
-    if (json) out.write(`${JSON.stringify(pending)}\n`);
-    else if (pending.length === 0) out.write('no approvals are pending\n');
-    else
-      for (const a of pending)
-        out.write(`${a.run_id}  ${a.approval_id}  ${a.name}  ${age(a.requested_at)}  ${a.summary}\n`);
-    return 0;
-  }
+  if (verb === 'pending') return listPending(ctx, spec, bus, operands);
   if (verb === 'input' || verb === 'pause' || verb === 'resume')
     return runControl(ctx, spec, bus, verb, operands);
+  const json = ctx.args.values['json'] === true;
+  const out = ctx.io.stdout;
   const [runId, approvalId, ...extra] = operands;
   if (runId === undefined || approvalId === undefined)
     throw usageError(spec, `runs ${verb} needs a run id and an approval id (see agentmesh runs pending)`);
@@ -82,6 +73,24 @@ export async function runsHitlCommand(
   return 0;
 }
 
+/** `runs pending`: the approvals waiting across the fleet. */
+async function listPending(
+  ctx: CommandContext,
+  spec: CommandSpec,
+  bus: Backend,
+  operands: readonly string[],
+): Promise<number> {
+  const out = ctx.io.stdout;
+  if (operands.length > 0) throw usageError(spec, `unexpected argument "${operands[0]}"`);
+  const pending = await new ApprovalStore(await openApprovals(bus, ctx.prefix)).list();
+  if (ctx.args.values['json'] === true) out.write(`${JSON.stringify(pending)}\n`);
+  else if (pending.length === 0) out.write('no approvals are pending\n');
+  else
+    for (const a of pending)
+      out.write(`${a.run_id}  ${a.approval_id}  ${a.name}  ${age(a.requested_at)}  ${a.summary}\n`);
+  return 0;
+}
+
 /** The deadline of a control command: `--timeout-ms MS` (default 10 s), every attempt included. */
 export function deadlineMs(ctx: CommandContext): number {
   const ms = intFlag(ctx.args, 'timeout-ms');
@@ -98,7 +107,7 @@ export function outcomeFields(sent: { request_id: string; attempts: number; dupl
   return { request_id: sent.request_id, attempts: sent.attempts, duplicate: sent.duplicate === true };
 }
 
-/** ` (after 2 attempts; the first landed)` when the request was sent more than once, else nothing. */
+/** ` (after 2 attempts)`, or `; an earlier one had landed` for a repeat, when the request was sent more than once, else nothing. */
 export function attemptsNote(sent: { attempts: number; duplicate?: boolean }): string {
   if (sent.attempts <= 1 && sent.duplicate !== true) return '';
   const tries = sent.attempts === 1 ? '1 attempt' : `${sent.attempts} attempts`;
