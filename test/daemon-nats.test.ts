@@ -274,6 +274,23 @@ describe('daemon runs', () => {
     expect(await until('cancelled', () => finalOf(runId))).toMatchObject({ status: 'cancelled' });
   });
 
+  it('a trigger sent twice with one request_id is queued once; the repeat gets the first seq and duplicate', async () => {
+    const runId = 'dm-dup';
+    await startDaemon(runId);
+    const trigger = { kind: 'job', n: 40, request_id: 'rq-job-40' };
+    const first = await triggerRun(client, runId, trigger, { prefix });
+    const again = await triggerRun(client, runId, trigger, { prefix });
+    expect(first).toMatchObject({ ok: true, seq: 1, request_id: 'rq-job-40' });
+    expect(first).not.toHaveProperty('duplicate');
+    expect(again).toMatchObject({ ok: true, seq: 1, depth: first.depth, duplicate: true });
+    const next = await triggerRun(client, runId, { kind: 'job', n: 41 }, { prefix });
+    expect(next).toMatchObject({ seq: 2 });
+    await until('handled 41', () => (modelSaw().includes(41) ? true : undefined));
+    expect(modelSaw().filter((n) => n === 40)).toEqual([40]);
+    await cancelRun(client, runId, { prefix });
+    expect(await until('cancelled', () => finalOf(runId))).toMatchObject({ status: 'cancelled' });
+  });
+
   it('a draining planner does not wait for its idle daemon; another planner resumes it', async () => {
     await startPlanner('planner-c');
     const runId = 'dm-drain';

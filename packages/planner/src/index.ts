@@ -85,10 +85,21 @@ export {
   type ApprovalState,
 } from './hitl/approval-store.js';
 export { approvalPolicy, approvalReason, type ApprovalConfig } from './approval-policy.js';
-export { serveApprovals, sendApprovalDecision } from './hitl/approval-service.js';
+export {
+  serveApprovals,
+  sendApprovalDecision,
+  type ApprovalReply,
+  type ApprovalSendResult,
+} from './hitl/approval-service.js';
 export { APPROVAL_DENIED } from './hitl/call-gate.js';
 export { openApprovals, approvalsBucket } from './infra/backend.js';
-export { RunControlStore, sendRunControl, serveRunControls } from './hitl/run-controls.js';
+export {
+  RunControlStore,
+  sendRunControl,
+  serveRunControls,
+  type RunControlResult,
+} from './hitl/run-controls.js';
+export { ControlLedger } from './infra/control-ledger.js';
 export { openRunControls, controlsBucket } from './infra/backend.js';
 export {
   SessionStore,

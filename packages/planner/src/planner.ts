@@ -253,6 +253,7 @@ export class Planner {
         queue: () => this.triggers(),
         logger: this.logger,
         maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
+        ledger: this.stores.controls?.ledger,
       });
     })();
     return this.readyPromise;

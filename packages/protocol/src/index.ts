@@ -57,6 +57,7 @@ export { generateJsonSchemas } from './json-schemas.js';
 export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
+export * from './control-request.js';
 export { mapLimited } from './concurrency.js';
 export { SlotTable } from './slot-table.js';
 export { Deadlines, type Deadline } from './deadlines.js';

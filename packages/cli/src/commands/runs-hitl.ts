@@ -1,6 +1,13 @@
-import { ApprovalStore, openApprovals, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
-import { isAgentMeshError, type Backend } from '@agentmesh/protocol';
-import { stringFlag, usageError, type CommandSpec } from '../args.js';
+import {
+  ApprovalStore,
+  openApprovals,
+  sendApprovalDecision,
+  sendRunControl,
+  type ApprovalSendResult,
+  type RunControlResult,
+} from '@agentmesh/planner';
+import { isAgentMeshError, newRequestId, type Backend } from '@agentmesh/protocol';
+import { intFlag, stringFlag, usageError, type CommandSpec } from '../args.js';
 import type { CommandContext } from '../context.js';
 import { HITL_VERBS, type HitlVerb } from '../specs/runs.js';
 
@@ -21,50 +28,87 @@ export async function runsHitlCommand(
   verb: HitlVerb,
   operands: readonly string[],
 ): Promise<number> {
-  const json = ctx.args.values['json'] === true;
-  const out = ctx.io.stdout;
-  if (verb === 'pending') {
-    if (operands.length > 0) throw usageError(spec, `unexpected argument "${operands[0]}"`);
-    const pending = await new ApprovalStore(await openApprovals(bus, ctx.prefix)).list();
-    if (json) out.write(`${JSON.stringify(pending)}\n`);
-    else if (pending.length === 0) out.write('no approvals are pending\n');
-    else
-      for (const a of pending)
-        out.write(`${a.run_id}  ${a.approval_id}  ${a.name}  ${age(a.requested_at)}  ${a.summary}\n`);
-    return 0;
-  }
+  if (verb === 'pending') return listPending(ctx, spec, bus, operands);
   if (verb === 'input' || verb === 'pause' || verb === 'resume')
     return runControl(ctx, spec, bus, verb, operands);
+  const json = ctx.args.values['json'] === true;
+  const out = ctx.io.stdout;
   const [runId, approvalId, ...extra] = operands;
   if (runId === undefined || approvalId === undefined)
     throw usageError(spec, `runs ${verb} needs a run id and an approval id (see agentmesh runs pending)`);
   if (extra.length > 0) throw usageError(spec, `unexpected argument "${extra[0]}"`);
   const reason = stringFlag(ctx.args, 'reason');
+  const requestId = stringFlag(ctx.args, 'request-id') ?? newRequestId();
+  let sent: ApprovalSendResult;
   try {
-    await sendApprovalDecision(
+    sent = await sendApprovalDecision(
       bus,
       runId,
       {
         approval_id: approvalId,
         decision: verb,
         by: stringFlag(ctx.args, 'by') ?? `cli:${process.env['USER'] ?? 'user'}`,
+        request_id: requestId,
         ...(reason === undefined ? {} : { reason }),
       },
-      { prefix: ctx.prefix },
+      { prefix: ctx.prefix, timeoutMs: deadlineMs(ctx), onRetry: retryLogger(ctx, verb) },
     );
   } catch (error) {
     if (!isAgentMeshError(error)) throw error;
     if (json)
-      out.write(`${JSON.stringify({ ok: false, error: { code: error.code, message: error.message } })}\n`);
+      out.write(
+        `${JSON.stringify({ ok: false, request_id: requestId, error: { code: error.code, message: error.message, details: error.details } })}\n`,
+      );
     ctx.io.stderr.write(`agentmesh runs ${verb}: ${error.code}: ${error.message}\n`);
     return 1;
   }
   out.write(
     json
-      ? `${JSON.stringify({ ok: true, run_id: runId, approval_id: approvalId, decision: verb })}\n`
-      : `${verb === 'approve' ? 'approved' : 'denied'} ${approvalId} of run ${runId}\n`,
+      ? `${JSON.stringify({ ok: true, run_id: runId, approval_id: approvalId, decision: verb, ...outcomeFields(sent) })}\n`
+      : `${verb === 'approve' ? 'approved' : 'denied'} ${approvalId} of run ${runId}${attemptsNote(sent)}\n`,
   );
   return 0;
+}
+
+/** `runs pending`: the approvals waiting across the fleet. */
+async function listPending(
+  ctx: CommandContext,
+  spec: CommandSpec,
+  bus: Backend,
+  operands: readonly string[],
+): Promise<number> {
+  const out = ctx.io.stdout;
+  if (operands.length > 0) throw usageError(spec, `unexpected argument "${operands[0]}"`);
+  const pending = await new ApprovalStore(await openApprovals(bus, ctx.prefix)).list();
+  if (ctx.args.values['json'] === true) out.write(`${JSON.stringify(pending)}\n`);
+  else if (pending.length === 0) out.write('no approvals are pending\n');
+  else
+    for (const a of pending)
+      out.write(`${a.run_id}  ${a.approval_id}  ${a.name}  ${age(a.requested_at)}  ${a.summary}\n`);
+  return 0;
+}
+
+/** The deadline of a control command: `--timeout-ms MS` (default 10 s), every attempt included. */
+export function deadlineMs(ctx: CommandContext): number {
+  const ms = intFlag(ctx.args, 'timeout-ms');
+  return ms === undefined || ms === 0 ? 10_000 : ms;
+}
+
+export function retryLogger(ctx: CommandContext, verb: string) {
+  return (error: { code: string; message: string }, attempt: number, delayMs: number) =>
+    ctx.logger.warn({ verb, attempt, delay_ms: delayMs, code: error.code }, 'no answer: sending again');
+}
+
+/** The JSON fields saying how a control request went: its request id, attempts and whether it was a repeat. */
+export function outcomeFields(sent: { request_id: string; attempts: number; duplicate?: boolean }) {
+  return { request_id: sent.request_id, attempts: sent.attempts, duplicate: sent.duplicate === true };
+}
+
+/** ` (after 2 attempts)`, or `; an earlier one had landed` for a repeat, when the request was sent more than once, else nothing. */
+export function attemptsNote(sent: { attempts: number; duplicate?: boolean }): string {
+  if (sent.attempts <= 1 && sent.duplicate !== true) return '';
+  const tries = sent.attempts === 1 ? '1 attempt' : `${sent.attempts} attempts`;
+  return sent.duplicate === true ? ` (after ${tries}; an earlier one had landed)` : ` (after ${tries})`;
 }
 
 /** `runs input RUN TEXT`, `runs pause RUN`, `runs resume RUN`: recorded by a planner, applied between turns. */
@@ -81,10 +125,19 @@ async function runControl(
     throw usageError(spec, 'runs input needs the text to add: agentmesh runs input RUN_ID "TEXT"');
   const unexpected = verb === 'input' ? extra[0] : text;
   if (unexpected !== undefined) throw usageError(spec, `unexpected argument "${unexpected}"`);
+  let sent: RunControlResult;
   try {
-    await sendRunControl(bus, runId, verb === 'input' ? { kind: 'input', text: text! } : { kind: verb }, {
-      prefix: ctx.prefix,
-    });
+    sent = await sendRunControl(
+      bus,
+      runId,
+      verb === 'input' ? { kind: 'input', text: text! } : { kind: verb },
+      {
+        prefix: ctx.prefix,
+        requestId: stringFlag(ctx.args, 'request-id') ?? newRequestId(),
+        timeoutMs: deadlineMs(ctx),
+        onRetry: retryLogger(ctx, verb),
+      },
+    );
   } catch (error) {
     if (!isAgentMeshError(error)) throw error;
     ctx.io.stderr.write(`agentmesh runs ${verb}: ${error.code}: ${error.message}\n`);
@@ -95,8 +148,8 @@ async function runControl(
   ];
   ctx.io.stdout.write(
     ctx.args.values['json'] === true
-      ? `${JSON.stringify({ ok: true, run_id: runId, [verb]: true })}\n`
-      : `${done} run ${runId} (applied before its next model turn)\n`,
+      ? `${JSON.stringify({ ok: true, run_id: runId, [verb]: true, ...outcomeFields(sent) })}\n`
+      : `${done} run ${runId} (applied before its next model turn)${attemptsNote(sent)}\n`,
   );
   return 0;
 }

@@ -1,7 +1,8 @@
 import { daemonStatuses, triggerRun, type RunRecord } from '@agentmesh/planner';
-import type { Backend } from '@agentmesh/protocol';
+import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { stringFlag, usageError, type CommandSpec } from '../args.js';
 import type { CommandContext } from '../context.js';
+import { attemptsNote, deadlineMs, outcomeFields, retryLogger } from './runs-hitl.js';
 
 /** `agentmesh runs trigger RUN --kind K [--data JSON]`: queues a trigger for a daemon run. */
 export async function runsTrigger(
@@ -23,9 +24,18 @@ export async function runsTrigger(
     if (typeof data !== 'object' || data === null || Array.isArray(data))
       throw usageError(spec, '--data must be a JSON object, e.g. --data \'{"path": "src/a.ts"}\'');
   }
-  const reply = await triggerRun(bus, runId, { ...(data as object), kind }, { prefix: ctx.prefix });
-  if (ctx.args.values['json'] === true) ctx.io.stdout.write(`${JSON.stringify(reply)}\n`);
-  else ctx.io.stdout.write(`trigger ${reply.seq} queued for ${runId} (${reply.depth} waiting)\n`);
+  const reply = await triggerRun(
+    bus,
+    runId,
+    { ...(data as object), kind, request_id: stringFlag(ctx.args, 'request-id') ?? newRequestId() },
+    { prefix: ctx.prefix, timeoutMs: deadlineMs(ctx), onRetry: retryLogger(ctx, 'trigger') },
+  );
+  if (ctx.args.values['json'] === true)
+    ctx.io.stdout.write(`${JSON.stringify({ ...reply, ...outcomeFields(reply) })}\n`);
+  else
+    ctx.io.stdout.write(
+      `trigger ${reply.seq} queued for ${runId} (${reply.depth} waiting)${attemptsNote(reply)}\n`,
+    );
   return 0;
 }
 

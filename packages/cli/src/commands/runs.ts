@@ -1,5 +1,5 @@
 import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
-import type { Backend } from '@agentmesh/protocol';
+import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
 import { connectNats, type CommandContext } from '../context.js';
@@ -100,6 +100,7 @@ async function cancelVerb(ctx: CommandContext, bus: Backend, id: string): Promis
   const reason = stringFlag(ctx.args, 'reason');
   const record = await cancelRun(bus, id, {
     prefix: ctx.prefix,
+    requestId: stringFlag(ctx.args, 'request-id') ?? newRequestId(),
     ...(reason === undefined ? {} : { reason }),
   });
   if (record === null) {

@@ -11,6 +11,7 @@ import {
   RunRequestSchema,
   describeZodError,
   encodeJson,
+  newRequestId,
   requestJson,
   subjects,
   toErrorPayload,
@@ -219,7 +220,7 @@ class ConsoleRoutes {
     const { bus, prefix } = this.options;
     const reason = 'cancelled from the console';
     if (bus.kind === 'nats') {
-      const record = await cancelRun(bus, runId, { prefix, reason });
+      const record = await cancelRun(bus, runId, { prefix, reason, requestId: newRequestId() });
       if (record === null) throw new HttpError(404, `no run "${runId}" is known`);
       return sendJson(res, 200, { run_id: runId, cancelled: record.state !== 'finished' });
     }
@@ -227,7 +228,10 @@ class ConsoleRoutes {
     sendJson(res, 200, { run_id: runId, cancelled: true });
   }
 
-  /** Approves or denies a call the run waits on: the body is `{ "decision": "approve" | "deny", "reason"? }`. */
+  /**
+   * Approves or denies a call the run waits on: the body is `{ "decision": "approve" | "deny", "reason"?,
+   * "request_id"? }`; the decision is sent again on no answer, and a repeat of a `request_id` is `duplicate: true`.
+   */
   private async decide(
     req: IncomingMessage,
     res: ServerResponse,
@@ -241,8 +245,16 @@ class ConsoleRoutes {
       by: 'console',
     });
     if (!parsed.success) throw new HttpError(400, `invalid decision: ${describeZodError(parsed.error)}`);
-    await sendApprovalDecision(this.options.bus, runId, parsed.data, { prefix: this.options.prefix });
-    sendJson(res, 200, { run_id: runId, approval_id: approvalId, decision: parsed.data.decision });
+    const sent = await sendApprovalDecision(this.options.bus, runId, parsed.data, {
+      prefix: this.options.prefix,
+    });
+    sendJson(res, 200, {
+      run_id: runId,
+      approval_id: approvalId,
+      decision: parsed.data.decision,
+      request_id: sent.request_id,
+      ...(sent.duplicate === true ? { duplicate: true } : {}),
+    });
   }
 
   private async tools(res: ServerResponse, url: URL): Promise<void> {

@@ -5,6 +5,7 @@ import {
   ErrorCode,
   RunInputSchema,
   encodeJson,
+  newRequestId,
   requestJson,
   subjects,
 } from '@agentmesh/protocol';
@@ -25,6 +26,10 @@ import { resumePoint } from './sse.js';
 import type { HandlerDeps, RequestContext } from './context.js';
 
 export type { HandlerDeps, RequestContext } from './context.js';
+
+function controlReply(runId: string, duplicate: boolean | undefined) {
+  return duplicate === true ? { run_id: runId, ok: true, duplicate } : { run_id: runId, ok: true };
+}
 
 const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
 
@@ -109,7 +114,7 @@ export class GatewayHandlers {
   async approve(ctx: RequestContext): Promise<void> {
     const body = parseBody(ApproveBodySchema, await readJsonObject(ctx.req), 'approval decision');
     const run = await this.ownRun(ctx);
-    await sendApprovalDecision(
+    const sent = await sendApprovalDecision(
       this.deps.bus,
       run.run_id,
       {
@@ -117,23 +122,31 @@ export class GatewayHandlers {
         decision: body.decision,
         by: `gateway:${ctx.tenant}`,
         ...(body.reason === undefined ? {} : { reason: body.reason }),
+        ...(body.request_id === undefined ? {} : { request_id: body.request_id }),
       },
       { prefix: this.deps.prefix },
     );
-    sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
+    sendJson(ctx.res, 200, controlReply(run.run_id, sent.duplicate));
   }
 
   async control(ctx: RequestContext, kind: 'input' | 'pause' | 'resume'): Promise<void> {
     const raw = await readJsonObject(ctx.req);
     const run = await this.ownRun(ctx);
     let control: { kind: 'input'; text: string } | { kind: 'pause' | 'resume' };
-    if (kind === 'input') control = { kind, text: parseBody(RunInputSchema, raw, 'input').text };
-    else {
-      parseBody(EmptyBodySchema, raw, `${kind} request`);
+    let requestId: string | undefined;
+    if (kind === 'input') {
+      const body = parseBody(RunInputSchema, raw, 'input');
+      control = { kind, text: body.text };
+      requestId = body.request_id;
+    } else {
+      requestId = parseBody(EmptyBodySchema, raw, `${kind} request`).request_id;
       control = { kind };
     }
-    await sendRunControl(this.deps.bus, run.run_id, control, { prefix: this.deps.prefix });
-    sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
+    const sent = await sendRunControl(this.deps.bus, run.run_id, control, {
+      prefix: this.deps.prefix,
+      ...(requestId === undefined ? {} : { requestId }),
+    });
+    sendJson(ctx.res, 200, controlReply(run.run_id, sent.duplicate));
   }
 
   async cancel(ctx: RequestContext): Promise<void> {
@@ -143,7 +156,11 @@ export class GatewayHandlers {
     const reason = body.reason ?? `cancelled through the gateway (tenant ${ctx.tenant})`;
     if (!LIVE_STATUSES.has(run.status)) throw finished(run.run_id, 'cancel');
     if (bus.durable) {
-      const record = await cancelRun(bus, run.run_id, { prefix, reason });
+      const record = await cancelRun(bus, run.run_id, {
+        prefix,
+        reason,
+        requestId: body.request_id ?? newRequestId(),
+      });
       if (record?.state === 'finished') throw finished(run.run_id, 'cancel');
     } else bus.publish(subjects(prefix).runCancel(run.run_id), encodeJson({ reason }));
     sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { ErrorPayloadSchema, RunEventSchema, RunWaitingSchema, ToolSummarySchema } from '@agentmesh/protocol';
+import {
+  ErrorPayloadSchema,
+  RequestIdSchema,
+  RunEventSchema,
+  RunWaitingSchema,
+  ToolSummarySchema,
+} from '@agentmesh/protocol';
 
 /** A run as the gateway shows it (`GET /v1/runs/{id}` and the run list). */
 export const GatewayRunSchema = z.object({
@@ -30,11 +36,19 @@ export const ApproveBodySchema = z
     approval_id: z.string().min(1).max(128),
     decision: z.enum(['approve', 'deny']).default('approve'),
     reason: z.string().max(4_096).optional(),
+    request_id: RequestIdSchema.optional(),
   })
   .strict();
-export const CancelBodySchema = z.object({ reason: z.string().max(4_096).optional() }).strict();
-export const EmptyBodySchema = z.object({}).strict();
-export const ControlReplySchema = z.object({ run_id: z.string(), ok: z.literal(true) });
+export const CancelBodySchema = z
+  .object({ reason: z.string().max(4_096).optional(), request_id: RequestIdSchema.optional() })
+  .strict();
+/** The body of pause and resume: empty, or a client `request_id` that makes sending it again safe. */
+export const EmptyBodySchema = z.object({ request_id: RequestIdSchema.optional() }).strict();
+export const ControlReplySchema = z.object({
+  run_id: z.string(),
+  ok: z.literal(true),
+  duplicate: z.boolean().optional(),
+});
 
 /** One frame of the `agentmesh` stream format: a run event as it is. */
 export const StreamFrameSchema = RunEventSchema;

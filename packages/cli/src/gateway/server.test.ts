@@ -445,6 +445,20 @@ describe('gateway limits and errors', () => {
     expect(await invalid.text()).toMatch(/task/);
   });
 
+  it('answers a control sent again with its request_id as duplicate, once recorded', async () => {
+    const runId = await submit({ script: [{ text: 'slow', delay_ms: 10_000 }] });
+    const pause = () => call(`/v1/runs/${runId}/pause`, { method: 'POST', body: '{"request_id":"rq-gw-1"}' });
+    const first = await pause();
+    expect(first.status, await first.clone().text()).toBe(200);
+    expect(await first.json()).toEqual({ run_id: runId, ok: true });
+    expect(await (await pause()).json()).toEqual({ run_id: runId, ok: true, duplicate: true });
+    const cancelled = await call(`/v1/runs/${runId}/cancel`, {
+      method: 'POST',
+      body: '{"request_id":"rq-gw-2"}',
+    });
+    expect(cancelled.status).toBe(200);
+  });
+
   it('controls a run with the named errors of the fleet', async () => {
     const runId = await submit();
     await frames(await call(`/v1/runs/${runId}/events`));

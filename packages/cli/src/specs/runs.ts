@@ -31,6 +31,18 @@ export const runsSpec: CommandSpec = {
       description: 'cancel, deny: the reason recorded (a denial reason is what the model is told)',
     },
     by: { type: 'string', value: 'NAME', description: 'approve, deny: who decided (default cli:$USER)' },
+    'request-id': {
+      type: 'string',
+      value: 'ID',
+      description:
+        'approve, deny, input, pause, resume, trigger, cancel: the request id (default: a new one); a repeat with the same id is answered duplicate',
+    },
+    'timeout-ms': {
+      type: 'string',
+      value: 'MS',
+      description:
+        'approve, deny, input, pause, resume, trigger: the deadline; the request is sent again on no answer until then (default 10000)',
+    },
     json: { type: 'boolean', description: 'print JSON' },
     ...TRIGGER_FLAGS,
   },

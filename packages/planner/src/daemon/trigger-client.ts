@@ -2,12 +2,14 @@ import { z } from 'zod';
 import {
   DEFAULT_PREFIX,
   TriggerSchema,
-  requestJson,
+  newRequestId,
+  requestControl,
   subjects,
   validate,
   ErrorCode,
   type Backend,
   type Bus,
+  type ControlRequestOptions,
   type Trigger,
 } from '@agentmesh/protocol';
 import { openTriggerStore } from '../infra/backend.js';
@@ -18,27 +20,38 @@ export const TriggerReplySchema = z.object({
   run_id: z.string(),
   seq: z.number().int(),
   depth: z.number().int(),
+  duplicate: z.boolean().optional(),
 });
 export type TriggerReply = z.infer<typeof TriggerReplySchema>;
 
 /**
- * Queues a trigger for a daemon run and waits until a planner stored it. Fails with `not_found` (no such live
- * daemon), `queue_full`, or `no_responders` when no planner runs.
+ * Queues a trigger for a daemon run and waits until a planner stored it, with a `request_id` (generated when the
+ * trigger has none), sending again on `timeout` or `no_responders` within the deadline (`timeoutMs`, default 10 s):
+ * a repeat is answered with the first reply and `duplicate: true`. Fails with `not_found` (no such live daemon),
+ * `queue_full`, or `no_responders` when no planner runs.
  */
-export function triggerRun(
+export async function triggerRun(
   bus: Bus,
   runId: string,
   trigger: Trigger,
-  options: { prefix?: string; timeoutMs?: number } = {},
-): Promise<TriggerReply> {
+  options: {
+    prefix?: string;
+    timeoutMs?: number;
+    attemptTimeoutMs?: number;
+    signal?: AbortSignal;
+    onRetry?: ControlRequestOptions['onRetry'];
+  } = {},
+): Promise<TriggerReply & { request_id: string; attempts: number }> {
   validate(TriggerSchema, trigger, 'trigger', ErrorCode.InvalidRequest);
-  return requestJson(
+  const body = { ...trigger, request_id: trigger.request_id ?? newRequestId() };
+  const { reply, attempts } = await requestControl(
     bus,
     subjects(options.prefix ?? DEFAULT_PREFIX).runTrigger(runId),
-    trigger,
+    body,
     TriggerReplySchema,
-    { timeoutMs: options.timeoutMs ?? 10_000, what: 'trigger reply' },
+    { ...options, what: 'trigger reply' },
   );
+  return { ...reply, request_id: body.request_id, attempts };
 }
 
 /** The state (idle, active) and queue depth of the daemon runs among `runIds`; other runs are left out. */

@@ -1,28 +1,39 @@
 import {
   AgentMeshError,
   ApprovalDecisionSchema,
+  ControlReplySchema,
+  newRequestId,
+  requestControl,
   runControlSubjects,
-  requestJson,
   serve,
   type ApprovalDecision,
   type Bus,
+  type ControlRequestOptions,
   type KvStore,
   type Logger,
   type Subscription,
 } from '@agentmesh/protocol';
-import { z } from 'zod';
 import { parseRecord } from '../model/record.js';
 import type { ApprovalStore } from './approval-store.js';
 
-/** The reply to a decision that was recorded. */
+/** The reply to a decision that was recorded; `duplicate` when it repeats (same `request_id`) the one recorded. */
 export interface ApprovalReply {
   ok: true;
+  duplicate?: boolean;
+}
+
+/** What {@link sendApprovalDecision} did: the reply, the request id it sent and how many attempts it took. */
+export interface ApprovalSendResult extends ApprovalReply {
+  request_id: string;
+  attempts: number;
 }
 
 /**
  * Answers `runs.<run_id>.approve` in a queue group shared by every planner: any live planner records the decision
  * in the approvals bucket (the planner holding the run sees it through its watch, or applies it when it resumes the
- * run). Errors: `invalid_message` (malformed payload), `not_found`, `already_decided`, `run_finished`.
+ * run). A repeat of the decision that was recorded (same `request_id`) is answered `{ ok: true, duplicate: true }`.
+ * Errors: `invalid_message` (malformed payload), `not_found`, `already_decided` (naming the decision recorded and
+ * who made it), `run_finished`.
  */
 export function serveApprovals(deps: {
   bus: Bus;
@@ -42,8 +53,10 @@ export function serveApprovals(deps: {
     queue: 'agentmesh-planners',
     handler: async (decision, msg): Promise<ApprovalReply> => {
       const runId = msg.subject.slice(head.length, -'.approve'.length);
+      if (await deps.store.isRepeat(runId, decision)) return duplicate(deps.logger, runId, decision);
       await assertRunNotFinished(deps.records, runId);
       const record = await deps.store.decide(runId, decision);
+      if (record.duplicate === true) return duplicate(deps.logger, runId, decision);
       deps.logger.info(
         { run_id: runId, approval_id: record.approval_id, decision: record.decision, by: record.by },
         'approval decision recorded',
@@ -51,6 +64,14 @@ export function serveApprovals(deps: {
       return { ok: true };
     },
   });
+}
+
+function duplicate(logger: Logger, runId: string, decision: ApprovalDecision): ApprovalReply {
+  logger.info(
+    { run_id: runId, approval_id: decision.approval_id, request_id: decision.request_id },
+    'approval decision repeated: answered with the recorded outcome',
+  );
+  return { ok: true, duplicate: true };
 }
 
 async function assertRunNotFinished(records: KvStore, runId: string): Promise<void> {
@@ -65,22 +86,36 @@ async function assertRunNotFinished(records: KvStore, runId: string): Promise<vo
     );
 }
 
-const ReplySchema = z.object({ ok: z.literal(true) });
-
 /**
- * Sends a decision on `runs.<run_id>.approve` (any live planner answers). Rejects with the named error:
+ * Sends a decision on `runs.<run_id>.approve` (any live planner answers) with a `request_id` (generated when the
+ * decision has none), and sends it again on `timeout` or `no_responders` within the deadline (`timeoutMs`, default
+ * 10 s): a repeat that lands after the first did is answered `duplicate: true`. Rejects with the named error:
  * `not_found`, `already_decided`, `run_finished`, `invalid_message`, or `no_responders` when no planner runs.
  */
 export async function sendApprovalDecision(
   bus: Bus,
   runId: string,
   decision: ApprovalDecision,
-  options: { prefix?: string; timeoutMs?: number; signal?: AbortSignal } = {},
-): Promise<ApprovalReply> {
-  await requestJson(bus, runControlSubjects(options.prefix).approve(runId), decision, ReplySchema, {
-    timeoutMs: options.timeoutMs ?? 10_000,
-    what: 'approval reply',
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-  });
-  return { ok: true };
+  options: {
+    prefix?: string;
+    timeoutMs?: number;
+    attemptTimeoutMs?: number;
+    signal?: AbortSignal;
+    onRetry?: ControlRequestOptions['onRetry'];
+  } = {},
+): Promise<ApprovalSendResult> {
+  const body = { ...decision, request_id: decision.request_id ?? newRequestId() };
+  const { reply, attempts } = await requestControl(
+    bus,
+    runControlSubjects(options.prefix).approve(runId),
+    body,
+    ControlReplySchema,
+    { ...options, what: 'approval reply' },
+  );
+  return {
+    ok: true,
+    ...(reply.duplicate === true ? { duplicate: true } : {}),
+    request_id: body.request_id,
+    attempts,
+  };
 }

@@ -31,6 +31,29 @@ describe('ApprovalStore', () => {
     expect(again).toMatchObject({ state: 'approved', by: 'ann' });
   });
 
+  it('a repeat of the deciding request (same request_id) is a duplicate; any other decision is already_decided', async () => {
+    const s = store();
+    const { approval_id } = await s.request(call);
+    const decision = { approval_id, decision: 'approve', by: 'ann', request_id: 'rq-1' } as const;
+    const first = await s.decide('run-1', decision);
+    expect(first).toMatchObject({ state: 'approved', request_id: 'rq-1' });
+    expect(first).not.toHaveProperty('duplicate');
+    await expect(s.decide('run-1', decision)).resolves.toMatchObject({ state: 'approved', duplicate: true });
+    expect(await s.isRepeat('run-1', decision)).toBe(true);
+    for (const other of [
+      { approval_id, decision: 'deny', by: 'bob', request_id: 'rq-2' },
+      { approval_id, decision: 'deny', by: 'ann', request_id: 'rq-1' },
+      { approval_id, decision: 'approve', by: 'ann' },
+    ] as const) {
+      expect(await s.isRepeat('run-1', other)).toBe(false);
+      await expect(s.decide('run-1', other)).rejects.toMatchObject({
+        code: 'already_decided',
+        message: expect.stringContaining('already decided: approve by ann') as unknown,
+        details: { decision: 'approve', by: 'ann', run_id: 'run-1' },
+      });
+    }
+  });
+
   it('applies a decision once; a second one is refused with already_decided', async () => {
     const s = store();
     const { approval_id } = await s.request(call);

@@ -34,7 +34,12 @@ export interface ApprovalRecord {
   by?: string | undefined;
   reason?: string | undefined;
   decided_at?: string | undefined;
+  /** The client's `request_id` of the decision, so a repeat of it is answered as a duplicate. */
+  request_id?: string | undefined;
 }
+
+/** A decision as `decide` returns it: `duplicate` when it repeats the request (same `request_id`) that decided. */
+export type DecidedApproval = ApprovalRecord & { duplicate?: true };
 
 export type NewApproval = Omit<ApprovalRecord, 'approval_id' | 'state' | 'requested_at'> & {
   requested_at?: string;
@@ -87,8 +92,11 @@ export class ApprovalStore {
     return entry === null ? undefined : parse(entry);
   }
 
-  /** Applies a human's decision once. Errors: `not_found`, `already_decided`. */
-  async decide(runId: string, decision: ApprovalDecision): Promise<ApprovalRecord> {
+  /**
+   * Applies a human's decision once. A repeat of the decision that won (same `request_id`) returns the record with
+   * `duplicate: true`. Errors: `not_found`, `already_decided` (naming the recorded decision and who made it).
+   */
+  async decide(runId: string, decision: ApprovalDecision): Promise<DecidedApproval> {
     for (;;) {
       const entry = await this.kv.get(key(runId, decision.approval_id));
       if (entry === null)
@@ -98,7 +106,10 @@ export class ApprovalStore {
           { retryable: false, details: { run_id: runId, approval_id: decision.approval_id } },
         );
       const current = parse(entry);
-      if (current.state !== 'pending') throw alreadyDecided(current);
+      if (current.state !== 'pending') {
+        if (isRepeat(current, decision)) return { ...current, duplicate: true };
+        throw alreadyDecided(current);
+      }
       const decided: ApprovalRecord = {
         ...current,
         state: decision.decision === 'approve' ? 'approved' : 'denied',
@@ -106,6 +117,7 @@ export class ApprovalStore {
         by: decision.by ?? 'unknown',
         reason: decision.reason,
         decided_at: new Date().toISOString(),
+        ...(decision.request_id === undefined ? {} : { request_id: decision.request_id }),
       };
       try {
         await this.kv.update(entry.key, encodeJson(decided), entry.revision);
@@ -114,6 +126,13 @@ export class ApprovalStore {
         if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
       }
     }
+  }
+
+  /** True when `decision` repeats the request (same `request_id`) that decided the approval. */
+  async isRepeat(runId: string, decision: ApprovalDecision): Promise<boolean> {
+    if (decision.request_id === undefined) return false;
+    const current = await this.get(runId, decision.approval_id);
+    return current !== undefined && isRepeat(current, decision);
   }
 
   /** Ends a pending approval as denied with reason `timeout`; a decision that came first stands. */
@@ -186,14 +205,30 @@ function parse(entry: KvEntry): ApprovalRecord {
   return decodeMessage(RecordSchema, entry.value, 'approval record') as unknown as ApprovalRecord;
 }
 
+function isRepeat(record: ApprovalRecord, decision: ApprovalDecision): boolean {
+  return (
+    record.state !== 'pending' &&
+    decision.request_id !== undefined &&
+    record.request_id === decision.request_id &&
+    record.decision === decision.decision
+  );
+}
+
 function alreadyDecided(record: ApprovalRecord): AgentMeshError {
   return new AgentMeshError(
     'already_decided',
     `approval "${record.approval_id}" of run "${record.run_id}" was already decided: ${record.decision ?? record.state}` +
-      (record.by === undefined ? '' : ` by ${record.by}`),
+      (record.by === undefined ? '' : ` by ${record.by}`) +
+      (record.decided_at === undefined ? '' : ` at ${record.decided_at}`),
     {
       retryable: false,
-      details: { approval_id: record.approval_id, decision: record.decision, by: record.by },
+      details: {
+        run_id: record.run_id,
+        approval_id: record.approval_id,
+        decision: record.decision,
+        by: record.by,
+        decided_at: record.decided_at,
+      },
     },
   );
 }

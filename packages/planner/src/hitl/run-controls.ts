@@ -2,22 +2,27 @@ import { randomUUID } from 'node:crypto';
 import {
   AgentMeshError,
   ErrorCode,
+  ControlReplySchema,
+  RunControlRequestSchema,
   RunInputSchema,
   decodeMessage,
   readEntries,
   encodeJson,
-  requestJson,
+  newRequestId,
+  requestControl,
   respondError,
   respondJson,
   runControlSubjects,
   type Bus,
   type BusMessage,
+  type ControlRequestOptions,
   type KvStore,
   type Logger,
   type Subscription,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import { parseRecord } from '../model/record.js';
+import { ControlLedger } from '../infra/control-ledger.js';
 
 /** A user message waiting to be added to a run before its next model turn. */
 export interface PendingInput {
@@ -35,10 +40,19 @@ const PausedRecordSchema = z.object({ paused: z.boolean(), at: z.string() });
  * applied by the planner that resumes it.
  */
 export class RunControlStore {
-  constructor(private readonly kv: KvStore) {}
+  /** The request ids of input, pause and resume requests with their outcomes. */
+  readonly ledger: ControlLedger;
 
-  async addInput(runId: string, text: string): Promise<string> {
-    const key = `${runId}.input.${Date.now().toString(36).padStart(10, '0')}${randomUUID().slice(0, 8)}`;
+  constructor(private readonly kv: KvStore) {
+    this.ledger = new ControlLedger(kv);
+  }
+
+  /** A new input's key: inputs sort by it, oldest first. */
+  newInputKey(runId: string): string {
+    return `${runId}.input.${Date.now().toString(36).padStart(10, '0')}${randomUUID().slice(0, 8)}`;
+  }
+
+  async addInput(runId: string, text: string, key: string = this.newInputKey(runId)): Promise<string> {
     await this.kv.put(key, encodeJson({ text, at: new Date().toISOString() }));
     await this.kv.put(`${runId}.has_input`, encodeJson({ at: new Date().toISOString() }));
     return key;
@@ -118,8 +132,8 @@ type ControlKind = 'input' | 'pause' | 'resume';
 
 /**
  * Records `runs.<id>.input|pause|resume` in the controls bucket (a queue group of every planner, so any live one
- * records it). Replies `{ ok: true }` when asked with a reply subject, or a named error: `invalid_message`,
- * `run_finished`.
+ * records it). Replies `{ ok: true }` when asked with a reply subject (`duplicate: true` for a repeat of a
+ * `request_id` already recorded), or a named error: `invalid_message`, `run_finished`.
  */
 export function serveRunControls(deps: {
   bus: Bus;
@@ -133,18 +147,13 @@ export function serveRunControls(deps: {
   const handle = (kind: ControlKind) => async (msg: BusMessage) => {
     const runId = msg.subject.slice(head.length, -`.${kind}`.length);
     try {
-      const entry = await deps.records.get(runId);
-      if (entry !== null && parseRecord(entry.value).state === 'finished')
-        throw new AgentMeshError('run_finished', `run "${runId}" already finished: nothing to ${kind}`, {
-          retryable: false,
-          details: { run_id: runId },
-        });
-      if (kind === 'input') {
-        const body = decodeMessage(RunInputSchema, msg.data, 'run input');
-        await deps.store.addInput(runId, body.text);
-      } else await deps.store.setPaused(runId, kind === 'pause');
-      deps.logger.info({ run_id: runId, kind }, 'run control recorded');
-      if (msg.reply !== undefined) respondJson(deps.bus, msg, { ok: true });
+      const { duplicate, requestId } = await recordControl(deps, runId, kind, msg);
+      deps.logger.info(
+        { run_id: runId, kind, request_id: requestId, duplicate },
+        duplicate ? 'run control repeated' : 'run control recorded',
+      );
+      if (msg.reply !== undefined)
+        respondJson(deps.bus, msg, duplicate ? { ok: true, duplicate } : { ok: true });
     } catch (error) {
       deps.logger.warn({ run_id: runId, kind, err: (error as Error).message }, 'run control refused');
       if (msg.reply !== undefined) respondError(deps.bus, msg, error);
@@ -158,15 +167,64 @@ export function serveRunControls(deps: {
   ];
 }
 
-const ReplySchema = z.object({ ok: z.literal(true) });
+/** Applies one control message, once per `request_id` when it has one. */
+async function recordControl(
+  deps: { store: RunControlStore; records: KvStore },
+  runId: string,
+  kind: ControlKind,
+  msg: BusMessage,
+): Promise<{ duplicate: boolean; requestId: string | undefined }> {
+  const input = kind === 'input' ? decodeMessage(RunInputSchema, msg.data, 'run input') : undefined;
+  const body =
+    input ??
+    (msg.data.length === 0 ? {} : decodeMessage(RunControlRequestSchema, msg.data, `${kind} request`));
+  const apply = async (claim: Record<string, unknown>): Promise<Record<string, unknown>> => {
+    const entry = await deps.records.get(runId);
+    if (entry !== null && parseRecord(entry.value).state === 'finished')
+      throw new AgentMeshError('run_finished', `run "${runId}" already finished: nothing to ${kind}`, {
+        retryable: false,
+        details: { run_id: runId },
+      });
+    if (input !== undefined)
+      await deps.store.addInput(runId, input.text, claim['input_key'] as string | undefined);
+    else await deps.store.setPaused(runId, kind === 'pause');
+    return {};
+  };
+  const requestId = body.request_id;
+  if (requestId === undefined) {
+    await apply({});
+    return { duplicate: false, requestId };
+  }
+  const claim = kind === 'input' ? { input_key: deps.store.newInputKey(runId) } : {};
+  const { duplicate } = await deps.store.ledger.once(runId, requestId, kind, claim, apply);
+  return { duplicate, requestId };
+}
 
-/** Sends input, pause or resume to a run and waits until a planner recorded it. */
+/** What {@link sendRunControl} did: whether a planner had recorded its request id before, and the attempts. */
+export interface RunControlResult {
+  ok: true;
+  duplicate?: boolean;
+  request_id: string;
+  attempts: number;
+}
+
+/**
+ * Sends input, pause or resume to a run with a `request_id` (generated unless given) and waits until a planner
+ * recorded it, sending again on `timeout` or `no_responders` within the deadline (`timeoutMs`, default 10 s).
+ */
 export async function sendRunControl(
   bus: Bus,
   runId: string,
   control: { kind: 'input'; text: string } | { kind: 'pause' | 'resume' },
-  options: { prefix?: string; timeoutMs?: number } = {},
-): Promise<void> {
+  options: {
+    prefix?: string;
+    timeoutMs?: number;
+    attemptTimeoutMs?: number;
+    requestId?: string;
+    signal?: AbortSignal;
+    onRetry?: ControlRequestOptions['onRetry'];
+  } = {},
+): Promise<RunControlResult> {
   const subjects = runControlSubjects(options.prefix);
   const subject =
     control.kind === 'input'
@@ -174,8 +232,11 @@ export async function sendRunControl(
       : control.kind === 'pause'
         ? subjects.pause(runId)
         : subjects.resume(runId);
-  await requestJson(bus, subject, control.kind === 'input' ? { text: control.text } : {}, ReplySchema, {
-    timeoutMs: options.timeoutMs ?? 10_000,
+  const request_id = options.requestId ?? newRequestId();
+  const body = control.kind === 'input' ? { text: control.text, request_id } : { request_id };
+  const { reply, attempts } = await requestControl(bus, subject, body, ControlReplySchema, {
+    ...options,
     what: `${control.kind} reply`,
   });
+  return { ok: true, ...(reply.duplicate === true ? { duplicate: true } : {}), request_id, attempts };
 }

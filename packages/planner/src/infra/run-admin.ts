@@ -57,16 +57,18 @@ export async function showRun(
  * Cancels a run wherever it runs: publishes on `runs.<id>.cancel` (the owning planner stops it now) and marks its
  * record, so a planner that takes the run over after a failover cancels it too. Returns the record as it was, or
  * null for an unknown run id. With `publishFirst` the cancel is published at once, before the record is read (a
- * parent stopping its children: they stop now, the mark is for a planner that takes one over).
+ * parent stopping its children: they stop now, the mark is for a planner that takes one over). Sending it again is
+ * safe (the mark is set once; `requestId` travels in the cancel message for the logs).
  */
 export async function cancelRun(
   bus: Backend,
   runId: string,
-  options: { prefix?: string; reason?: string; publishFirst?: boolean } = {},
+  options: { prefix?: string; reason?: string; publishFirst?: boolean; requestId?: string } = {},
 ): Promise<RunRecord | null> {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const reason = options.reason ?? 'cancel requested';
-  const publish = () => bus.publish(subjects(prefix).runCancel(runId), encodeJson({ reason }));
+  const body = options.requestId === undefined ? { reason } : { reason, request_id: options.requestId };
+  const publish = () => bus.publish(subjects(prefix).runCancel(runId), encodeJson(body));
   if (options.publishFirst === true) publish();
   const kv = await openRunRecords(bus, prefix);
   for (let attempt = 1; ; attempt++) {

@@ -143,13 +143,33 @@ export const RunStatusSchema = z.enum([
 ]);
 export type RunStatus = z.infer<typeof RunStatusSchema>;
 
+/**
+ * A client's id for one control request (approve, deny, input, pause, resume, trigger, cancel). Optional: a repeat
+ * carrying the same id is answered with the first outcome and `duplicate: true` instead of being applied again, so a
+ * client may send again after a timeout or `no_responders`. Without it a request behaves as before.
+ */
+export const RequestIdSchema = z.string().min(1).max(128);
+
+/** The reply to a control request that was recorded; `duplicate` when an earlier one with its `request_id` was. */
+export const ControlReplySchema = z.object({ ok: z.literal(true), duplicate: z.boolean().optional() });
+export type ControlReply = z.infer<typeof ControlReplySchema>;
+
+/** The body of `runs.<run_id>.pause` and `runs.<run_id>.resume` (may be empty). */
+export const RunControlRequestSchema = z.object({ request_id: RequestIdSchema.optional() }).strict();
+export type RunControlRequest = z.infer<typeof RunControlRequestSchema>;
+
 /** A trigger for a daemon run (`runs.<run_id>.trigger`): a kind and any payload. */
 export const TriggerSchema = z
-  .object({ kind: z.string().trim().min(1, 'kind must be a non-empty string').max(128) })
+  .object({
+    kind: z.string().trim().min(1, 'kind must be a non-empty string').max(128),
+    request_id: RequestIdSchema.optional(),
+  })
   .catchall(z.unknown());
 export type Trigger = z.infer<typeof TriggerSchema>;
 
-export const CancelRequestSchema = z.object({ reason: z.string().optional() }).strict();
+export const CancelRequestSchema = z
+  .object({ reason: z.string().optional(), request_id: RequestIdSchema.optional() })
+  .strict();
 export type CancelRequest = z.infer<typeof CancelRequestSchema>;
 
 /** A human's decision on `runs.<run_id>.approve`; the reply is `{ ok: true }` or `not_found` / `already_decided`. */
@@ -159,12 +179,15 @@ export const ApprovalDecisionSchema = z
     decision: z.enum(['approve', 'deny']),
     reason: z.string().max(4_096).optional(),
     by: z.string().max(256).optional(),
+    request_id: RequestIdSchema.optional(),
   })
   .strict();
 export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
 
 /** A user message added to a running run (`runs.<run_id>.input`), applied before its next model turn. */
-export const RunInputSchema = z.object({ text: z.string().min(1).max(100_000) }).strict();
+export const RunInputSchema = z
+  .object({ text: z.string().min(1).max(100_000), request_id: RequestIdSchema.optional() })
+  .strict();
 export type RunInput = z.infer<typeof RunInputSchema>;
 
 /** How a run that is not finished waits: for a human decision, or paused between turns. */

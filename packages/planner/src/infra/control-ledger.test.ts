@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryKvStore } from '@agentmesh/protocol';
+import { ControlLedger } from './control-ledger.js';
+
+describe('ControlLedger', () => {
+  it('applies a request id once and answers a repeat with the first outcome', async () => {
+    const ledger = new ControlLedger(new MemoryKvStore());
+    let applied = 0;
+    const apply = () => Promise.resolve({ seq: ++applied });
+    expect(await ledger.once('run-1', 'rq-1', 'trigger', {}, apply)).toEqual({
+      outcome: { seq: 1 },
+      duplicate: false,
+    });
+    expect(await ledger.once('run-1', 'rq-1', 'trigger', {}, apply)).toEqual({
+      outcome: { seq: 1 },
+      duplicate: true,
+    });
+    expect(applied).toBe(1);
+    expect(await ledger.once('run-2', 'rq-1', 'trigger', {}, apply)).toMatchObject({ duplicate: false });
+  });
+
+  it('re-applies a claim whose planner died before it finished, with the claimed values', async () => {
+    const kv = new MemoryKvStore();
+    const dying = new ControlLedger(kv);
+    await expect(
+      dying.once('run-1', 'rq-1', 'input', { input_key: 'k-1' }, () => Promise.reject(new Error('killed'))),
+    ).rejects.toThrow('killed');
+    const claims: unknown[] = [];
+    const result = await new ControlLedger(kv).once(
+      'run-1',
+      'rq-1',
+      'input',
+      { input_key: 'k-2' },
+      (claim) => {
+        claims.push(claim);
+        return Promise.resolve({});
+      },
+    );
+    expect(claims).toEqual([{ input_key: 'k-1' }]);
+    expect(result.duplicate).toBe(true);
+  });
+
+  it('refuses a request id used for another kind of control', async () => {
+    const ledger = new ControlLedger(new MemoryKvStore());
+    await ledger.once('run-1', 'rq-1', 'pause', {}, () => Promise.resolve({}));
+    await expect(ledger.once('run-1', 'rq-1', 'resume', {}, () => Promise.resolve({}))).rejects.toMatchObject(
+      {
+        code: 'invalid_request',
+        details: { kind: 'pause' },
+      },
+    );
+  });
+});
