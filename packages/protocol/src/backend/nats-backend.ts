@@ -3,6 +3,7 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Objm } from '@nats-io/obj';
 import { Svcm } from '@nats-io/services';
+import type { Logger } from 'pino';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
 import { NatsKvStore, type KvBucketOptions, type KvStore } from '../stores/kv.js';
@@ -26,23 +27,46 @@ import type {
 const ms = (n: number) => n * 1_000_000;
 /** How long opening an asset rides out JetStream API timeouts (an R3 asset created or elected on a busy cluster). */
 const ASSET_OPEN_TIMEOUT_MS = 30_000;
-const TRANSIENT_API_ERROR = /timeout|timed out|no responders/i;
+const TRANSIENT_API_ERROR = /timeout|timed out|no responders|connection (closed|draining)|disconnect/i;
 
-/** Opens a JetStream asset, trying again while the JetStream API times out or has no responder (a leader election). */
-function opening<T>(open: () => Promise<T>): Promise<T> {
-  return retry(open, {
+/**
+ * A failure of the JetStream API as an {@link AgentMeshError} whose `retryable` says whether to try again: a timeout
+ * or no responder (a leader election, a node going away) is `unavailable` and retryable; anything else (a refused
+ * setting, a permissions violation) keeps its code and fails at once.
+ */
+export function jetStreamFailure(error: unknown): AgentMeshError {
+  const e = AgentMeshError.from(error);
+  if (e.retryable || !TRANSIENT_API_ERROR.test(e.message) || /permission/i.test(e.message)) return e;
+  return new AgentMeshError(ErrorCode.Unavailable, e.message, {
+    retryable: true,
+    cause: e,
+    ...(e.details === undefined ? {} : { details: e.details }),
+  });
+}
+
+/**
+ * Opens a JetStream asset, trying again while the JetStream API times out or has no responder (a leader election),
+ * and logs each wait.
+ */
+function opening<T>(what: string, logger: Logger | undefined, open: () => Promise<T>): Promise<T> {
+  return retry(() => open().catch((error: unknown) => Promise.reject(jetStreamFailure(error))), {
     timeoutMs: ASSET_OPEN_TIMEOUT_MS,
     baseMs: 250,
     capMs: 2_000,
-    retryable: (error) => TRANSIENT_API_ERROR.test(error.message),
+    onRetry: (error, attempt, delayMs) =>
+      logger?.warn(
+        { asset: what, attempt, retryInMs: delayMs, err: error.message },
+        `creating ${what}: ${error.message}, retrying in ${delayMs} ms`,
+      ),
   });
 }
 
 function createError(asset: string, replicas: number, error: unknown): AgentMeshError {
+  const transient = jetStreamFailure(error).retryable;
   return new AgentMeshError(
-    ErrorCode.InvalidConfig,
+    transient ? ErrorCode.Unavailable : ErrorCode.InvalidConfig,
     `JetStream asset "${asset}": cannot create or open it with replicas ${replicas}: ${(error as Error).message}`,
-    { retryable: false, cause: error, details: { asset, replicas } },
+    { retryable: transient, cause: error, details: { asset, replicas } },
   );
 }
 
@@ -61,6 +85,7 @@ export class NatsBackendParts {
     readonly replicas: number,
     /** When false (replicas not configured), an existing asset keeps its replica count. */
     private readonly enforceReplicas = true,
+    private readonly logger?: Logger,
   ) {}
 
   /** Replicas above 1 need a JetStream cluster: a single server would accept them and keep one copy. */
@@ -75,7 +100,7 @@ export class NatsBackendParts {
 
   async kv(bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
     this.assertReplicasPossible(`KV_${bucket}`);
-    return opening(() => this.openKv(bucket, options));
+    return opening(`bucket ${bucket}`, this.logger, () => this.openKv(bucket, options));
   }
 
   private async openKv(bucket: string, options: KvBucketOptions): Promise<KvStore> {
@@ -107,7 +132,7 @@ export class NatsBackendParts {
 
   async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {
     this.assertReplicasPossible(`OBJ_${bucket}`);
-    return opening(() => this.openBlobs(bucket, options));
+    return opening(`object store ${bucket}`, this.logger, () => this.openBlobs(bucket, options));
   }
 
   private async openBlobs(bucket: string, options: BlobBucketOptions): Promise<BlobStore> {
@@ -133,9 +158,8 @@ export class NatsBackendParts {
 
   async workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
     this.assertReplicasPossible(options.stream);
-    const jsm = await this.conn.jetstreamManager();
-    return opening(() =>
-      NatsWorkQueue.open(this.conn.jetstream(), jsm, {
+    return opening(`stream ${options.stream}`, this.logger, async () =>
+      NatsWorkQueue.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
         ...options,
         replicas: this.replicas,
         enforceReplicas: this.enforceReplicas,
@@ -146,9 +170,8 @@ export class NatsBackendParts {
 
   async eventLog(options: EventLogOptions): Promise<EventLog> {
     this.assertReplicasPossible(options.stream);
-    const jsm = await this.conn.jetstreamManager();
-    return opening(() =>
-      NatsEventLog.open(this.conn.jetstream(), jsm, {
+    return opening(`stream ${options.stream}`, this.logger, async () =>
+      NatsEventLog.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
         ...options,
         replicas: this.replicas,
         enforceReplicas: this.enforceReplicas,

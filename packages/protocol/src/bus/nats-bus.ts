@@ -263,7 +263,7 @@ export class NatsBus implements Backend {
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
     this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
-    this.parts = new NatsBackendParts(this, replicas, enforceReplicas);
+    this.parts = new NatsBackendParts(this, replicas, enforceReplicas, logger);
     void this.watchStatus();
   }
 
@@ -289,10 +289,17 @@ export class NatsBus implements Backend {
         noAsyncTraces: true,
       } as ConnectionOptions);
     } catch (error) {
+      const message = (error as Error).message;
+      if (/authori[sz]ation|authentication|permissions/i.test(message))
+        throw new AgentMeshError(
+          ErrorCode.PermissionDenied,
+          `NATS at ${String(servers)} refused the connection: ${message}. Check NATS_USER / NATS_PASSWORD / NATS_TOKEN.`,
+          { retryable: false, cause: error, details: { servers } },
+        );
       throw new AgentMeshError(
         ErrorCode.Unavailable,
-        `cannot connect to NATS at ${String(servers)}: ${(error as Error).message}. Start one with "nats-server -js" or set NATS_URL.`,
-        { cause: error, details: { servers } },
+        `cannot connect to NATS at ${String(servers)}: ${message}. Start one with "nats-server -js" or set NATS_URL.`,
+        { retryable: true, cause: error, details: { servers } },
       );
     }
     const bus = new NatsBus(nc, options.logger, replyPrefix, replicas, options.replicas !== undefined);
