@@ -2,9 +2,13 @@
  * Actors started before NATS is up: each waits with backoff, says not-ready on /readyz and in its logs, and becomes
  * ready on its own once the server comes up, without a restart.
  */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
-import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
+import { cleanEnv, runAgentmesh, CLI, startActor, type ActorProcess } from './helpers/cli.js';
 import { until } from './helpers/wait.js';
 
 async function readyz(port: number): Promise<number | undefined> {
@@ -61,4 +65,50 @@ describe('actors started before the nats-server', () => {
     expect(run.stdout).toMatch(/"type":"run\.completed"/);
     expect(run.stdout).toMatch(/2 \+ 3 = 5/);
   }, 120_000);
+});
+
+/** Runs an actor that must give up: resolves with its exit code and its output. */
+function failingActor(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+describe('a permanent start-up failure still fails fast', () => {
+  let nats: NatsServerHandle | undefined;
+  afterAll(async () => {
+    await nats?.dispose();
+  });
+
+  it('a refused login and replicas a single server cannot hold exit with a clear message, no retry', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agentmesh-bad-start-'));
+    const conf = join(dir, 'nats.conf');
+    writeFileSync(conf, 'authorization { user: am, password: right }\n');
+    nats = await startNatsServer({ configFile: conf });
+    const wrong = await failingActor(
+      ['catalog'],
+      cleanEnv({ NATS_URL: nats.url, NATS_USER: 'am', NATS_PASSWORD: 'wrong', LOG_LEVEL: 'info' }),
+    );
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.out).toMatch(/refused the connection: .*authorization/i);
+    expect(wrong.out).not.toMatch(/retrying in/);
+
+    const replicas = await failingActor(
+      ['catalog'],
+      cleanEnv({
+        NATS_URL: nats.url,
+        NATS_USER: 'am',
+        NATS_PASSWORD: 'right',
+        AGENTMESH_REPLICAS: '3',
+        LOG_LEVEL: 'info',
+      }),
+    );
+    expect(replicas.code).not.toBe(0);
+    expect(replicas.out).toMatch(/replicas 3 needs a NATS cluster/);
+    expect(replicas.out).not.toMatch(/retrying in/);
+  }, 60_000);
 });
