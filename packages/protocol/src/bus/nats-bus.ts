@@ -229,6 +229,15 @@ export function inboxPrefixFor(servers: string | string[], options: NatsBusOptio
   return safe === undefined || safe === '' ? '_INBOX' : `_INBOX_${safe}`;
 }
 
+/** The server has JetStream, but its API does not answer yet (a cluster without a meta leader): retryable. */
+function jetStreamNotReady(servers: string | string[], error: unknown): AgentMeshError {
+  return new AgentMeshError(
+    ErrorCode.Unavailable,
+    `JetStream at ${String(servers)} is not ready (no cluster leader yet?): ${(error as Error).message}`,
+    { retryable: true, cause: error, details: { servers } },
+  );
+}
+
 /**
  * The production bus on the @nats-io v3 clients. Requests go through one shared reply subscription (a request
  * multiplexer with cheap errors), which is what makes many requests in flight fast. It also hands out JetStream,
@@ -307,7 +316,9 @@ export class NatsBus implements Backend {
       try {
         await bus.jetstreamManager();
       } catch (error) {
+        const announced = nc.info?.jetstream === true;
         await nc.close();
+        if (announced) throw jetStreamNotReady(servers, error);
         throw new AgentMeshError(
           ErrorCode.JetStreamUnavailable,
           `NATS at ${String(servers)} has no JetStream: start the server with "nats-server -js" (or enable jetstream in its config)`,
