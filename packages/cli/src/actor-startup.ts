@@ -1,4 +1,4 @@
-import { retry, type Backend, type Logger } from '@agentmesh/protocol';
+import { natsFailure, retry, type Backend, type Logger } from '@agentmesh/protocol';
 
 /** An actor the CLI serves: started once its bus is up, stopped on SIGTERM. */
 export interface Actor {
@@ -38,7 +38,7 @@ export function startActor(
         await actor.start();
       } catch (error) {
         await bus.close().catch(() => undefined);
-        throw error;
+        throw natsFailure(error);
       }
       return { bus, actor };
     },

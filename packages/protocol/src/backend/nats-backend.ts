@@ -9,7 +9,7 @@ import { retry } from '../retry.js';
 import { NatsKvStore, type KvBucketOptions, type KvStore } from '../stores/kv.js';
 import { NatsBlobStore, type BlobBucketOptions, type BlobStore } from '../stores/blobs.js';
 import { KvLeases } from './kv-leases.js';
-import { ensureStream } from './nats-assets.js';
+import { ensureStream, natsFailure } from './nats-assets.js';
 import { NatsEventLog } from './nats-event-log.js';
 import { NatsWorkQueue } from './nats-queue.js';
 import type {
@@ -27,29 +27,12 @@ import type {
 const ms = (n: number) => n * 1_000_000;
 /** How long opening an asset rides out JetStream API timeouts (an R3 asset created or elected on a busy cluster). */
 const ASSET_OPEN_TIMEOUT_MS = 30_000;
-const TRANSIENT_API_ERROR = /timeout|timed out|no responders|connection (closed|draining)|disconnect/i;
-
-/**
- * A failure of the JetStream API as an {@link AgentMeshError} whose `retryable` says whether to try again: a timeout
- * or no responder (a leader election, a node going away) is `unavailable` and retryable; anything else (a refused
- * setting, a permissions violation) keeps its code and fails at once.
- */
-export function jetStreamFailure(error: unknown): AgentMeshError {
-  const e = AgentMeshError.from(error);
-  if (e.retryable || !TRANSIENT_API_ERROR.test(e.message) || /permission/i.test(e.message)) return e;
-  return new AgentMeshError(ErrorCode.Unavailable, e.message, {
-    retryable: true,
-    cause: e,
-    ...(e.details === undefined ? {} : { details: e.details }),
-  });
-}
-
 /**
  * Opens a JetStream asset, trying again while the JetStream API times out or has no responder (a leader election),
  * and logs each wait.
  */
 function opening<T>(what: string, logger: Logger | undefined, open: () => Promise<T>): Promise<T> {
-  return retry(() => open().catch((error: unknown) => Promise.reject(jetStreamFailure(error))), {
+  return retry(() => open().catch((error: unknown) => Promise.reject(natsFailure(error))), {
     timeoutMs: ASSET_OPEN_TIMEOUT_MS,
     baseMs: 250,
     capMs: 2_000,
@@ -62,7 +45,7 @@ function opening<T>(what: string, logger: Logger | undefined, open: () => Promis
 }
 
 function createError(asset: string, replicas: number, error: unknown): AgentMeshError {
-  const transient = jetStreamFailure(error).retryable;
+  const transient = natsFailure(error).retryable;
   return new AgentMeshError(
     transient ? ErrorCode.Unavailable : ErrorCode.InvalidConfig,
     `JetStream asset "${asset}": cannot create or open it with replicas ${replicas}: ${(error as Error).message}`,
