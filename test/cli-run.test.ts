@@ -187,10 +187,16 @@ describe('actor commands', () => {
     }
   });
 
-  it('exit 2 with a clear message when NATS is unreachable', async () => {
-    const r = await runAgentmesh(['worker', '--nats', 'nats://127.0.0.1:1']);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/cannot connect to NATS at nats:\/\/127\.0\.0\.1:1/);
+  it('waits, saying so, when NATS is unreachable (actors-bad-start.test.ts: until it comes up)', async () => {
+    const worker = await startActor(['worker', '--nats', 'nats://127.0.0.1:1'], cleanEnv(), /retrying in/);
+    try {
+      expect(worker.logs()).toMatch(
+        /waiting for NATS at nats:\/\/127\.0\.0\.1:1: cannot connect to NATS at nats:\/\/127\.0\.0\.1:1/,
+      );
+      expect(worker.child.exitCode).toBeNull();
+    } finally {
+      await worker.stop('SIGKILL');
+    }
   });
 
   it('exit 2 and say so when the server has no JetStream', async () => {

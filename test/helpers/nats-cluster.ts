@@ -148,9 +148,13 @@ async function nodePorts(): Promise<NodePorts> {
 /**
  * Starts a `size`-node nats-server cluster on loopback: full routes between nodes, authorized as in
  * deploy/nats/cluster.conf (user `route`, a random password), JetStream on each with its own store, server names
- * n1..nN. Each node can be killed (-9) and started again on the same ports and store.
+ * n1..nN. Each node can be killed (-9) and started again on the same ports and store. With `startNodes` below `size`,
+ * only the first nodes start and the cluster has no JetStream leader until the rest are started.
  */
-export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
+export async function startNatsCluster(
+  size = 3,
+  options: { startNodes?: number } = {},
+): Promise<NatsClusterHandle> {
   const bin = findNatsServerBinary();
   if (bin === undefined) throw new Error(NATS_INSTALL_HINT);
   const dir = mkdtempSync(join(tmpdir(), 'agentmesh-cluster-'));
@@ -184,9 +188,10 @@ export async function startNatsCluster(size = 3): Promise<NatsClusterHandle> {
     );
     return nodeProcess(bin, name, { conf }, p);
   });
-  await Promise.all(nodes.map((n) => n.start()));
+  const started = nodes.slice(0, options.startNodes ?? size);
+  await Promise.all(started.map((n) => n.start()));
   const handle = clusterHandle(nodes, dir);
-  await handle.waitReady();
+  if (started.length === size) await handle.waitReady();
   return handle;
 }
 

@@ -51,6 +51,7 @@ export {
 } from './connect.js';
 export type * from './backend/types.js';
 export { EVENT_SEQ_HEADER } from './backend/nats-event-log.js';
+export { natsFailure } from './backend/nats-assets.js';
 export * from './tool-client.js';
 export { handOverOutcome } from './tool-handover.js';
 export { generateJsonSchemas } from './json-schemas.js';

@@ -1,15 +1,11 @@
 import { hostname } from 'node:os';
 import { AgentMeshError, ErrorCode, ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
 import type { McpToolSource } from '@agentmesh/tool-worker';
+import { startActor, type Actor } from '../actor-startup.js';
 import { intFlag, listFlag, stringFlag } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import type { HealthServer } from '../health.js';
 import { actorKindOf, serveActorMetrics } from '../metrics.js';
-
-interface Actor {
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
 
 /** Runs one actor until SIGTERM/SIGINT: drains in-flight work, then exits 0. */
 async function serveActor(
@@ -22,10 +18,14 @@ async function serveActor(
   let health: HealthServer | undefined;
   if (healthPort !== undefined) health = await (await import('../health.js')).startHealthServer(healthPort);
   const metrics = await serveActorMetrics(ctx, actorKindOf(name));
-  const bus = await connectNats(ctx, `${name}@${hostname()}`);
+  const { bus, actor } = await startActor(
+    name,
+    ctx.natsUrl,
+    logger,
+    () => connectNats(ctx, `${name}@${hostname()}`),
+    (b) => build(b, logger),
+  );
   metrics?.collectFrom(bus, ctx.prefix);
-  const actor = build(bus, logger);
-  await actor.start();
   health?.setReady(true);
   bus.onStatus((s) => {
     if (s.type === 'disconnect') health?.setReady(false);

@@ -15,6 +15,23 @@ const CHECKED: readonly (keyof StreamConfig)[] = [
   'subjects',
 ];
 
+/** Failures a cluster recovers from: a timeout, no responder, a lost connection, too few peers while a node is down. */
+const TRANSIENT_API_ERROR =
+  /timeout|timed out|no responders|connection (closed|draining)|disconnect|insufficient resources|no suitable peers/i;
+
+/**
+ * A failure of a NATS or JetStream operation as an {@link AgentMeshError} whose `retryable` says whether to try
+ * again: a timeout, no responder or a closed connection (a leader election, a node going away) is `unavailable` and
+ * retryable; anything else (a refused setting, a permissions violation) fails at once. An {@link AgentMeshError}
+ * already says for itself and is kept as is.
+ */
+export function natsFailure(error: unknown): AgentMeshError {
+  if (error instanceof AgentMeshError) return error;
+  const e = AgentMeshError.from(error);
+  if (!TRANSIENT_API_ERROR.test(e.message) || /permission/i.test(e.message)) return e;
+  return new AgentMeshError(ErrorCode.Unavailable, e.message, { retryable: true, cause: error });
+}
+
 function same(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
@@ -27,10 +44,11 @@ function assetError(
   cause: unknown,
 ): AgentMeshError {
   const why = cause instanceof Error ? cause.message : String(cause);
+  const transient = cause instanceof Error && natsFailure(cause).retryable;
   return new AgentMeshError(
-    ErrorCode.InvalidConfig,
+    transient ? ErrorCode.Unavailable : ErrorCode.InvalidConfig,
     `JetStream asset "${stream}": cannot set ${setting} to ${JSON.stringify(wanted)} (it is ${JSON.stringify(current)}): ${why}`,
-    { retryable: false, cause, details: { asset: stream, setting, current, wanted } },
+    { retryable: transient, cause, details: { asset: stream, setting, current, wanted } },
   );
 }
 
@@ -59,12 +77,13 @@ export async function ensureStream(
       await jsm.streams.add(wanted);
       return;
     } catch (error) {
+      const transient = natsFailure(error).retryable;
       if (!/already in use/i.test((error as Error).message))
         throw new AgentMeshError(
-          ErrorCode.InvalidConfig,
+          transient ? ErrorCode.Unavailable : ErrorCode.InvalidConfig,
           `JetStream asset "${wanted.name}": cannot create it with replicas ${wanted.num_replicas ?? 1}: ${(error as Error).message}`,
           {
-            retryable: false,
+            retryable: transient,
             cause: error,
             details: { asset: wanted.name, replicas: wanted.num_replicas ?? 1 },
           },

@@ -3,12 +3,13 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Objm } from '@nats-io/obj';
 import { Svcm } from '@nats-io/services';
+import type { Logger } from 'pino';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { retry } from '../retry.js';
 import { NatsKvStore, type KvBucketOptions, type KvStore } from '../stores/kv.js';
 import { NatsBlobStore, type BlobBucketOptions, type BlobStore } from '../stores/blobs.js';
 import { KvLeases } from './kv-leases.js';
-import { ensureStream } from './nats-assets.js';
+import { ensureStream, natsFailure } from './nats-assets.js';
 import { NatsEventLog } from './nats-event-log.js';
 import { NatsWorkQueue } from './nats-queue.js';
 import type {
@@ -26,23 +27,29 @@ import type {
 const ms = (n: number) => n * 1_000_000;
 /** How long opening an asset rides out JetStream API timeouts (an R3 asset created or elected on a busy cluster). */
 const ASSET_OPEN_TIMEOUT_MS = 30_000;
-const TRANSIENT_API_ERROR = /timeout|timed out|no responders/i;
-
-/** Opens a JetStream asset, trying again while the JetStream API times out or has no responder (a leader election). */
-function opening<T>(open: () => Promise<T>): Promise<T> {
-  return retry(open, {
+/**
+ * Opens a JetStream asset, trying again while the JetStream API times out or has no responder (a leader election),
+ * and logs each wait.
+ */
+function opening<T>(what: string, logger: Logger | undefined, open: () => Promise<T>): Promise<T> {
+  return retry(() => open().catch((error: unknown) => Promise.reject(natsFailure(error))), {
     timeoutMs: ASSET_OPEN_TIMEOUT_MS,
     baseMs: 250,
     capMs: 2_000,
-    retryable: (error) => TRANSIENT_API_ERROR.test(error.message),
+    onRetry: (error, attempt, delayMs) =>
+      logger?.warn(
+        { asset: what, attempt, retryInMs: delayMs, err: error.message },
+        `creating ${what}: ${error.message}, retrying in ${delayMs} ms`,
+      ),
   });
 }
 
 function createError(asset: string, replicas: number, error: unknown): AgentMeshError {
+  const transient = natsFailure(error).retryable;
   return new AgentMeshError(
-    ErrorCode.InvalidConfig,
+    transient ? ErrorCode.Unavailable : ErrorCode.InvalidConfig,
     `JetStream asset "${asset}": cannot create or open it with replicas ${replicas}: ${(error as Error).message}`,
-    { retryable: false, cause: error, details: { asset, replicas } },
+    { retryable: transient, cause: error, details: { asset, replicas } },
   );
 }
 
@@ -61,6 +68,7 @@ export class NatsBackendParts {
     readonly replicas: number,
     /** When false (replicas not configured), an existing asset keeps its replica count. */
     private readonly enforceReplicas = true,
+    private readonly logger?: Logger,
   ) {}
 
   /** Replicas above 1 need a JetStream cluster: a single server would accept them and keep one copy. */
@@ -75,7 +83,7 @@ export class NatsBackendParts {
 
   async kv(bucket: string, options: KvBucketOptions = {}): Promise<KvStore> {
     this.assertReplicasPossible(`KV_${bucket}`);
-    return opening(() => this.openKv(bucket, options));
+    return opening(`bucket ${bucket}`, this.logger, () => this.openKv(bucket, options));
   }
 
   private async openKv(bucket: string, options: KvBucketOptions): Promise<KvStore> {
@@ -107,7 +115,7 @@ export class NatsBackendParts {
 
   async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {
     this.assertReplicasPossible(`OBJ_${bucket}`);
-    return opening(() => this.openBlobs(bucket, options));
+    return opening(`object store ${bucket}`, this.logger, () => this.openBlobs(bucket, options));
   }
 
   private async openBlobs(bucket: string, options: BlobBucketOptions): Promise<BlobStore> {
@@ -133,9 +141,8 @@ export class NatsBackendParts {
 
   async workQueue(options: WorkQueueOptions): Promise<WorkQueue> {
     this.assertReplicasPossible(options.stream);
-    const jsm = await this.conn.jetstreamManager();
-    return opening(() =>
-      NatsWorkQueue.open(this.conn.jetstream(), jsm, {
+    return opening(`stream ${options.stream}`, this.logger, async () =>
+      NatsWorkQueue.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
         ...options,
         replicas: this.replicas,
         enforceReplicas: this.enforceReplicas,
@@ -146,9 +153,8 @@ export class NatsBackendParts {
 
   async eventLog(options: EventLogOptions): Promise<EventLog> {
     this.assertReplicasPossible(options.stream);
-    const jsm = await this.conn.jetstreamManager();
-    return opening(() =>
-      NatsEventLog.open(this.conn.jetstream(), jsm, {
+    return opening(`stream ${options.stream}`, this.logger, async () =>
+      NatsEventLog.open(this.conn.jetstream(), await this.conn.jetstreamManager(), {
         ...options,
         replicas: this.replicas,
         enforceReplicas: this.enforceReplicas,

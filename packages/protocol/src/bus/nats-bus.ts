@@ -229,6 +229,15 @@ export function inboxPrefixFor(servers: string | string[], options: NatsBusOptio
   return safe === undefined || safe === '' ? '_INBOX' : `_INBOX_${safe}`;
 }
 
+/** The server has JetStream, but its API does not answer yet (a cluster without a meta leader): retryable. */
+function jetStreamNotReady(servers: string | string[], error: unknown): AgentMeshError {
+  return new AgentMeshError(
+    ErrorCode.Unavailable,
+    `JetStream at ${String(servers)} is not ready (no cluster leader yet?): ${(error as Error).message}`,
+    { retryable: true, cause: error, details: { servers } },
+  );
+}
+
 /**
  * The production bus on the @nats-io v3 clients. Requests go through one shared reply subscription (a request
  * multiplexer with cheap errors), which is what makes many requests in flight fast. It also hands out JetStream,
@@ -263,7 +272,7 @@ export class NatsBus implements Backend {
   ) {
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
     this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
-    this.parts = new NatsBackendParts(this, replicas, enforceReplicas);
+    this.parts = new NatsBackendParts(this, replicas, enforceReplicas, logger);
     void this.watchStatus();
   }
 
@@ -289,10 +298,17 @@ export class NatsBus implements Backend {
         noAsyncTraces: true,
       } as ConnectionOptions);
     } catch (error) {
+      const message = (error as Error).message;
+      if (/authori[sz]ation|authentication|permissions/i.test(message))
+        throw new AgentMeshError(
+          ErrorCode.PermissionDenied,
+          `NATS at ${String(servers)} refused the connection: ${message}. Check NATS_USER / NATS_PASSWORD / NATS_TOKEN.`,
+          { retryable: false, cause: error, details: { servers } },
+        );
       throw new AgentMeshError(
         ErrorCode.Unavailable,
-        `cannot connect to NATS at ${String(servers)}: ${(error as Error).message}. Start one with "nats-server -js" or set NATS_URL.`,
-        { cause: error, details: { servers } },
+        `cannot connect to NATS at ${String(servers)}: ${message}. Start one with "nats-server -js" or set NATS_URL.`,
+        { retryable: true, cause: error, details: { servers } },
       );
     }
     const bus = new NatsBus(nc, options.logger, replyPrefix, replicas, options.replicas !== undefined);
@@ -300,7 +316,9 @@ export class NatsBus implements Backend {
       try {
         await bus.jetstreamManager();
       } catch (error) {
+        const announced = nc.info?.jetstream === true;
         await nc.close();
+        if (announced) throw jetStreamNotReady(servers, error);
         throw new AgentMeshError(
           ErrorCode.JetStreamUnavailable,
           `NATS at ${String(servers)} has no JetStream: start the server with "nats-server -js" (or enable jetstream in its config)`,
