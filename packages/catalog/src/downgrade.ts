@@ -1,13 +1,6 @@
-import {
-  AgentMeshError,
-  ErrorCode,
-  toErrorPayload,
-  type CatalogRegisterReply,
-  type ToolSpec,
-} from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, toErrorPayload, type ToolSpec } from '@agentmesh/protocol';
+import type { Rejection } from './rejections.js';
 import { compareVersions, type ToolRegistry } from './registry.js';
-
-type Rejection = CatalogRegisterReply['rejected'][number];
 
 /** Safety flags whose `true` warns of a risk (confirmation, side effects, spend): a newer version may not drop one. */
 const WARNING_FLAGS = [

@@ -7,7 +7,7 @@ import {
 } from '@agentmesh/protocol';
 
 /** A tool a registration refused, with the reason as the worker gets it. */
-type Rejection = CatalogRegisterReply['rejected'][number];
+export type Rejection = CatalogRegisterReply['rejected'][number];
 
 /** A refused tool: `message` says why. */
 export function registerRejection(spec: ToolSpec, workerId: string, message: string): Rejection {

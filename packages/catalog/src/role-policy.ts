@@ -4,14 +4,12 @@ import {
   WORKER_ROLE_PATTERN,
   isToolName,
   toErrorPayload,
-  type CatalogRegisterReply,
   type ToolSpec,
 } from '@agentmesh/protocol';
+import type { Rejection } from './rejections.js';
 
 /** Which tool namespaces the workers of each role may register: role -> namespaces (`*`: any tool). */
 export type RegistrationRoles = Readonly<Record<string, readonly string[]>>;
-
-type Rejection = CatalogRegisterReply['rejected'][number];
 
 /**
  * The catalog's registration policy. Without roles, any registration is taken (single-tenant deployments). With
