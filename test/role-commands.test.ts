@@ -4,28 +4,23 @@
  * command exits 0 and no output names a permissions violation. A grant the CLI needs and the config lacks (or a
  * CLI change that needs a new grant) fails here.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
-import { cleanEnv, runAgentmesh, startActor, type ActorProcess, type CliResult } from './helpers/cli.js';
+import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
+import { runAgentmesh, startActor, type ActorProcess, type CliResult } from './helpers/cli.js';
 
-const CONF = fileURLToPath(new URL('../deploy/nats/nats.conf', import.meta.url));
-const USERS = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'] as const;
-type User = (typeof USERS)[number];
-const passwords = Object.fromEntries(USERS.map((u) => [u, `p${randomBytes(12).toString('hex')}`])) as Record<
-  User,
-  string
->;
+const CONF = DEPLOY_NATS_CONF;
+type User = DeployUser;
+const passwords = deployPasswords();
 
 let nats: NatsServerHandle;
 let dir: string;
 const actors: ActorProcess[] = [];
 const as = (user: User, extra: Record<string, string> = {}) =>
-  cleanEnv({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: passwords[user], ...extra });
+  deployUserEnv(nats.url, user, passwords[user], extra);
 
 /** Runs `agentmesh ARGS` as `user`; expects exit 0 and no permissions violation anywhere in its output. */
 async function ok(user: 'client' | 'ops', args: string[]): Promise<CliResult> {
@@ -51,7 +46,6 @@ function exited(run: ActorProcess): Promise<number | null> {
 }
 
 beforeAll(async () => {
-  for (const u of USERS) process.env[`NATS_${u.toUpperCase()}_PASSWORD`] = passwords[u];
   nats = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
   dir = mkdtempSync(join(tmpdir(), 'agentmesh-roles-'));
   // the planner asks for approval before crypto.sha256; the script of a run that calls it

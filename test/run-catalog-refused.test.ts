@@ -3,28 +3,23 @@
  * client role got the catalog grants): the check before the run becomes a warning and the run is still submitted
  * and completes, instead of failing on the permissions violation.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
-import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
+import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
+import { runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
 
-const CONF = fileURLToPath(new URL('../deploy/nats/nats.conf', import.meta.url));
-const USERS = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'] as const;
-type User = (typeof USERS)[number];
-const passwords = Object.fromEntries(USERS.map((u) => [u, `p${randomBytes(12).toString('hex')}`])) as Record<
-  User,
-  string
->;
+const CONF = DEPLOY_NATS_CONF;
+type User = DeployUser;
+const passwords = deployPasswords();
 
 let nats: NatsServerHandle;
 let dir: string;
 const actors: ActorProcess[] = [];
 const as = (user: User, extra: Record<string, string> = {}) =>
-  cleanEnv({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: passwords[user], ...extra });
+  deployUserEnv(nats.url, user, passwords[user], extra);
 
 /** deploy/nats/nats.conf with the client's catalog grants taken out. */
 function confWithoutClientCatalog(): string {
@@ -37,7 +32,6 @@ function confWithoutClientCatalog(): string {
 }
 
 beforeAll(async () => {
-  for (const u of USERS) process.env[`NATS_${u.toUpperCase()}_PASSWORD`] = passwords[u];
   dir = mkdtempSync(join(tmpdir(), 'agentmesh-old-conf-'));
   const conf = join(dir, 'nats.conf');
   writeFileSync(conf, confWithoutClientCatalog());
