@@ -8,6 +8,7 @@ import {
   RunApprovalsSchema,
   PartialRunLimitsSchema,
   SearchStrategySchema,
+  TenantsConfigSchema,
   ToolSearchStrategySchema,
   describeZodError,
 } from '@agentmesh/protocol';
@@ -119,6 +120,8 @@ export const ConfigSchema = z
       .strict()
       .optional(),
     mcp: McpConfigSchema.optional(),
+    /** Per-tenant limits of a shared fleet (docs/tenancy.md): concurrency, queue, rate, daily budgets, weight. */
+    tenants: TenantsConfigSchema.optional(),
     /** Which tool calls wait for a human decision (globs); a run request can add requirements, never remove them. */
     approvals: RunApprovalsSchema.optional(),
     /** Conversations: compact a session's transcript past `max_tokens` (an estimate, characters / 4). */

@@ -19,6 +19,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
     ...(config.capabilities ? { capabilities: config.capabilities } : {}),
     ...(config.prices ? { prices: config.prices } : {}),
     ...(config.triggers ? { triggers: triggerLimits(config.triggers) } : {}),
+    ...(config.tenants ? { tenants: config.tenants } : {}),
     defaults: {
       ...limitDefaults(config.limits),
       ...(search ? { tool_search: search } : {}),

@@ -17,6 +17,7 @@ import {
   type ServiceHandle,
   type Subjects,
   type Subscription,
+  type TenantsConfig,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
@@ -92,6 +93,8 @@ export interface PlannerOptions {
   approvals?: boolean;
   /** What the daemons' trigger queues may hold: per-daemon quota, trigger size, the bucket's bytes. */
   triggers?: TriggerLimits;
+  /** Per-tenant limits (configuration `tenants:`); absent: one unlimited `default` tenant. */
+  tenants?: TenantsConfig;
 }
 
 interface Stores {

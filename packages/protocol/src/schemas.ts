@@ -29,6 +29,7 @@ export * from './schemas/run.js';
 export * from './schemas/events.js';
 export * from './schemas/tools.js';
 export * from './schemas/catalog.js';
+export * from './schemas/tenants.js';
 
 /** Every schema that gets a JSON Schema file for clients in other languages. */
 export const PUBLIC_SCHEMAS = {
