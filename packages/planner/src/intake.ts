@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   AgentMeshError,
+  DEFAULT_TENANT,
   ErrorCode,
   RUN_ID_PATTERN,
   RunRequestSchema,
@@ -17,11 +18,11 @@ import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.j
 import { claimRecord } from './durable/keepers.js';
 import { runRecord } from './model/record.js';
 import { runDurably, type DurableDeps } from './durable/takeover.js';
-import { RunEventSink, runFailed } from './run/events.js';
+import { RunEventSink, runAccepted, runFailed, runQueued } from './run/events.js';
 import type { ExecuteOptions, RunExecutor, RunResult } from './run/executor.js';
 import type { RunSnapshot } from './model/snapshot.js';
 
-type Admission =
+export type Admission =
   | { ok: true; request: RunRequest; runId: string }
   | { ok: false; raw: unknown; problems: string; runId: string };
 
@@ -35,6 +36,8 @@ export interface IntakeDeps {
   records: () => KvStore;
   /** Set when runs from the intake are durable (lease, checkpoints, takeover). */
   durable: () => DurableDeps | undefined;
+  /** The provider and model a request resolves to, for `run.accepted` stored before the run starts. */
+  describe?: (request: RunRequest) => { kind: string; model: string } | undefined;
 }
 
 /**
@@ -44,7 +47,7 @@ export interface IntakeDeps {
  */
 export class RunIntake {
   /** Intake deliveries of the runs in progress here, by run id (a redelivery replaces the handle). */
-  private readonly handling = new Map<string, { delivery: IntakeDelivery }>();
+  private readonly handling = new Map<string, { delivery: IntakeDelivery; tenant: string }>();
 
   constructor(private readonly deps: IntakeDeps) {}
 
@@ -85,21 +88,18 @@ export class RunIntake {
   /** A request from the intake (in-process `runs.submit` or the durable runs stream). */
   async deliver(delivery: IntakeDelivery): Promise<void> {
     let settlement: Settlement = { kind: 'ack' };
-    const holder = { delivery };
+    const holder = { delivery, tenant: DEFAULT_TENANT };
     const heartbeat = setInterval(
       () => holder.delivery.working(),
       Math.max(250, Math.floor(this.deps.leaseMs / 3)),
     );
     let owned: string | undefined;
     try {
-      const fallbackId =
-        delivery.streamSeq === undefined ? `run-${randomUUID()}` : `run-seq-${delivery.streamSeq}`;
-      const admission = admit(parseText(delivery.text), fallbackId, delivery.headers);
+      const admission = this.admission(delivery);
       if (!admission.ok) {
-        delivery.refused(
-          new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${admission.problems}`),
-        );
-        await this.refuseDelivered(admission, delivery.streamSeq);
+        const error = invalidRequest(admission.problems);
+        delivery.refused(error);
+        await this.refuseDelivered(admission.runId, delivery.streamSeq, error);
         return;
       }
       const { request, runId } = admission;
@@ -110,9 +110,10 @@ export class RunIntake {
         return;
       }
       owned = runId;
+      holder.tenant = request.identity?.tenant ?? DEFAULT_TENANT;
       this.handling.set(runId, holder);
       delivery.accepted(runId);
-      settlement = await this.start(request, runId, delivery.streamSeq);
+      settlement = await this.start(request, runId, delivery);
     } finally {
       clearInterval(heartbeat);
       if (owned !== undefined) this.handling.delete(owned);
@@ -120,15 +121,57 @@ export class RunIntake {
     }
   }
 
-  private async start(
-    request: RunRequest,
+  /** Validates a delivered request: the request and its run id, or what is wrong and the id to report it under. */
+  admission(delivery: Pick<IntakeDelivery, 'text' | 'headers' | 'streamSeq'>): Admission {
+    const fallbackId =
+      delivery.streamSeq === undefined ? `run-${randomUUID()}` : `run-seq-${delivery.streamSeq}`;
+    return admit(parseText(delivery.text), fallbackId, delivery.headers);
+  }
+
+  /**
+   * Refuses a delivered request with `error` (e.g. `queue_full`): a `run.failed` carrying its code on the run's
+   * events, recorded once so a redelivery is not reported twice, and the delivery acked.
+   */
+  async refuse(delivery: IntakeDelivery, runId: string, error: AgentMeshError): Promise<void> {
+    delivery.refused(error);
+    await this.refuseDelivered(runId, delivery.streamSeq, error);
+    await delivery.settle({ kind: 'ack' });
+  }
+
+  /**
+   * Stores `run.accepted` and `run.queued` for a run that waits in the fair intake and returns the seq of the
+   * run's last stored event; a redelivered request finds its events stored and stores none again.
+   */
+  async storeQueued(
     runId: string,
-    streamSeq: number | undefined,
-  ): Promise<Settlement> {
+    request: RunRequest,
+    queued: { tenant: string; priority: number; position: number; redelivered: boolean },
+  ): Promise<number> {
+    if (queued.redelivered) {
+      const last = await this.deps.infra.lastStoredEvent(runId);
+      if (last !== undefined) return last.seq;
+    }
+    const publisher = this.deps.infra.eventPublisher(runId);
+    const sink = new RunEventSink(runId, publisher.publish);
+    sink.emit(runAccepted(request, this.deps.describe?.(request)));
+    sink.emit(runQueued(queued));
+    await publisher.flush();
+    return sink.lastSeq;
+  }
+
+  /** Runs in progress in this planner, by tenant. */
+  runningByTenant(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const { tenant } of this.handling.values()) counts.set(tenant, (counts.get(tenant) ?? 0) + 1);
+    return counts;
+  }
+
+  private async start(request: RunRequest, runId: string, delivery: IntakeDelivery): Promise<Settlement> {
     const durable = this.deps.durable();
     const { executor, plannerId } = this.deps;
+    const { streamSeq, queuedSeq } = delivery;
     if (durable !== undefined && streamSeq !== undefined)
-      return runDurably(durable, request, { runId, streamSeq }, (keeper) =>
+      return runDurably(durable, request, { runId, streamSeq, queuedSeq }, (keeper) =>
         executor.run(request, runId, keeper),
       );
     try {
@@ -142,47 +185,49 @@ export class RunIntake {
     return { kind: 'ack' };
   }
 
-  /** An invalid request from the durable intake is recorded once, so a redelivery is not reported twice. */
-  private async refuseDelivered(admission: Extract<Admission, { ok: false }>, streamSeq: number | undefined) {
+  /** A refused request from the durable intake is recorded once, so a redelivery is not reported twice. */
+  private async refuseDelivered(runId: string, streamSeq: number | undefined, error: AgentMeshError) {
     if (streamSeq !== undefined) {
       const record = runRecord({
-        run_id: admission.runId,
+        run_id: runId,
         planner_id: this.deps.plannerId,
         stream_seq: streamSeq,
       });
       try {
-        await this.deps.records().create(admission.runId, encodeJson(record));
+        await this.deps.records().create(runId, encodeJson(record));
       } catch {
         return;
       }
     }
-    await this.failInvalid(admission, {});
+    await this.fail(runId, error, {});
     if (streamSeq !== undefined) {
-      const finished = runRecord({
-        run_id: admission.runId,
-        planner_id: this.deps.plannerId,
-        status: 'invalid_request',
-      });
+      const finished = runRecord({ run_id: runId, planner_id: this.deps.plannerId, status: error.code });
       await this.deps
         .records()
-        .put(admission.runId, encodeJson(finished))
+        .put(runId, encodeJson(finished))
         .catch(() => undefined);
     }
   }
 
-  private async failInvalid(
+  private failInvalid(
     admission: Extract<Admission, { ok: false }>,
     options: ExecuteOptions,
   ): Promise<RunResult> {
-    const publisher = this.deps.infra.eventPublisher(admission.runId);
-    const sink = new RunEventSink(admission.runId, publisher.publish, { onEvent: options.onEvent });
-    const event = sink.emit(
-      runFailed({ code: ErrorCode.InvalidRequest, message: `invalid run request: ${admission.problems}` }),
-    );
+    return this.fail(admission.runId, invalidRequest(admission.problems), options);
+  }
+
+  private async fail(runId: string, error: AgentMeshError, options: ExecuteOptions): Promise<RunResult> {
+    const publisher = this.deps.infra.eventPublisher(runId);
+    const sink = new RunEventSink(runId, publisher.publish, { onEvent: options.onEvent });
+    const event = sink.emit(runFailed({ code: error.code, message: error.message }));
     await publisher.flush();
-    this.deps.logger.warn({ run_id: admission.runId, problems: admission.problems }, 'invalid run request');
+    this.deps.logger.warn({ run_id: runId, code: error.code, err: error.message }, 'run request refused');
     return event;
   }
+}
+
+function invalidRequest(problems: string): AgentMeshError {
+  return new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${problems}`);
 }
 
 class NotJson {

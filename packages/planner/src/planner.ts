@@ -22,7 +22,8 @@ import {
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
 import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
 import { PlannerPresence } from './durable/presence.js';
-import { plannerInfra, type PlannerInfra } from './infra/backend.js';
+import { plannerInfra, type IntakeDelivery, type PlannerInfra } from './infra/backend.js';
+import { FairIntake } from './fair/fair-intake.js';
 import { openTriggerStore } from './infra/backend.js';
 import {
   IdleDaemons,
@@ -58,6 +59,8 @@ export type { ExecuteOptions, RunResult } from './run/executor.js';
 export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from './run/setup.js';
 
 export const PLANNER_VERSION = '0.1.0';
+/** The key prefix of a planner's per-tenant run counts in its service `load`. */
+export const RUNNING_LOAD_PREFIX = 'running:';
 
 export interface PlannerOptions {
   bus: Backend;
@@ -185,7 +188,38 @@ export class Planner {
       leaseMs: this.redeliverMs,
       records: () => this.stores!.records,
       durable: () => this.durableDeps(),
+      describe: (request) => {
+        try {
+          return resolveProvider(request, providers);
+        } catch {
+          return undefined;
+        }
+      },
     });
+  }
+
+  /** The fair intake runs when tenants are configured on a durable backend; otherwise one shared FIFO, as before. */
+  private get fairIntake(): boolean {
+    return this.infra.durable && Object.keys(this.options.tenants ?? {}).length > 0;
+  }
+
+  private async startIntake(slots: Semaphore): Promise<() => Promise<void>> {
+    const onDelivery = (delivery: IntakeDelivery) => this.track(this.intake.deliver(delivery));
+    if (!this.fairIntake) return this.infra.startIntake({ slots, leaseMs: this.redeliverMs, onDelivery });
+    const fair = new FairIntake({
+      queue: await this.infra.runQueue(),
+      subjects: this.subjects,
+      tenants: this.options.tenants ?? {},
+      slots,
+      leaseMs: this.redeliverMs,
+      logger: this.logger,
+      admission: (delivery) => this.intake.admission(delivery),
+      deliver: onDelivery,
+      refuse: (delivery, runId, error) => this.track(this.intake.refuse(delivery, runId, error)),
+      storeQueued: (runId, request, queued) => this.intake.storeQueued(runId, request, queued),
+    });
+    fair.start();
+    return () => fair.stop();
   }
 
   /** Throws `invalid_config` (saying how to fix it) when a run like `request` could not reach a model. */
@@ -273,13 +307,12 @@ export class Planner {
       version: PLANNER_VERSION,
       description: 'agentmesh planner: runs agent loops',
       metadata: { planner_id: this.id },
-      load: () => ({ in_flight: this.active.size }),
+      load: () => ({
+        in_flight: this.active.size,
+        ...(this.fairIntake ? runningLoad(this.intake.runningByTenant()) : {}),
+      }),
     });
-    this.stopIntake = await this.infra.startIntake({
-      slots: new Semaphore(this.options.maxConcurrentRuns ?? 256),
-      leaseMs: this.redeliverMs,
-      onDelivery: (delivery) => this.track(this.intake.deliver(delivery)),
-    });
+    this.stopIntake = await this.startIntake(new Semaphore(this.options.maxConcurrentRuns ?? 256));
     this.logger.info({ prefix: this.prefix, bus: this.bus.kind }, 'planner started');
   }
 
@@ -358,4 +391,11 @@ export class Planner {
     if (found) this.logger.info({ run_id: runId, reason }, 'run cancelled');
     if (msg.reply !== undefined && found) respondJson(this.bus, msg, { run_id: runId, cancelled: true });
   }
+}
+
+/** A planner's runs by tenant in its service `load` (`running:<tenant>`), which `agentmesh status` adds up. */
+function runningLoad(byTenant: Map<string, number>): Record<string, number> {
+  const load: Record<string, number> = {};
+  for (const [tenant, n] of byTenant) load[`${RUNNING_LOAD_PREFIX}${tenant}`] = n;
+  return load;
 }

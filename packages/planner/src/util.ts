@@ -26,6 +26,17 @@ export class Semaphore {
   async acquire(): Promise<() => void> {
     if (this.available > 0) this.available--;
     else await new Promise<void>((resolve) => this.waiters.push(resolve));
+    return this.releaser();
+  }
+
+  /** A permit now, or undefined when none is free (never waits). */
+  tryAcquire(): (() => void) | undefined {
+    if (this.available <= 0) return undefined;
+    this.available--;
+    return this.releaser();
+  }
+
+  private releaser(): () => void {
     let released = false;
     return () => {
       if (released) return;

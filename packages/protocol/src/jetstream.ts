@@ -17,7 +17,10 @@ export interface RunStreamOptions {
   duplicateWindowMs?: number;
 }
 
-/** The durable run intake of a prefix (`runs.submit` into the runs stream), created or updated. */
+/**
+ * The durable run intake of a prefix (`runs.submit` into the runs stream, and the tenants' waiting runs on
+ * `queued.<tenant>.<priority>`), created or updated.
+ */
 export function openRunIntake(
   backend: Backend,
   prefix: string = DEFAULT_PREFIX,
@@ -26,6 +29,7 @@ export function openRunIntake(
   return backend.workQueue({
     stream: streamNames(prefix).runs,
     subject: subjects(prefix).runsSubmit,
+    moreSubjects: [subjects(prefix).allQueuedRuns],
     ...(options.duplicateWindowMs === undefined ? {} : { duplicateWindowMs: options.duplicateWindowMs }),
   });
 }

@@ -24,6 +24,12 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
   return {
     prefix,
     runsSubmit: `${prefix}.runs.submit`,
+    /**
+     * A tenant's runs in the fair intake (runs work-queue stream): waiting, one subject per priority (1..5), and
+     * `admitted` (a capped tenant's runs allowed to start).
+     */
+    queuedRuns: (tenant: string, stage: number | 'admitted') => `${prefix}.queued.${tenant}.${stage}`,
+    allQueuedRuns: `${prefix}.queued.>`,
     runEvents: (runId: string) => `${prefix}.runs.${runId}.events`,
     allRunEvents: `${prefix}.runs.*.events`,
     runCancel: (runId: string) => `${prefix}.runs.${runId}.cancel`,

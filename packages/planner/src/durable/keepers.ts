@@ -96,6 +96,8 @@ export interface LeasedRun {
   snapshot: RunSnapshot | undefined;
   lastSeq: number;
   earlier: RunEvent[];
+  /** The earlier events are the fair intake's, stored while the run waited. */
+  queued?: boolean | undefined;
   log: Logger;
 }
 
@@ -106,7 +108,12 @@ export interface LeasedRun {
 export function leaseKeeper(run: LeasedRun): RunKeeper {
   const { lease, writer } = run;
   return {
-    resume: { snapshot: run.snapshot, lastSeq: run.lastSeq, earlier: run.earlier },
+    resume: {
+      snapshot: run.snapshot,
+      lastSeq: run.lastSeq,
+      earlier: run.earlier,
+      ...(run.queued === true ? { queued: true } : {}),
+    },
     checkpoints: (flush, user) => {
       const durable =
         (then: CheckpointHook | undefined): CheckpointHook =>

@@ -32,7 +32,7 @@ export interface DurableDeps {
 export async function runDurably(
   deps: DurableDeps,
   request: RunRequest,
-  ids: { runId: string; streamSeq: number },
+  ids: { runId: string; streamSeq: number; queuedSeq?: number | undefined },
   execute: (keeper: RunKeeper) => Promise<unknown>,
 ): Promise<Settlement> {
   const held = deps.presence?.claim(ids.runId);
@@ -46,7 +46,7 @@ export async function runDurably(
 async function takeAndRun(
   deps: DurableDeps,
   request: RunRequest,
-  ids: { runId: string; streamSeq: number },
+  ids: { runId: string; streamSeq: number; queuedSeq?: number | undefined },
   run: { execute: (keeper: RunKeeper) => Promise<unknown>; attach: ((lease: RunLease) => void) | undefined },
 ): Promise<Settlement> {
   const { runId, streamSeq } = ids;
@@ -85,7 +85,8 @@ async function takeAndRun(
   run.attach?.(lease);
   if (lease.lost) return { kind: 'leave' };
   try {
-    const resume = claim.previous === undefined ? fresh() : await readResume(deps, lease, log);
+    const resume =
+      claim.previous === undefined ? fresh(ids.queuedSeq) : await readResume(deps, lease, log);
     if (resume === 'finished') return settled(lease);
     if (claim.previous !== undefined)
       log.info(
@@ -113,10 +114,13 @@ interface Resume {
   revision: number | undefined;
   lastSeq: number;
   earlier: RunEvent[];
+  queued?: boolean;
 }
 
-function fresh(): Resume {
-  return { snapshot: undefined, revision: undefined, lastSeq: 0, earlier: [] };
+/** A run's first start: its events begin after the ones the fair intake stored while it waited (`queuedSeq`). */
+function fresh(queuedSeq: number | undefined): Resume {
+  const lastSeq = queuedSeq ?? 0;
+  return { snapshot: undefined, revision: undefined, lastSeq, earlier: [], ...(lastSeq > 0 ? { queued: true } : {}) };
 }
 
 /**

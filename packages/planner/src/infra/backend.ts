@@ -132,6 +132,8 @@ export interface PlannerInfra {
   approvals(): Promise<KvStore>;
   /** The controls bucket (input and pause requests of every run). */
   controls(): Promise<KvStore>;
+  /** The durable run intake (work queue): the fair intake's tenant queues live in it too. */
+  runQueue(): Promise<WorkQueue>;
   /** Starts taking run requests; the returned function stops taking them. */
   startIntake(options: IntakeOptions): Promise<() => Promise<void>>;
   eventPublisher(runId: string, options?: { onConflict?: () => void }): EventPublisher;
@@ -166,6 +168,7 @@ export function plannerInfra(backend: Backend, prefix: string, logger: Logger): 
     transcripts: () => openTranscriptStore(backend, prefix),
     approvals: () => openApprovals(backend, prefix),
     controls: () => openRunControls(backend, prefix),
+    runQueue: intake,
     startIntake: async (options) =>
       durable ? startQueueIntake(await intake(), logger, options) : startBusIntake(backend, prefix, options),
     eventPublisher: (runId, options) =>

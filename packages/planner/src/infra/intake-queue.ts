@@ -24,6 +24,8 @@ export interface IntakeDelivery {
   readonly headers: Record<string, string> | undefined;
   /** The intake's sequence number (durable intake only). */
   readonly streamSeq: number | undefined;
+  /** Set when the run waited in the fair intake: the seq of the last event stored for it then (`run.queued`). */
+  readonly queuedSeq?: number | undefined;
   /** Tells the submitter the run is accepted (in-process intake answers `{ run_id }`). */
   accepted(runId: string): void;
   /** Tells the submitter the request is refused. */
@@ -78,11 +80,13 @@ export async function startBusIntake(
   };
 }
 
-function queueDelivery(item: WorkItem): IntakeDelivery {
+/** A delivery of the durable intake; `queuedSeq` for a run that waited in the fair intake. */
+export function queueDelivery(item: WorkItem, queuedSeq?: number): IntakeDelivery {
   return {
     text: item.text(),
     headers: item.headers,
     streamSeq: item.seq,
+    ...(queuedSeq === undefined ? {} : { queuedSeq }),
     accepted: () => undefined,
     refused: () => undefined,
     working: () => item.working(),

@@ -150,6 +150,15 @@ export function runAccepted(
   };
 }
 
+/** The run waits in the fair intake: `position` among its tenant's waiting runs. */
+export function runQueued(queued: {
+  tenant: string;
+  priority: number;
+  position: number;
+}): EventOf<'run.queued'> {
+  return { type: 'run.queued', tenant: queued.tenant, priority: queued.priority, position: queued.position };
+}
+
 /** The run's start: the planner running it and its effective limits (with those held at a ceiling). */
 export function runStarted(
   plannerId: string,

@@ -180,6 +180,7 @@ export class RunExecutor {
     if (sink.lastSeq === 0) sink.emit(runAccepted(request, io.choice));
     const resumed =
       io.keeper.resume !== undefined &&
+      io.keeper.resume.queued !== true &&
       (io.keeper.resume.lastSeq > 0 || io.keeper.resume.snapshot !== undefined);
     const checkpointed = io.keeper.resume?.snapshot?.limits;
     const effective = checkpointed

@@ -32,7 +32,15 @@ export interface RunHandle {
  * record for embedded runs; a lease, KV checkpoints and takeover for durable ones (durable/takeover.ts).
  */
 export interface RunKeeper {
-  resume?: { snapshot: RunSnapshot | undefined; lastSeq: number; earlier: RunEvent[] } | undefined;
+  resume?:
+    | {
+        snapshot: RunSnapshot | undefined;
+        lastSeq: number;
+        earlier: RunEvent[];
+        /** The earlier events are the intake's (`run.accepted`, `run.queued`): the run starts, it is not resumed. */
+        queued?: boolean;
+      }
+    | undefined;
   /** Wraps the user's checkpoint hook; `flush` publishes the events emitted so far. */
   checkpoints(
     flush: () => Promise<void>,

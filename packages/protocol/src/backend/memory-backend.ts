@@ -46,7 +46,7 @@ export class MemoryBackendParts {
     if (queue === undefined)
       this.queues.set(
         options.stream,
-        (queue = new MemoryWorkQueue(options.duplicateWindowMs ?? 10 * 60_000)),
+        (queue = new MemoryWorkQueue(options.duplicateWindowMs ?? 10 * 60_000, options.subject)),
       );
     return queue;
   }
@@ -85,7 +85,7 @@ export class MemoryBackendParts {
   async streamFacts(stream: string): Promise<StreamFacts | undefined> {
     const queue = this.queues.get(stream);
     if (queue !== undefined) {
-      const { pending, ackPending } = queue.counts();
+      const { pending, ackPending } = queue.counts('>');
       return { name: stream, messages: pending + ackPending, bytes: 0, consumers: 0, replicas: 1 };
     }
     const log = this.logs.get(stream);

@@ -1,8 +1,10 @@
+import { subjectMatches } from '../bus/shared.js';
 import type { BusHeaders } from '../bus/types.js';
-import type { WorkConsumer, WorkConsumerFacts, WorkItem, WorkQueue } from './types.js';
+import type { WorkConsumer, WorkConsumerFacts, WorkConsumerOptions, WorkItem, WorkQueue } from './types.js';
 
 interface QueuedMessage {
   seq: number;
+  subject: string;
   data: Uint8Array;
   headers: BusHeaders | undefined;
   deliveries: number;
@@ -22,11 +24,14 @@ export class MemoryWorkQueue implements WorkQueue {
   private readonly waiters = new Set<() => void>();
   private readonly consumers_ = new Map<string, MemoryWorkConsumer>();
 
-  constructor(private readonly duplicateWindowMs: number) {}
+  constructor(
+    private readonly duplicateWindowMs: number,
+    private readonly subject = 'submit',
+  ) {}
 
   async submit(
     data: Uint8Array,
-    options: { dedupeId: string; headers?: BusHeaders },
+    options: { dedupeId: string; headers?: BusHeaders; subject?: string },
   ): Promise<{ seq: number; duplicate: boolean }> {
     const now = Date.now();
     for (const [id, at] of this.dedupe) {
@@ -39,6 +44,7 @@ export class MemoryWorkQueue implements WorkQueue {
     this.dedupe.set(options.dedupeId, { seq, at: now });
     this.messages.set(seq, {
       seq,
+      subject: options.subject ?? this.subject,
       data: data.slice(),
       headers: options.headers === undefined ? undefined : { ...options.headers },
       deliveries: 0,
@@ -49,23 +55,33 @@ export class MemoryWorkQueue implements WorkQueue {
     return { seq, duplicate: false };
   }
 
-  async consumer(name: string, options: { ackWaitMs: number }): Promise<WorkConsumer> {
+  async consumer(name: string, options: WorkConsumerOptions): Promise<WorkConsumer> {
     let consumer = this.consumers_.get(name);
-    if (consumer === undefined) this.consumers_.set(name, (consumer = new MemoryWorkConsumer(this)));
+    if (consumer === undefined)
+      this.consumers_.set(
+        name,
+        (consumer = new MemoryWorkConsumer(this, options.filterSubject ?? this.subject)),
+      );
     consumer.ackWaitMs = options.ackWaitMs;
+    consumer.maxAckPending = options.maxAckPending || Infinity;
     return consumer;
   }
 
   async consumers(): Promise<WorkConsumerFacts[]> {
-    const { pending, ackPending } = this.counts();
-    return [...this.consumers_.keys()].map((name) => ({ name, pending, ackPending, redelivered: 0 }));
+    return [...this.consumers_].map(([name, consumer]) => ({
+      name,
+      ...this.counts(consumer.filter),
+      redelivered: 0,
+    }));
   }
 
   /** The first message ready for delivery, or the time the next one becomes ready. */
-  take(ackWaitMs: number): QueuedMessage | number {
+  take(ackWaitMs: number, filter: string, maxAckPending = Infinity): QueuedMessage | number {
+    if (this.counts(filter).ackPending >= maxAckPending) return Date.now() + 50;
     const now = Date.now();
     let soonest = Infinity;
     for (const m of this.messages.values()) {
+      if (!subjectMatches(filter, m.subject)) continue;
       const readyAt = Math.max(m.notBefore, m.ackDeadline);
       if (readyAt <= now) {
         m.deliveries++;
@@ -91,11 +107,16 @@ export class MemoryWorkQueue implements WorkQueue {
     }
   }
 
-  counts(): { pending: number; ackPending: number } {
+  counts(filter: string): { pending: number; ackPending: number } {
     const now = Date.now();
     let ackPending = 0;
-    for (const m of this.messages.values()) if (m.ackDeadline > now) ackPending++;
-    return { pending: this.messages.size - ackPending, ackPending };
+    let all = 0;
+    for (const m of this.messages.values()) {
+      if (!subjectMatches(filter, m.subject)) continue;
+      all++;
+      if (m.ackDeadline > now) ackPending++;
+    }
+    return { pending: all - ackPending, ackPending };
   }
 
   onChange(wake: () => void): () => void {
@@ -110,12 +131,16 @@ export class MemoryWorkQueue implements WorkQueue {
 
 class MemoryWorkConsumer implements WorkConsumer {
   ackWaitMs = 30_000;
-  constructor(private readonly queue: MemoryWorkQueue) {}
+  maxAckPending = Infinity;
+  constructor(
+    private readonly queue: MemoryWorkQueue,
+    readonly filter: string,
+  ) {}
 
   async next(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkItem | undefined> {
     const deadline = Date.now() + options.expiresMs;
     while (options.signal?.aborted !== true) {
-      const taken = this.queue.take(this.ackWaitMs);
+      const taken = this.queue.take(this.ackWaitMs, this.filter, this.maxAckPending);
       if (typeof taken !== 'number') return this.item(taken);
       const waitMs = Math.min(deadline, taken) - Date.now();
       if (Date.now() >= deadline) return undefined;
@@ -135,7 +160,7 @@ class MemoryWorkConsumer implements WorkConsumer {
   }
 
   async counts(): Promise<{ pending: number; ackPending: number }> {
-    return this.queue.counts();
+    return this.queue.counts(this.filter);
   }
 
   private item(m: QueuedMessage): WorkItem {

@@ -3,7 +3,14 @@ import type { Consumer, JetStreamClient, JetStreamManager, JsMsg } from '@nats-i
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { BusHeaders } from '../bus/types.js';
 import { ensureStream } from './nats-assets.js';
-import type { WorkConsumer, WorkConsumerFacts, WorkItem, WorkQueue, WorkQueueOptions } from './types.js';
+import type {
+  WorkConsumer,
+  WorkConsumerFacts,
+  WorkConsumerOptions,
+  WorkItem,
+  WorkQueue,
+  WorkQueueOptions,
+} from './types.js';
 
 const ms = (n: number) => n * 1_000_000;
 /** The shortest pull the JetStream client accepts. */
@@ -40,7 +47,7 @@ export class NatsWorkQueue implements WorkQueue {
       jsm,
       {
         name: options.stream,
-        subjects: [options.subject],
+        subjects: [options.subject, ...(options.moreSubjects ?? [])],
         retention: RetentionPolicy.Workqueue,
         storage: StorageType.File,
         duplicate_window: ms(options.duplicateWindowMs ?? 10 * 60_000),
@@ -54,10 +61,10 @@ export class NatsWorkQueue implements WorkQueue {
 
   async submit(
     data: Uint8Array,
-    options: { dedupeId: string; headers?: BusHeaders; timeoutMs?: number },
+    options: { dedupeId: string; headers?: BusHeaders; timeoutMs?: number; subject?: string },
   ): Promise<{ seq: number; duplicate: boolean }> {
     const headers = toNatsHeaders(options.headers);
-    const ack = await this.js.publish(this.options.subject, data, {
+    const ack = await this.js.publish(options.subject ?? this.options.subject, data, {
       msgID: options.dedupeId,
       ...(headers === undefined ? {} : { headers }),
       ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
@@ -65,14 +72,14 @@ export class NatsWorkQueue implements WorkQueue {
     return { seq: ack.seq, duplicate: ack.duplicate };
   }
 
-  async consumer(name: string, options: { ackWaitMs: number }): Promise<WorkConsumer> {
+  async consumer(name: string, options: WorkConsumerOptions): Promise<WorkConsumer> {
     const config = {
       durable_name: name,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ack_wait: ms(options.ackWaitMs),
-      max_ack_pending: -1,
-      filter_subject: this.options.subject,
+      max_ack_pending: options.maxAckPending || -1,
+      filter_subject: options.filterSubject ?? this.options.subject,
     };
     try {
       await this.jsm.consumers.add(this.options.stream, config);
@@ -80,8 +87,14 @@ export class NatsWorkQueue implements WorkQueue {
       const info = await this.jsm.consumers.info(this.options.stream, name).catch(() => {
         throw error;
       });
-      if (info.config.ack_wait !== config.ack_wait)
-        await this.jsm.consumers.update(this.options.stream, name, { ack_wait: config.ack_wait });
+      if (
+        info.config.ack_wait !== config.ack_wait ||
+        info.config.max_ack_pending !== config.max_ack_pending
+      )
+        await this.jsm.consumers.update(this.options.stream, name, {
+          ack_wait: config.ack_wait,
+          max_ack_pending: config.max_ack_pending,
+        });
     }
     return new NatsWorkConsumer(await this.js.consumers.get(this.options.stream, name));
   }

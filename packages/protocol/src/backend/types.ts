@@ -22,18 +22,31 @@ export interface WorkQueueOptions {
   duplicateWindowMs?: number;
   /** The largest message, in bytes (default: the bus's max payload). */
   maxMessageBytes?: number;
+  /** More subjects the queue holds (wildcards allowed), read by consumers filtered to them. */
+  moreSubjects?: string[];
 }
 
 export interface WorkQueue {
   /** Adds a message; a repeat of `dedupeId` inside the duplicate window is reported as `duplicate`, not added. */
   submit(
     data: Uint8Array,
-    options: { dedupeId: string; headers?: BusHeaders; timeoutMs?: number },
+    options: { dedupeId: string; headers?: BusHeaders; timeoutMs?: number; subject?: string },
   ): Promise<{ seq: number; duplicate: boolean }>;
-  /** The durable consumer `name`, shared by every process that opens it (created when missing). */
-  consumer(name: string, options: { ackWaitMs: number }): Promise<WorkConsumer>;
+  /**
+   * The durable consumer `name`, shared by every process that opens it (created when missing). It reads the
+   * submit subject, or `filterSubject` (one of `moreSubjects`). With `maxAckPending`, at most that many of its
+   * messages are delivered and not yet acked at once, across every process (the queue enforces it).
+   */
+  consumer(name: string, options: WorkConsumerOptions): Promise<WorkConsumer>;
   /** The consumers of this queue and their counts (for `agentmesh status`). */
   consumers(): Promise<WorkConsumerFacts[]>;
+}
+
+export interface WorkConsumerOptions {
+  ackWaitMs: number;
+  filterSubject?: string;
+  /** Unlimited when absent or 0. */
+  maxAckPending?: number;
 }
 
 export interface WorkConsumerFacts {

@@ -31,6 +31,14 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     identity: IdentitySchema.optional(),
   }),
   z.object({
+    /** The run waits for its tenant's capacity: `position` counts the tenant's waiting runs up to this one. */
+    type: z.literal('run.queued'),
+    ...eventBase,
+    tenant: z.string(),
+    priority: z.number().int(),
+    position: z.number().int().min(1),
+  }),
+  z.object({
     type: z.literal('run.started'),
     ...eventBase,
     planner_id: z.string(),

@@ -10,6 +10,7 @@ import {
   ToolSearchStrategySchema,
 } from './common.js';
 import { OutputSchemaSchema } from '../output-schema.js';
+import { RunPrioritySchema } from './tenants.js';
 
 /** One scripted model turn: text, tool calls, or both. */
 export const ScriptedTurnSchema = z
@@ -82,6 +83,8 @@ export const RunRequestSchema = z
     always: NonEmptyToolPatternListSchema.optional(),
     limits: PartialRunLimitsSchema.optional(),
     identity: IdentitySchema.optional(),
+    /** Order among the tenant's waiting runs: 1 starts first, 5 last (default 3). */
+    priority: RunPrioritySchema.optional(),
     require_successful_tools: ToolPatternListSchema.optional(),
     stop_after_successful_tools: ToolPatternListSchema.optional(),
     tool_retries: z.number().int().min(0).max(10).optional(),

@@ -42,6 +42,10 @@ export interface ActorMetrics {
   setCatalogTools(counts: { registered: number; available: number }): void;
   /** Run requests waiting in the runs stream (JetStream consumer pending). */
   setIntakeLag(pending: number): void;
+  /** Runs of `tenant` waiting to start in the fair intake (tenants configured). */
+  setTenantQueueDepth(tenant: string, depth: number): void;
+  /** A run of `tenant` started after waiting `seconds` in the fair intake. */
+  tenantQueueWait(tenant: string, seconds: number): void;
   /** Runs before every scrape, e.g. to read a queue depth that is cheaper to poll than to track. */
   onCollect(collect: () => void | Promise<void>): void;
 }
@@ -122,6 +126,17 @@ function defineMetrics(registry: Registry) {
       ['state'],
     ),
     intakeLag: gauge('agentmesh_intake_lag', 'Run requests waiting in the runs stream (consumer pending)'),
+    tenantQueueDepth: gauge(
+      'agentmesh_tenant_queued_runs',
+      'Runs waiting to start in the fair intake, by tenant',
+      ['tenant'],
+    ),
+    tenantQueueWait: histogram(
+      'agentmesh_tenant_queue_wait_seconds',
+      'How long a run waited in the fair intake before it started, by tenant',
+      ['tenant'],
+      RUN_BUCKETS,
+    ),
   };
 }
 
@@ -176,6 +191,8 @@ export function createActorMetrics(
       m.catalogTools.set({ state: 'available' }, available);
     },
     setIntakeLag: (pending) => m.intakeLag.set(pending),
+    setTenantQueueDepth: (tenant, depth) => m.tenantQueueDepth.set({ tenant }, depth),
+    tenantQueueWait: (tenant, seconds) => m.tenantQueueWait.observe({ tenant }, seconds),
     onCollect: (collect) => {
       collectors.push(collect);
     },
@@ -201,6 +218,8 @@ export const NOOP_METRICS: ActorMetrics = {
   capacityNotice: noop,
   setCatalogTools: noop,
   setIntakeLag: noop,
+  setTenantQueueDepth: noop,
+  tenantQueueWait: noop,
   onCollect: noop,
 };
 

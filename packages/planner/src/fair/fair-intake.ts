@@ -1,0 +1,369 @@
+import {
+  AgentMeshError,
+  DEFAULT_RUN_PRIORITY,
+  DEFAULT_TENANT,
+  ErrorCode,
+  ServiceName,
+  actorMetrics,
+  backoffDelay,
+  encodeJson,
+  sleep,
+  tenantLimits,
+  type Logger,
+  type RunRequest,
+  type Subjects,
+  type TenantsConfig,
+  type WorkConsumer,
+  type WorkItem,
+  type WorkQueue,
+} from '@agentmesh/protocol';
+import { queueDelivery, type IntakeDelivery } from '../infra/intake-queue.js';
+import { Semaphore } from '../util.js';
+import {
+  PRIORITIES,
+  admittedConsumer,
+  emptyTenantQueue,
+  queuedRuns,
+  tenantQueues,
+  waitingConsumer,
+  type TenantQueue,
+} from './queue-view.js';
+import { StrideScheduler, type StrideCandidate } from './stride.js';
+
+/** Header of a waiting run: when it entered the fair intake (ms since the epoch). */
+export const QUEUED_AT_HEADER = 'am-queued-at';
+/** Header of a waiting run: the seq of its last event stored while it waited (`run.queued`). */
+export const QUEUED_SEQ_HEADER = 'am-queued-seq';
+
+const PULL_EXPIRES_MS = 2_000;
+/** Submissions one planner moves to tenant queues at once. */
+const DISPATCH_LANES = 16;
+/** A fetch from a consumer the view says has runs: short, since another planner may have taken them. */
+const TAKE_EXPIRES_MS = 1_000;
+/** How often the scheduler looks at the queues when nothing woke it. */
+const TICK_MS = 200;
+/** The queues' counts are read at most this often (every planner reads them; one JetStream request each). */
+const VIEW_MAX_AGE_MS = 50;
+
+export type FairAdmission = { ok: true; request: RunRequest; runId: string } | { ok: false };
+
+export interface FairIntakeDeps {
+  queue: WorkQueue;
+  subjects: Subjects;
+  tenants: TenantsConfig;
+  slots: Semaphore;
+  leaseMs: number;
+  logger: Logger;
+  admission(delivery: IntakeDelivery): FairAdmission;
+  /** Runs (or refuses, when invalid) a delivered request; resolves when the run ended. */
+  deliver(delivery: IntakeDelivery): Promise<void>;
+  refuse(delivery: IntakeDelivery, runId: string, error: AgentMeshError): Promise<void>;
+  /**
+   * Stores `run.accepted` and `run.queued` for a run that waits (once: a redelivery finds them stored) and returns
+   * the seq of the last event stored for the run.
+   */
+  storeQueued(
+    runId: string,
+    request: RunRequest,
+    queued: { tenant: string; priority: number; position: number; redelivered: boolean },
+  ): Promise<number>;
+}
+
+interface Placement {
+  tenant: string;
+  priority: number;
+  cap: number;
+}
+
+/**
+ * The fair intake (tenants configured, durable backend). A dispatcher takes each request from `runs.submit`: a run
+ * of a tenant without `max_concurrent_runs` starts at once when this planner has a free slot and nothing waits;
+ * any other run moves to its tenant's queue in the same work-queue stream (`queued.<tenant>.<priority>`, deduped
+ * by run id) before the submission is acked. A capped tenant's runs start only through its admitted consumer,
+ * whose `max_ack_pending` is the cap: a run keeps its message unacked until it ends, so the NATS server holds the
+ * tenant to its cap across every planner, through restarts and takeovers. A scheduler per planner promotes waiting
+ * runs (best priority first) while the cap has room and gives free slots to tenants by weight (stride scheduling).
+ */
+export class FairIntake {
+  private readonly stopping = new AbortController();
+  private readonly stride = new StrideScheduler();
+  private readonly consumers = new Map<string, Promise<WorkConsumer>>();
+  private view: { at: number; queues: Map<string, TenantQueue> } = { at: 0, queues: new Map() };
+  private viewRead: Promise<Map<string, TenantQueue>> | undefined;
+  private wake: (() => void) | undefined;
+  private running: Promise<unknown> | undefined;
+
+  constructor(private readonly deps: FairIntakeDeps) {}
+
+  start(): void {
+    this.running = Promise.all([this.dispatchLoop(), this.scheduleLoop()]);
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    this.wake?.();
+    await this.running?.catch(() => undefined);
+  }
+
+  /** The tenants' queues (waiting, admitted, running from the queues), read from the runs stream. */
+  async queues(maxAgeMs = VIEW_MAX_AGE_MS): Promise<Map<string, TenantQueue>> {
+    if (Date.now() - this.view.at <= maxAgeMs) return this.view.queues;
+    const at = Date.now();
+    this.viewRead ??= this.deps.queue
+      .consumers()
+      .then((facts) => {
+        const queues = tenantQueues(facts);
+        this.view = { at, queues };
+        for (const [tenant, q] of queues) actorMetrics().setTenantQueueDepth(tenant, queuedRuns(q));
+        return queues;
+      })
+      .finally(() => (this.viewRead = undefined));
+    return this.viewRead;
+  }
+
+  private placement(request: RunRequest): Placement {
+    const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
+    const limits = tenantLimits(this.deps.tenants, tenant);
+    return { tenant, priority: request.priority ?? DEFAULT_RUN_PRIORITY, cap: limits.max_concurrent_runs ?? 0 };
+  }
+
+  private weight(tenant: string): number {
+    return tenantLimits(this.deps.tenants, tenant).weight ?? 1;
+  }
+
+  private cap(tenant: string): number {
+    return tenantLimits(this.deps.tenants, tenant).max_concurrent_runs ?? 0;
+  }
+
+  private consumer(name: string, filterSubject: string, maxAckPending = 0): Promise<WorkConsumer> {
+    let opened = this.consumers.get(name);
+    if (opened === undefined) {
+      opened = this.deps.queue.consumer(name, { ackWaitMs: this.deps.leaseMs, filterSubject, maxAckPending });
+      opened.catch(() => this.consumers.delete(name));
+      this.consumers.set(name, opened);
+    }
+    return opened;
+  }
+
+  private waiting(tenant: string, priority: number): Promise<WorkConsumer> {
+    return this.consumer(waitingConsumer(tenant, priority), this.deps.subjects.queuedRuns(tenant, priority));
+  }
+
+  private admitted(tenant: string): Promise<WorkConsumer> {
+    return this.consumer(
+      admittedConsumer(tenant),
+      this.deps.subjects.queuedRuns(tenant, 'admitted'),
+      this.cap(tenant),
+    );
+  }
+
+  private async dispatchLoop(): Promise<void> {
+    const main = await this.deps.queue.consumer(ServiceName.Planner, { ackWaitMs: this.deps.leaseMs });
+    const { signal } = this.stopping;
+    const lanes = new Semaphore(DISPATCH_LANES);
+    for (let failures = 0; !signal.aborted; ) {
+      const release = await lanes.acquire();
+      try {
+        const item = await main.next({ expiresMs: PULL_EXPIRES_MS, signal });
+        failures = 0;
+        if (item === undefined) release();
+        else void this.dispatchOne(item).finally(release);
+      } catch (error) {
+        release();
+        if (signal.aborted) break;
+        this.deps.logger.warn({ err: (error as Error).message }, 'fair intake dispatch failed; retrying');
+        await sleep(backoffDelay(++failures, { baseMs: 500, capMs: 5_000 }), signal);
+      }
+    }
+  }
+
+  private async dispatchOne(item: WorkItem): Promise<void> {
+    try {
+      await this.dispatch(item);
+    } catch (error) {
+      this.deps.logger.warn({ err: (error as Error).message }, 'run request not dispatched; redelivered later');
+      item.nak(1_000);
+    }
+  }
+
+  /** One submission: started here at once, refused (`queue_full`), or moved to its tenant's queue. */
+  private async dispatch(item: WorkItem): Promise<void> {
+    const delivery = queueDelivery(item);
+    const admission = this.deps.admission(delivery);
+    if (!admission.ok) return void this.deps.deliver(delivery);
+    const { request, runId } = admission;
+    const place = this.placement(request);
+    const maxQueued = tenantLimits(this.deps.tenants, place.tenant).max_queued_runs ?? 0;
+    // a capped or bounded tenant is placed by the queue's counts of now, so a run is never sent past its waiting peers
+    const queues = await this.queues(place.cap > 0 || maxQueued > 0 ? 0 : VIEW_MAX_AGE_MS);
+    if (place.cap === 0 && !startable(queues, (t) => this.cap(t))) {
+      const release = this.deps.slots.tryAcquire();
+      if (release !== undefined) return void this.deps.deliver(delivery).finally(release);
+    }
+    const q = queues.get(place.tenant) ?? emptyTenantQueue();
+    if (maxQueued > 0 && queuedRuns(q) >= maxQueued)
+      return this.deps.refuse(delivery, runId, queueFull(place.tenant, maxQueued));
+    const direct = place.cap > 0 && queuedRuns(q) === 0 && q.admittedRunning < place.cap;
+    const position = positionOf(q, place);
+    if (!queues.has(place.tenant)) queues.set(place.tenant, q);
+    if (direct) q.admitted++;
+    else q.waiting[place.priority - 1]!++;
+    await this.enqueue(item, { ...request, id: runId }, place, direct ? 'admitted' : position);
+    this.wake?.();
+  }
+
+  /** Moves a run to its tenant's queue: events first, then the queue message, then the ack of the submission. */
+  private async enqueue(
+    item: WorkItem,
+    request: RunRequest & { id: string },
+    place: Placement,
+    to: 'admitted' | number,
+  ): Promise<void> {
+    const headers: Record<string, string> = { ...item.headers, [QUEUED_AT_HEADER]: String(Date.now()) };
+    if (to === 'admitted') await this.admitted(place.tenant);
+    else {
+      const seq = await this.deps.storeQueued(request.id, request, {
+        tenant: place.tenant,
+        priority: place.priority,
+        position: to,
+        redelivered: item.deliveries > 1,
+      });
+      headers[QUEUED_SEQ_HEADER] = String(seq);
+      await this.waiting(place.tenant, place.priority);
+    }
+    const subject =
+      to === 'admitted'
+        ? this.deps.subjects.queuedRuns(place.tenant, 'admitted')
+        : this.deps.subjects.queuedRuns(place.tenant, place.priority);
+    await this.deps.queue.submit(encodeJson(request), { dedupeId: `q-${request.id}`, headers, subject });
+    await item.ack();
+  }
+
+  private async scheduleLoop(): Promise<void> {
+    const { signal } = this.stopping;
+    for (let failures = 0; !signal.aborted; ) {
+      try {
+        await this.promote();
+        await this.startWaiting();
+        failures = 0;
+        await this.idle();
+      } catch (error) {
+        if (signal.aborted) break;
+        this.deps.logger.warn({ err: (error as Error).message }, 'fair intake scheduling failed; retrying');
+        await sleep(backoffDelay(++failures, { baseMs: 500, capMs: 5_000 }), signal);
+      }
+    }
+  }
+
+  private idle(): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, TICK_MS);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  /** Capped tenants: waiting runs move to the admitted consumer, best priority first, while the cap has room. */
+  private async promote(): Promise<void> {
+    const queues = await this.queues();
+    for (const [tenant, q] of queues) {
+      const cap = this.cap(tenant);
+      if (cap === 0) continue;
+      let room = cap - q.admittedRunning - q.admitted;
+      for (const priority of PRIORITIES) {
+        while (room > 0 && q.waiting[priority - 1]! > 0 && !this.stopping.signal.aborted) {
+          const item = await (await this.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
+          q.waiting[priority - 1]!--;
+          if (item === undefined) break;
+          await this.admit(item, tenant);
+          q.admitted++;
+          room--;
+        }
+      }
+    }
+  }
+
+  private async admit(item: WorkItem, tenant: string): Promise<void> {
+    const runId = (JSON.parse(item.text()) as { id: string }).id;
+    await this.admitted(tenant);
+    await this.deps.queue.submit(item.data, {
+      dedupeId: `a-${runId}`,
+      ...(item.headers === undefined ? {} : { headers: item.headers }),
+      subject: this.deps.subjects.queuedRuns(tenant, 'admitted'),
+    });
+    await item.ack();
+  }
+
+  /** Free slots of this planner go to tenants with startable runs, by weight; within a tenant by priority. */
+  private async startWaiting(): Promise<void> {
+    for (;;) {
+      const queues = await this.queues();
+      const candidates: StrideCandidate[] = [];
+      for (const [tenant, q] of queues)
+        if (canStart(q, this.cap(tenant))) candidates.push({ tenant, weight: this.weight(tenant) });
+      if (candidates.length === 0 || this.stopping.signal.aborted) return;
+      const release = this.deps.slots.tryAcquire();
+      if (release === undefined) return;
+      const tenant = this.stride.pick(candidates)!;
+      const item = await this.take(tenant, queues.get(tenant)!);
+      if (item === undefined) {
+        release();
+        continue;
+      }
+      this.stride.charge(tenant, this.weight(tenant), candidates);
+      this.begin(item, tenant, release);
+    }
+  }
+
+  private async take(tenant: string, q: TenantQueue): Promise<WorkItem | undefined> {
+    if (this.cap(tenant) > 0) {
+      q.admitted--;
+      q.admittedRunning++;
+      return (await this.admitted(tenant)).next({ expiresMs: TAKE_EXPIRES_MS });
+    }
+    const priority = PRIORITIES.find((p) => q.waiting[p - 1]! > 0)!;
+    q.waiting[priority - 1]!--;
+    q.waitingRunning++;
+    return (await this.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
+  }
+
+  private begin(item: WorkItem, tenant: string, release: () => void): void {
+    const queuedAt = Number(item.headers?.[QUEUED_AT_HEADER]);
+    if (Number.isFinite(queuedAt))
+      actorMetrics().tenantQueueWait(tenant, Math.max(0, Date.now() - queuedAt) / 1000);
+    const seq = Number(item.headers?.[QUEUED_SEQ_HEADER]);
+    const delivery = queueDelivery(item, Number.isInteger(seq) && seq > 0 ? seq : undefined);
+    void this.deps.deliver(delivery).finally(() => {
+      release();
+      this.wake?.();
+    });
+  }
+}
+
+/** A run of this tenant can start now: an admitted run under the cap, or (uncapped) a waiting run. */
+function canStart(q: TenantQueue, cap: number): boolean {
+  return cap > 0 ? q.admitted > 0 && q.admittedRunning < cap : q.waiting.some((n) => n > 0);
+}
+
+function startable(queues: Map<string, TenantQueue>, cap: (tenant: string) => number): boolean {
+  for (const [tenant, q] of queues) if (canStart(q, cap(tenant))) return true;
+  return false;
+}
+
+/** A new run's place among its tenant's waiting runs: those of its priority or better, plus itself. */
+function positionOf(q: TenantQueue, place: Placement): number {
+  let ahead = q.admitted;
+  for (let p = 1; p <= place.priority; p++) ahead += q.waiting[p - 1]!;
+  return ahead + 1;
+}
+
+function queueFull(tenant: string, maxQueued: number): AgentMeshError {
+  return new AgentMeshError(
+    ErrorCode.QueueFull,
+    `tenant "${tenant}" has ${maxQueued} runs waiting, its max_queued_runs: submit again once some have started`,
+    { retryable: true, details: { tenant, max_queued_runs: maxQueued } },
+  );
+}
