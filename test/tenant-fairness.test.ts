@@ -200,6 +200,7 @@ describe('fair intake across 2 planners', () => {
     await eventOf(f, 'full-hold', 'approval.requested');
     await submit(f, 'full-1', 'full');
     await submit(f, 'full-2', 'full');
+    await eventOf(f, 'full-1', 'run.queued');
     await eventOf(f, 'full-2', 'run.queued');
     await submit(f, 'full-3', 'full');
     const refused = await eventOf(f, 'full-3', 'run.failed');

@@ -24,7 +24,7 @@ import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } f
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type IntakeDelivery, type PlannerInfra } from './infra/backend.js';
 import { FairIntake } from './fair/fair-intake.js';
-import { openTriggerStore } from './infra/backend.js';
+import { openTenantWaiting, openTriggerStore } from './infra/backend.js';
 import {
   IdleDaemons,
   MAX_TRIGGER_BYTES,
@@ -140,6 +140,7 @@ export class Planner {
   private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
+  private tenantWaiting: Promise<KvStore> | undefined;
 
   constructor(private readonly options: PlannerOptions) {
     this.bus = options.bus;
@@ -217,6 +218,7 @@ export class Planner {
       deliver: onDelivery,
       refuse: (delivery, runId, error) => this.track(this.intake.refuse(delivery, runId, error)),
       storeQueued: (runId, request, queued) => this.intake.storeQueued(runId, request, queued),
+      waitingRuns: () => (this.tenantWaiting ??= openTenantWaiting(this.bus, this.prefix)),
     });
     fair.start();
     return () => fair.stop();

@@ -159,5 +159,7 @@ async function readResume(deps: DurableDeps, lease: RunLease, log: Logger): Prom
     revision: stored?.revision,
     lastSeq: Math.max(last?.seq ?? 0, snapshot?.seq ?? 0),
     earlier,
+    // a run that waited in the fair intake and whose planner stopped before it started: this is its first start
+    ...(snapshot === undefined && last?.type === 'run.queued' ? { queued: true } : {}),
   };
 }

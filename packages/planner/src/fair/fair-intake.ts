@@ -9,6 +9,7 @@ import {
   encodeJson,
   sleep,
   tenantLimits,
+  type KvStore,
   type Logger,
   type RunRequest,
   type Subjects,
@@ -28,6 +29,7 @@ import {
   waitingConsumer,
   type TenantQueue,
 } from './queue-view.js';
+import { QueuedSet } from './queued-set.js';
 import { StrideScheduler, type StrideCandidate } from './stride.js';
 
 /** Header of a waiting run: when it entered the fair intake (ms since the epoch). */
@@ -62,6 +64,8 @@ export interface FairIntakeDeps {
    * Stores `run.accepted` and `run.queued` for a run that waits (once: a redelivery finds them stored) and returns
    * the seq of the last event stored for the run.
    */
+  /** The bucket of bounded tenants' waiting runs (`max_queued_runs`). */
+  waitingRuns: () => Promise<KvStore>;
   storeQueued(
     runId: string,
     request: RunRequest,
@@ -92,8 +96,11 @@ export class FairIntake {
   private viewRead: Promise<Map<string, TenantQueue>> | undefined;
   private wake: (() => void) | undefined;
   private running: Promise<unknown> | undefined;
+  private readonly bounded: QueuedSet;
 
-  constructor(private readonly deps: FairIntakeDeps) {}
+  constructor(private readonly deps: FairIntakeDeps) {
+    this.bounded = new QueuedSet(deps.waitingRuns);
+  }
 
   start(): void {
     this.running = Promise.all([this.dispatchLoop(), this.scheduleLoop()]);
@@ -201,9 +208,9 @@ export class FairIntake {
       if (release !== undefined) return void this.deps.deliver(delivery).finally(release);
     }
     const q = queues.get(place.tenant) ?? emptyTenantQueue();
-    if (maxQueued > 0 && queuedRuns(q) >= maxQueued)
-      return this.deps.refuse(delivery, runId, queueFull(place.tenant, maxQueued));
     const direct = place.cap > 0 && queuedRuns(q) === 0 && q.admittedRunning < place.cap;
+    if (!direct && maxQueued > 0 && !(await this.bounded.add(place.tenant, runId, maxQueued)))
+      return this.deps.refuse(delivery, runId, queueFull(place.tenant, maxQueued));
     const position = positionOf(q, place);
     if (!queues.has(place.tenant)) queues.set(place.tenant, q);
     if (direct) q.admitted++;
@@ -287,7 +294,7 @@ export class FairIntake {
   }
 
   private async admit(item: WorkItem, tenant: string): Promise<void> {
-    const runId = (JSON.parse(item.text()) as { id: string }).id;
+    const runId = runIdOf(item);
     await this.admitted(tenant);
     await this.deps.queue.submit(item.data, {
       dedupeId: `a-${runId}`,
@@ -335,12 +342,27 @@ export class FairIntake {
     if (Number.isFinite(queuedAt))
       actorMetrics().tenantQueueWait(tenant, Math.max(0, Date.now() - queuedAt) / 1000);
     const seq = Number(item.headers?.[QUEUED_SEQ_HEADER]);
-    const delivery = queueDelivery(item, Number.isInteger(seq) && seq > 0 ? seq : undefined);
-    void this.deps.deliver(delivery).finally(() => {
-      release();
-      this.wake?.();
-    });
+    const waited = Number.isInteger(seq) && seq > 0;
+    const delivery = queueDelivery(item, waited ? seq : undefined);
+    void (async () => {
+      try {
+        if (waited && (tenantLimits(this.deps.tenants, tenant).max_queued_runs ?? 0) > 0)
+          await this.bounded.remove(tenant, runIdOf(item));
+        await this.deps.deliver(delivery);
+      } catch (error) {
+        this.deps.logger.warn({ err: (error as Error).message }, 'queued run not started; redelivered later');
+        item.nak(1_000);
+      } finally {
+        release();
+        this.wake?.();
+      }
+    })();
   }
+}
+
+/** The run id of a queued run (the dispatcher writes it into every request it queues). */
+function runIdOf(item: WorkItem): string {
+  return (JSON.parse(item.text()) as { id: string }).id;
 }
 
 /** A run of this tenant can start now: an admitted run under the cap, or (uncapped) a waiting run. */

@@ -116,6 +116,15 @@ export async function openSessionStores(
   };
 }
 
+/** The KV bucket of the runs bounded tenants have waiting (`agentmesh_tenant_waiting`). */
+export function tenantWaitingBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_tenant_waiting`;
+}
+
+export function openTenantWaiting(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return bus.kv(tenantWaitingBucket(prefix));
+}
+
 export function openCheckpoints(bus: Backend, prefix: string, ttlMs: number): Promise<KvStore> {
   return bus.kv(checkpointsBucket(prefix), { ttlMs });
 }
