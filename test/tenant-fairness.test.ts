@@ -18,7 +18,7 @@ import {
   type TenantsConfig,
 } from '@agentmesh/protocol';
 import { sendApprovalDecision, submitRun } from '@agentmesh/planner';
-import { cleanEnv, startActor, type ActorProcess } from './helpers/cli.js';
+import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 import { EventBoard } from './helpers/wait.js';
 
@@ -206,6 +206,13 @@ describe('fair intake across 2 planners', () => {
     const refused = await eventOf(f, 'full-3', 'run.failed');
     expect(refused).toMatchObject({ error: { code: 'queue_full' } });
     expect(f.board.of('full-3').some((e) => e.type === 'run.started')).toBe(false);
+    const args = ['status', '--nats', natsUrl, '--prefix', f.fleet.prefix];
+    const json = await runAgentmesh([...args, '--json'], { env: cleanEnv() });
+    expect(json.code).toBe(0);
+    const status = JSON.parse(json.stdout) as { tenants: { tenant: string; queued: number; running: number }[] };
+    expect(status.tenants).toContainEqual({ tenant: 'full', queued: 2, running: 1 });
+    const human = await runAgentmesh(args, { env: cleanEnv() });
+    expect(human.stdout).toMatch(/TENANT\s+QUEUED\s+RUNNING\n\s*full\s+2\s+1/);
     await release(f, 'full-hold');
     await allEnded(f, ['full-1', 'full-2']);
     expect(ended(f, 'full-1')).toMatchObject({ type: 'run.completed' });

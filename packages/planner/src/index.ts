@@ -1,6 +1,7 @@
 export {
   Planner,
   PLANNER_VERSION,
+  RUNNING_LOAD_PREFIX,
   type PlannerOptions,
   type PlannerDefaults,
   type ToolSearchDefaults,
@@ -142,3 +143,5 @@ export {
 } from './daemon/index.js';
 export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
+export { tenantQueues, queuedRuns, type TenantQueue } from './fair/queue-view.js';
+export { tenantWaitingBucket } from './infra/backend.js';

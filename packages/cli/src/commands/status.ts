@@ -10,6 +10,7 @@ import {
   subjects,
   type Backend,
 } from '@agentmesh/protocol';
+import { RUNNING_LOAD_PREFIX, queuedRuns, tenantQueues } from '@agentmesh/planner';
 import { z } from 'zod';
 import { connectNats, type CommandContext } from '../context.js';
 import { plural } from '../render.js';
@@ -30,8 +31,17 @@ export interface ActorRow {
   pid?: number;
   tools?: number;
   in_flight?: number;
+  /** A planner's runs in progress by tenant (fair intake only). */
+  running_by_tenant?: Record<string, number>;
   uptime_s?: number;
   version: string;
+}
+
+/** One tenant's runs across the fleet: waiting in the fair intake and running on the planners. */
+export interface TenantRow {
+  tenant: string;
+  queued: number;
+  running: number;
 }
 
 async function actorRows(bus: Backend): Promise<ActorRow[]> {
@@ -46,9 +56,9 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
       const stats = await requestJson(bus, `$SRV.STATS.${s.name}.${s.id}`, {}, StatsSchema, {
         timeoutMs: 1000,
       }).catch(() => undefined);
-      const inFlight = stats?.endpoints
-        ?.map((e) => (e.data as { in_flight?: unknown } | undefined)?.in_flight)
-        .find((v): v is number => typeof v === 'number');
+      const loads = (stats?.endpoints ?? []).map((e) => (e.data ?? {}) as Record<string, unknown>);
+      const inFlight = loads.map((l) => l['in_flight']).find((v): v is number => typeof v === 'number');
+      const byTenant = runningByTenant(loads);
       const tools = s.metadata['tools'];
       return {
         kind: s.name.replace(/^agentmesh-/, ''),
@@ -57,6 +67,7 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
         ...(parts ? { host: parts[1]!, pid: Number(parts[2]) } : {}),
         ...(tools !== undefined ? { tools: Number(tools) } : {}),
         ...(inFlight !== undefined ? { in_flight: inFlight } : {}),
+        ...(byTenant === undefined ? {} : { running_by_tenant: byTenant }),
         ...(stats
           ? { uptime_s: Math.max(0, Math.round((Date.now() - Date.parse(stats.started)) / 1000)) }
           : {}),
@@ -64,6 +75,35 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
       };
     }),
   );
+}
+
+function runningByTenant(loads: Record<string, unknown>[]): Record<string, number> | undefined {
+  let out: Record<string, number> | undefined;
+  for (const load of loads)
+    for (const [key, value] of Object.entries(load))
+      if (key.startsWith(RUNNING_LOAD_PREFIX) && typeof value === 'number')
+        (out ??= {})[key.slice(RUNNING_LOAD_PREFIX.length)] = value;
+  return out;
+}
+
+/** Queued runs per tenant from the fair intake's consumers, running runs summed over the planners' loads. */
+function tenantRows(
+  actors: ActorRow[],
+  consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[],
+): TenantRow[] {
+  const queues = tenantQueues(
+    consumers.map((c) => ({ ...c, ackPending: c.ack_pending })),
+  );
+  const rows = new Map<string, TenantRow>();
+  const row = (tenant: string) => {
+    let r = rows.get(tenant);
+    if (r === undefined) rows.set(tenant, (r = { tenant, queued: 0, running: 0 }));
+    return r;
+  };
+  for (const [tenant, q] of queues) row(tenant).queued = queuedRuns(q);
+  for (const a of actors)
+    for (const [tenant, n] of Object.entries(a.running_by_tenant ?? {})) row(tenant).running += n;
+  return [...rows.values()].sort((a, b) => a.tenant.localeCompare(b.tenant));
 }
 
 function uptime(seconds: number | undefined): string {
@@ -97,6 +137,7 @@ function printHuman(
   actors: ActorRow[],
   tools: number | string,
   queue: Awaited<ReturnType<typeof queueReport>>,
+  tenants: TenantRow[],
 ) {
   const o = ctx.io.stdout;
   o.write(`NATS ${ctx.natsUrl} (prefix ${ctx.prefix})\n`);
@@ -132,6 +173,13 @@ function printHuman(
     o.write(
       `  consumer ${c.name}: ${c.pending} pending, ${c.ack_pending} in progress, ${c.redelivered} redelivered\n`,
     );
+  if (tenants.length > 0)
+    o.write(
+      formatTable(
+        ['TENANT', 'QUEUED', 'RUNNING'],
+        tenants.map((t) => [t.tenant, String(t.queued), String(t.running)]),
+      ),
+    );
 }
 
 export async function statusCommand(ctx: CommandContext): Promise<number> {
@@ -152,11 +200,12 @@ export async function statusCommand(ctx: CommandContext): Promise<number> {
     })
       .then((r) => r.tools.length)
       .catch(() => 'no catalog answers (start agentmesh catalog)');
+    const tenants = tenantRows(actors, queue.run_consumers);
     if (ctx.args.values['json'] === true)
       ctx.io.stdout.write(
-        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue })}\n`,
+        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue, tenants })}\n`,
       );
-    else printHuman(ctx, actors, tools, queue);
+    else printHuman(ctx, actors, tools, queue, tenants);
     return 0;
   } finally {
     await bus.close();
