@@ -9,8 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
+  NOOP_METRICS,
   RunEventSchema,
-  createLogger,
+  createActorMetrics,
+  setProcessMetrics,
   subjects,
   type NatsBus,
   type RunEvent,
@@ -36,6 +38,7 @@ interface Fleet {
 }
 
 const fleets: Fleet[] = [];
+const metrics = createActorMetrics('planner');
 const actors: ActorProcess[] = [];
 
 async function tenantFleet(tag: string): Promise<Fleet> {
@@ -56,7 +59,7 @@ async function tenantFleet(tag: string): Promise<Fleet> {
 
 function planners(f: Fleet, tenants: TenantsConfig, extra: Partial<Parameters<NatsFleet['planner']>[1]> = {}) {
   return Promise.all(
-    ['a', 'b'].map(async (n) => (await f.fleet.planner(`${f.fleet.prefix}-${n}`, { tenants, logger: createLogger(n, { level: 'warn' }), ...extra })).planner),
+    ['a', 'b'].map(async (n) => (await f.fleet.planner(`${f.fleet.prefix}-${n}`, { tenants, ...extra })).planner),
   );
 }
 
@@ -111,7 +114,12 @@ async function release(f: Fleet, id: string) {
   );
 }
 
+beforeAll(() => {
+  setProcessMetrics(metrics);
+});
+
 afterAll(async () => {
+  setProcessMetrics(NOOP_METRICS);
   for (const a of actors) await a.stop('SIGKILL').catch(() => undefined);
   for (const f of fleets) {
     f.sub.unsubscribe();
@@ -191,6 +199,10 @@ describe('fair intake across 2 planners', () => {
     await release(f, 'prio-hold');
     await allEnded(f, ids);
     expect(f.starts.filter((id) => ids.includes(id))).toEqual(['prio-1', 'prio-2', 'prio-3', 'prio-4', 'prio-5']);
+    const scraped = await metrics.scrape();
+    const waits = /^agentmesh_tenant_queue_wait_seconds_count\{[^}]*tenant="prio"[^}]*\} (\d+)$/m.exec(scraped);
+    expect(Number(waits?.[1])).toBeGreaterThanOrEqual(5);
+    expect(scraped).toMatch(/^agentmesh_tenant_queued_runs\{[^}]*tenant="prio"[^}]*\} \d+$/m);
   }, 90_000);
 
   it('refuses a submission beyond max_queued_runs with queue_full, as run.failed on its events', async () => {

@@ -97,6 +97,8 @@ export class FairIntake {
   private wake: (() => void) | undefined;
   private running: Promise<unknown> | undefined;
   private readonly bounded: QueuedSet;
+  /** When unacked messages were first seen (or last pulled for) per consumer. */
+  private readonly probes = new Map<string, number>();
 
   constructor(private readonly deps: FairIntakeDeps) {
     this.bounded = new QueuedSet(deps.waitingRuns);
@@ -252,6 +254,7 @@ export class FairIntake {
       try {
         await this.promote();
         await this.startWaiting();
+        await this.probeUnacked();
         failures = 0;
         await this.idle();
       } catch (error) {
@@ -304,6 +307,46 @@ export class FairIntake {
     await item.ack();
   }
 
+  /**
+   * A message delivered and never acked (its planner stopped) is delivered again only to a pull, and the queue's
+   * pending count leaves it out: so, once per ack wait, a consumer with unacked messages is pulled once.
+   */
+  private async probeUnacked(): Promise<void> {
+    const queues = await this.queues();
+    for (const [tenant, q] of queues) {
+      const capped = this.cap(tenant) > 0;
+      if (capped && q.admittedRunning > 0 && this.due(`a/${tenant}`))
+        this.probe(tenant, this.admitted(tenant), 'start');
+      for (const p of PRIORITIES)
+        if (q.waitingRunning[p - 1]! > 0 && this.due(`w/${tenant}/${p}`))
+          this.probe(tenant, this.waiting(tenant, p), capped ? 'promote' : 'start');
+    }
+  }
+
+  /** True once unacked messages of `key` were seen an ack wait ago (and then once per ack wait). */
+  private due(key: string): boolean {
+    const now = Date.now();
+    const since = this.probes.get(key);
+    if (since === undefined) this.probes.set(key, now);
+    if (since === undefined || now - since < this.deps.leaseMs) return false;
+    this.probes.set(key, now);
+    return true;
+  }
+
+  private probe(tenant: string, consumer: Promise<WorkConsumer>, then: 'start' | 'promote'): void {
+    const release = then === 'start' ? this.deps.slots.tryAcquire() : () => undefined;
+    if (release === undefined) return;
+    void (async () => {
+      const item = await (await consumer).next({ expiresMs: TAKE_EXPIRES_MS });
+      if (item === undefined) release();
+      else if (then === 'start') this.begin(item, tenant, release);
+      else await this.admit(item, tenant).finally(release);
+    })().catch((error: unknown) => {
+      release();
+      this.deps.logger.warn({ err: (error as Error).message }, 'fair intake probe failed');
+    });
+  }
+
   /** Free slots of this planner go to tenants with startable runs, by weight; within a tenant by priority. */
   private async startWaiting(): Promise<void> {
     for (;;) {
@@ -333,7 +376,7 @@ export class FairIntake {
     }
     const priority = PRIORITIES.find((p) => q.waiting[p - 1]! > 0)!;
     q.waiting[priority - 1]!--;
-    q.waitingRunning++;
+    q.waitingRunning[priority - 1]!++;
     return (await this.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
   }
 

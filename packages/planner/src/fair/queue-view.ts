@@ -20,8 +20,11 @@ const ADMITTED = new RegExp(`^${ServiceName.Planner}-a-(.+)$`);
 export interface TenantQueue {
   /** Waiting runs not yet delivered, by priority (index 0 = priority 1). */
   waiting: number[];
-  /** Runs started from the waiting consumers (uncapped tenants) and not finished. */
-  waitingRunning: number;
+  /**
+   * Waiting runs delivered and not acked, by priority: started (uncapped tenants), being promoted, or left by a
+   * planner that stopped and waiting to be delivered again.
+   */
+  waitingRunning: number[];
   /** Admitted runs of a capped tenant not yet delivered to a planner. */
   admitted: number;
   /** Admitted runs delivered and not finished: the tenant's started runs, held to its cap by the queue. */
@@ -29,7 +32,7 @@ export interface TenantQueue {
 }
 
 export function emptyTenantQueue(): TenantQueue {
-  return { waiting: [0, 0, 0, 0, 0], waitingRunning: 0, admitted: 0, admittedRunning: 0 };
+  return { waiting: [0, 0, 0, 0, 0], waitingRunning: [0, 0, 0, 0, 0], admitted: 0, admittedRunning: 0 };
 }
 
 /** Runs of the tenant that wait to start (waiting and admitted, not yet delivered). */
@@ -50,7 +53,7 @@ export function tenantQueues(facts: readonly WorkConsumerFacts[]): Map<string, T
     if (waiting !== null) {
       const q = of(waiting[1]!);
       q.waiting[Number(waiting[2]) - 1] = f.pending;
-      q.waitingRunning += f.ackPending;
+      q.waitingRunning[Number(waiting[2]) - 1] = f.ackPending;
       continue;
     }
     const admitted = ADMITTED.exec(f.name);

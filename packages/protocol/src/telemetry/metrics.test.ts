@@ -43,6 +43,8 @@ describe('actor metrics', () => {
     metrics.toolCallRefused('math.calc');
     metrics.toolCallRefused('math.calc');
     metrics.capacityNotice('math.calc');
+    metrics.setTenantQueueDepth('acme', 4);
+    metrics.tenantQueueWait('acme', 0.25);
     let polled = 0;
     metrics.onCollect(() => {
       polled++;
@@ -74,6 +76,9 @@ describe('actor metrics', () => {
       ['agentmesh_tool_calls_in_flight', {}, 0],
       ['agentmesh_tool_calls_refused_total', { tool: 'math.calc' }, 2],
       ['agentmesh_capacity_notices_total', { tool: 'math.calc' }, 1],
+      ['agentmesh_tenant_queued_runs', { tenant: 'acme' }, 4],
+      ['agentmesh_tenant_queue_wait_seconds_count', { tenant: 'acme' }, 1],
+      ['agentmesh_tenant_queue_wait_seconds_sum', { tenant: 'acme' }, 0.25],
     ];
     for (const [name, labels, value] of expected)
       expect(sampleValue(text, name, { actor: 'planner', ...labels }), name).toBe(value);
