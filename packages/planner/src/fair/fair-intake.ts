@@ -39,7 +39,7 @@ export const QUEUED_SEQ_HEADER = 'am-queued-seq';
 
 const PULL_EXPIRES_MS = 2_000;
 /** Submissions one planner moves to tenant queues at once. */
-const DISPATCH_LANES = 16;
+const DISPATCH_LANES = 64;
 /** A fetch from a consumer the view says has runs: short, since another planner may have taken them. */
 const TAKE_EXPIRES_MS = 1_000;
 /** How often the scheduler looks at the queues when nothing woke it. */
@@ -203,8 +203,10 @@ export class FairIntake {
     const { request, runId } = admission;
     const place = this.placement(request);
     const maxQueued = tenantLimits(this.deps.tenants, place.tenant).max_queued_runs ?? 0;
-    // a capped or bounded tenant is placed by the queue's counts of now, so a run is never sent past its waiting peers
-    const queues = await this.queues(place.cap > 0 || maxQueued > 0 ? 0 : VIEW_MAX_AGE_MS);
+    let queues = await this.queues();
+    // a capped tenant's run goes straight to its admitted runs only on the queue's counts of now, never past waiting peers
+    if (place.cap > 0 && queuedRuns(queues.get(place.tenant) ?? emptyTenantQueue()) === 0)
+      queues = await this.queues(0);
     if (place.cap === 0 && !startable(queues, (t) => this.cap(t))) {
       const release = this.deps.slots.tryAcquire();
       if (release !== undefined) return void this.deps.deliver(delivery).finally(release);
