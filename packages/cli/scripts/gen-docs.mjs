@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Rewrites the help blocks of docs/cli.md from `agentmesh COMMAND --help` (run after adding or changing a command;
-// test/cli-docs.test.ts fails while they differ). A command without a section gets one appended.
+// test/cli-docs.test.ts fails while they differ). A command without a section gets one appended. Also writes the
+// JSON Schema of the configuration file (docs/reference/agentmesh.config.schema.json; config-schema.test.ts).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { COMMANDS } from '../dist/cli.js';
 import { usageOf } from '../dist/args.js';
@@ -16,3 +17,10 @@ for (const { spec } of COMMANDS) {
 }
 writeFileSync(path, text);
 console.log(`docs/cli.md: ${COMMANDS.length} commands`);
+
+const { configJsonSchema, CONFIG_SCHEMA_PATH } = await import('../dist/config-schema.js');
+writeFileSync(
+  new URL(`../../../${CONFIG_SCHEMA_PATH}`, import.meta.url),
+  `${JSON.stringify(configJsonSchema(), null, 2)}\n`,
+);
+console.log(`${CONFIG_SCHEMA_PATH}: written`);
