@@ -16,7 +16,8 @@ import {
 import { figure } from './lib.mjs';
 import { miniCatalog } from './embedded-mesh.mjs';
 
-export const title = 'Tenant fairness: a small tenant beside a flood, and submit -> run.accepted with tenants';
+export const title =
+  'Tenant fairness: a small tenant beside a flood, and submit -> run.accepted with tenants';
 
 const TENANTS = { flood: { max_concurrent_runs: 8 }, small: { weight: 1 }, default: { weight: 1 } };
 
@@ -109,7 +110,12 @@ async function flood(f, prefix, tag, count) {
       const id = `flood-${tag}-${j}`;
       accepted.push(f.eventOf(id, 'run.accepted'));
       ended.push(f.eventOf(id, 'run.completed'));
-      const request = { id, task: 'flood', identity: { tenant: 'flood' }, script: [{ text: 'ok', delay_ms: 20 }] };
+      const request = {
+        id,
+        task: 'flood',
+        identity: { tenant: 'flood' },
+        script: [{ text: 'ok', delay_ms: 20 }],
+      };
       batch.push(submitRun(f.bus, request, { prefix }));
     }
     await Promise.all(batch);
@@ -163,17 +169,16 @@ export async function run({ natsUrl, quick }) {
   const withTenants = await acceptedP50(natsUrl, quick, TENANTS);
   const [idle, busy, behind] = await fairness(natsUrl, quick);
   const plain = figure('submit -> run.accepted p50, no tenants configured', without, 'us');
-  const idleFigure = figure('tenant fairness: small tenant start wait p95, idle fleet', quantile(idle, 0.95), 'ms');
+  const idleFigure = figure(
+    'tenant fairness: small tenant start wait p95, idle fleet',
+    quantile(idle, 0.95),
+    'ms',
+  );
   return [
     plain,
     figure('submit -> run.accepted p50, tenants configured', withTenants, 'us', plain),
     idleFigure,
-    figure(
-      'tenant fairness: small tenant start wait p95',
-      quantile(busy, 0.95),
-      'ms',
-      idleFigure,
-    ),
+    figure('tenant fairness: small tenant start wait p95', quantile(busy, 0.95), 'ms', idleFigure),
     figure('tenant fairness: small tenant start wait p50', quantile(busy, 0.5), 'ms'),
     figure(
       'tenant fairness: small tenant start wait p95, submitted right behind the flood',

@@ -14,7 +14,6 @@ import {
   createActorMetrics,
   setProcessMetrics,
   subjects,
-  type NatsBus,
   type RunEvent,
   type Subscription,
   type TenantsConfig,
@@ -57,9 +56,15 @@ async function tenantFleet(tag: string): Promise<Fleet> {
   return made;
 }
 
-function planners(f: Fleet, tenants: TenantsConfig, extra: Partial<Parameters<NatsFleet['planner']>[1]> = {}) {
+function planners(
+  f: Fleet,
+  tenants: TenantsConfig,
+  extra: Partial<Parameters<NatsFleet['planner']>[1]> = {},
+) {
   return Promise.all(
-    ['a', 'b'].map(async (n) => (await f.fleet.planner(`${f.fleet.prefix}-${n}`, { tenants, ...extra })).planner),
+    ['a', 'b'].map(
+      async (n) => (await f.fleet.planner(`${f.fleet.prefix}-${n}`, { tenants, ...extra })).planner,
+    ),
   );
 }
 
@@ -99,7 +104,10 @@ function eventOf(f: Fleet, id: string, type: RunEvent['type']) {
 function heldRun(f: Fleet, id: string, tenant: string) {
   return submit(f, id, tenant, {
     approvals: { require: ['math.calc'] },
-    script: [{ tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 2, op: 'add' } }] }, { text: 'done' }],
+    script: [
+      { tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 2, op: 'add' } }] },
+      { text: 'done' },
+    ],
   });
 }
 
@@ -198,9 +206,17 @@ describe('fair intake across 2 planners', () => {
     for (const id of ids) await eventOf(f, id, 'run.queued');
     await release(f, 'prio-hold');
     await allEnded(f, ids);
-    expect(f.starts.filter((id) => ids.includes(id))).toEqual(['prio-1', 'prio-2', 'prio-3', 'prio-4', 'prio-5']);
+    expect(f.starts.filter((id) => ids.includes(id))).toEqual([
+      'prio-1',
+      'prio-2',
+      'prio-3',
+      'prio-4',
+      'prio-5',
+    ]);
     const scraped = await metrics.scrape();
-    const waits = /^agentmesh_tenant_queue_wait_seconds_count\{[^}]*tenant="prio"[^}]*\} (\d+)$/m.exec(scraped);
+    const waits = /^agentmesh_tenant_queue_wait_seconds_count\{[^}]*tenant="prio"[^}]*\} (\d+)$/m.exec(
+      scraped,
+    );
     expect(Number(waits?.[1])).toBeGreaterThanOrEqual(5);
     expect(scraped).toMatch(/^agentmesh_tenant_queued_runs\{[^}]*tenant="prio"[^}]*\} \d+$/m);
   }, 90_000);
@@ -221,7 +237,9 @@ describe('fair intake across 2 planners', () => {
     const args = ['status', '--nats', natsUrl, '--prefix', f.fleet.prefix];
     const json = await runAgentmesh([...args, '--json'], { env: cleanEnv() });
     expect(json.code).toBe(0);
-    const status = JSON.parse(json.stdout) as { tenants: { tenant: string; queued: number; running: number }[] };
+    const status = JSON.parse(json.stdout) as {
+      tenants: { tenant: string; queued: number; running: number }[];
+    };
     expect(status.tenants).toContainEqual({ tenant: 'full', queued: 2, running: 1 });
     const human = await runAgentmesh(args, { env: cleanEnv() });
     expect(human.stdout).toMatch(/TENANT\s+QUEUED\s+RUNNING\n\s*full\s+2\s+1/);

@@ -91,9 +91,7 @@ function tenantRows(
   actors: ActorRow[],
   consumers: { name: string; pending: number; ack_pending: number; redelivered: number }[],
 ): TenantRow[] {
-  const queues = tenantQueues(
-    consumers.map((c) => ({ ...c, ackPending: c.ack_pending })),
-  );
+  const queues = tenantQueues(consumers.map((c) => ({ ...c, ackPending: c.ack_pending })));
   const rows = new Map<string, TenantRow>();
   const row = (tenant: string) => {
     let r = rows.get(tenant);

@@ -85,8 +85,7 @@ async function takeAndRun(
   run.attach?.(lease);
   if (lease.lost) return { kind: 'leave' };
   try {
-    const resume =
-      claim.previous === undefined ? fresh(ids.queuedSeq) : await readResume(deps, lease, log);
+    const resume = claim.previous === undefined ? fresh(ids.queuedSeq) : await readResume(deps, lease, log);
     if (resume === 'finished') return settled(lease);
     if (claim.previous !== undefined)
       log.info(
@@ -120,7 +119,13 @@ interface Resume {
 /** A run's first start: its events begin after the ones the fair intake stored while it waited (`queuedSeq`). */
 function fresh(queuedSeq: number | undefined): Resume {
   const lastSeq = queuedSeq ?? 0;
-  return { snapshot: undefined, revision: undefined, lastSeq, earlier: [], ...(lastSeq > 0 ? { queued: true } : {}) };
+  return {
+    snapshot: undefined,
+    revision: undefined,
+    lastSeq,
+    earlier: [],
+    ...(lastSeq > 0 ? { queued: true } : {}),
+  };
 }
 
 /**

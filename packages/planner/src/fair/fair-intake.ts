@@ -133,7 +133,11 @@ export class FairIntake {
   private placement(request: RunRequest): Placement {
     const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
     const limits = tenantLimits(this.deps.tenants, tenant);
-    return { tenant, priority: request.priority ?? DEFAULT_RUN_PRIORITY, cap: limits.max_concurrent_runs ?? 0 };
+    return {
+      tenant,
+      priority: request.priority ?? DEFAULT_RUN_PRIORITY,
+      cap: limits.max_concurrent_runs ?? 0,
+    };
   }
 
   private weight(tenant: string): number {
@@ -170,7 +174,7 @@ export class FairIntake {
     const main = await this.deps.queue.consumer(ServiceName.Planner, { ackWaitMs: this.deps.leaseMs });
     const { signal } = this.stopping;
     const lanes = new Semaphore(DISPATCH_LANES);
-    for (let failures = 0; !signal.aborted; ) {
+    for (let failures = 0; !signal.aborted;) {
       const release = await lanes.acquire();
       try {
         const item = await main.next({ expiresMs: PULL_EXPIRES_MS, signal });
@@ -190,7 +194,10 @@ export class FairIntake {
     try {
       await this.dispatch(item);
     } catch (error) {
-      this.deps.logger.warn({ err: (error as Error).message }, 'run request not dispatched; redelivered later');
+      this.deps.logger.warn(
+        { err: (error as Error).message },
+        'run request not dispatched; redelivered later',
+      );
       item.nak(1_000);
     }
   }
@@ -252,7 +259,7 @@ export class FairIntake {
 
   private async scheduleLoop(): Promise<void> {
     const { signal } = this.stopping;
-    for (let failures = 0; !signal.aborted; ) {
+    for (let failures = 0; !signal.aborted;) {
       try {
         await this.promote();
         await this.startWaiting();

@@ -87,10 +87,7 @@ export class NatsWorkQueue implements WorkQueue {
       const info = await this.jsm.consumers.info(this.options.stream, name).catch(() => {
         throw error;
       });
-      if (
-        info.config.ack_wait !== config.ack_wait ||
-        info.config.max_ack_pending !== config.max_ack_pending
-      )
+      if (info.config.ack_wait !== config.ack_wait || info.config.max_ack_pending !== config.max_ack_pending)
         await this.jsm.consumers.update(this.options.stream, name, {
           ack_wait: config.ack_wait,
           max_ack_pending: config.max_ack_pending,
