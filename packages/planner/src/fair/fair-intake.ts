@@ -1,14 +1,11 @@
 import {
   AgentMeshError,
-  DEFAULT_RUN_PRIORITY,
-  DEFAULT_TENANT,
   ErrorCode,
   ServiceName,
   actorMetrics,
   backoffDelay,
   encodeJson,
   sleep,
-  tenantLimits,
   type KvStore,
   type Logger,
   type RunRequest,
@@ -20,16 +17,9 @@ import {
 } from '@agentmesh/protocol';
 import { queueDelivery, type IntakeDelivery } from '../infra/intake-queue.js';
 import { Semaphore } from '../util.js';
-import {
-  PRIORITIES,
-  admittedConsumer,
-  emptyTenantQueue,
-  queuedRuns,
-  tenantQueues,
-  waitingConsumer,
-  type TenantQueue,
-} from './queue-view.js';
+import { PRIORITIES, emptyTenantQueue, queuedRuns, type TenantQueue } from './queue-view.js';
 import { QueuedSet } from './queued-set.js';
+import { TenantQueues, type Placement } from './tenant-queues.js';
 import { StrideScheduler, type StrideCandidate } from './stride.js';
 
 /** Header of a waiting run: when it entered the fair intake (ms since the epoch). */
@@ -44,8 +34,6 @@ const DISPATCH_LANES = 64;
 const TAKE_EXPIRES_MS = 1_000;
 /** How often the scheduler looks at the queues when nothing woke it. */
 const TICK_MS = 200;
-/** The queues' counts are read at most this often (every planner reads them; one JetStream request each). */
-const VIEW_MAX_AGE_MS = 50;
 
 export type FairAdmission = { ok: true; request: RunRequest; runId: string } | { ok: false };
 
@@ -60,23 +48,17 @@ export interface FairIntakeDeps {
   /** Runs (or refuses, when invalid) a delivered request; resolves when the run ended. */
   deliver(delivery: IntakeDelivery): Promise<void>;
   refuse(delivery: IntakeDelivery, runId: string, error: AgentMeshError): Promise<void>;
+  /** The bucket of bounded tenants' waiting runs (`max_queued_runs`). */
+  waitingRuns: () => Promise<KvStore>;
   /**
    * Stores `run.accepted` and `run.queued` for a run that waits (once: a redelivery finds them stored) and returns
    * the seq of the last event stored for the run.
    */
-  /** The bucket of bounded tenants' waiting runs (`max_queued_runs`). */
-  waitingRuns: () => Promise<KvStore>;
   storeQueued(
     runId: string,
     request: RunRequest,
     queued: { tenant: string; priority: number; position: number; redelivered: boolean },
   ): Promise<number>;
-}
-
-interface Placement {
-  tenant: string;
-  priority: number;
-  cap: number;
 }
 
 /**
@@ -91,17 +73,17 @@ interface Placement {
 export class FairIntake {
   private readonly stopping = new AbortController();
   private readonly stride = new StrideScheduler();
-  private readonly consumers = new Map<string, Promise<WorkConsumer>>();
-  private view: { at: number; queues: Map<string, TenantQueue> } = { at: 0, queues: new Map() };
-  private viewRead: Promise<Map<string, TenantQueue>> | undefined;
   private wake: (() => void) | undefined;
   private running: Promise<unknown> | undefined;
   private readonly bounded: QueuedSet;
   /** When unacked messages were first seen (or last pulled for) per consumer. */
   private readonly probes = new Map<string, number>();
 
+  private readonly tq: TenantQueues;
+
   constructor(private readonly deps: FairIntakeDeps) {
     this.bounded = new QueuedSet(deps.waitingRuns);
+    this.tq = new TenantQueues(deps);
   }
 
   start(): void {
@@ -112,62 +94,6 @@ export class FairIntake {
     this.stopping.abort();
     this.wake?.();
     await this.running?.catch(() => undefined);
-  }
-
-  /** The tenants' queues (waiting, admitted, running from the queues), read from the runs stream. */
-  async queues(maxAgeMs = VIEW_MAX_AGE_MS): Promise<Map<string, TenantQueue>> {
-    if (Date.now() - this.view.at <= maxAgeMs) return this.view.queues;
-    const at = Date.now();
-    this.viewRead ??= this.deps.queue
-      .consumers()
-      .then((facts) => {
-        const queues = tenantQueues(facts);
-        this.view = { at, queues };
-        for (const [tenant, q] of queues) actorMetrics().setTenantQueueDepth(tenant, queuedRuns(q));
-        return queues;
-      })
-      .finally(() => (this.viewRead = undefined));
-    return this.viewRead;
-  }
-
-  private placement(request: RunRequest): Placement {
-    const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
-    const limits = tenantLimits(this.deps.tenants, tenant);
-    return {
-      tenant,
-      priority: request.priority ?? DEFAULT_RUN_PRIORITY,
-      cap: limits.max_concurrent_runs ?? 0,
-    };
-  }
-
-  private weight(tenant: string): number {
-    return tenantLimits(this.deps.tenants, tenant).weight ?? 1;
-  }
-
-  private cap(tenant: string): number {
-    return tenantLimits(this.deps.tenants, tenant).max_concurrent_runs ?? 0;
-  }
-
-  private consumer(name: string, filterSubject: string, maxAckPending = 0): Promise<WorkConsumer> {
-    let opened = this.consumers.get(name);
-    if (opened === undefined) {
-      opened = this.deps.queue.consumer(name, { ackWaitMs: this.deps.leaseMs, filterSubject, maxAckPending });
-      opened.catch(() => this.consumers.delete(name));
-      this.consumers.set(name, opened);
-    }
-    return opened;
-  }
-
-  private waiting(tenant: string, priority: number): Promise<WorkConsumer> {
-    return this.consumer(waitingConsumer(tenant, priority), this.deps.subjects.queuedRuns(tenant, priority));
-  }
-
-  private admitted(tenant: string): Promise<WorkConsumer> {
-    return this.consumer(
-      admittedConsumer(tenant),
-      this.deps.subjects.queuedRuns(tenant, 'admitted'),
-      this.cap(tenant),
-    );
   }
 
   private async dispatchLoop(): Promise<void> {
@@ -208,13 +134,13 @@ export class FairIntake {
     const admission = this.deps.admission(delivery);
     if (!admission.ok) return void this.deps.deliver(delivery);
     const { request, runId } = admission;
-    const place = this.placement(request);
-    const maxQueued = tenantLimits(this.deps.tenants, place.tenant).max_queued_runs ?? 0;
-    let queues = await this.queues();
+    const place = this.tq.placement(request);
+    const maxQueued = this.tq.maxQueued(place.tenant);
+    let queues = await this.tq.queues();
     // a capped tenant's run goes straight to its admitted runs only on the queue's counts of now, never past waiting peers
     if (place.cap > 0 && queuedRuns(queues.get(place.tenant) ?? emptyTenantQueue()) === 0)
-      queues = await this.queues(0);
-    if (place.cap === 0 && !startable(queues, (t) => this.cap(t))) {
+      queues = await this.tq.queues(0);
+    if (place.cap === 0 && !startable(queues, (t) => this.tq.cap(t))) {
       const release = this.deps.slots.tryAcquire();
       if (release !== undefined) return void this.deps.deliver(delivery).finally(release);
     }
@@ -238,7 +164,7 @@ export class FairIntake {
     to: 'admitted' | number,
   ): Promise<void> {
     const headers: Record<string, string> = { ...item.headers, [QUEUED_AT_HEADER]: String(Date.now()) };
-    if (to === 'admitted') await this.admitted(place.tenant);
+    if (to === 'admitted') await this.tq.admitted(place.tenant);
     else {
       const seq = await this.deps.storeQueued(request.id, request, {
         tenant: place.tenant,
@@ -247,7 +173,7 @@ export class FairIntake {
         redelivered: item.deliveries > 1,
       });
       headers[QUEUED_SEQ_HEADER] = String(seq);
-      await this.waiting(place.tenant, place.priority);
+      await this.tq.waiting(place.tenant, place.priority);
     }
     const subject =
       to === 'admitted'
@@ -287,14 +213,14 @@ export class FairIntake {
 
   /** Capped tenants: waiting runs move to the admitted consumer, best priority first, while the cap has room. */
   private async promote(): Promise<void> {
-    const queues = await this.queues();
+    const queues = await this.tq.queues();
     for (const [tenant, q] of queues) {
-      const cap = this.cap(tenant);
+      const cap = this.tq.cap(tenant);
       if (cap === 0) continue;
       let room = cap - q.admittedRunning - q.admitted;
       for (const priority of PRIORITIES) {
         while (room > 0 && q.waiting[priority - 1]! > 0 && !this.stopping.signal.aborted) {
-          const item = await (await this.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
+          const item = await (await this.tq.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
           q.waiting[priority - 1]!--;
           if (item === undefined) break;
           await this.admit(item, tenant);
@@ -307,7 +233,7 @@ export class FairIntake {
 
   private async admit(item: WorkItem, tenant: string): Promise<void> {
     const runId = runIdOf(item);
-    await this.admitted(tenant);
+    await this.tq.admitted(tenant);
     await this.deps.queue.submit(item.data, {
       dedupeId: `a-${runId}`,
       ...(item.headers === undefined ? {} : { headers: item.headers }),
@@ -321,14 +247,14 @@ export class FairIntake {
    * pending count leaves it out: so, once per ack wait, a consumer with unacked messages is pulled once.
    */
   private async probeUnacked(): Promise<void> {
-    const queues = await this.queues();
+    const queues = await this.tq.queues();
     for (const [tenant, q] of queues) {
-      const capped = this.cap(tenant) > 0;
+      const capped = this.tq.cap(tenant) > 0;
       if (capped && q.admittedRunning > 0 && this.due(`a/${tenant}`))
-        this.probe(tenant, this.admitted(tenant), 'start');
+        this.probe(tenant, this.tq.admitted(tenant), 'start');
       for (const p of PRIORITIES)
         if (q.waitingRunning[p - 1]! > 0 && this.due(`w/${tenant}/${p}`))
-          this.probe(tenant, this.waiting(tenant, p), capped ? 'promote' : 'start');
+          this.probe(tenant, this.tq.waiting(tenant, p), capped ? 'promote' : 'start');
     }
   }
 
@@ -359,10 +285,10 @@ export class FairIntake {
   /** Free slots of this planner go to tenants with startable runs, by weight; within a tenant by priority. */
   private async startWaiting(): Promise<void> {
     for (;;) {
-      const queues = await this.queues();
+      const queues = await this.tq.queues();
       const candidates: StrideCandidate[] = [];
       for (const [tenant, q] of queues)
-        if (canStart(q, this.cap(tenant))) candidates.push({ tenant, weight: this.weight(tenant) });
+        if (canStart(q, this.tq.cap(tenant))) candidates.push({ tenant, weight: this.tq.weight(tenant) });
       if (candidates.length === 0 || this.stopping.signal.aborted) return;
       const release = this.deps.slots.tryAcquire();
       if (release === undefined) return;
@@ -372,21 +298,21 @@ export class FairIntake {
         release();
         continue;
       }
-      this.stride.charge(tenant, this.weight(tenant), candidates);
+      this.stride.charge(tenant, this.tq.weight(tenant), candidates);
       this.begin(item, tenant, release);
     }
   }
 
   private async take(tenant: string, q: TenantQueue): Promise<WorkItem | undefined> {
-    if (this.cap(tenant) > 0) {
+    if (this.tq.cap(tenant) > 0) {
       q.admitted--;
       q.admittedRunning++;
-      return (await this.admitted(tenant)).next({ expiresMs: TAKE_EXPIRES_MS });
+      return (await this.tq.admitted(tenant)).next({ expiresMs: TAKE_EXPIRES_MS });
     }
     const priority = PRIORITIES.find((p) => q.waiting[p - 1]! > 0)!;
     q.waiting[priority - 1]!--;
     q.waitingRunning[priority - 1]!++;
-    return (await this.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
+    return (await this.tq.waiting(tenant, priority)).next({ expiresMs: TAKE_EXPIRES_MS });
   }
 
   private begin(item: WorkItem, tenant: string, release: () => void): void {
@@ -398,8 +324,7 @@ export class FairIntake {
     const delivery = queueDelivery(item, waited ? seq : undefined);
     void (async () => {
       try {
-        if (waited && (tenantLimits(this.deps.tenants, tenant).max_queued_runs ?? 0) > 0)
-          await this.bounded.remove(tenant, runIdOf(item));
+        if (waited && this.tq.maxQueued(tenant) > 0) await this.bounded.remove(tenant, runIdOf(item));
         await this.deps.deliver(delivery);
       } catch (error) {
         this.deps.logger.warn({ err: (error as Error).message }, 'queued run not started; redelivered later');
