@@ -91,6 +91,7 @@ const PLANNER_BUCKETS = {
   controls: `${DEFAULT_PREFIX}_controls`,
   sessions: `${DEFAULT_PREFIX}_sessions`,
   sessionIndex: `${DEFAULT_PREFIX}_session_index`,
+  tenantWaiting: `${DEFAULT_PREFIX}_tenant_waiting`,
 };
 /** The workers' idempotency store (`toolOutcomesBucket()` of @agentmesh/tool-worker). */
 const WORKER_OUTCOMES_BUCKET = `${DEFAULT_PREFIX}_tool_outcomes`;
@@ -225,6 +226,19 @@ function commandAndFlags(argv: string[]): { command: string; flags: string[] } {
   return { command: command!, flags: rest.filter((a) => a.startsWith('--')) };
 }
 
+/**
+ * The planners' grants for the fair intake's consumers on the runs stream (docs/tenancy.md#fair-intake): created
+ * only filtered to the tenant queues, listed, read by name.
+ */
+function fairIntakeGrant(subject: string): boolean {
+  return [
+    `$JS.API.CONSUMER.CREATE.${RUNS_STREAM}.*.${S.allQueuedRuns}`,
+    `$JS.API.CONSUMER.LIST.${RUNS_STREAM}`,
+    `$JS.API.CONSUMER.INFO.${RUNS_STREAM}.*`,
+    `$JS.API.CONSUMER.MSG.NEXT.${RUNS_STREAM}.*`,
+  ].includes(subject);
+}
+
 function checkPasswordVars(where: string, user: string, passwordRef: string): void {
   expect(ROLE_USERS, `${where}: NATS_USER`).toContain(user);
   expect(confUsers.find((u) => u.user === user)?.passwordVar, `${where}: password of ${user}`).toBe(
@@ -245,6 +259,7 @@ describe('deploy/nats/nats.conf', () => {
   test('names only subjects, streams, buckets and consumers of the contract', () => {
     const contractSubjects = [
       S.runsSubmit,
+      S.allQueuedRuns,
       S.allRunEvents,
       S.allRunCancels,
       S.toolProgress('*'),
@@ -285,6 +300,7 @@ describe('deploy/nats/nats.conf', () => {
       `KV_${PLANNER_BUCKETS.sessionIndex}`,
       `KV_${WORKER_OUTCOMES_BUCKET}`,
       `KV_${PLANNER_BUCKETS.triggers}`,
+      `KV_${PLANNER_BUCKETS.tenantWaiting}`,
       '*',
     ]);
     const buckets = new Set([
@@ -299,6 +315,7 @@ describe('deploy/nats/nats.conf', () => {
       PLANNER_BUCKETS.sessionIndex,
       WORKER_OUTCOMES_BUCKET,
       PLANNER_BUCKETS.triggers,
+      PLANNER_BUCKETS.tenantWaiting,
     ]);
     const subjectsInConf = confStrings.filter(
       (x) => /^[$_a-zA-Z]/.test(x) && !/\s/.test(x) && x.includes('.'),
@@ -318,11 +335,14 @@ describe('deploy/nats/nats.conf', () => {
         }
         expect(streams.has(m[1]!), `${subject}: stream ${m[1]}`).toBe(true);
         if (m[1] === RUNS_STREAM && subject.startsWith('$JS.API.CONSUMER.'))
-          expect(m[2]?.split('.')[0], `${subject}: the planners' durable`).toBe(PLANNER_DURABLE);
+          expect(
+            fairIntakeGrant(subject) || m[2]?.split('.')[0] === PLANNER_DURABLE,
+            `${subject}: the planners' durable`,
+          ).toBe(true);
       } else if (subject.startsWith('$JS.ACK.') || subject.startsWith('$JS.FC.')) {
         const [, , stream, consumer] = subject.split('.');
         expect(streams.has(stream!), subject).toBe(true);
-        if (stream === RUNS_STREAM) expect(consumer).toBe(PLANNER_DURABLE);
+        if (stream === RUNS_STREAM) expect([PLANNER_DURABLE, '*']).toContain(consumer);
       } else if (subject.startsWith('$KV.') || subject.startsWith('$O.')) {
         expect(buckets.has(subject.split('.')[1]!), subject).toBe(true);
       } else {
