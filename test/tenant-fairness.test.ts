@@ -254,6 +254,27 @@ describe('fair intake across 2 planners', () => {
     expect(ended(f, 'full-2')).toMatchObject({ type: 'run.completed' });
   }, 90_000);
 
+  it("a child run does not wait behind its own tenant's cap (its parent holds the only slot)", async () => {
+    const f = await tenantFleet('tf-child');
+    await planners(f, { family: { max_concurrent_runs: 1 } });
+    await submit(f, 'parent', 'family', {
+      tools: ['agent'],
+      script: [
+        {
+          tool_calls: [
+            { id: 'c1', name: 'agent__run', arguments: { task: 'child', script: [{ text: 'child done' }] } },
+          ],
+        },
+        { text: 'parent done' },
+      ],
+    });
+    expect(await eventOf(f, 'parent', 'run.completed')).toMatchObject({
+      status: 'done',
+      text: 'parent done',
+    });
+    expect(await eventOf(f, 'parent', 'agent.completed')).toMatchObject({ status: 'done' });
+  }, 90_000);
+
   it('a planner killed -9 while runs wait: every run still starts exactly once', async () => {
     const f = await tenantFleet('tf-kill');
     const dir = mkdtempSync(join(tmpdir(), 'tf-kill-'));

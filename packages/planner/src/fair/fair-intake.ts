@@ -32,6 +32,8 @@ const PULL_EXPIRES_MS = 2_000;
 const DISPATCH_LANES = 64;
 /** A fetch from a consumer the view says has runs: short, since another planner may have taken them. */
 const TAKE_EXPIRES_MS = 1_000;
+/** A child run that found no free slot is offered again after this long. */
+const CHILD_RETRY_MS = 250;
 /** How often the scheduler looks at the queues when nothing woke it. */
 const TICK_MS = 200;
 
@@ -134,6 +136,7 @@ export class FairIntake {
     const admission = this.deps.admission(delivery);
     if (!admission.ok) return void this.deps.deliver(delivery);
     const { request, runId } = admission;
+    if (request.parent !== undefined) return this.startChild(delivery, item);
     const place = this.tq.placement(request);
     const maxQueued = this.tq.maxQueued(place.tenant);
     let queues = await this.tq.queues();
@@ -154,6 +157,16 @@ export class FairIntake {
     else q.waiting[place.priority - 1]!++;
     await this.enqueue(item, { ...request, id: runId }, place, direct ? 'admitted' : position);
     this.wake?.();
+  }
+
+  /**
+   * A child run is part of its parent's started run: it never waits behind its tenant's cap (the parent holding a
+   * slot while its child waits for one would never end). It starts on a free slot, else is offered again shortly.
+   */
+  private startChild(delivery: IntakeDelivery, item: WorkItem): void {
+    const release = this.deps.slots.tryAcquire();
+    if (release === undefined) item.nak(CHILD_RETRY_MS);
+    else void this.deps.deliver(delivery).finally(release);
   }
 
   /** Moves a run to its tenant's queue: events first, then the queue message, then the ack of the submission. */
