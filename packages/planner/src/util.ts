@@ -29,6 +29,11 @@ export class Semaphore {
     return this.releaser();
   }
 
+  /** Permits free now. */
+  get free(): number {
+    return this.available;
+  }
+
   /** A permit now, or undefined when none is free (never waits). */
   tryAcquire(): (() => void) | undefined {
     if (this.available <= 0) return undefined;

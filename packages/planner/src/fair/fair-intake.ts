@@ -143,7 +143,7 @@ export class FairIntake {
     // a capped tenant's run goes straight to its admitted runs only on the queue's counts of now, never past waiting peers
     if (place.cap > 0 && queuedRuns(queues.get(place.tenant) ?? emptyTenantQueue()) === 0)
       queues = await this.tq.queues(0);
-    if (place.cap === 0 && !startable(queues, (t) => this.tq.cap(t))) {
+    if (place.cap === 0 && startable(queues, (t) => this.tq.cap(t)) < this.deps.slots.free) {
       const release = this.deps.slots.tryAcquire();
       if (release !== undefined) return void this.deps.deliver(delivery).finally(release);
     }
@@ -360,9 +360,15 @@ function canStart(q: TenantQueue, cap: number): boolean {
   return cap > 0 ? q.admitted > 0 && q.admittedRunning < cap : q.waiting.some((n) => n > 0);
 }
 
-function startable(queues: Map<string, TenantQueue>, cap: (tenant: string) => number): boolean {
-  for (const [tenant, q] of queues) if (canStart(q, cap(tenant))) return true;
-  return false;
+/** How many waiting runs could start now (a new run starts at once only while free slots outnumber them). */
+function startable(queues: Map<string, TenantQueue>, cap: (tenant: string) => number): number {
+  let n = 0;
+  for (const [tenant, q] of queues) {
+    const c = cap(tenant);
+    n +=
+      c > 0 ? Math.max(0, Math.min(q.admitted, c - q.admittedRunning)) : q.waiting.reduce((a, b) => a + b, 0);
+  }
+  return n;
 }
 
 /** A new run's place among its tenant's waiting runs: those of its priority or better, plus itself. */

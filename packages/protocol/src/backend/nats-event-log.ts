@@ -73,8 +73,15 @@ export class NatsEventLog implements EventLog {
 
   async append(subject: string, seq: number, data: Uint8Array, options: { headers?: BusHeaders } = {}) {
     for (let attempt = 1; ; attempt++) {
+      const cached = this.tails.has(subject);
       const tail =
         attempt === 1 && seq === 1 ? (this.tails.get(subject) ?? EMPTY_TAIL) : await this.tail(subject);
+      // another process may have appended since this one did (the fair intake stores a run's first events, the
+      // planner that starts it the rest): a remembered tail that does not fit is read again from the log
+      if (cached && tail.seq !== seq - 1 && attempt === 1) {
+        this.tails.delete(subject);
+        continue;
+      }
       if (tail.seq >= seq) {
         if (sameBytes((await this.replay(subject, { fromSeq: seq }))[0], seq, data)) return;
         throw conflict(subject, seq, tail.seq);
