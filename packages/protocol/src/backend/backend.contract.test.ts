@@ -233,6 +233,18 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       });
     });
 
+    it('lets a writer go on after another handle appended since its own last append', async () => {
+      const stream = unique('EV').toUpperCase();
+      const a = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
+      const b = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
+      const subject = `${stream}.r4.events`;
+      await a.append(subject, 1, enc.encode('a1'));
+      await a.append(subject, 2, enc.encode('a2'));
+      await b.append(subject, 3, enc.encode('b3'));
+      await expect(a.append(subject, 4, enc.encode('a4'))).resolves.toBeUndefined();
+      expect(text(await b.replay(subject))).toEqual(['1:a1', '2:a2', '3:b3', '4:a4']);
+    });
+
     it('follows a log from a seq: stored events, then live ones, once each; stop releases the follower', async () => {
       const stream = unique('EV').toUpperCase();
       const log = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
