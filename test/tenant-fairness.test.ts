@@ -59,16 +59,13 @@ async function tenantFleet(tag: string): Promise<Fleet> {
   return made;
 }
 
-function planners(
+/** Two planners with `tenants`, started one after the other (two opening the same buckets at once can race). */
+async function planners(
   f: Fleet,
   tenants: TenantsConfig,
   extra: Partial<Parameters<NatsFleet['planner']>[1]> = {},
 ) {
-  return Promise.all(
-    ['a', 'b'].map(
-      async (n) => (await f.fleet.planner(`${f.fleet.prefix}-${n}`, { tenants, ...extra })).planner,
-    ),
-  );
+  for (const n of ['a', 'b']) await f.fleet.planner(`${f.fleet.prefix}-${n}`, { tenants, ...extra });
 }
 
 function submit(f: Fleet, id: string, tenant: string, extra: Record<string, unknown> = {}) {
