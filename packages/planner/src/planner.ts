@@ -33,6 +33,7 @@ import {
   type TriggerLimits,
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
+import { TenantQuotas } from './budgets/quotas.js';
 import { RunIntake } from './intake.js';
 import { runFeatures } from './run-features.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -152,6 +153,8 @@ export class Planner {
     });
     this.durable = this.infra.durable && options.durability?.enabled !== false;
     const providers = options.providers ?? {};
+    const { bus, prefix, logger } = this;
+    const quotas = options.tenants && new TenantQuotas({ bus, prefix, logger, tenants: options.tenants });
     this.executor = new RunExecutor({
       bus: this.bus,
       prefix: this.prefix,
@@ -175,6 +178,7 @@ export class Planner {
         triggers: () => this.triggers(),
         idleDaemons: this.idleDaemons,
         sessions: () => this.sessionStore(),
+        quotas,
       }),
     });
     this.intake = new RunIntake({
@@ -185,6 +189,7 @@ export class Planner {
       leaseMs: this.redeliverMs,
       records: () => this.stores!.records,
       durable: () => this.durableDeps(),
+      quotas,
     });
   }
 

@@ -2,6 +2,7 @@ import { matchesToolPattern } from '@agentmesh/protocol';
 import { AGENT_TOOL_SPECS, offeredAgentTools } from './agents/agent-tools.js';
 import { agentTools } from './agents/planner-tools.js';
 import { approvalPolicy } from './approval-policy.js';
+import type { TenantQuotas } from './budgets/quotas.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from './daemon/index.js';
 import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';
@@ -27,6 +28,8 @@ export interface FeatureDeps {
   idleDaemons?: IdleDaemons | undefined;
   /** The session store (opened on first use). */
   sessions?: (() => Promise<SessionStore>) | undefined;
+  /** Tenants' daily budgets (fleets with `tenants:` configured). */
+  quotas?: TenantQuotas | undefined;
 }
 
 /**
@@ -34,8 +37,9 @@ export interface FeatureDeps {
  * skills and daemons of each run a planner drives.
  */
 export function runFeatures(deps: FeatureDeps): RunFeatures<RunContext> {
-  const { defaults } = deps;
+  const { defaults, quotas } = deps;
   return {
+    ...(quotas === undefined ? {} : { quota: (request) => quotas.forRun(request) }),
     tools: agentTools,
     offeredTools: (request) => offeredAgentTools(request.tools, defaults.subagents),
     matchesPlannerTool: (pattern) => AGENT_TOOL_SPECS.some((s) => matchesToolPattern(s.name, pattern)),

@@ -168,8 +168,20 @@ export function runStarted(
   };
 }
 
-export function runFailed(error: EventError): EventOf<'run.failed'> {
-  return { type: 'run.failed', error: { code: error.code, message: error.message, retryable: false } };
+export function runFailed(
+  error: EventError,
+  refusal?: { retryable: boolean; details?: Record<string, unknown> | undefined },
+): EventOf<'run.failed'> {
+  const details = refusal?.details;
+  return {
+    type: 'run.failed',
+    error: {
+      code: error.code,
+      message: error.message,
+      retryable: refusal?.retryable ?? false,
+      ...(details === undefined ? {} : { details }),
+    },
+  };
 }
 
 /** The final event of a run that got as far as its loop (or was stopped before). */

@@ -357,6 +357,7 @@ export class RunExecutor {
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
       tools: config.features.tools(),
+      quota: config.features.quota?.(io.request),
     };
   }
 

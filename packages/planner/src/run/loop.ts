@@ -56,6 +56,8 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
   await ctx.env.hitl?.applyControls(ctx);
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
+  const spent = await ctx.env.quota?.exhausted(ctx.signal);
+  if (spent !== undefined) return { status: 'budget_exhausted', reason: spent };
   if (ctx.skills) await ctx.skills.beforeTurn(ctx);
   const turn = await modelTurn(ctx);
   if (turn.tool_calls.length > 0) {

@@ -1,0 +1,169 @@
+import {
+  DEFAULT_PREFIX,
+  ErrorCode,
+  encodeJson,
+  isAgentMeshError,
+  parseJson,
+  readEntries,
+  retry,
+  type Backend,
+  type KvStore,
+} from '@agentmesh/protocol';
+
+/** What one tenant used on one UTC day, across every planner. */
+export interface TenantUsage {
+  /** Input plus output tokens of every model turn. */
+  tokens: number;
+  /** Spend in US dollars of the turns whose model has a price. */
+  cost_usd: number;
+  /** Model turns counted. */
+  turns: number;
+}
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 24 * 3_600_000;
+const EMPTY: TenantUsage = { tokens: 0, cost_usd: 0, turns: 0 };
+
+/** Compare-and-set conflicts (another planner wrote first) are retried, quickly: the counters are hot keys. */
+const CAS_RETRY = {
+  attempts: 100,
+  timeoutMs: 15_000,
+  baseMs: 2,
+  capMs: 100,
+  jitter: 1,
+  retryable: (error: unknown) => isAgentMeshError(error, ErrorCode.Conflict),
+};
+
+function bucketPrefix(prefix: string): string {
+  return prefix.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+/** The KV bucket of per-tenant submit counters and daily usage (`agentmesh_tenant_usage`). */
+export function tenantUsageBucket(prefix: string = DEFAULT_PREFIX): string {
+  return `${bucketPrefix(prefix)}_tenant_usage`;
+}
+
+/** Opens the tenant usage bucket; its entries live three days (today, and yesterday's for a late look). */
+export function openTenantUsage(bus: Backend, prefix: string = DEFAULT_PREFIX): Promise<KvStore> {
+  return bus.kv(tenantUsageBucket(prefix), { ttlMs: 3 * DAY_MS });
+}
+
+/** The UTC day of `now` as YYYY-MM-DD. */
+export function utcDay(now: number): string {
+  return new Date(now).toISOString().slice(0, 10);
+}
+
+/** Milliseconds from `now` to the next UTC midnight (when daily budgets start again). */
+export function msToNextUtcDay(now: number): number {
+  return DAY_MS - (now % DAY_MS);
+}
+
+const encodeTenant = (tenant: string) => Buffer.from(tenant, 'utf8').toString('base64url') || '_';
+const decodeTenant = (key: string) => Buffer.from(key, 'base64url').toString('utf8');
+const usageKey = (tenant: string, day: string) => `usage.${encodeTenant(tenant)}.${day}`;
+const rateKey = (tenant: string, window: number) => `rate.${encodeTenant(tenant)}.${window}`;
+
+function parseUsage(value: Uint8Array): TenantUsage {
+  const raw = parseJson(value, 'tenant usage') as Partial<TenantUsage>;
+  return {
+    tokens: Number(raw.tokens) || 0,
+    cost_usd: Number(raw.cost_usd) || 0,
+    turns: Number(raw.turns) || 0,
+  };
+}
+
+/**
+ * Changes one counter key by compare-and-set, retried on conflict: `change` gets the current value (undefined when
+ * the key is new) and returns the next one, or undefined to leave the key as it is. Exact under concurrent writers.
+ */
+async function casUpdate<T>(
+  kv: KvStore,
+  key: string,
+  decode: (value: Uint8Array) => T,
+  change: (current: T | undefined) => T | undefined,
+  signal?: AbortSignal,
+): Promise<{ before: T | undefined; after: T | undefined }> {
+  return retry(
+    async () => {
+      const entry = await kv.get(key);
+      const before = entry === null ? undefined : decode(entry.value);
+      const after = change(before);
+      if (after === undefined) return { before, after };
+      if (entry === null) await kv.create(key, encodeJson(after));
+      else await kv.update(key, encodeJson(after), entry.revision);
+      return { before, after };
+    },
+    { ...CAS_RETRY, ...(signal ? { signal } : {}) },
+  );
+}
+
+/** The outcome of taking one submit slot: taken, or refused until the next window. */
+export type RateSlot = { ok: true; used: number } | { ok: false; used: number; retryAfterMs: number };
+
+/**
+ * Per-tenant counters in the tenant usage bucket, shared by every planner: submissions per one-minute window
+ * (`rate.<tenant>.<window>`) and usage per UTC day (`usage.<tenant>.<day>`), each changed by compare-and-set.
+ */
+export class TenantLedger {
+  constructor(
+    private readonly kv: KvStore,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Takes one of `perMinute` submit slots of the tenant's current minute window, or says when the next opens. */
+  async takeRunSlot(tenant: string, perMinute: number): Promise<RateSlot> {
+    const at = this.now();
+    const window = Math.floor(at / MINUTE_MS);
+    const { before, after } = await casUpdate(
+      this.kv,
+      rateKey(tenant, window),
+      (value) => Number(parseJson(value, 'rate counter')) || 0,
+      (count = 0) => (count >= perMinute ? undefined : count + 1),
+    );
+    if (after !== undefined) return { ok: true, used: after };
+    return { ok: false, used: before ?? 0, retryAfterMs: Math.max(1, (window + 1) * MINUTE_MS - at) };
+  }
+
+  /** Submissions counted in the tenant's current minute window. */
+  async runsThisMinute(tenant: string): Promise<number> {
+    const entry = await this.kv.get(rateKey(tenant, Math.floor(this.now() / MINUTE_MS)));
+    return entry === null ? 0 : Number(parseJson(entry.value, 'rate counter')) || 0;
+  }
+
+  /** The tenant's usage today (UTC). */
+  async usageToday(tenant: string): Promise<TenantUsage> {
+    const entry = await this.kv.get(usageKey(tenant, utcDay(this.now())));
+    return entry === null ? { ...EMPTY } : parseUsage(entry.value);
+  }
+
+  /** Adds one model turn's tokens and cost to the tenant's usage today; returns the new total. */
+  async addUsage(
+    tenant: string,
+    turn: { tokens: number; cost_usd?: number | undefined },
+    signal?: AbortSignal,
+  ): Promise<TenantUsage> {
+    const { after } = await casUpdate(
+      this.kv,
+      usageKey(tenant, utcDay(this.now())),
+      parseUsage,
+      (current = EMPTY) => ({
+        tokens: current.tokens + turn.tokens,
+        cost_usd: current.cost_usd + (turn.cost_usd ?? 0),
+        turns: current.turns + 1,
+      }),
+      signal,
+    );
+    return after!;
+  }
+
+  /** Every tenant's usage today, by tenant name. */
+  async allUsageToday(): Promise<Map<string, TenantUsage>> {
+    const day = utcDay(this.now());
+    const usage = new Map<string, TenantUsage>();
+    for (const entry of await readEntries(this.kv, 'usage.*.*')) {
+      const [, tenant, keyDay] = entry.key.split('.');
+      if (tenant !== undefined && keyDay === day) usage.set(decodeTenant(tenant), parseUsage(entry.value));
+    }
+    return usage;
+  }
+}
