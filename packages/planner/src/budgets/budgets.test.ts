@@ -1,0 +1,121 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  MemoryBus,
+  MemoryKvStore,
+  silentLogger,
+  type RunEvent,
+  type RunRequestInput,
+  type TenantsConfig,
+} from '@agentmesh/protocol';
+import { Catalog } from '@agentmesh/catalog';
+import { Planner } from '../planner.js';
+import { TenantLedger } from './ledger.js';
+
+describe('TenantLedger', () => {
+  it('hands out exactly runs_per_minute slots to concurrent submitters, then says when the window reopens', async () => {
+    let now = Date.UTC(2026, 0, 1, 12, 0, 45_000 / 1000);
+    const kv = new MemoryKvStore();
+    const ledgers = [new TenantLedger(kv, () => now), new TenantLedger(kv, () => now)];
+    const slots = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => ledgers[i % 2]!.takeRunSlot('acme', 7)),
+    );
+    expect(slots.filter((s) => s.ok)).toHaveLength(7);
+    const refused = slots.filter((s) => !s.ok);
+    expect(refused).toHaveLength(23);
+    for (const s of refused) expect(s).toMatchObject({ retryAfterMs: 15_000 });
+    expect((await ledgers[0]!.takeRunSlot('other', 7)).ok).toBe(true);
+    now += 15_000;
+    expect((await ledgers[1]!.takeRunSlot('acme', 7)).ok).toBe(true);
+  });
+
+  it('adds usage exactly under concurrent writers, per tenant and UTC day', async () => {
+    let now = Date.UTC(2026, 0, 1, 23, 59);
+    const kv = new MemoryKvStore();
+    const a = new TenantLedger(kv, () => now);
+    const b = new TenantLedger(kv, () => now);
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).addUsage('acme', { tokens: 10, cost_usd: 0.25 })),
+    );
+    expect(await a.usageToday('acme')).toEqual({ tokens: 400, cost_usd: 10, turns: 40 });
+    expect([...(await b.allUsageToday())]).toEqual([['acme', { tokens: 400, cost_usd: 10, turns: 40 }]]);
+    now += 60_000;
+    expect(await a.usageToday('acme')).toEqual({ tokens: 0, cost_usd: 0, turns: 0 });
+  });
+});
+
+describe('embedded runs honour the tenant limits in process', () => {
+  let stop: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await stop?.();
+    stop = undefined;
+  });
+
+  async function embedded(tenants?: TenantsConfig): Promise<Planner> {
+    const bus = new MemoryBus();
+    const catalog = new Catalog({ bus, logger: silentLogger() });
+    await catalog.start();
+    const planner = new Planner({ bus, logger: silentLogger(), ...(tenants ? { tenants } : {}) });
+    stop = async () => {
+      await catalog.stop();
+    };
+    return planner;
+  }
+
+  const run = (id: string, tenant: string, turns = 1, tokens = 100): RunRequestInput => ({
+    id,
+    task: 'count',
+    identity: { tenant },
+    script: Array.from({ length: turns }, (_, i) =>
+      i < turns - 1
+        ? { text: '', usage: { input_tokens: tokens / 2, output_tokens: tokens / 2 } }
+        : { text: 'done', usage: { input_tokens: tokens / 2, output_tokens: tokens / 2 } },
+    ),
+  });
+
+  async function execute(planner: Planner, request: RunRequestInput) {
+    const events: RunEvent[] = [];
+    const final = await planner.execute(request, { onEvent: (e) => events.push(e) });
+    return { final, events, modelCalls: events.filter((e) => e.type === 'llm.request').length };
+  }
+
+  it('refuses a submission beyond runs_per_minute with rate_limited and retry_after_ms', async () => {
+    const planner = await embedded({ acme: { runs_per_minute: 2 } });
+    expect((await execute(planner, run('r-1', 'acme'))).final).toMatchObject({ type: 'run.completed' });
+    expect((await execute(planner, run('r-2', 'acme'))).final).toMatchObject({ type: 'run.completed' });
+    const refused = await execute(planner, run('r-3', 'acme'));
+    expect(refused.final).toMatchObject({
+      type: 'run.failed',
+      error: { code: 'rate_limited', retryable: true, details: { tenant: 'acme', runs_per_minute: 2 } },
+    });
+    const after = (refused.final as { error: { details: { retry_after_ms: number } } }).error.details;
+    expect(after.retry_after_ms).toBeGreaterThan(0);
+    expect(after.retry_after_ms).toBeLessThanOrEqual(60_000);
+    expect(refused.modelCalls).toBe(0);
+    expect((await execute(planner, run('r-4', 'other'))).final).toMatchObject({ type: 'run.completed' });
+  });
+
+  it('fails a run over its daily budget before any model call, and ends one that crosses it after that turn', async () => {
+    const planner = await embedded({ default: { daily_tokens: 250 } });
+    const first = await execute(planner, run('b-1', 'acme', 2, 100));
+    expect(first.final).toMatchObject({ type: 'run.completed', status: 'done' });
+    const crossing = await execute(planner, run('b-2', 'acme', 3, 100));
+    expect(crossing.final).toMatchObject({ type: 'run.completed', status: 'budget_exhausted' });
+    expect((crossing.final as { reason: string }).reason).toMatch(/tenant "acme" used its daily_tokens \(250\)/);
+    expect(crossing.modelCalls).toBe(1);
+    const refused = await execute(planner, run('b-3', 'acme'));
+    expect(refused.final).toMatchObject({
+      type: 'run.failed',
+      error: { code: 'budget_exhausted', details: { tenant: 'acme', daily_tokens: 250, tokens: 300 } },
+    });
+    expect(refused.modelCalls).toBe(0);
+    expect((await execute(planner, run('b-4', 'beta'))).final).toMatchObject({ status: 'done' });
+  });
+
+  it('a fleet without tenants configured counts nothing and limits nothing', async () => {
+    const planner = await embedded();
+    for (let i = 0; i < 3; i++)
+      expect((await execute(planner, run(`n-${i}`, 'acme', 1, 1_000_000))).final).toMatchObject({
+        status: 'done',
+      });
+  });
+});
