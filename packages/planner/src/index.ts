@@ -142,3 +142,10 @@ export {
 } from './daemon/index.js';
 export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
+export {
+  openTenantUsage,
+  tenantUsageBucket,
+  tenantUsageReport,
+  type TenantUsage,
+  type TenantUsageReport,
+} from './budgets/index.js';

@@ -13,7 +13,7 @@ import {
   type RunRequest,
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
-import type { TenantQuotas } from './budgets/quotas.js';
+import type { TenantQuotas } from './budgets/index.js';
 import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.js';
 import { claimRecord } from './durable/keepers.js';
 import { runRecord } from './model/record.js';

@@ -33,7 +33,7 @@ import {
   type TriggerLimits,
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
-import { TenantQuotas } from './budgets/quotas.js';
+import { TenantQuotas } from './budgets/index.js';
 import { RunIntake } from './intake.js';
 import { runFeatures } from './run-features.js';
 import { PriceTable, type PriceTableInput } from './prices.js';

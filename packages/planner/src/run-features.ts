@@ -2,7 +2,7 @@ import { matchesToolPattern } from '@agentmesh/protocol';
 import { AGENT_TOOL_SPECS, offeredAgentTools } from './agents/agent-tools.js';
 import { agentTools } from './agents/planner-tools.js';
 import { approvalPolicy } from './approval-policy.js';
-import type { TenantQuotas } from './budgets/quotas.js';
+import type { TenantQuotas } from './budgets/index.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from './daemon/index.js';
 import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';

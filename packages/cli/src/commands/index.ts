@@ -11,6 +11,7 @@ import { runsSpec } from '../specs/runs.js';
 import { sessionsSpec } from '../specs/sessions.js';
 import { skillsSpec } from '../specs/skills.js';
 import { statusSpec } from '../specs/status.js';
+import { tenantsUsageSpec } from '../specs/tenants-usage.js';
 import { toolsSpec } from '../specs/tools.js';
 
 /** One `agentmesh` command: its spec (flags, usage, help, completion, docs) and what it does. */
@@ -44,6 +45,10 @@ export const COMMANDS: readonly Command[] = [
   { spec: statusSpec, handler: async (ctx) => (await import('./status.js')).statusCommand(ctx) },
   { spec: runsSpec, handler: async (ctx) => (await import('./runs.js')).runsCommand(ctx) },
   { spec: sessionsSpec, handler: async (ctx) => (await import('./sessions.js')).sessionsCommand(ctx) },
+  {
+    spec: tenantsUsageSpec,
+    handler: async (ctx) => (await import('./tenants-usage.js')).tenantsUsageCommand(ctx),
+  },
   { spec: consoleSpec, handler: async (ctx) => (await import('./console.js')).consoleCommand(ctx) },
   {
     spec: gatewaySpec,

@@ -166,7 +166,8 @@ async function runEmbedded(
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     baseUrl,
     io: ctx.io,
-    ...(request.session === undefined
+    // sessions and tenants' budgets outlive the process in the data dir
+    ...(request.session === undefined && ctx.config.tenants === undefined
       ? {}
       : {
           dataDir: embeddedDataDir({
