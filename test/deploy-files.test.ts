@@ -91,6 +91,7 @@ const PLANNER_BUCKETS = {
   controls: `${DEFAULT_PREFIX}_controls`,
   sessions: `${DEFAULT_PREFIX}_sessions`,
   sessionIndex: `${DEFAULT_PREFIX}_session_index`,
+  tenantUsage: `${DEFAULT_PREFIX}_tenant_usage`,
 };
 /** The workers' idempotency store (`toolOutcomesBucket()` of @agentmesh/tool-worker). */
 const WORKER_OUTCOMES_BUCKET = `${DEFAULT_PREFIX}_tool_outcomes`;
@@ -283,6 +284,7 @@ describe('deploy/nats/nats.conf', () => {
       `KV_${PLANNER_BUCKETS.controls}`,
       `OBJ_${PLANNER_BUCKETS.sessions}`,
       `KV_${PLANNER_BUCKETS.sessionIndex}`,
+      `KV_${PLANNER_BUCKETS.tenantUsage}`,
       `KV_${WORKER_OUTCOMES_BUCKET}`,
       `KV_${PLANNER_BUCKETS.triggers}`,
       '*',
@@ -297,6 +299,7 @@ describe('deploy/nats/nats.conf', () => {
       PLANNER_BUCKETS.controls,
       PLANNER_BUCKETS.sessions,
       PLANNER_BUCKETS.sessionIndex,
+      PLANNER_BUCKETS.tenantUsage,
       WORKER_OUTCOMES_BUCKET,
       PLANNER_BUCKETS.triggers,
     ]);
@@ -339,6 +342,7 @@ describe('deploy/nats/nats.conf', () => {
       `$KV.${CATALOG_BUCKET}.>`,
       `$O.${ARTIFACTS_BUCKET}.>`,
       `$KV.${PLANNER_BUCKETS.checkpoints}.>`,
+      `$KV.${PLANNER_BUCKETS.tenantUsage}.>`,
       `$KV.${WORKER_OUTCOMES_BUCKET}.>`,
     ])
       expect(confStrings, needed).toContain(needed);
@@ -353,6 +357,7 @@ describe('deploy/nats/nats.conf', () => {
     expect(planner.controlsBucket()).toBe(PLANNER_BUCKETS.controls);
     expect(planner.sessionsBucket()).toBe(PLANNER_BUCKETS.sessions);
     expect(planner.sessionIndexBucket()).toBe(PLANNER_BUCKETS.sessionIndex);
+    expect(planner.tenantUsageBucket()).toBe(PLANNER_BUCKETS.tenantUsage);
     const worker = await import('@agentmesh/tool-worker');
     expect(worker.toolOutcomesBucket()).toBe(WORKER_OUTCOMES_BUCKET);
   });
