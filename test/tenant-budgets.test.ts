@@ -65,7 +65,11 @@ describe('tenant quotas and budgets across two planners', () => {
     const ids = Array.from({ length: 12 }, (_, i) => `tbud-rate-${i}`);
     await Promise.all(
       ids.map((id) =>
-        submitRun(client, { id, task: 'hi', identity: { tenant: 'burst' }, script: [{ text: 'hi' }] }, { prefix }),
+        submitRun(
+          client,
+          { id, task: 'hi', identity: { tenant: 'burst' }, script: [{ text: 'hi' }] },
+          { prefix },
+        ),
       ),
     );
     const ends = await Promise.all(ids.map((id) => waitForRunEnd(client, id, { prefix, timeoutMs: 60_000 })));
@@ -74,13 +78,21 @@ describe('tenant quotas and budgets across two planners', () => {
     expect(done).toHaveLength(5);
     expect(refused).toHaveLength(7);
     for (const e of refused) {
-      expect(e.error).toMatchObject({ code: 'rate_limited', details: { tenant: 'burst', runs_per_minute: 5 } });
+      expect(e.error).toMatchObject({
+        code: 'rate_limited',
+        details: { tenant: 'burst', runs_per_minute: 5 },
+      });
       const after = e.error.details!['retry_after_ms'] as number;
       expect(after).toBeGreaterThan(0);
       expect(after).toBeLessThanOrEqual(60_000);
     }
     // another tenant is not limited by burst's window
-    const other = await runToEnd({ id: 'tbud-rate-other', task: 'hi', identity: { tenant: 'calm' }, script: [{ text: 'hi' }] });
+    const other = await runToEnd({
+      id: 'tbud-rate-other',
+      task: 'hi',
+      identity: { tenant: 'calm' },
+      script: [{ text: 'hi' }],
+    });
     expect(other.final).toMatchObject({ type: 'run.completed', status: 'done' });
   }, 120_000);
 
@@ -148,7 +160,11 @@ describe('tenant quotas and budgets across two planners', () => {
       ],
     });
     expect(final).toMatchObject({ type: 'run.completed', status: 'done' });
-    const [family] = await tenantUsageReport(fleet.client, { prefix: fleet.prefix, tenants: TENANTS, only: 'family' });
+    const [family] = await tenantUsageReport(fleet.client, {
+      prefix: fleet.prefix,
+      tenants: TENANTS,
+      only: 'family',
+    });
     expect(family).toMatchObject({ tenant: 'family', tokens: 1_040, turns: 3 });
 
     const dir = mkdtempSync(join(tmpdir(), 'tbud-'));
@@ -163,8 +179,14 @@ describe('tenant quotas and budgets across two planners', () => {
     const json = await runAgentmesh(['tenants', 'usage', '--json'], { env });
     expect(json.code, json.stderr).toBe(0);
     const rows = JSON.parse(json.stdout) as { tenant: string; tokens: number; limits: object }[];
-    expect(rows.find((r) => r.tenant === 'family')).toMatchObject({ tokens: 1_040, limits: { daily_tokens: 1_000_000 } });
-    expect(rows.find((r) => r.tenant === 'mid')).toMatchObject({ tokens: 300, limits: { daily_tokens: 250 } });
+    expect(rows.find((r) => r.tenant === 'family')).toMatchObject({
+      tokens: 1_040,
+      limits: { daily_tokens: 1_000_000 },
+    });
+    expect(rows.find((r) => r.tenant === 'mid')).toMatchObject({
+      tokens: 300,
+      limits: { daily_tokens: 250 },
+    });
     const table = await runAgentmesh(['tenants', 'usage', 'lean'], { env });
     expect(table.code, table.stderr).toBe(0);
     expect(table.stdout).toMatch(/lean\s+1000000 \(no limit\)\s+\$0\.1500 \/ \$0\.1/);

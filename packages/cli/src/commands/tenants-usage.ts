@@ -12,7 +12,9 @@ export async function tenantsUsageCommand(ctx: CommandContext): Promise<number> 
   const [verb, name, extra] = ctx.args.positionals;
   if (verb !== 'usage')
     throw usageError(
-      verb === undefined ? 'tenants needs a subcommand: usage' : `unknown subcommand "${verb}": tenants takes usage`,
+      verb === undefined
+        ? 'tenants needs a subcommand: usage'
+        : `unknown subcommand "${verb}": tenants takes usage`,
     );
   if (extra !== undefined) throw usageError(`unexpected argument "${extra}"`);
   const embedded = ctx.natsUrl === undefined;

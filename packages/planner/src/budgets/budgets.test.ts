@@ -100,7 +100,9 @@ describe('embedded runs honour the tenant limits in process', () => {
     expect(first.final).toMatchObject({ type: 'run.completed', status: 'done' });
     const crossing = await execute(planner, run('b-2', 'acme', 3, 100));
     expect(crossing.final).toMatchObject({ type: 'run.completed', status: 'budget_exhausted' });
-    expect((crossing.final as { reason: string }).reason).toMatch(/tenant "acme" used its daily_tokens \(250\)/);
+    expect((crossing.final as { reason: string }).reason).toMatch(
+      /tenant "acme" used its daily_tokens \(250\)/,
+    );
     expect(crossing.modelCalls).toBe(1);
     const refused = await execute(planner, run('b-3', 'acme'));
     expect(refused.final).toMatchObject({
