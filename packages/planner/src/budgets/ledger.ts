@@ -72,29 +72,48 @@ function parseUsage(value: Uint8Array): TenantUsage {
   };
 }
 
+/** The last value and revision this process saw of a counter key: the next compare-and-set tries it first. */
+interface Seen<T> {
+  value: T;
+  revision: number;
+}
+const MAX_SEEN = 1_000;
+
 /**
  * Changes one counter key by compare-and-set, retried on conflict: `change` gets the current value (undefined when
  * the key is new) and returns the next one, or undefined to leave the key as it is. Exact under concurrent writers.
+ * The first attempt trusts the value this process wrote or read last (one round trip when no other planner wrote
+ * since); a conflict reads the key afresh.
  */
 async function casUpdate<T>(
   kv: KvStore,
   key: string,
+  seen: Map<string, Seen<unknown>>,
   decode: (value: Uint8Array) => T,
   change: (current: T | undefined) => T | undefined,
-  signal?: AbortSignal,
 ): Promise<{ before: T | undefined; after: T | undefined }> {
-  return retry(
-    async () => {
+  return retry(async (attempt) => {
+    let current = attempt === 1 ? (seen.get(key) as Seen<T> | undefined) : undefined;
+    if (current === undefined) {
       const entry = await kv.get(key);
-      const before = entry === null ? undefined : decode(entry.value);
-      const after = change(before);
-      if (after === undefined) return { before, after };
-      if (entry === null) await kv.create(key, encodeJson(after));
-      else await kv.update(key, encodeJson(after), entry.revision);
-      return { before, after };
-    },
-    { ...CAS_RETRY, ...(signal ? { signal } : {}) },
-  );
+      current = entry === null ? undefined : { value: decode(entry.value), revision: entry.revision };
+    }
+    const before = current?.value;
+    const after = change(before);
+    if (after === undefined) return { before, after };
+    try {
+      const revision =
+        current === undefined
+          ? await kv.create(key, encodeJson(after))
+          : await kv.update(key, encodeJson(after), current.revision);
+      if (seen.size >= MAX_SEEN) seen.clear();
+      seen.set(key, { value: after, revision });
+    } catch (error) {
+      seen.delete(key);
+      throw error;
+    }
+    return { before, after };
+  }, CAS_RETRY);
 }
 
 /** The outcome of taking one submit slot: taken, or refused until the next window. */
@@ -105,6 +124,8 @@ export type RateSlot = { ok: true; used: number } | { ok: false; used: number; r
  * (`rate.<tenant>.<window>`) and usage per UTC day (`usage.<tenant>.<day>`), each changed by compare-and-set.
  */
 export class TenantLedger {
+  private readonly seen = new Map<string, Seen<unknown>>();
+
   constructor(
     private readonly kv: KvStore,
     private readonly now: () => number = Date.now,
@@ -117,6 +138,7 @@ export class TenantLedger {
     const { before, after } = await casUpdate(
       this.kv,
       rateKey(tenant, window),
+      this.seen,
       (value) => Number(parseJson(value, 'rate counter')) || 0,
       (count = 0) => (count >= perMinute ? undefined : count + 1),
     );
@@ -132,26 +154,26 @@ export class TenantLedger {
 
   /** The tenant's usage today (UTC). */
   async usageToday(tenant: string): Promise<TenantUsage> {
-    const entry = await this.kv.get(usageKey(tenant, utcDay(this.now())));
-    return entry === null ? { ...EMPTY } : parseUsage(entry.value);
+    const key = usageKey(tenant, utcDay(this.now()));
+    const entry = await this.kv.get(key);
+    if (entry === null) return { ...EMPTY };
+    const usage = parseUsage(entry.value);
+    this.seen.set(key, { value: usage, revision: entry.revision });
+    return usage;
   }
 
   /** Adds one model turn's tokens and cost to the tenant's usage today; returns the new total. */
-  async addUsage(
-    tenant: string,
-    turn: { tokens: number; cost_usd?: number | undefined },
-    signal?: AbortSignal,
-  ): Promise<TenantUsage> {
+  async addUsage(tenant: string, turn: { tokens: number; cost_usd?: number | undefined }): Promise<TenantUsage> {
     const { after } = await casUpdate(
       this.kv,
       usageKey(tenant, utcDay(this.now())),
+      this.seen,
       parseUsage,
       (current = EMPTY) => ({
         tokens: current.tokens + turn.tokens,
         cost_usd: current.cost_usd + (turn.cost_usd ?? 0),
         turns: current.turns + 1,
       }),
-      signal,
     );
     return after!;
   }

@@ -64,29 +64,29 @@ export class TenantQuotas {
   /**
    * Admission of a new run: undefined when it may be accepted, else the refusal: `budget_exhausted` when its tenant's
    * daily budget is spent, `rate_limited` (with `retry_after_ms`) beyond `runs_per_minute`. A run id the run records
-   * already hold (a redelivery, a duplicate) is let through without taking a slot: the intake dedupes it.
+   * already hold (a redelivery, a duplicate) is let through: the intake dedupes it. Every new submission takes a
+   * slot, one refused for its budget too.
    */
   async admit(request: RunRequest, runId: string, records: KvStore): Promise<AgentMeshError | undefined> {
     const tenant = tenantOf(request);
     const limits = tenantLimits(this.deps.tenants, tenant);
-    if (!hasBudget(limits) && !limits.runs_per_minute) return undefined;
-    if ((await records.get(runId)) !== null) return undefined;
+    const perMinute = limits.runs_per_minute;
+    if (!hasBudget(limits) && !perMinute) return undefined;
     const ledger = await this.ledger();
-    if (hasBudget(limits)) {
-      const usage = await ledger.usageToday(tenant);
-      const why = overBudget(tenant, limits, usage);
-      if (why !== undefined) return this.exhaustedError(tenant, limits, usage, why);
-    }
-    if (!limits.runs_per_minute) return undefined;
-    const slot = await ledger.takeRunSlot(tenant, limits.runs_per_minute);
-    if (slot.ok) return undefined;
+    // one round trip: a run id seen before (a redelivery) may have taken a slot it did not need
+    const [known, usage, slot] = await Promise.all([
+      records.get(runId),
+      hasBudget(limits) ? ledger.usageToday(tenant) : undefined,
+      perMinute ? ledger.takeRunSlot(tenant, perMinute) : undefined,
+    ]);
+    if (known !== null) return undefined;
+    const why = usage && overBudget(tenant, limits, usage);
+    if (usage && why) return this.exhaustedError(tenant, limits, usage, why);
+    if (slot === undefined || slot.ok) return undefined;
     return new AgentMeshError(
       ErrorCode.RateLimited,
-      `tenant "${tenant}" submitted ${slot.used} runs this minute, its runs_per_minute (${limits.runs_per_minute}): retry in ${slot.retryAfterMs} ms`,
-      {
-        retryable: true,
-        details: { tenant, runs_per_minute: limits.runs_per_minute, retry_after_ms: slot.retryAfterMs },
-      },
+      `tenant "${tenant}" submitted ${slot.used} runs this minute, its runs_per_minute (${perMinute}): retry in ${slot.retryAfterMs} ms`,
+      { retryable: true, details: { tenant, runs_per_minute: perMinute, retry_after_ms: slot.retryAfterMs } },
     );
   }
 
