@@ -127,7 +127,14 @@ export class TenantQuotas {
         },
       };
     return {
-      exhausted: async () => overBudget(tenant, limits, await (await this.ledger()).usageToday(tenant)),
+      exhausted: async () => {
+        try {
+          return overBudget(tenant, limits, await (await this.ledger()).usageToday(tenant));
+        } catch (error) {
+          log.warn({ err: (error as Error).message }, 'tenant budget not checked before this turn');
+          return undefined;
+        }
+      },
       record: add,
     };
   }
