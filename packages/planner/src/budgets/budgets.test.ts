@@ -43,6 +43,24 @@ describe('TenantLedger', () => {
   });
 });
 
+describe('TenantLedger under many concurrent runs', () => {
+  it('adds the turns that end while a write is in flight in one write, per tenant', async () => {
+    const kv = new MemoryKvStore();
+    let writes = 0;
+    const counted = Object.assign(Object.create(kv) as MemoryKvStore, {
+      create: (key: string, value: Uint8Array) => (writes++, kv.create(key, value)),
+      update: (key: string, value: Uint8Array, revision: number) => (
+        writes++,
+        kv.update(key, value, revision)
+      ),
+    });
+    const ledger = new TenantLedger(counted);
+    await Promise.all(Array.from({ length: 50 }, () => ledger.addUsage('acme', { tokens: 3 })));
+    expect(await ledger.usageToday('acme')).toMatchObject({ tokens: 150, turns: 50 });
+    expect(writes).toBeLessThanOrEqual(3);
+  });
+});
+
 describe('embedded runs honour the tenant limits in process', () => {
   let stop: (() => Promise<void>) | undefined;
   afterEach(async () => {

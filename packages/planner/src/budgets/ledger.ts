@@ -116,6 +116,11 @@ async function casUpdate<T>(
   }, CAS_RETRY);
 }
 
+/** Usage of one tenant's turns waiting for the next write, and who waits for it. */
+interface UsageBatch extends TenantUsage {
+  waiters: { resolve: () => void; reject: (error: unknown) => void }[];
+}
+
 /** The outcome of taking one submit slot: taken, or refused until the next window. */
 export type RateSlot = { ok: true; used: number } | { ok: false; used: number; retryAfterMs: number };
 
@@ -125,6 +130,8 @@ export type RateSlot = { ok: true; used: number } | { ok: false; used: number; r
  */
 export class TenantLedger {
   private readonly seen = new Map<string, Seen<unknown>>();
+  private readonly pending = new Map<string, UsageBatch>();
+  private readonly flushing = new Set<string>();
 
   constructor(
     private readonly kv: KvStore,
@@ -162,20 +169,49 @@ export class TenantLedger {
     return usage;
   }
 
-  /** Adds one model turn's tokens and cost to the tenant's usage today; returns the new total. */
-  async addUsage(tenant: string, turn: { tokens: number; cost_usd?: number | undefined }): Promise<TenantUsage> {
-    const { after } = await casUpdate(
-      this.kv,
-      usageKey(tenant, utcDay(this.now())),
-      this.seen,
-      parseUsage,
-      (current = EMPTY) => ({
-        tokens: current.tokens + turn.tokens,
-        cost_usd: current.cost_usd + (turn.cost_usd ?? 0),
-        turns: current.turns + 1,
-      }),
-    );
-    return after!;
+  /**
+   * Adds one model turn's tokens and cost to the tenant's usage today; resolves once it is stored. Turns of one tenant
+   * that end while a write of its usage is in flight are added together in the next write, so many concurrent runs
+   * cost this process one compare-and-set at a time per tenant rather than a storm of conflicting ones.
+   */
+  addUsage(tenant: string, turn: { tokens: number; cost_usd?: number | undefined }): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const batch = this.pending.get(tenant) ?? { ...EMPTY, waiters: [] };
+      batch.tokens += turn.tokens;
+      batch.cost_usd += turn.cost_usd ?? 0;
+      batch.turns += 1;
+      batch.waiters.push({ resolve, reject });
+      this.pending.set(tenant, batch);
+      if (!this.flushing.has(tenant)) void this.flush(tenant);
+    });
+  }
+
+  private async flush(tenant: string): Promise<void> {
+    this.flushing.add(tenant);
+    try {
+      for (let batch = this.pending.get(tenant); batch; batch = this.pending.get(tenant)) {
+        this.pending.delete(tenant);
+        const { waiters, ...added } = batch;
+        try {
+          await casUpdate(
+            this.kv,
+            usageKey(tenant, utcDay(this.now())),
+            this.seen,
+            parseUsage,
+            (current = EMPTY) => ({
+              tokens: current.tokens + added.tokens,
+              cost_usd: current.cost_usd + added.cost_usd,
+              turns: current.turns + added.turns,
+            }),
+          );
+          for (const w of waiters) w.resolve();
+        } catch (error) {
+          for (const w of waiters) w.reject(error);
+        }
+      }
+    } finally {
+      this.flushing.delete(tenant);
+    }
   }
 
   /** Every tenant's usage today, by tenant name. */
