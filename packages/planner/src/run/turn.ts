@@ -70,7 +70,6 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
   addUsageDetails(state.usage, usage);
   const cost = env.prices.cost(env.price, usage);
   if (cost !== undefined) state.usage.cost_usd = (state.usage.cost_usd ?? 0) + cost;
-  await env.quota?.record({ tokens: usage.input_tokens + usage.output_tokens, cost_usd: cost });
   const calls = withCallIds(turn.tool_calls, state.iteration);
   turn.tool_calls = calls;
   if (turn.text.trim() !== '') state.last_text = turn.text;
@@ -85,6 +84,7 @@ export async function modelTurn(ctx: RunContext): Promise<ModelTurn> {
     })),
     usage: { ...usage, ...(cost === undefined ? {} : { cost_usd: cost }) },
   });
+  await env.quota?.record({ tokens: usage.input_tokens + usage.output_tokens, cost_usd: cost });
   for (const search of turn.native_searches ?? []) {
     const results = search.results.map(canonicalName);
     exposure.surface(results);
