@@ -113,10 +113,9 @@ export class RunIntake {
         settlement = { kind: 'leave' };
         return;
       }
-      const refusal = await this.deps.quotas?.admit(request, runId, this.deps.records());
-      if (refusal !== undefined) {
-        delivery.refused(refusal);
-        await this.refuseDelivered(runId, refusal, delivery.streamSeq);
+      const outOfQuota = await this.quotaCheck(delivery, request, runId);
+      if (outOfQuota !== undefined) {
+        settlement = outOfQuota;
         return;
       }
       owned = runId;
@@ -150,6 +149,27 @@ export class RunIntake {
       else this.deps.logger.error({ run_id: runId, err: (error as Error).message }, 'run could not start');
     }
     return { kind: 'ack' };
+  }
+
+  /**
+   * The tenant's submit rate and budget (fleets with `tenants:`): undefined when the run may start; after a refusal
+   * (ended with `run.failed`) an ack; when they could not be counted (the bucket is unreachable), a nak, so the
+   * request comes back rather than being lost.
+   */
+  private async quotaCheck(delivery: IntakeDelivery, request: RunRequest, runId: string) {
+    const { quotas, logger } = this.deps;
+    if (quotas === undefined) return undefined;
+    try {
+      const refusal = await quotas.admit(request, runId, this.deps.records());
+      if (refusal === undefined) return undefined;
+      delivery.refused(refusal);
+      await this.refuseDelivered(runId, refusal, delivery.streamSeq);
+      return { kind: 'ack' } as const;
+    } catch (error) {
+      logger.warn({ run_id: runId, err: (error as Error).message }, 'tenant limits not checked: run sent back');
+      delivery.refused(AgentMeshError.from(error));
+      return { kind: 'nak', delayMs: 1_000 } as const;
+    }
   }
 
   /** A refused request from the durable intake is recorded once, so a redelivery is not reported twice. */

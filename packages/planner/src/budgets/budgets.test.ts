@@ -1,7 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  AgentMeshError,
+  ErrorCode,
   MemoryBus,
   MemoryKvStore,
+  type KvBucketOptions,
+  type KvStore,
   silentLogger,
   type RunEvent,
   type RunRequestInput,
@@ -9,7 +13,8 @@ import {
 } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
 import { Planner } from '../planner.js';
-import { TenantLedger } from './ledger.js';
+import { submitRun } from '../infra/run-client.js';
+import { TenantLedger, tenantUsageBucket } from './ledger.js';
 
 describe('TenantLedger', () => {
   it('hands out exactly runs_per_minute slots to concurrent submitters, then says when the window reopens', async () => {
@@ -137,5 +142,28 @@ describe('embedded runs honour the tenant limits in process', () => {
       expect((await execute(planner, run(`n-${i}`, 'acme', 1, 1_000_000))).final).toMatchObject({
         status: 'done',
       });
+  });
+
+  it('a submission whose limits cannot be counted is refused to its submitter, not dropped', async () => {
+    class UnreachableUsage extends MemoryBus {
+      override kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
+        if (bucket !== tenantUsageBucket()) return super.kv(bucket, options);
+        return Promise.reject(new AgentMeshError(ErrorCode.Unavailable, 'the tenant usage bucket is unreachable'));
+      }
+    }
+    const bus = new UnreachableUsage();
+    const catalog = new Catalog({ bus, logger: silentLogger() });
+    await catalog.start();
+    const planner = new Planner({ bus, logger: silentLogger(), tenants: { acme: { runs_per_minute: 5 } } });
+    await planner.start();
+    stop = async () => {
+      await planner.drain();
+      await catalog.stop();
+    };
+    await expect(
+      submitRun(bus, { id: 'u-1', task: 'count', identity: { tenant: 'acme' }, script: [{ text: 'x' }] }),
+    ).rejects.toThrow(/tenant usage bucket is unreachable/);
+    const free = await submitRun(bus, { id: 'u-2', task: 'count', script: [{ text: 'x' }] });
+    expect(free.run_id).toBe('u-2');
   });
 });
