@@ -166,7 +166,10 @@ export class RunIntake {
       await this.refuseDelivered(runId, refusal, delivery.streamSeq);
       return { kind: 'ack' } as const;
     } catch (error) {
-      logger.warn({ run_id: runId, err: (error as Error).message }, 'tenant limits not checked: run sent back');
+      logger.warn(
+        { run_id: runId, err: (error as Error).message },
+        'tenant limits not checked: run sent back',
+      );
       delivery.refused(AgentMeshError.from(error));
       return { kind: 'nak', delayMs: 1_000 } as const;
     }

@@ -148,7 +148,9 @@ describe('embedded runs honour the tenant limits in process', () => {
     class UnreachableUsage extends MemoryBus {
       override kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
         if (bucket !== tenantUsageBucket()) return super.kv(bucket, options);
-        return Promise.reject(new AgentMeshError(ErrorCode.Unavailable, 'the tenant usage bucket is unreachable'));
+        return Promise.reject(
+          new AgentMeshError(ErrorCode.Unavailable, 'the tenant usage bucket is unreachable'),
+        );
       }
     }
     const bus = new UnreachableUsage();
