@@ -47,11 +47,7 @@ describe('console runs page, by tenant', () => {
       await acme.waitFor({ timeout: 20_000 });
       expect(await acme.locator('td.tenant').textContent()).toBe('acme');
       const select = page.locator('select[name="tenant"]');
-      await page.waitForFunction(
-        () => document.querySelectorAll('select[name="tenant"] option').length === 3,
-        undefined,
-        { timeout: 20_000 },
-      );
+      await select.locator('option').nth(2).waitFor({ state: 'attached', timeout: 20_000 });
       expect(await select.locator('option').allTextContents()).toEqual(['any tenant', 'acme', 'globex']);
       expect(await select.inputValue()).toBe('acme');
       expect(await page.locator('tr[data-run-id="run-ct-globex"]').count()).toBe(0);

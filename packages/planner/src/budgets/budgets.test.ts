@@ -110,7 +110,8 @@ describe('embedded runs honour the tenant limits in process', () => {
       type: 'run.failed',
       error: { code: 'rate_limited', retryable: true, details: { tenant: 'acme', runs_per_minute: 2 } },
     });
-    const after = (refused.final as { error: { details: { retry_after_ms: number } } }).error.details;
+    const after = (refused.final as unknown as { error: { details: { retry_after_ms: number } } }).error
+      .details;
     expect(after.retry_after_ms).toBeGreaterThan(0);
     expect(after.retry_after_ms).toBeLessThanOrEqual(60_000);
     expect(refused.modelCalls).toBe(0);
