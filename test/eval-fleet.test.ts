@@ -1,0 +1,78 @@
+/**
+ * Issue 38, `agentmesh eval --nats`: the cases of a dataset run as ordinary runs on a fleet of two planners (each
+ * taking one run at a time, so both must work) and a worker on a real nats-server, judged by the CLI.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { readRunEvents } from '@agentmesh/planner';
+import { cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
+
+const natsUrl = inject('natsUrl');
+let fleet: NatsFleet;
+const dir = mkdtempSync(join(tmpdir(), 'am-eval-fleet-'));
+const CASES = 8;
+
+/** Case i adds i and 1 with math.calc (on the fleet's worker), after a short think; the last case expects wrong. */
+function dataset(): string {
+  return Array.from({ length: CASES }, (_, i) =>
+    JSON.stringify({
+      id: `sum-${i}`,
+      task: `What is ${i} + 1?`,
+      tools: ['math.*'],
+      script: [
+        { delay_ms: 150, tool_calls: [{ name: 'math.calc', arguments: { lhs: i, rhs: 1, op: 'add' } }] },
+        { text: `${i} + 1 = ${i + 1}` },
+      ],
+      expect: {
+        contains: i === CASES - 1 ? 'wrong' : `= ${i + 1}`,
+        tool_called: 'math.calc',
+        max_tool_calls: 1,
+        max_turns: 2,
+      },
+    }),
+  ).join('\n');
+}
+
+beforeAll(async () => {
+  fleet = await startNatsFleet(natsUrl, { prefixTag: 'eval' });
+  await fleet.planner('eval-planner-a', { maxConcurrentRuns: 1 });
+  await fleet.planner('eval-planner-b', { maxConcurrentRuns: 1 });
+});
+
+afterAll(() => fleet?.stop());
+
+describe('agentmesh eval --nats', () => {
+  it('spreads the cases across both planners, runs their tools on the worker and judges each', async () => {
+    const file = join(dir, 'fleet.jsonl');
+    writeFileSync(file, dataset());
+    const out = join(dir, 'out');
+    const r = await runAgentmesh(
+      ['eval', file, '--nats', natsUrl, '--prefix', fleet.prefix, '--concurrency', '4', '--json', '--out', out],
+      { env: cleanEnv(), timeoutMs: 120_000 },
+    );
+    expect(r.stderr).not.toMatch(/warning|error/i);
+    expect(r.code).toBe(1);
+    const printed = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const cases = printed.filter((l) => l['type'] === 'case');
+    expect(cases).toHaveLength(CASES);
+    expect(cases.filter((c) => c['pass'] === false).map((c) => c['id'])).toEqual([`sum-${CASES - 1}`]);
+    expect(printed.at(-1)).toMatchObject({ type: 'summary', total: CASES, passed: CASES - 1, failed: 1 });
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+      cases: { id: string; run_id: string; planner_id?: string }[];
+    };
+    const planners = new Set(report.cases.map((c) => c.planner_id));
+    expect([...planners].sort()).toEqual(['eval-planner-a', 'eval-planner-b']);
+    expect(fleet.mesh.invocations).toHaveLength(CASES);
+    for (const c of report.cases) {
+      const events = await readRunEvents(fleet.client, c.run_id, { prefix: fleet.prefix });
+      expect(events.find((e) => e.type === 'run.started')).toMatchObject({ planner_id: c.planner_id });
+      expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done', tool_calls: 1 });
+    }
+  }, 180_000);
+});
