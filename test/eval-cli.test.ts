@@ -24,13 +24,17 @@ describe('agentmesh eval, embedded', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/variant\s+passed\s+pass rate\s+p50\s+p95\s+tokens\s+cost/);
     expect(r.stdout).toMatch(/default\s+5\/6\s+83\.3%/);
-    expect(r.stdout).toMatch(/failing cases:\n {2}wrong-sum \(line 6, run eval-[\w-]+\)\n {4}- contains: the final text lacks "4"; it is "2 \+ 2 = 5"/);
+    expect(r.stdout).toMatch(
+      /failing cases:\n {2}wrong-sum \(line 6, run eval-[\w-]+\)\n {4}- contains: the final text lacks "4"; it is "2 \+ 2 = 5"/,
+    );
     expect(r.stdout).toContain('5 of 6 passed (83.3%)');
     expect(r.stderr).toContain('eval: 6/6 runs, 1 failed');
   }, 120_000);
 
   it('exits 0 when the pass rate reaches --min', async () => {
-    const r = await runAgentmesh(['eval', EXAMPLE, '--min', '0.8', '--concurrency', '2'], { timeoutMs: 90_000 });
+    const r = await runAgentmesh(['eval', EXAMPLE, '--min', '0.8', '--concurrency', '2'], {
+      timeoutMs: 90_000,
+    });
     expect(r.code).toBe(0);
   }, 120_000);
 
@@ -62,7 +66,10 @@ describe('agentmesh eval, embedded', () => {
       pass_rate: 0.8333,
       by_variant: { default: { total: 6, passed: 5 } },
     });
-    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as { summary: unknown; cases: unknown[] };
+    const report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as {
+      summary: unknown;
+      cases: unknown[];
+    };
     expect(report.summary).toEqual(printed.at(-1));
     expect(report.cases).toHaveLength(6);
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
@@ -78,7 +85,9 @@ describe('agentmesh eval, embedded', () => {
       const failing = page.locator('#cases tr.case-fail');
       expect(await failing.count()).toBe(1);
       expect(await failing.innerText()).toContain('wrong-sum');
-      expect(await failing.locator('li.reason').innerText()).toBe('contains: the final text lacks "4"; it is "2 + 2 = 5"');
+      expect(await failing.locator('li.reason').innerText()).toBe(
+        'contains: the final text lacks "4"; it is "2 + 2 = 5"',
+      );
       expect(requests.filter((u) => !u.startsWith('file:'))).toEqual([]);
     } finally {
       await browser.close();
@@ -93,7 +102,12 @@ describe('agentmesh eval, embedded', () => {
       [
         JSON.stringify({ id: 'ok', task: 'hi', script: [{ text: 'hi' }], expect: { equals: 'hi' } }),
         '{"id": "broken", "task": ',
-        JSON.stringify({ id: hostile, task: hostile, script: [{ text: `</td>${hostile}` }], expect: { equals: 'no' } }),
+        JSON.stringify({
+          id: hostile,
+          task: hostile,
+          script: [{ text: `</td>${hostile}` }],
+          expect: { equals: 'no' },
+        }),
       ].join('\n'),
     );
     const out = join(dir, 'mixed');
@@ -158,8 +172,19 @@ describe('agentmesh eval --variants', () => {
     writeFileSync(
       file,
       [
-        JSON.stringify({ id: 'any', task: 'say something', provider: 'scripted', script: [{ text: 'x' }], expect: { contains: 'answer from' } }),
-        JSON.stringify({ id: 'gpt-only', task: 'name your model', model: 'ignored', expect: { contains: 'gpt-fake-a' } }),
+        JSON.stringify({
+          id: 'any',
+          task: 'say something',
+          provider: 'scripted',
+          script: [{ text: 'x' }],
+          expect: { contains: 'answer from' },
+        }),
+        JSON.stringify({
+          id: 'gpt-only',
+          task: 'name your model',
+          model: 'ignored',
+          expect: { contains: 'gpt-fake-a' },
+        }),
         JSON.stringify({ id: 'third', task: 'once more', expect: { contains: 'answer' } }),
       ].join('\n'),
     );
@@ -170,14 +195,23 @@ describe('agentmesh eval --variants', () => {
       ANTHROPIC_BASE_URL: anthropic.url,
     });
     const variants = 'openai:gpt-fake-a,anthropic:claude-fake-b';
-    const r = await runAgentmesh(['eval', file, '--variants', variants, '--json'], { env, timeoutMs: 120_000 });
+    const r = await runAgentmesh(['eval', file, '--variants', variants, '--json'], {
+      env,
+      timeoutMs: 120_000,
+    });
     expect(r.stderr).not.toMatch(/error/i);
     expect(r.code).toBe(1);
     expect(openai.requests.map((b) => b['model'])).toEqual(['gpt-fake-a', 'gpt-fake-a', 'gpt-fake-a']);
-    expect(anthropic.requests.map((b) => b['model'])).toEqual(['claude-fake-b', 'claude-fake-b', 'claude-fake-b']);
+    expect(anthropic.requests.map((b) => b['model'])).toEqual([
+      'claude-fake-b',
+      'claude-fake-b',
+      'claude-fake-b',
+    ]);
     const printed = lines(r.stdout);
     const cases = printed.filter((l) => l['type'] === 'case');
-    expect(cases.map((c) => `${String(c['id'])} ${String(c['variant'])} ${String(c['pass'])}`).sort()).toEqual([
+    expect(
+      cases.map((c) => `${String(c['id'])} ${String(c['variant'])} ${String(c['pass'])}`).sort(),
+    ).toEqual([
       'any anthropic:claude-fake-b true',
       'any openai:gpt-fake-a true',
       'gpt-only anthropic:claude-fake-b false',
@@ -186,9 +220,22 @@ describe('agentmesh eval --variants', () => {
       'third openai:gpt-fake-a true',
     ]);
     const summary = printed.at(-1) as { by_variant: Record<string, Record<string, unknown>> };
-    expect(summary.by_variant['openai:gpt-fake-a']).toMatchObject({ total: 3, passed: 3, pass_rate: 1, input_tokens: 300, output_tokens: 60 });
-    expect(summary.by_variant['anthropic:claude-fake-b']).toMatchObject({ total: 3, passed: 2, input_tokens: 300 });
-    const human = await runAgentmesh(['eval', file, '--variants', variants, '--min', '0.5'], { env, timeoutMs: 120_000 });
+    expect(summary.by_variant['openai:gpt-fake-a']).toMatchObject({
+      total: 3,
+      passed: 3,
+      pass_rate: 1,
+      input_tokens: 300,
+      output_tokens: 60,
+    });
+    expect(summary.by_variant['anthropic:claude-fake-b']).toMatchObject({
+      total: 3,
+      passed: 2,
+      input_tokens: 300,
+    });
+    const human = await runAgentmesh(['eval', file, '--variants', variants, '--min', '0.5'], {
+      env,
+      timeoutMs: 120_000,
+    });
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/openai:gpt-fake-a\s+3\/3\s+100%\s+\d+ ms\s+\d+ ms\s+360\s/);
     expect(human.stdout).toMatch(/anthropic:claude-fake-b\s+2\/3\s+66\.7%\s+\d+ ms\s+\d+ ms\s+360\s/);

@@ -50,7 +50,19 @@ describe('agentmesh eval --nats', () => {
     writeFileSync(file, dataset());
     const out = join(dir, 'out');
     const r = await runAgentmesh(
-      ['eval', file, '--nats', natsUrl, '--prefix', fleet.prefix, '--concurrency', '4', '--json', '--out', out],
+      [
+        'eval',
+        file,
+        '--nats',
+        natsUrl,
+        '--prefix',
+        fleet.prefix,
+        '--concurrency',
+        '4',
+        '--json',
+        '--out',
+        out,
+      ],
       { env: cleanEnv(), timeoutMs: 120_000 },
     );
     expect(r.stderr).not.toMatch(/warning|error/i);

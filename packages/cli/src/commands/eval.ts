@@ -6,7 +6,14 @@ import { parseDataset, type Dataset } from '../eval/cases.js';
 import { embeddedExecutor, natsExecutor, type Executor } from '../eval/executors.js';
 import { renderHtml } from '../eval/html.js';
 import { createProgress } from '../eval/progress.js';
-import { buildReport, caseLine, humanReport, lineErrorLine, printable, type EvalReport } from '../eval/report.js';
+import {
+  buildReport,
+  caseLine,
+  humanReport,
+  lineErrorLine,
+  printable,
+  type EvalReport,
+} from '../eval/report.js';
 import { DEFAULT_VARIANT, parseVariants, runEval, type CaseResult, type Variant } from '../eval/runner.js';
 import { evalSpec } from '../specs/eval.js';
 

@@ -6,13 +6,19 @@ const good = (id: string, extra: Record<string, unknown> = {}) =>
 
 describe('parseDataset', () => {
   it('loads each line as a case: the RunRequest without id and expect', () => {
-    const { cases, errors } = parseDataset(`${good('a')}\n\n${good('b', { limits: { max_iterations: 3 } })}\n`);
+    const { cases, errors } = parseDataset(
+      `${good('a')}\n\n${good('b', { limits: { max_iterations: 3 } })}\n`,
+    );
     expect(errors).toEqual([]);
     expect(cases.map((c) => [c.id, c.line])).toEqual([
       ['a', 1],
       ['b', 3],
     ]);
-    expect(cases[1]!.request).toEqual({ task: 'say hi', script: [{ text: 'hi' }], limits: { max_iterations: 3 } });
+    expect(cases[1]!.request).toEqual({
+      task: 'say hi',
+      script: [{ text: 'hi' }],
+      limits: { max_iterations: 3 },
+    });
     expect(cases[0]!.expect.status).toBe('done');
   });
 

@@ -3,35 +3,15 @@ import {
   AgentMeshError,
   ErrorCode,
   RunRequestSchema,
-  RunStatusSchema,
   validate,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { compileChecks, type CompiledChecks } from './checks.js';
+import { compileChecks, ExpectSchema, type CompiledChecks, type Expect } from './checks.js';
 
 /** The longest case id accepted (it names the case in every report). */
 export const CASE_ID_MAX_LENGTH = 128;
 /** The most lines one dataset may hold: a larger file is a usage error, not a slow surprise. */
 export const MAX_CASES = 10_000;
-
-const patterns = z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).min(1).max(64)]);
-
-/** The `expect` field of a case: every check it names must hold for the case to pass. */
-export const ExpectSchema = z
-  .object({
-    contains: z.union([z.string(), z.array(z.string()).min(1).max(64)]).optional(),
-    equals: z.string().optional(),
-    regex: z.string().optional(),
-    json_schema: z.record(z.string(), z.unknown()).optional(),
-    tool_called: patterns.optional(),
-    tool_not_called: patterns.optional(),
-    max_tool_calls: z.number().int().min(0).optional(),
-    max_turns: z.number().int().min(1).optional(),
-    status: RunStatusSchema.default('done'),
-    max_cost_usd: z.number().min(0).optional(),
-  })
-  .strict();
-export type Expect = z.infer<typeof ExpectSchema>;
 
 const CaseHeadSchema = z.object({
   id: z

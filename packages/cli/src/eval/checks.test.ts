@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ExpectSchema } from './cases.js';
-import { compileChecks, type CaseOutcome } from './checks.js';
+import { compileChecks, ExpectSchema, type CaseOutcome } from './checks.js';
 
 function outcome(extra: Partial<CaseOutcome> = {}): CaseOutcome {
   return {
@@ -24,9 +23,9 @@ function reasons(expectation: Record<string, unknown>, o: CaseOutcome, request =
 describe('eval checks', () => {
   it('status defaults to done and names what the run ended with', () => {
     expect(reasons({}, outcome())).toEqual([]);
-    expect(reasons({}, outcome({ status: 'failed', error: { code: 'provider_error', message: 'boom' } }))).toEqual(
-      ['status: expected done, got failed (provider_error: boom)'],
-    );
+    expect(
+      reasons({}, outcome({ status: 'failed', error: { code: 'provider_error', message: 'boom' } })),
+    ).toEqual(['status: expected done, got failed (provider_error: boom)']);
     expect(reasons({ status: 'budget_exhausted' }, outcome({ status: 'budget_exhausted' }))).toEqual([]);
     expect(reasons({ status: 'budget_exhausted' }, outcome())).toHaveLength(1);
   });
@@ -52,7 +51,9 @@ describe('eval checks', () => {
   });
 
   it('refuses a regex the safe-regex check refuses, naming expect.regex', () => {
-    expect(() => reasons({ regex: '^(a+)+$' }, outcome())).toThrow(/expect\.regex: regex "\^\(a\+\)\+\$" is not accepted/);
+    expect(() => reasons({ regex: '^(a+)+$' }, outcome())).toThrow(
+      /expect\.regex: regex "\^\(a\+\)\+\$" is not accepted/,
+    );
     expect(() => reasons({ regex: '(' }, outcome())).toThrow(/expect\.regex: .*does not compile/);
   });
 
@@ -71,7 +72,9 @@ describe('eval checks', () => {
     expect(reasons({ json_schema: schema }, outcome({ text: '{"sum": 8}' }))[0]).toMatch(
       /^json_schema: the output does not match: \/sum must be equal to constant/,
     );
-    expect(reasons({ json_schema: schema }, outcome({ text: 'nine' }))[0]).toMatch(/the final text is not JSON/);
+    expect(reasons({ json_schema: schema }, outcome({ text: 'nine' }))[0]).toMatch(
+      /the final text is not JSON/,
+    );
     expect(reasons({ json_schema: schema }, outcome({ text: 'ignored', output: { sum: 9 } }))).toEqual([]);
     const structured = { output_schema: { type: 'object' } };
     expect(reasons({ json_schema: schema }, outcome({ text: '{"sum": 9}' }), structured)).toEqual([

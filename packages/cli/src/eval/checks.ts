@@ -1,15 +1,35 @@
 import { createContext, Script } from 'node:vm';
+import { z } from 'zod';
 import {
   AgentMeshError,
   ErrorCode,
   compileOutputSchema,
   matchesToolPattern,
+  RunStatusSchema,
   type RunRequest,
   type RunStatus,
   type Usage,
 } from '@agentmesh/protocol';
 import { compileSafeRegex } from '@agentmesh/catalog';
-import type { Expect } from './cases.js';
+
+const patterns = z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).min(1).max(64)]);
+
+/** The `expect` field of a case: every check it names must hold for the case to pass. */
+export const ExpectSchema = z
+  .object({
+    contains: z.union([z.string(), z.array(z.string()).min(1).max(64)]).optional(),
+    equals: z.string().optional(),
+    regex: z.string().optional(),
+    json_schema: z.record(z.string(), z.unknown()).optional(),
+    tool_called: patterns.optional(),
+    tool_not_called: patterns.optional(),
+    max_tool_calls: z.number().int().min(0).optional(),
+    max_turns: z.number().int().min(1).optional(),
+    status: RunStatusSchema.default('done'),
+    max_cost_usd: z.number().min(0).optional(),
+  })
+  .strict();
+export type Expect = z.infer<typeof ExpectSchema>;
 
 /** How long one `regex` check may run on a final text before the case fails (a second line of defence). */
 export const REGEX_TIMEOUT_MS = 1000;
@@ -207,6 +227,8 @@ function maxCostCheck(max: number): Check {
   return (o) => {
     if (o.cost_usd === undefined)
       return `max_cost_usd: the run's cost is unknown (no price for its model), so it cannot be held to ${max} USD`;
-    return o.cost_usd <= max ? undefined : `max_cost_usd: the run cost ${o.cost_usd} USD, at most ${max} expected`;
+    return o.cost_usd <= max
+      ? undefined
+      : `max_cost_usd: the run cost ${o.cost_usd} USD, at most ${max} expected`;
   };
 }

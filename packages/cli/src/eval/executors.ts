@@ -42,7 +42,9 @@ export async function natsExecutor(ctx: CommandContext): Promise<Executor> {
   const bus = await connectNats(ctx, 'agentmesh-eval');
   try {
     await checkRunStream(bus, ctx);
-    await checkFleetTools(bus, ctx, (_code, message) => ctx.io.stderr.write(`agentmesh eval: warning: ${message}\n`));
+    await checkFleetTools(bus, ctx, (_code, message) =>
+      ctx.io.stderr.write(`agentmesh eval: warning: ${message}\n`),
+    );
   } catch (error) {
     await bus.close();
     throw error;

@@ -46,12 +46,24 @@ describe('eval report', () => {
     expect(percentile([], 0.5)).toBe(0);
     expect(percentile([5], 0.95)).toBe(5);
     expect(percentile([1, 2, 3, 4], 0.5)).toBe(2);
-    expect(percentile([...Array(100).keys()].map((i) => i + 1), 0.95)).toBe(95);
+    expect(
+      percentile(
+        [...Array(100).keys()].map((i) => i + 1),
+        0.95,
+      ),
+    ).toBe(95);
   });
 
   it('summarizes per variant; a malformed line is one failed case under each variant', () => {
     const summary = summarize(results, variants, errors);
-    expect(summary).toMatchObject({ type: 'summary', total: 6, passed: 3, failed: 3, pass_rate: 0.5, malformed: 1 });
+    expect(summary).toMatchObject({
+      type: 'summary',
+      total: 6,
+      passed: 3,
+      failed: 3,
+      pass_rate: 0.5,
+      malformed: 1,
+    });
     expect(summary.by_variant['openai:a']).toEqual({
       total: 3,
       passed: 1,
@@ -63,7 +75,12 @@ describe('eval report', () => {
       output_tokens: 10,
       cost_usd: 0.03,
     });
-    expect(summary.by_variant['anthropic:b']).toMatchObject({ passed: 2, p50_ms: 300, p95_ms: 500, cost_usd: null });
+    expect(summary.by_variant['anthropic:b']).toMatchObject({
+      passed: 2,
+      p50_ms: 300,
+      p95_ms: 500,
+      cost_usd: null,
+    });
   });
 
   it('a case line has exactly the documented fields', () => {
@@ -95,7 +112,9 @@ describe('eval report', () => {
   });
 
   it('the HTML escapes every text of the dataset and loads nothing', () => {
-    expect(escapeHtml(`<a href="x" title='y'>&\``)).toBe('&#60;a href=&#34;x&#34; title=&#39;y&#39;&#62;&#38;&#96;');
+    expect(escapeHtml(`<a href="x" title='y'>&\``)).toBe(
+      '&#60;a href=&#34;x&#34; title=&#39;y&#39;&#62;&#38;&#96;',
+    );
     const html = renderHtml(buildReport('<d>.jsonl', new Date(0), variants, results, errors));
     expect(html).not.toMatch(/<script|<img|onerror=alert\(1\)>/);
     expect(html).toContain('&#60;img src=x onerror=alert(1)&#62;');

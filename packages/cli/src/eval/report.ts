@@ -163,7 +163,6 @@ export function variantTable(summary: EvalSummary): string {
 
 /** Strips terminal control characters from hostile text before it reaches a terminal. */
 export function printable(text: string): string {
-  // eslint-disable-next-line no-control-regex
   return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '?');
 }
 

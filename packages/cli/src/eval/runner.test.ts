@@ -6,7 +6,12 @@ import { DEFAULT_VARIANT, parseVariants, requestFor, runEval, type ExecuteRun } 
 const dataset = parseDataset(
   [
     { id: 'one', task: 'one', script: [{ text: 'x' }], expect: { contains: 'done one' } },
-    { id: 'two', task: 'two', script: [{ text: 'x' }], expect: { contains: 'done two', tool_called: 'math.*' } },
+    {
+      id: 'two',
+      task: 'two',
+      script: [{ text: 'x' }],
+      expect: { contains: 'done two', tool_called: 'math.*' },
+    },
     { id: 'three', task: 'three', model: 'own', expect: { contains: 'done three' } },
   ]
     .map((l) => JSON.stringify(l))
@@ -62,7 +67,9 @@ describe('parseVariants', () => {
   });
 
   it('refuses an unknown provider, a repeated variant and an empty list, naming --variants', () => {
-    expect(() => parseVariants('openia:gpt-4o')).toThrow(/--variants "openia:gpt-4o": unknown provider "openia"/);
+    expect(() => parseVariants('openia:gpt-4o')).toThrow(
+      /--variants "openia:gpt-4o": unknown provider "openia"/,
+    );
     expect(() => parseVariants('openai:a,openai:a')).toThrow(/given twice/);
     expect(() => parseVariants(' , ')).toThrow(/no variant given/);
   });

@@ -51,7 +51,10 @@ export function parseVariants(spec: string): Variant[] {
     const model = colon === -1 ? '' : entry.slice(colon + 1);
     const kind = ProviderKindSchema.safeParse(provider);
     if (!kind.success)
-      throw badVariant(entry, `unknown provider "${provider}" (one of ${ProviderKindSchema.options.join(', ')})`);
+      throw badVariant(
+        entry,
+        `unknown provider "${provider}" (one of ${ProviderKindSchema.options.join(', ')})`,
+      );
     return { label: entry, provider: kind.data, ...(model === '' ? {} : { model }) };
   });
   const labels = variants.map((v) => v.label);
