@@ -2,12 +2,13 @@
  * Issue 38, `agentmesh eval --nats`: the cases of a dataset run as ordinary runs on a fleet of two planners (each
  * taking one run at a time, so both must work) and a worker on a real nats-server, judged by the CLI.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { readRunEvents } from '@agentmesh/planner';
-import { cleanEnv, runAgentmesh } from './helpers/cli.js';
+import { CLI, REPO_ROOT, cleanEnv, runAgentmesh } from './helpers/cli.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 
 const natsUrl = inject('natsUrl');
@@ -87,4 +88,45 @@ describe('agentmesh eval --nats', () => {
       expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done', tool_calls: 1 });
     }
   }, 180_000);
+});
+
+describe('agentmesh eval --nats with no planner taking runs', () => {
+  let idle: NatsFleet;
+
+  beforeAll(async () => {
+    idle = await startNatsFleet(natsUrl, { prefixTag: 'eval-idle' });
+    const { planner } = await idle.planner('eval-idle-planner');
+    await planner.drain();
+  });
+
+  afterAll(() => idle?.stop());
+
+  it('says it waits for a planner, and Ctrl-C stops following the runs and reports them failed', async () => {
+    const file = join(dir, 'idle.jsonl');
+    writeFileSync(file, dataset());
+    const child = spawn(
+      process.execPath,
+      [CLI, 'eval', file, '--nats', natsUrl, '--prefix', idle.prefix, '--concurrency', '2'],
+      { cwd: REPO_ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    const hinted = new Promise<void>((resolve) =>
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        if (stderr.includes('waiting for a planner to take run')) resolve();
+      }),
+    );
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    await hinted;
+    expect(stderr.match(/waiting for a planner/g)).toHaveLength(1);
+    child.kill('SIGINT');
+    expect(await exited).toBe(1);
+    expect(stdout).toMatch(/default\s+0\/2\s+0%/);
+    expect(stderr).toContain(
+      `agentmesh eval: interrupted: 2 of ${CASES} runs finished; the rest did not run`,
+    );
+    expect(stdout).toMatch(/status: expected done, got failed \(cancelled: stopped following run eval-/);
+  }, 120_000);
 });

@@ -86,11 +86,17 @@ export async function evalCommand(ctx: CommandContext): Promise<number> {
     if (options.json) stdout.write(`${JSON.stringify(lineErrorLine(e))}\n`);
     else stderr.write(`agentmesh eval: ${options.file} line ${e.line}: ${printable(e.message)}\n`);
   const results = await runCases(ctx, dataset, options);
+  const planned = dataset.cases.length * options.variants.length;
+  const interrupted = results.length < planned;
+  if (interrupted)
+    stderr.write(
+      `agentmesh eval: interrupted: ${results.length} of ${planned} runs finished; the rest did not run\n`,
+    );
   const report = buildReport(options.file, startedAt, options.variants, results, dataset.errors);
   if (options.json) stdout.write(`${JSON.stringify(report.summary)}\n`);
   else stdout.write(humanReport(results, report.summary, dataset.errors));
   if (options.out !== undefined) writeReport(options.out, report);
-  return report.summary.pass_rate >= options.min ? 0 : 1;
+  return !interrupted && report.summary.pass_rate >= options.min ? 0 : 1;
 }
 
 async function runCases(ctx: CommandContext, dataset: Dataset, options: EvalOptions): Promise<CaseResult[]> {

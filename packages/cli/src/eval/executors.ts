@@ -8,6 +8,9 @@ import { checkFleetTools, checkRunStream, expandPacks } from '../commands/run-na
 import { scopeTools } from '../commands/run.js';
 import type { ExecuteRun, Variant } from './runner.js';
 
+/** How long a submitted case may wait for its first event before the eval says no planner seems to take it. */
+export const WAITING_HINT_MS = 5000;
+
 /** Runs cases with: `execute` starts one, `stop` releases what it holds. */
 export interface Executor {
   execute: ExecuteRun;
@@ -50,18 +53,50 @@ export async function natsExecutor(ctx: CommandContext): Promise<Executor> {
     throw error;
   }
   const s = subjects(ctx.prefix);
+  const waiting = waitingHint(ctx);
   return {
     async execute(input: RunRequestInput, onEvent: (e: RunEvent) => void, signal: AbortSignal) {
       const request = input.tools ? { ...input, tools: expandPacks(input.tools) } : input;
       const { run_id: runId } = await submitRun(bus, request, { prefix: ctx.prefix });
       const cancel = () => publishJson(bus, s.runCancel(runId), { reason: 'eval interrupted' });
       signal.addEventListener('abort', cancel, { once: true });
+      const timer = waiting.arm(runId);
       try {
-        return await followRun(bus, runId, { prefix: ctx.prefix, onEvent, signal });
+        return await followRun(bus, runId, {
+          prefix: ctx.prefix,
+          onEvent: (e) => {
+            clearTimeout(timer);
+            waiting.taken();
+            onEvent(e);
+          },
+          signal,
+        });
       } finally {
+        clearTimeout(timer);
         signal.removeEventListener('abort', cancel);
       }
     },
     stop: () => bus.close(),
+  };
+}
+
+/**
+ * Says once on stderr when a run has not been taken by a planner after {@link WAITING_HINT_MS} and no planner has
+ * taken any case yet (later cases queued behind busy planners are no news).
+ */
+function waitingHint(ctx: CommandContext) {
+  let said = false;
+  return {
+    taken: () => {
+      said = true;
+    },
+    arm: (runId: string) =>
+      setTimeout(() => {
+        if (said) return;
+        said = true;
+        ctx.io.stderr.write(
+          `agentmesh eval: waiting for a planner to take run ${runId} (is one running? agentmesh planner --nats URL)...\n`,
+        );
+      }, WAITING_HINT_MS),
   };
 }
