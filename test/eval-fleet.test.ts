@@ -6,8 +6,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { readRunEvents } from '@agentmesh/planner';
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
+import { readRunEvents, sendApprovalDecision } from '@agentmesh/planner';
 import { CLI, REPO_ROOT, cleanEnv, runAgentmesh } from './helpers/cli.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 
@@ -90,6 +90,44 @@ describe('agentmesh eval --nats', () => {
   }, 180_000);
 });
 
+describe('agentmesh eval --nats, a case that needs approval', () => {
+  it('names the approval and how to decide it, and goes on once it is approved', async () => {
+    const file = join(dir, 'approval.jsonl');
+    const line = JSON.parse(dataset().split('\n')[0]!) as Record<string, unknown>;
+    writeFileSync(file, JSON.stringify({ ...line, approvals: { require: ['math.calc'] } }));
+    const child = spawn(process.execPath, [CLI, 'eval', file, '--nats', natsUrl, '--prefix', fleet.prefix], {
+      cwd: REPO_ROOT,
+      env: cleanEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    const asked = new Promise<RegExpExecArray>((resolve) =>
+      child.stderr.on('data', (d: Buffer) => {
+        stderr += d.toString();
+        const m = /run (eval-[\w-]+) waits for approval (\S+) \(.*\): agentmesh runs approve \1 \2/.exec(
+          stderr,
+        );
+        if (m) resolve(m);
+      }),
+    );
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    onTestFinished(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
+    const [, runId, approvalId] = await asked;
+    await sendApprovalDecision(
+      fleet.client,
+      runId!,
+      { approval_id: approvalId!, decision: 'approve', by: 'test' },
+      { prefix: fleet.prefix },
+    );
+    expect(await exited).toBe(0);
+    expect(stdout).toContain('1 of 1 passed (100%)');
+  }, 120_000);
+});
+
 describe('agentmesh eval --nats with no planner taking runs', () => {
   let idle: NatsFleet;
 
@@ -119,6 +157,9 @@ describe('agentmesh eval --nats with no planner taking runs', () => {
       }),
     );
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    onTestFinished(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    });
     await hinted;
     expect(stderr.match(/waiting for a planner/g)).toHaveLength(1);
     child.kill('SIGINT');

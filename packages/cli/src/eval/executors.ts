@@ -6,6 +6,7 @@ import { startEmbedded } from '../embedded.js';
 import { plannerOptions } from '../planner-options.js';
 import { checkFleetTools, checkRunStream, expandPacks } from '../commands/run-nats.js';
 import { scopeTools } from '../commands/run.js';
+import { printable } from './report.js';
 import type { ExecuteRun, Variant } from './runner.js';
 
 /** How long a submitted case may wait for its first event before the eval says no planner seems to take it. */
@@ -67,6 +68,10 @@ export async function natsExecutor(ctx: CommandContext): Promise<Executor> {
           onEvent: (e) => {
             clearTimeout(timer);
             waiting.taken();
+            if (e.type === 'approval.requested')
+              ctx.io.stderr.write(
+                `agentmesh eval: run ${runId} waits for approval ${e.approval_id} (${printable(e.summary)}): agentmesh runs approve ${runId} ${e.approval_id}, or deny it with agentmesh runs deny\n`,
+              );
             onEvent(e);
           },
           signal,
