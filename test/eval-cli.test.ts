@@ -31,6 +31,17 @@ describe('agentmesh eval, embedded', () => {
     expect(r.stderr).toContain('eval: 6/6 runs, 1 failed');
   }, 120_000);
 
+  it('runs scripted variants side by side, each case under each', async () => {
+    const r = await runAgentmesh(['eval', EXAMPLE, '--variants', 'scripted:a,scripted:b'], {
+      timeoutMs: 90_000,
+    });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/scripted:a\s+5\/6\s+83\.3%/);
+    expect(r.stdout).toMatch(/scripted:b\s+5\/6\s+83\.3%/);
+    expect(r.stdout).toContain('wrong-sum [scripted:b] (line 6, run eval-');
+    expect(r.stdout).toContain('10 of 12 passed (83.3%)');
+  }, 120_000);
+
   it('exits 0 when the pass rate reaches --min', async () => {
     const r = await runAgentmesh(['eval', EXAMPLE, '--min', '0.8', '--concurrency', '2'], {
       timeoutMs: 90_000,

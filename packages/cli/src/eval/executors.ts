@@ -27,7 +27,9 @@ export async function embeddedExecutor(ctx: CommandContext, variants: readonly V
   const workspace = stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE');
   const providers = plannerOptions(ctx.config).providers;
   for (const v of variants)
-    if (v.provider !== undefined) checkProviderConfig(providers, { provider: v.provider, model: v.model });
+    // a scripted variant's turns come with each case
+    if (v.provider !== undefined && v.provider !== 'scripted')
+      checkProviderConfig(providers, { provider: v.provider, model: v.model });
   const mesh = await startEmbedded({ config: ctx.config, logger: ctx.logger, workspace, denyWrites: true });
   return {
     async execute(request, onEvent, signal) {

@@ -12,7 +12,7 @@ table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #d0d0d7;pad
 th{background:#f3f3f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .pass{color:#0a7a2f;font-weight:600}.fail{color:#b3261e;font-weight:600}
 ul{margin:0;padding-left:1.2rem}code,.reason{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-word}
-.muted{color:#6b6b75}`;
+.muted{color:#6b6b75}td.run{white-space:nowrap;font-family:ui-monospace,monospace;font-size:.9em}`;
 
 function cell(text: string, className?: string): string {
   return `<td${className ? ` class="${className}"` : ''}>${escapeHtml(text)}</td>`;
@@ -39,7 +39,7 @@ function caseRows(report: EvalReport): string {
       return (
         `<tr class="${c.pass ? 'case-pass' : 'case-fail'}" data-case="${escapeHtml(c.id)}">` +
         `${cell(c.id)}${cell(c.variant)}${cell(c.pass ? 'pass' : 'fail', c.pass ? 'pass' : 'fail')}` +
-        `${cell(c.status)}${cell(formatMs(c.duration_ms), 'num')}${cell(c.run_id)}<td>${reasons}</td></tr>`
+        `${cell(c.status)}${cell(formatMs(c.duration_ms), 'num')}${cell(c.run_id, 'run')}<td>${reasons}</td></tr>`
       );
     })
     .join('\n');
