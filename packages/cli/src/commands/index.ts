@@ -4,6 +4,7 @@ import { a2aSpec } from '../specs/a2a.js';
 import { catalogSpec, plannerSpec, workerSpec } from '../specs/actors.js';
 import { completionSpec } from '../specs/completion.js';
 import { consoleSpec } from '../specs/console.js';
+import { evalSpec } from '../specs/eval.js';
 import { gatewaySpec } from '../specs/gateway.js';
 import { mcpSpec } from '../specs/mcp.js';
 import { runSpec } from '../specs/run.js';
@@ -44,6 +45,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: toolsSpec, handler: async (ctx) => (await import('./tools.js')).toolsCommand(ctx) },
   { spec: statusSpec, handler: async (ctx) => (await import('./status.js')).statusCommand(ctx) },
   { spec: runsSpec, handler: async (ctx) => (await import('./runs.js')).runsCommand(ctx) },
+  { spec: evalSpec, handler: async (ctx) => (await import('./eval.js')).evalCommand(ctx) },
   { spec: sessionsSpec, handler: async (ctx) => (await import('./sessions.js')).sessionsCommand(ctx) },
   {
     spec: tenantsUsageSpec,

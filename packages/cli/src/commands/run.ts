@@ -139,7 +139,10 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
 }
 
 /** Resolves `--tools` entries against the embedded tools; entries naming the planner's agent.* tools pass as is. */
-function scopeTools(entries: readonly string[], known: Parameters<typeof resolveToolEntries>[1]): string[] {
+export function scopeTools(
+  entries: readonly string[],
+  known: Parameters<typeof resolveToolEntries>[1],
+): string[] {
   const isAgent = (entry: string) => AGENT_TOOL_NAMES.some((name) => matchesToolPattern(name, entry));
   const agent = entries.filter(isAgent);
   const rest = entries.filter((e) => !isAgent(e));
