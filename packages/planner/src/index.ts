@@ -61,7 +61,13 @@ export {
   type RunTranscript,
   type RunRecord,
 } from './infra/transcripts.js';
-export { submitRun, followRun, type SubmitResult } from './infra/run-client.js';
+export {
+  submitRun,
+  followRun,
+  forkRequest,
+  type ForkChoice,
+  type SubmitResult,
+} from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -77,7 +83,16 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export { listRuns, showRun, cancelRun, type RunDetails } from './infra/run-admin.js';
+export {
+  listRuns,
+  listForks,
+  showRun,
+  cancelRun,
+  type RunDetails,
+  type RunFork,
+} from './infra/run-admin.js';
+export { ForkRefusal, forkState } from './forks/index.js';
+export type { ForkStart } from './model/fork.js';
 export {
   ApprovalStore,
   approvalIdFor,

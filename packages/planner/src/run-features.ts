@@ -2,6 +2,7 @@ import { matchesToolPattern } from '@agentmesh/protocol';
 import { AGENT_TOOL_SPECS, offeredAgentTools } from './agents/agent-tools.js';
 import { agentTools } from './agents/planner-tools.js';
 import { approvalPolicy } from './approval-policy.js';
+import { loadForkStart, type ForkSources } from './forks/index.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from './daemon/index.js';
 import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';
@@ -27,6 +28,8 @@ export interface FeatureDeps {
   idleDaemons?: IdleDaemons | undefined;
   /** The session store (opened on first use). */
   sessions?: (() => Promise<SessionStore>) | undefined;
+  /** Where forks read the runs they start from. */
+  forks: ForkSources;
 }
 
 /**
@@ -56,6 +59,7 @@ export function runFeatures(deps: FeatureDeps): RunFeatures<RunContext> {
         ...(deps.idleDaemons ? { idle: deps.idleDaemons } : {}),
         ...(defaults.sessions?.max_tokens ? { compactTokens: defaults.sessions.max_tokens } : {}),
       }),
+    fork: (request) => loadForkStart(deps.forks, request),
     session: (request, target, signal) => joinRequestedSession(deps.sessions, request, target, signal),
   };
 }

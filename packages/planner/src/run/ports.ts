@@ -9,6 +9,7 @@ import type {
 } from '@agentmesh/protocol';
 import type { ChatMessage } from '../model/chat.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { ForkStart } from '../model/fork.js';
 import type { RunTranscript } from '../model/transcript.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CallResult } from './calls.js';
@@ -168,6 +169,8 @@ export interface RunFeatures<Ctx> {
     carried: readonly string[] | undefined,
   ): RunSkills<Ctx> | undefined;
   daemon(request: RunRequest, snapshot: RunSnapshot): Promise<RunDaemon<Ctx> | undefined>;
+  /** Where a fork (`request.fork`) starts: the original run's state after the seq; undefined for another run. */
+  fork(request: RunRequest): Promise<ForkStart | undefined>;
   /** The session the request continues, once held (it waits for another run of it); undefined for none. */
   session(
     request: RunRequest,
