@@ -7,7 +7,7 @@ import {
   type KvStore,
   type MemoryBusOptions,
 } from '@agentmesh/protocol';
-import { sessionIndexBucket, sessionsBucket } from '@agentmesh/planner';
+import { runsBucket, sessionIndexBucket, sessionsBucket, transcriptsBucket } from '@agentmesh/planner';
 import { FileBlobStore, FileKvStore } from './file-stores.js';
 
 /**
@@ -29,7 +29,9 @@ export function embeddedDataDir(options: {
 /**
  * The in-process bus of an embedded run, with the session buckets kept as files under `<dataDir>/sessions/`
  * (`transcripts/` for the session transcripts, `index/` for the session index and locks), so a second process that
- * opens the same data dir continues the same sessions. Every other bucket stays in memory.
+ * opens the same data dir continues the same sessions, and the run records and run transcripts under
+ * `<dataDir>/runs/` (`records/`, `transcripts/`), so a later process can fork a run (`agentmesh runs fork`). Every
+ * other bucket stays in memory.
  */
 export class SessionFilesBus extends MemoryBus {
   private readonly files: { kv: Map<string, KvStore>; blobs: Map<string, BlobStore> };
@@ -40,9 +42,16 @@ export class SessionFilesBus extends MemoryBus {
   ) {
     super(options);
     const root = join(dataDir, 'sessions');
+    const runs = join(dataDir, 'runs');
     this.files = {
-      kv: new Map([[sessionIndexBucket(options.prefix), new FileKvStore(join(root, 'index'))]]),
-      blobs: new Map([[sessionsBucket(options.prefix), new FileBlobStore(join(root, 'transcripts'))]]),
+      kv: new Map([
+        [sessionIndexBucket(options.prefix), new FileKvStore(join(root, 'index'))],
+        [runsBucket(options.prefix), new FileKvStore(join(runs, 'records'))],
+      ]),
+      blobs: new Map([
+        [sessionsBucket(options.prefix), new FileBlobStore(join(root, 'transcripts'))],
+        [transcriptsBucket(options.prefix), new FileBlobStore(join(runs, 'transcripts'))],
+      ]),
     };
   }
 

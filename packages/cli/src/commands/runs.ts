@@ -7,6 +7,7 @@ import { createHumanRenderer } from '../render.js';
 import { isHitlVerb, runsHitlCommand } from './runs-hitl.js';
 import { runsSpec } from '../specs/runs.js';
 import { daemonLabels, runsTrigger } from './runs-trigger.js';
+import { runsFork } from './runs-fork.js';
 
 const usageError = (message: string) => usage(runsSpec, message);
 
@@ -19,6 +20,11 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
     } finally {
       await bus.close();
     }
+  }
+  if (verb === 'fork') {
+    if (id === undefined) throw usageError('runs fork needs a run id: agentmesh runs fork RUN_ID --at SEQ');
+    if (extra.length > 0) throw usageError(`unexpected argument "${extra[0]}"`);
+    return runsFork(ctx, runsSpec, id);
   }
   if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
     throw usageError(
@@ -88,6 +94,12 @@ async function showVerb(ctx: CommandContext, bus: Backend, id: string): Promise<
   const render = createHumanRenderer(out);
   for (const event of details.events) render(event);
   if (tree.children.length > 0) out.write(`tree:\n${formatRunTree(tree).join('\n')}\n`);
+  const origin = r?.forked_from;
+  if (origin) out.write(`forked from ${origin.run_id} after seq ${origin.seq}\n`);
+  if (details.forks.length > 0)
+    out.write(
+      `forks:\n${details.forks.map((f) => `  ${f.run_id}  after seq ${f.seq}  ${f.status ?? f.state}  ${f.accepted_at}`).join('\n')}\n`,
+    );
   const t = details.transcript;
   if (t)
     out.write(
