@@ -1,6 +1,7 @@
 import {
   AgentMeshError,
   ErrorCode,
+  TERMINAL_EVENT_TYPES,
   decodeMessage,
   type BlobStore,
   type RunEvent,
@@ -10,6 +11,7 @@ import { z } from 'zod';
 import type { ChatMessage } from '../model/chat.js';
 import type { ForkStart } from '../model/fork.js';
 import { forkState } from './fork-state.js';
+import { settledTranscript } from '../infra/transcripts.js';
 
 export { ForkRefusal, forkState } from './fork-state.js';
 
@@ -63,7 +65,11 @@ export async function loadForkStart(sources: ForkSources, request: RunRequest): 
       'only a finished run can be forked',
     { retryable: false, details: { run_id: fork.run_id } },
   );
-  const blob = await (await sources.transcripts()).get(fork.run_id);
+  const store = await sources.transcripts();
+  const blob = await settledTranscript(
+    () => store.get(fork.run_id),
+    async () => (await sources.events(fork.run_id)).some((e) => TERMINAL_EVENT_TYPES.has(e.type)),
+  );
   if (blob === null) throw gone;
   const stored = decodeMessage(StoredTranscriptSchema, blob.data, `transcript of run ${fork.run_id}`);
   if (tenantOf(stored.request) !== (request.identity?.tenant ?? 'default')) throw gone;

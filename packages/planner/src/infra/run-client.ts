@@ -4,13 +4,14 @@ import {
   DEFAULT_PREFIX,
   ErrorCode,
   RunRequestSchema,
+  TERMINAL_EVENT_TYPES,
   validate,
   type Backend,
   type RunEvent,
   type RunRequestInput,
 } from '@agentmesh/protocol';
-import { followRunEvents, publishRunRequest } from './backend.js';
-import { readTranscript } from './transcripts.js';
+import { followRunEvents, lastStoredEvent, publishRunRequest } from './backend.js';
+import { readTranscript, settledTranscript } from './transcripts.js';
 import type { RunResult } from '../model/result.js';
 
 export interface SubmitResult {
@@ -74,7 +75,11 @@ export async function forkRequest(
   choice: ForkChoice,
   options: { prefix?: string } = {},
 ): Promise<RunRequestInput & { id: string }> {
-  const transcript = await readTranscript(bus, choice.runId, options);
+  const transcript = await settledTranscript(
+    () => readTranscript(bus, choice.runId, options),
+    async () =>
+      TERMINAL_EVENT_TYPES.has((await lastStoredEvent(bus, choice.runId, options.prefix))?.type ?? ''),
+  );
   if (transcript === null)
     throw new AgentMeshError(
       ErrorCode.NotFound,
