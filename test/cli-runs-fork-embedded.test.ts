@@ -58,7 +58,9 @@ describe('agentmesh runs fork, embedded with --data-dir', () => {
     expect(events.filter((e) => e.type === 'llm.request')).toHaveLength(1);
     expect(events.some((e) => e.type === 'tool.started')).toBe(false);
     expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done', text: 'forked: three' });
-    const stored = JSON.parse(readFileSync(join(dataDir, 'runs', 'transcripts', 'emb-fork.json'), 'utf8')) as {
+    const stored = JSON.parse(
+      readFileSync(join(dataDir, 'runs', 'transcripts', 'emb-fork.json'), 'utf8'),
+    ) as {
       json: { messages: { role: string; content: string }[] };
     };
     expect(stored.json.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);

@@ -35,7 +35,10 @@ afterAll(async () => {
 
 const auth = { authorization: '', 'content-type': 'application/json' };
 const api = (path: string, init: RequestInit = {}) =>
-  fetch(`${origin}${path}`, { ...init, headers: { ...auth, authorization: `Bearer ${token}`, ...init.headers } });
+  fetch(`${origin}${path}`, {
+    ...init,
+    headers: { ...auth, authorization: `Bearer ${token}`, ...init.headers },
+  });
 
 interface Shown {
   summary: { status: string };
@@ -58,7 +61,10 @@ describe('the console forks a run from a model turn', () => {
   let runId: string;
 
   beforeAll(async () => {
-    const submitted = await api('/api/runs', { method: 'POST', body: JSON.stringify({ task: 'add 2 and 3' }) });
+    const submitted = await api('/api/runs', {
+      method: 'POST',
+      body: JSON.stringify({ task: 'add 2 and 3' }),
+    });
     expect(submitted.status).toBe(202);
     runId = ((await submitted.json()) as { run_id: string }).run_id;
     await finishedRun(runId);
@@ -87,7 +93,10 @@ describe('the console forks a run from a model turn', () => {
     expect((await api('/api/runs/fork-forged')).status).toBe(404);
     const bad = await api(`/api/runs/${runId}/fork`, { method: 'POST', body: JSON.stringify({ seq: 0 }) });
     expect(bad.status).toBe(400);
-    const missing = await api('/api/runs/no-such-run/fork', { method: 'POST', body: JSON.stringify({ seq: 2 }) });
+    const missing = await api('/api/runs/no-such-run/fork', {
+      method: 'POST',
+      body: JSON.stringify({ seq: 2 }),
+    });
     expect(missing.status).toBe(404);
   });
 
@@ -108,7 +117,10 @@ describe('the console forks a run from a model turn', () => {
       const original = await finishedRun(runId);
       const fork = await finishedRun(forkId);
       const before = original.events.find((e) => e.type === 'llm.request' && e.iteration === 2)!.seq - 1;
-      expect(fork.events[0]).toMatchObject({ type: 'run.accepted', forked_from: { run_id: runId, seq: before } });
+      expect(fork.events[0]).toMatchObject({
+        type: 'run.accepted',
+        forked_from: { run_id: runId, seq: before },
+      });
       expect(fork.events.filter((e) => e.type === 'llm.request')).toHaveLength(1);
       expect(fork.events.some((e) => e.type === 'tool.started')).toBe(false);
       expect(server.requests).toHaveLength(1);

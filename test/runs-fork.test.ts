@@ -82,10 +82,24 @@ describe('agentmesh runs fork over NATS', () => {
     const dir = mkdtempSync(join(tmpdir(), 'agentmesh-fork-'));
     const script = join(dir, 'fork.json');
     writeFileSync(script, JSON.stringify([{ tool_calls: [calc(10, 20)] }, { text: 'thirty' }]));
-    const forked = await cli(['runs', 'fork', 'rf-orig', '--at', String(seq), '--script', script, '--id', 'rf-f1', '--json']);
+    const forked = await cli([
+      'runs',
+      'fork',
+      'rf-orig',
+      '--at',
+      String(seq),
+      '--script',
+      script,
+      '--id',
+      'rf-f1',
+      '--json',
+    ]);
     expect(forked.stderr).toBe('');
     expect(forked.code).toBe(0);
-    const events = forked.stdout.trim().split('\n').map((l) => JSON.parse(l) as RunEvent);
+    const events = forked.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as RunEvent);
     expect(events[0]).toMatchObject({
       type: 'run.accepted',
       run_id: 'rf-f1',
@@ -99,7 +113,10 @@ describe('agentmesh runs fork over NATS', () => {
       { lhs: 3, rhs: 3, op: 'add' },
       { lhs: 10, rhs: 20, op: 'add' },
     ]);
-    await until('the record of rf-f1', async () => (await readRunRecord(client, 'rf-f1', { prefix }))?.state === 'finished');
+    await until(
+      'the record of rf-f1',
+      async () => (await readRunRecord(client, 'rf-f1', { prefix }))?.state === 'finished',
+    );
     const transcript = (await readTranscript(client, 'rf-f1', { prefix }))!;
     expect(transcript.messages.slice(0, 3)).toEqual(before!.messages.slice(0, 3));
     expect(transcript.messages[2]).toMatchObject({ role: 'tool', content: '3' });
@@ -116,10 +133,22 @@ describe('agentmesh runs fork over NATS', () => {
     expect(request).not.toHaveProperty('script');
     await submitRun(client, request, { prefix });
     const events = await finished('rf-f2');
-    expect(events.at(-1)).toMatchObject({ type: 'run.completed', status: 'done', text: 'the other model answers: 33' });
-    expect(events[0]).toMatchObject({ provider: 'openai', model: 'gpt-4o', forked_from: { run_id: 'rf-orig', seq } });
+    expect(events.at(-1)).toMatchObject({
+      type: 'run.completed',
+      status: 'done',
+      text: 'the other model answers: 33',
+    });
+    expect(events[0]).toMatchObject({
+      provider: 'openai',
+      model: 'gpt-4o',
+      forked_from: { run_id: 'rf-orig', seq },
+    });
     expect(server.requests).toHaveLength(1);
-    const sent = server.requests[0]!['messages'] as { role: string; content?: unknown; tool_calls?: unknown[] }[];
+    const sent = server.requests[0]!['messages'] as {
+      role: string;
+      content?: unknown;
+      tool_calls?: unknown[];
+    }[];
     expect(sent.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool']);
     expect(JSON.stringify(sent[2]!.tool_calls)).toContain('"lhs\\":1');
     expect(sent[3]!.content).toContain('3');
@@ -143,10 +172,19 @@ describe('agentmesh runs fork over NATS', () => {
   it("refuses another tenant's run and a seq inside a turn, with named errors", async () => {
     await submitRun(
       client,
-      { id: 'rf-evil', task: 'x', identity: { tenant: 'evil' }, script: [{ text: 'x' }], fork: { run_id: 'rf-orig', seq } },
+      {
+        id: 'rf-evil',
+        task: 'x',
+        identity: { tenant: 'evil' },
+        script: [{ text: 'x' }],
+        fork: { run_id: 'rf-orig', seq },
+      },
       { prefix },
     );
-    expect((await finished('rf-evil')).at(-1)).toMatchObject({ type: 'run.failed', error: { code: 'not_found' } });
+    expect((await finished('rf-evil')).at(-1)).toMatchObject({
+      type: 'run.failed',
+      error: { code: 'not_found' },
+    });
     const inside = await cli(['runs', 'fork', 'rf-orig', '--at', String(seq + 2), '--id', 'rf-inside']);
     expect(inside.code).toBe(1);
     expect(inside.stdout).toMatch(/invalid_request|tool calls had not all finished/);
@@ -154,7 +192,10 @@ describe('agentmesh runs fork over NATS', () => {
     expect(beyond.code).toBe(1);
     expect(JSON.parse(beyond.stdout.trim().split('\n').at(-1)!)).toMatchObject({
       type: 'run.failed',
-      error: { code: 'invalid_request', message: expect.stringContaining('beyond the events of run rf-orig') },
+      error: {
+        code: 'invalid_request',
+        message: expect.stringContaining('beyond the events of run rf-orig'),
+      },
     });
     expect(fleet.mesh.invocations).toHaveLength(3);
   }, 120_000);

@@ -61,13 +61,7 @@ export {
   type RunTranscript,
   type RunRecord,
 } from './infra/transcripts.js';
-export {
-  submitRun,
-  followRun,
-  forkRequest,
-  type ForkChoice,
-  type SubmitResult,
-} from './infra/run-client.js';
+export { submitRun, followRun, forkRequest, type ForkChoice, type SubmitResult } from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -83,14 +77,7 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export {
-  listRuns,
-  listForks,
-  showRun,
-  cancelRun,
-  type RunDetails,
-  type RunFork,
-} from './infra/run-admin.js';
+export { listRuns, listForks, showRun, cancelRun, type RunDetails, type RunFork } from './infra/run-admin.js';
 export { ForkRefusal, forkState } from './forks/index.js';
 export type { ForkStart } from './model/fork.js';
 export {

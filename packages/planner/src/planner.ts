@@ -175,7 +175,10 @@ export class Planner {
         triggers: () => this.triggers(),
         idleDaemons: this.idleDaemons,
         sessions: () => this.sessionStore(),
-        forks: { transcripts: () => this.infra.transcripts(), events: (runId) => this.infra.readRunEvents(runId) },
+        forks: {
+          transcripts: () => this.infra.transcripts(),
+          events: (runId) => this.infra.readRunEvents(runId),
+        },
       }),
     });
     this.intake = new RunIntake({

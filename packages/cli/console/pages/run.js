@@ -44,16 +44,29 @@ function forkForm(runId, note) {
   const at = h('span', { class: 'muted' });
   const provider = h('input', { name: 'provider', placeholder: "provider (default: the original's)" });
   const model = h('input', { name: 'model', placeholder: "model (default: the original's)" });
-  const form = h('form', { class: 'fork-form', hidden: true }, at, provider, model, h('button', { type: 'submit' }, 'Start fork'));
+  const form = h(
+    'form',
+    { class: 'fork-form', hidden: true },
+    at,
+    provider,
+    model,
+    h('button', { type: 'submit' }, 'Start fork'),
+  );
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    const body = { seq, ...(provider.value ? { provider: provider.value } : {}), ...(model.value ? { model: model.value } : {}) };
+    const body = {
+      seq,
+      ...(provider.value ? { provider: provider.value } : {}),
+      ...(model.value ? { model: model.value } : {}),
+    };
     api(`/api/runs/${encodeURIComponent(runId)}/fork`, { method: 'POST', body: JSON.stringify(body) })
       .then((r) => (location.hash = `#/runs/${encodeURIComponent(r.run_id)}`))
       .catch((error) => (note.textContent = String(error)));
   });
   const button = (list, response) => {
-    const request = list.filter((r) => r.type === 'llm.request' && r.iteration === response.iteration && r.seq < response.seq).at(-1);
+    const request = list
+      .filter((r) => r.type === 'llm.request' && r.iteration === response.iteration && r.seq < response.seq)
+      .at(-1);
     if (!request) return null;
     const before = request.seq - 1;
     return h(

@@ -162,7 +162,11 @@ class ConsoleRoutes {
       if (action === 'cancel' && method === 'POST') return (_q, res) => this.cancel(res, id);
       if (action === 'fork' && method === 'POST')
         return async (req, res) =>
-          sendJson(res, 202, await forkFromConsole(this.options.bus, this.options.prefix, id, await readBody(req)));
+          sendJson(
+            res,
+            202,
+            await forkFromConsole(this.options.bus, this.options.prefix, id, await readBody(req)),
+          );
       if (action === 'approvals' && item !== undefined && method === 'POST')
         return (req, res) => this.decide(req, res, id, item);
     }

@@ -8,14 +8,26 @@ export const TRIGGER_FLAGS: Record<string, FlagSpec> = {
 
 /** The flags `runs fork` adds to `runs`. */
 export const FORK_FLAGS: Record<string, FlagSpec> = {
-  at: { type: 'string', value: 'SEQ', description: 'fork: the seq of the event the fork starts after (required)' },
-  model: { type: 'string', value: 'MODEL', description: "fork: the model that takes over (default the original's)" },
+  at: {
+    type: 'string',
+    value: 'SEQ',
+    description: 'fork: the seq of the event the fork starts after (required)',
+  },
+  model: {
+    type: 'string',
+    value: 'MODEL',
+    description: "fork: the model that takes over (default the original's)",
+  },
   provider: {
     type: 'string',
     value: 'NAME',
     description: "fork: the provider that takes over (drops the original's model and script)",
   },
-  script: { type: 'string', value: 'FILE', description: 'fork: scripted turns for the fork (makes it scripted)' },
+  script: {
+    type: 'string',
+    value: 'FILE',
+    description: 'fork: scripted turns for the fork (makes it scripted)',
+  },
   id: { type: 'string', value: 'ID', description: 'fork: the new run id (default fork-XXXXXXXX)' },
   'data-dir': {
     type: 'string',

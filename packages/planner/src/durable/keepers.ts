@@ -146,6 +146,8 @@ export function recordedOrigin(request: RunRequest): Pick<RunRecord, 'parent' | 
     ...(request.parent === undefined
       ? {}
       : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } }),
-    ...(request.fork === undefined ? {} : { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } }),
+    ...(request.fork === undefined
+      ? {}
+      : { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } }),
   };
 }

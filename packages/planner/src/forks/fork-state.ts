@@ -121,7 +121,8 @@ function cutIndex(
     const calls = turn.response!.tool_calls;
     calls.forEach((call, i) => {
       const m = messages[at + 1 + i];
-      if (m?.role !== 'tool' || m.call_id !== call.id) throw mismatch(`no result message for call ${call.id}`);
+      if (m?.role !== 'tool' || m.call_id !== call.id)
+        throw mismatch(`no result message for call ${call.id}`);
     });
     from = turn.done ?? turn.response!.seq;
     cut = at + 1 + calls.length;

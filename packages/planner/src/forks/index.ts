@@ -45,7 +45,8 @@ function checkForkRequest(request: RunRequest): void {
     throw invalid(
       `a fork of run ${from} cannot continue a session: its conversation is the original's; drop "session"`,
     );
-  if (request.parent !== undefined) throw invalid(`a fork of run ${from} cannot be a child run: drop "parent"`);
+  if (request.parent !== undefined)
+    throw invalid(`a fork of run ${from} cannot be a child run: drop "parent"`);
   if (request.daemon !== undefined) throw invalid(`a fork of run ${from} cannot be a daemon: drop "daemon"`);
 }
 
@@ -55,7 +56,10 @@ function checkForkRequest(request: RunRequest): void {
  * other, like one whose transcript is gone, is `not_found` with the same message, so a fork reveals nothing of
  * another tenant's runs. Undefined for a request that is not a fork.
  */
-export async function loadForkStart(sources: ForkSources, request: RunRequest): Promise<ForkStart | undefined> {
+export async function loadForkStart(
+  sources: ForkSources,
+  request: RunRequest,
+): Promise<ForkStart | undefined> {
   const fork = request.fork;
   if (fork === undefined) return undefined;
   checkForkRequest(request);
@@ -74,13 +78,12 @@ export async function loadForkStart(sources: ForkSources, request: RunRequest): 
   const stored = decodeMessage(StoredTranscriptSchema, blob.data, `transcript of run ${fork.run_id}`);
   if (tenantOf(stored.request) !== (request.identity?.tenant ?? 'default')) throw gone;
   if ((stored.request as { daemon?: unknown } | null)?.daemon !== undefined)
-    throw invalid(`run ${fork.run_id} is a daemon (its conversation is compacted as it goes): it cannot be forked`);
+    throw invalid(
+      `run ${fork.run_id} is a daemon (its conversation is compacted as it goes): it cannot be forked`,
+    );
   const logged = await sources.events(fork.run_id);
   const events = [...(stored.events as unknown as RunEvent[])];
   const seen = new Set(events.map((e) => e.seq));
   for (const e of logged) if (!seen.has(e.seq)) events.push(e);
-  return forkState(
-    { run_id: fork.run_id, messages: stored.messages as ChatMessage[], events },
-    fork.seq,
-  );
+  return forkState({ run_id: fork.run_id, messages: stored.messages as ChatMessage[], events }, fork.seq);
 }

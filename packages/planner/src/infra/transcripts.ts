@@ -65,7 +65,9 @@ export async function settledTranscript<T>(
 ): Promise<T | null> {
   const first = await read();
   if (first !== null || !(await ended())) return first;
-  const pending = new AgentMeshError(ErrorCode.NotFound, 'the transcript is not stored yet', { retryable: true });
+  const pending = new AgentMeshError(ErrorCode.NotFound, 'the transcript is not stored yet', {
+    retryable: true,
+  });
   return retry(
     async () => {
       const transcript = await read();
