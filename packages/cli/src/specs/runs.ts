@@ -80,5 +80,5 @@ export const runsSpec: CommandSpec = {
     ...TRIGGER_FLAGS,
     ...FORK_FLAGS,
   },
-  verbs: ['list', 'show', 'cancel', 'trigger', 'fork', ...HITL_VERBS],
+  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS, 'fork'],
 };
