@@ -165,6 +165,9 @@ describe('agentmesh runs fork over NATS', () => {
     ]);
     const human = await cli(['runs', 'show', 'rf-orig']);
     expect(human.stdout).toMatch(new RegExp(`forks:\\n  rf-f1  after seq ${seq}  done`));
+    expect(human.stdout).toContain(
+      `fork points (agentmesh runs fork rf-orig --at SEQ): 2 (start), ${seq} (after turn 1)`,
+    );
     const fork = await cli(['runs', 'show', 'rf-f1']);
     expect(fork.stdout).toContain(`forked from rf-orig after seq ${seq}`);
   }, 120_000);

@@ -78,7 +78,7 @@ export {
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
 export { listRuns, listForks, showRun, cancelRun, type RunDetails, type RunFork } from './infra/run-admin.js';
-export { ForkRefusal, forkState } from './forks/index.js';
+export { ForkRefusal, forkPoints, forkState } from './forks/index.js';
 export type { ForkStart } from './model/fork.js';
 export {
   ApprovalStore,

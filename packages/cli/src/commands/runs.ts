@@ -1,4 +1,4 @@
-import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
+import { cancelRun, forkPoints, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
 import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
@@ -101,10 +101,16 @@ async function showVerb(ctx: CommandContext, bus: Backend, id: string): Promise<
       `forks:\n${details.forks.map((f) => `  ${f.run_id}  after seq ${f.seq}  ${f.status ?? f.state}  ${f.accepted_at}`).join('\n')}\n`,
     );
   const t = details.transcript;
-  if (t)
+  if (t) {
     out.write(
       `transcript: ${t.messages.length} messages, ${t.events.length} events, status ${t.status ?? '?'}\n`,
     );
+    const points = forkPoints(details.events.length > 0 ? details.events : t.events);
+    if (points.length > 0)
+      out.write(
+        `fork points (agentmesh runs fork ${id} --at SEQ): ${points.map((p) => `${p.seq} (${p.after_turn === 0 ? 'start' : `after turn ${p.after_turn}`})`).join(', ')}\n`,
+      );
+  }
   return 0;
 }
 

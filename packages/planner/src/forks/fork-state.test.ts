@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isAgentMeshError, type RunEvent, type RunEventBody } from '@agentmesh/protocol';
 import type { ChatMessage } from '../model/chat.js';
-import { forkState } from './fork-state.js';
+import { forkPoints, forkState } from './fork-state.js';
 
 const usage = { input_tokens: 1, output_tokens: 1 };
 
@@ -109,6 +109,18 @@ describe('forkState: the conversation after an event', () => {
     state.messages.push({ role: 'user', content: 'more' });
     (state.messages[2] as { content: string }).content = 'changed';
     expect(messages[2]).toEqual({ role: 'user', content: 'add things' });
+  });
+});
+
+describe('forkPoints', () => {
+  it('names the start and the end of each turn whose calls all finished, each a seq forkState takes', () => {
+    const points = forkPoints(events);
+    expect(points).toEqual([
+      { after_turn: 0, seq: 2 },
+      { after_turn: 1, seq: 8 },
+      { after_turn: 3, seq: 14 },
+    ]);
+    for (const p of points) expect(() => forkState(original, p.seq)).not.toThrow();
   });
 });
 

@@ -138,6 +138,21 @@ function cutIndex(
   return start + taken;
 }
 
+/**
+ * Where a run can be forked for sure: before its first model turn (`after_turn: 0`) and after each model turn whose
+ * tool calls all finished, at the seq of the turn's last result. Other seqs between turns may work too.
+ */
+export function forkPoints(events: readonly RunEvent[]): { after_turn: number; seq: number }[] {
+  const sorted = [...events].sort((a, b) => a.seq - b.seq);
+  const turns = turnsOf(sorted);
+  const start = (turns[0]?.request ?? (sorted.at(-1)?.seq ?? 0) + 1) - 1;
+  const points = start >= 1 ? [{ after_turn: 0, seq: start }] : [];
+  for (const t of turns)
+    if (t.redoneAt === undefined && t.response && t.response.tool_calls.length > 0 && t.done !== undefined)
+      points.push({ after_turn: t.iteration, seq: t.done });
+  return points;
+}
+
 /** Deferred tools found and surfaced by searches, artifacts seen and tools succeeded, up to `seq`. */
 function toolState(events: readonly RunEvent[], seq: number): Omit<ForkStart, 'from' | 'messages'> {
   const found = new Set<string>();

@@ -92,6 +92,30 @@ describe('a fork started in process (Planner.execute with fork)', () => {
     ]);
   });
 
+  it("forks a fork: the conversation is the original prefix, then the first fork's own turn", async () => {
+    const first = (await readTranscript(bus, 'fork-3'))!;
+    const seq = first.events.find((e) => e.type === 'tool.completed')!.seq;
+    const request = await forkRequest(bus, {
+      runId: 'fork-3',
+      seq,
+      id: 'fork-of-fork',
+      script: [{ text: 'again' }],
+    });
+    const again = await execute(request);
+    expect(again.final).toMatchObject({ status: 'done', text: 'again' });
+    const messages = (await readTranscript(bus, 'fork-of-fork'))!.messages;
+    expect(messages.slice(0, 5)).toEqual(first.messages.slice(0, 5));
+    expect(messages.map((m) => m.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+      'tool',
+      'assistant',
+    ]);
+    expect(messages[4]).toMatchObject({ role: 'tool', content: '30' });
+  });
+
   it("refuses another tenant's run as not_found, with the message of a run that does not exist", async () => {
     const seq = 4;
     const other = await execute({

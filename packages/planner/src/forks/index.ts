@@ -13,7 +13,7 @@ import type { ForkStart } from '../model/fork.js';
 import { forkState } from './fork-state.js';
 import { settledTranscript } from '../infra/transcripts.js';
 
-export { ForkRefusal, forkState } from './fork-state.js';
+export { ForkRefusal, forkPoints, forkState } from './fork-state.js';
 
 /** Where a planner reads the runs it forks: the transcript store and the event log. */
 export interface ForkSources {
