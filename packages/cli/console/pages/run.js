@@ -42,8 +42,8 @@ function describe(e) {
 function forkForm(runId, note) {
   let seq;
   const at = h('span', { class: 'muted' });
-  const provider = h('input', { name: 'provider', placeholder: "provider (as the original)" });
-  const model = h('input', { name: 'model', placeholder: "model (as the original)" });
+  const provider = h('input', { name: 'provider', placeholder: 'provider (as the original)' });
+  const model = h('input', { name: 'model', placeholder: 'model (as the original)' });
   const form = h(
     'form',
     { class: 'fork-form', hidden: true },
