@@ -7,7 +7,6 @@ import { createHumanRenderer } from '../render.js';
 import { isHitlVerb, runsHitlCommand } from './runs-hitl.js';
 import { runsSpec } from '../specs/runs.js';
 import { daemonLabels, runsTrigger } from './runs-trigger.js';
-import { runsFork } from './runs-fork.js';
 
 const usageError = (message: string) => usage(runsSpec, message);
 
@@ -24,6 +23,8 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
   if (verb === 'fork') {
     if (id === undefined) throw usageError('runs fork needs a run id: agentmesh runs fork RUN_ID --at SEQ');
     if (extra.length > 0) throw usageError(`unexpected argument "${extra[0]}"`);
+    // loaded on use: an embedded fork brings the whole mesh (catalog, workers), which the other verbs never need
+    const { runsFork } = await import('./runs-fork.js');
     return runsFork(ctx, runsSpec, id);
   }
   if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
