@@ -37,7 +37,7 @@ export const PLANNER_LAYERS = [
   { name: 'infra', paths: ['infra/'] },
   {
     name: 'feature',
-    paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'budgets/'],
+    paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'budgets/', 'forks/'],
     isolated: true,
   },
   { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'index.ts'] },

@@ -61,7 +61,7 @@ export {
   type RunTranscript,
   type RunRecord,
 } from './infra/transcripts.js';
-export { submitRun, followRun, type SubmitResult } from './infra/run-client.js';
+export { submitRun, followRun, forkRequest, type ForkChoice, type SubmitResult } from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -77,7 +77,9 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export { listRuns, showRun, cancelRun, type RunDetails } from './infra/run-admin.js';
+export { listRuns, listForks, showRun, cancelRun, type RunDetails, type RunFork } from './infra/run-admin.js';
+export { ForkRefusal, forkPoints, forkState } from './forks/index.js';
+export type { ForkStart } from './model/fork.js';
 export {
   ApprovalStore,
   approvalIdFor,

@@ -179,6 +179,10 @@ export class Planner {
         idleDaemons: this.idleDaemons,
         sessions: () => this.sessionStore(),
         quotas,
+        forks: {
+          transcripts: () => this.infra.transcripts(),
+          events: (runId) => this.infra.readRunEvents(runId),
+        },
       }),
     });
     this.intake = new RunIntake({

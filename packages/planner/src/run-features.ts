@@ -3,6 +3,7 @@ import { AGENT_TOOL_SPECS, offeredAgentTools } from './agents/agent-tools.js';
 import { agentTools } from './agents/planner-tools.js';
 import { approvalPolicy } from './approval-policy.js';
 import type { TenantQuotas } from './budgets/index.js';
+import { loadForkStart, type ForkSources } from './forks/index.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from './daemon/index.js';
 import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';
@@ -30,6 +31,8 @@ export interface FeatureDeps {
   sessions?: (() => Promise<SessionStore>) | undefined;
   /** Tenants' daily budgets (fleets with `tenants:` configured). */
   quotas?: TenantQuotas | undefined;
+  /** Where forks read the runs they start from. */
+  forks: ForkSources;
 }
 
 /**
@@ -60,6 +63,7 @@ export function runFeatures(deps: FeatureDeps): RunFeatures<RunContext> {
         ...(deps.idleDaemons ? { idle: deps.idleDaemons } : {}),
         ...(defaults.sessions?.max_tokens ? { compactTokens: defaults.sessions.max_tokens } : {}),
       }),
+    fork: (request) => loadForkStart(deps.forks, request),
     session: (request, target, signal) => joinRequestedSession(deps.sessions, request, target, signal),
   };
 }

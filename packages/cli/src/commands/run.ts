@@ -115,12 +115,28 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
   const mode = ctx.natsUrl === undefined ? 'embedded' : 'nats';
   checkModeFlags(runSpec, ctx.args, mode);
   const request = buildRunRequest(ctx, await readTask(ctx));
+  const out = runOutput(ctx, 'run');
+  const final =
+    mode === 'embedded'
+      ? await runEmbedded(ctx, request, out.render, explicitDataDir(ctx))
+      : await runOverNats(ctx, request, out);
+  return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
+}
+
+/** `--data-dir` or AGENTMESH_DATA_DIR when given: embedded runs then keep their records and transcripts there. */
+function explicitDataDir(ctx: CommandContext): string | undefined {
+  const given = stringFlag(ctx.args, 'data-dir', 'AGENTMESH_DATA_DIR');
+  return given === undefined ? undefined : embeddedDataDir({ dataDir: given });
+}
+
+/** How a command that follows a run prints it: events as JSON lines or human lines, warnings once on stderr. */
+export function runOutput(ctx: CommandContext, command: string): NatsRunOutput {
   const json = ctx.args.values['json'] === true;
   const warned = new Set<string>();
   const warn = (code: string, message: string) => {
     if (warned.has(code)) return;
     warned.add(code);
-    ctx.io.stderr.write(`agentmesh run: warning: ${message}\n`);
+    ctx.io.stderr.write(`agentmesh ${command}: warning: ${message}\n`);
   };
   const human = createHumanRenderer(ctx.io.stdout, {
     color: Boolean(ctx.io.stdout.isTTY) && !process.env['NO_COLOR'],
@@ -131,11 +147,7 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
     if (json) ctx.io.stdout.write(`${JSON.stringify(e)}\n`);
     else if (!warning) human(e);
   };
-  const final =
-    mode === 'embedded'
-      ? await runEmbedded(ctx, request, render)
-      : await runOverNats(ctx, request, { render, warn });
-  return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
+  return { render, warn };
 }
 
 /** Resolves `--tools` entries against the embedded tools; entries naming the planner's agent.* tools pass as is. */
@@ -151,10 +163,15 @@ export function scopeTools(
   return [...agent, ...rest.flatMap((entry) => known.packs?.[entry] ?? [entry])];
 }
 
-async function runEmbedded(
+/**
+ * Runs a request on an embedded mesh in this process. With `dataDir` (or a session, which defaults it) run records,
+ * run transcripts and sessions are kept as files there.
+ */
+export async function runEmbedded(
   ctx: CommandContext,
   request: RunRequestInput,
   render: (e: RunEvent) => void,
+  dataDir?: string,
 ): Promise<RunEvent> {
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   checkProviderConfig(plannerOptions(ctx.config, baseUrl).providers, request);
@@ -169,14 +186,16 @@ async function runEmbedded(
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     baseUrl,
     io: ctx.io,
-    // sessions and tenants' budgets outlive the process in the data dir
-    ...(request.session === undefined && ctx.config.tenants === undefined
+    // sessions, run records (forks) and tenants' budgets outlive the process in the data dir
+    ...(dataDir === undefined && request.session === undefined && ctx.config.tenants === undefined
       ? {}
       : {
-          dataDir: embeddedDataDir({
-            dataDir: stringFlag(ctx.args, 'data-dir'),
-            workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
-          }),
+          dataDir:
+            dataDir ??
+            embeddedDataDir({
+              dataDir: stringFlag(ctx.args, 'data-dir'),
+              workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+            }),
         }),
     askBeforeWrites: interactive,
     denyWrites: !yes && !interactive,
@@ -205,12 +224,12 @@ async function runEmbedded(
   }
 }
 
-interface NatsRunOutput {
+export interface NatsRunOutput {
   render: (e: RunEvent) => void;
   warn: (code: string, message: string) => void;
 }
 
-async function runOverNats(
+export async function runOverNats(
   ctx: CommandContext,
   input: RunRequestInput,
   out: NatsRunOutput,

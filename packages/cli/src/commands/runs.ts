@@ -1,4 +1,4 @@
-import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
+import { cancelRun, forkPoints, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
 import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
@@ -19,6 +19,13 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
     } finally {
       await bus.close();
     }
+  }
+  if (verb === 'fork') {
+    if (id === undefined) throw usageError('runs fork needs a run id: agentmesh runs fork RUN_ID --at SEQ');
+    if (extra.length > 0) throw usageError(`unexpected argument "${extra[0]}"`);
+    // loaded on use: an embedded fork brings the whole mesh (catalog, workers), which the other verbs never need
+    const { runsFork } = await import('./runs-fork.js');
+    return runsFork(ctx, runsSpec, id);
   }
   if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
     throw usageError(
@@ -88,11 +95,23 @@ async function showVerb(ctx: CommandContext, bus: Backend, id: string): Promise<
   const render = createHumanRenderer(out);
   for (const event of details.events) render(event);
   if (tree.children.length > 0) out.write(`tree:\n${formatRunTree(tree).join('\n')}\n`);
+  const origin = r?.forked_from;
+  if (origin) out.write(`forked from ${origin.run_id} after seq ${origin.seq}\n`);
+  if (details.forks.length > 0)
+    out.write(
+      `forks:\n${details.forks.map((f) => `  ${f.run_id}  after seq ${f.seq}  ${f.status ?? f.state}  ${f.accepted_at}`).join('\n')}\n`,
+    );
   const t = details.transcript;
-  if (t)
+  if (t) {
     out.write(
       `transcript: ${t.messages.length} messages, ${t.events.length} events, status ${t.status ?? '?'}\n`,
     );
+    const points = forkPoints(details.events.length > 0 ? details.events : t.events);
+    if (points.length > 0)
+      out.write(
+        `fork points (agentmesh runs fork ${id} --at SEQ): ${points.map((p) => `${p.seq} (${p.after_turn === 0 ? 'start' : `after turn ${p.after_turn}`})`).join(', ')}\n`,
+      );
+  }
   return 0;
 }
 

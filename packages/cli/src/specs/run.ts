@@ -85,7 +85,7 @@ export const runSpec: CommandSpec = {
       type: 'string',
       value: 'DIR',
       description:
-        'where embedded runs keep sessions (DIR/sessions/; default .agentmesh in the workspace or the current folder)',
+        'where embedded runs keep sessions (DIR/sessions/; default .agentmesh in the workspace or the current folder); when given, also run records and transcripts (DIR/runs/) for agentmesh runs fork',
       env: 'AGENTMESH_DATA_DIR',
       only: EMBEDDED_ONLY('embedded runs; over NATS sessions live in JetStream'),
     },

@@ -6,6 +6,37 @@ export const TRIGGER_FLAGS: Record<string, FlagSpec> = {
   data: { type: 'string', value: 'JSON', description: 'trigger: a JSON object merged into the trigger' },
 };
 
+/** The flags `runs fork` adds to `runs`. */
+export const FORK_FLAGS: Record<string, FlagSpec> = {
+  at: {
+    type: 'string',
+    value: 'SEQ',
+    description: 'fork: the seq of the event the fork starts after (required)',
+  },
+  model: {
+    type: 'string',
+    value: 'MODEL',
+    description: "fork: the model that takes over (default the original's)",
+  },
+  provider: {
+    type: 'string',
+    value: 'NAME',
+    description: "fork: the provider that takes over (drops the original's model and script)",
+  },
+  script: {
+    type: 'string',
+    value: 'FILE',
+    description: 'fork: scripted turns for the fork (makes it scripted)',
+  },
+  id: { type: 'string', value: 'ID', description: 'fork: the new run id (default fork-XXXXXXXX)' },
+  'data-dir': {
+    type: 'string',
+    value: 'DIR',
+    description: 'fork without --nats: the data dir the original embedded run kept its transcript in',
+    env: 'AGENTMESH_DATA_DIR',
+  },
+};
+
 /** The verbs of `agentmesh runs` that talk to a run waiting for a human. */
 export const HITL_VERBS = ['pending', 'approve', 'deny', 'input', 'pause', 'resume'] as const;
 
@@ -17,10 +48,12 @@ export const runsSpec: CommandSpec = {
     'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
     'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
     'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID | ' +
-    'agentmesh runs trigger ID --kind K [--data JSON]',
+    'agentmesh runs trigger ID --kind K [--data JSON] | ' +
+    'agentmesh runs fork RUN_ID --at SEQ [--model M] [--provider P] [--script FILE] [--id NEW_ID] [--json]',
   summary:
     'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
-    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, or pauses and resumes it between turns.',
+    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, pauses and resumes it between turns, ' +
+    'or forks a finished run after one of its events with another model (over NATS, or embedded from the data dir).',
   flags: {
     ...CONNECTION_FLAGS,
     state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },
@@ -45,6 +78,7 @@ export const runsSpec: CommandSpec = {
     },
     json: { type: 'boolean', description: 'print JSON' },
     ...TRIGGER_FLAGS,
+    ...FORK_FLAGS,
   },
-  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS],
+  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS, 'fork'],
 };

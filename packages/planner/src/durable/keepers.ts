@@ -38,7 +38,7 @@ export async function claimRecord(
     planner_id: fields.plannerId,
     stream_seq: fields.streamSeq,
     accepted_at: resume?.started_at,
-    ...recordedParent(fields.request),
+    ...recordedOrigin(fields.request),
   });
   try {
     if (resume === undefined) await records.create(fields.runId, encodeJson(accepted));
@@ -84,6 +84,7 @@ export async function claimRecord(
         status,
         task: fields.request.task.slice(0, 200),
         parent: accepted.parent,
+        forked_from: accepted.forked_from,
       });
       await records.put(fields.runId, encodeJson(record));
     },
@@ -139,9 +140,14 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
   };
 }
 
-/** The `parent` of a child run's record (none for a top-level run). */
-export function recordedParent(request: RunRequest): Pick<RunRecord, 'parent'> {
-  return request.parent === undefined
-    ? {}
-    : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } };
+/** The `parent` of a child run's record and the `forked_from` of a fork's (none for a top-level run). */
+export function recordedOrigin(request: RunRequest): Pick<RunRecord, 'parent' | 'forked_from'> {
+  return {
+    ...(request.parent === undefined
+      ? {}
+      : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } }),
+    ...(request.fork === undefined
+      ? {}
+      : { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } }),
+  };
 }

@@ -9,7 +9,7 @@ import type { RunKeeper } from '../run/ports.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
 import type { PlannerInfra, Settlement } from '../infra/backend.js';
-import { leaseKeeper, recordedParent } from './keepers.js';
+import { leaseKeeper, recordedOrigin } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';
 
@@ -58,7 +58,7 @@ async function takeAndRun(
       accepted_at: new Date().toISOString(),
       stream_seq: streamSeq,
       task: request.task.slice(0, 200),
-      ...recordedParent(request),
+      ...recordedOrigin(request),
     };
     claim = await RunLease.acquire(deps.records, base, {
       plannerId: deps.plannerId,

@@ -24,6 +24,8 @@ export interface RunRecord {
   waiting?: RunWaiting;
   /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
   parent?: { run_id: string; call_id: string };
+  /** A forked run's origin, from its request: the run and the event it starts after (`runs show` lists forks). */
+  forked_from?: { run_id: string; seq: number };
 }
 
 const dec = new TextDecoder();

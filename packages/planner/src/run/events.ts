@@ -147,6 +147,7 @@ export function runAccepted(
     task: request.task,
     ...(choice ? { provider: choice.kind, model: choice.model } : {}),
     ...(request.identity ? { identity: request.identity } : {}),
+    ...(request.fork ? { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } } : {}),
   };
 }
 

@@ -20,6 +20,7 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { ForkStart } from '../model/fork.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { withContextWindow } from '../providers/context-window.js';
 
@@ -95,6 +96,8 @@ interface RunIo {
   choice?: ProviderChoice;
   snapshot?: RunSnapshot;
   session?: RunConversation;
+  /** Where a fork starts (read from the original run before it is accepted). */
+  fork?: ForkStart | undefined;
   /** Gives up the run's place in the setup lane (once its tools are loaded, or when it ends first). */
   leaveSetup: () => void;
 }
@@ -173,6 +176,7 @@ export class RunExecutor {
         request.system,
         this.config.defaults.system_prompt_override,
       );
+      if (io.keeper.resume?.snapshot === undefined) io.fork = await this.config.features.fork(request);
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
@@ -230,7 +234,7 @@ export class RunExecutor {
     const snapshot = (io.snapshot =
       resumed ??
       initialSnapshot(
-        { request, runId, plannerId: config.plannerId, choice, startedAt: io.startedAt },
+        { request, runId, plannerId: config.plannerId, choice, startedAt: io.startedAt, fork: io.fork },
         config.defaults,
         config.capabilities,
       ));
@@ -262,6 +266,8 @@ export class RunExecutor {
       signal: run.controller.signal,
       stopReason: () => run.stop,
     });
+    ctx.exposure.promote(io.fork?.found ?? []);
+    ctx.exposure.surface(io.fork?.surfaced ?? []);
     await this.joinSession(io, ctx, resumed === undefined);
     ctx.skills = config.features.skills(
       request,

@@ -9,6 +9,7 @@ import type {
 } from '@agentmesh/protocol';
 import type { ChatMessage } from '../model/chat.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { ForkStart } from '../model/fork.js';
 import type { RunTranscript } from '../model/transcript.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CallResult } from './calls.js';
@@ -181,6 +182,8 @@ export interface RunFeatures<Ctx> {
   daemon(request: RunRequest, snapshot: RunSnapshot): Promise<RunDaemon<Ctx> | undefined>;
   /** The daily budget of the request's tenant; undefined when no `tenants:` are configured. */
   quota?(request: RunRequest): RunQuota | undefined;
+  /** Where a fork (`request.fork`) starts: the original run's state after the seq; undefined for another run. */
+  fork(request: RunRequest): Promise<ForkStart | undefined>;
   /** The session the request continues, once held (it waits for another run of it); undefined for none. */
   session(
     request: RunRequest,

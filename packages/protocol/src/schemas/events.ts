@@ -29,6 +29,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     provider: z.string().optional(),
     model: z.string().optional(),
     identity: IdentitySchema.optional(),
+    /** Set on a forked run: the run and the event it starts after. */
+    forked_from: z.object({ run_id: z.string(), seq: z.number().int() }).optional(),
   }),
   z.object({
     type: z.literal('run.started'),

@@ -68,6 +68,18 @@ export const WatchGlobSchema = z
   )
   .refine((g) => !g.split('/').includes('..'), 'a watch path may not leave the workspace ("..")');
 
+/**
+ * Where a forked run starts: after event `seq` of run `run_id` (same tenant). The fork's conversation is the
+ * original's up to that event; see docs/forks.md for where forking is allowed.
+ */
+export const ForkRefSchema = z
+  .object({
+    run_id: RunIdSchema,
+    seq: z.number().int().min(1, 'fork.seq must be an event seq (1 or more)'),
+  })
+  .strict();
+export type ForkRef = z.infer<typeof ForkRefSchema>;
+
 export const RunRequestSchema = z
   .object({
     id: RunIdSchema.optional(),
@@ -104,6 +116,8 @@ export const RunRequestSchema = z
       })
       .strict()
       .optional(),
+    /** Start from the state of another run after one of its events, instead of from the task alone. */
+    fork: ForkRefSchema.optional(),
     /** Skills to activate from the first turn; `[]` turns skill matching off for this run. */
     skills: z.array(z.string().min(1).max(128)).max(64).optional(),
     /** A daemon: a text-only turn does not end the run, it idles until a trigger, an input or the timer wakes it. */
