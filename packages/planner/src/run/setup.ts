@@ -1,6 +1,7 @@
 import {
   RunLimitsSchema,
   type RunLimits,
+  type Guardrails,
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
@@ -93,6 +94,8 @@ export interface PlannerDefaults {
   skills?: Skill[];
   /** How skills are matched each turn (default metadata, top_n 1, sticky). */
   skill_match?: SkillMatchInput;
+  /** `guardrails:` in agentmesh.yaml (validated by GuardrailsSchema); a run request can only add rules. */
+  guardrails?: Guardrails;
 }
 
 /** The configured limits (schema defaults filled in), parsed once per planner defaults. */
