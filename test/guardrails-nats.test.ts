@@ -5,7 +5,13 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NatsBus, RunEvent } from '@agentmesh/protocol';
-import { SessionStore, openSessionStores, readRunEvents, readTranscript, submitRun } from '@agentmesh/planner';
+import {
+  SessionStore,
+  openSessionStores,
+  readRunEvents,
+  readTranscript,
+  submitRun,
+} from '@agentmesh/planner';
 import { pieces, type FakeLlmServer } from './fixtures/llm/common.js';
 import { startOpenAiServer } from './fixtures/llm/openai-server.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
@@ -27,7 +33,9 @@ beforeAll(async () => {
   await fleet.planner('grd-a', {
     providers: { openaiApiKey: 'sk', openaiBaseUrl: server.url, maxRetries: 0, stream: true, env: {} },
     defaults: {
-      guardrails: { output: [{ name: 'no-secrets', type: 'regex', pattern: 'SECRET_[0-9]+', action: 'redact' }] },
+      guardrails: {
+        output: [{ name: 'no-secrets', type: 'regex', pattern: 'SECRET_[0-9]+', action: 'redact' }],
+      },
     },
   });
 });

@@ -67,8 +67,16 @@ guardrails:
   });
 
   it.each([
-    ['an unsafe regex', 'guardrails: { output: [{ name: a, pattern: "(a+)+$", action: redact }] }', /guardrails\.output\.0\.pattern.*nested quantifiers/],
-    ['an unknown action', 'guardrails: { output: [{ name: a, pattern: "x", action: warn }] }', /guardrails\.output\.0\.action/],
+    [
+      'an unsafe regex',
+      'guardrails: { output: [{ name: a, pattern: "(a+)+$", action: redact }] }',
+      /guardrails\.output\.0\.pattern.*nested quantifiers/,
+    ],
+    [
+      'an unknown action',
+      'guardrails: { output: [{ name: a, pattern: "x", action: warn }] }',
+      /guardrails\.output\.0\.action/,
+    ],
     ['an unknown stage', 'guardrails: { reasoning: [] }', /guardrails.*reasoning/],
   ])('refuses a guardrail with %s, naming the key', (_what, text, pattern) => {
     expect(() => loadConfig(file(`${text}\n`))).toThrow(pattern);

@@ -32,7 +32,9 @@ describe('guardrail rules are checked when they are loaded', () => {
     expect(problems({ output: [{ name: 'x', pattern: 'a', flags: 'g', action: 'block' }] })).toMatch(
       /output\.0\.flags/,
     );
-    expect(problems({ output: [{ name: 'x', pattern: 'a*', action: 'block' }] })).toMatch(/matches the empty text/);
+    expect(problems({ output: [{ name: 'x', pattern: 'a*', action: 'block' }] })).toMatch(
+      /matches the empty text/,
+    );
   });
 
   it('refuses model fields on a regex rule, a pattern on a model rule, and names used twice', () => {
@@ -77,9 +79,14 @@ describe('a request can only add rules', () => {
   });
 
   it('refuses a request rule that reuses a configured name (it cannot replace or weaken it)', () => {
-    const weaker = GuardrailsSchema.parse({ output: [{ name: 'no-secrets', pattern: 'nothing', action: 'redact' }] });
+    const weaker = GuardrailsSchema.parse({
+      output: [{ name: 'no-secrets', pattern: 'nothing', action: 'redact' }],
+    });
     expect(() => mergeGuardrails(configured, weaker)).toThrow(
-      expect.objectContaining({ code: ErrorCode.InvalidRequest, message: expect.stringMatching(/guardrails\.output\[0\]\.name/) }),
+      expect.objectContaining({
+        code: ErrorCode.InvalidRequest,
+        message: expect.stringMatching(/guardrails\.output\[0\]\.name/),
+      }),
     );
   });
 });
@@ -87,7 +94,9 @@ describe('a request can only add rules', () => {
 describe('matching', () => {
   const set = compileGuardrails(
     GuardrailsSchema.parse({
-      input: [{ name: 'no-injection', pattern: 'ignore (all )?previous instructions', flags: 'i', action: 'block' }],
+      input: [
+        { name: 'no-injection', pattern: 'ignore (all )?previous instructions', flags: 'i', action: 'block' },
+      ],
       tools: [{ name: 'no-force-push', tool: 'git.*', args_pattern: '--force', action: 'block' }],
     }),
   );

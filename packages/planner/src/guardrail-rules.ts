@@ -64,7 +64,10 @@ export interface Tripped {
  * The rules of a run: the configured ones first, then the request's, which can only add. A request rule that reuses
  * a configured rule's name is refused (`invalid_request` naming it), so it cannot shadow or replace one.
  */
-export function mergeGuardrails(configured: Guardrails | undefined, requested: Guardrails | undefined): Guardrails {
+export function mergeGuardrails(
+  configured: Guardrails | undefined,
+  requested: Guardrails | undefined,
+): Guardrails {
   const merged: Guardrails = {};
   for (const stage of ['input', 'output', 'tools'] as const) {
     const own = configured?.[stage] ?? [];

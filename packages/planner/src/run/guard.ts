@@ -61,7 +61,12 @@ export async function guardInputs(ctx: RunContext): Promise<PendingJudgement> {
     if (rule) throw trip(ctx, rule.name, 'input');
   }
   const judges = guard.set.judges.filter((j) => j.stage === 'input');
-  await judgeAll(ctx, judges.filter((j) => j.blocking), texts.join('\n\n'), ctx.signal);
+  await judgeAll(
+    ctx,
+    judges.filter((j) => j.blocking),
+    texts.join('\n\n'),
+    ctx.signal,
+  );
   const parallel = judges.filter((j) => !j.blocking);
   state.guard_checked = state.messages.length;
   if (parallel.length === 0) return undefined;
@@ -183,6 +188,12 @@ export class TurnGuard {
 
   private noteRedactions(redactor: StreamRedactor): void {
     for (const { rule, count } of redactor.counts.values())
-      this.ctx.sink.emit({ type: 'guardrail.tripped', rule: rule.name, stage: 'output', action: 'redact', count });
+      this.ctx.sink.emit({
+        type: 'guardrail.tripped',
+        rule: rule.name,
+        stage: 'output',
+        action: 'redact',
+        count,
+      });
   }
 }

@@ -43,7 +43,8 @@ type Issue = z.core.$RefinementCtx;
 function checkPattern(pattern: string, flags: string | undefined, key: string, ctx: Issue): void {
   try {
     const re = compileSafeRegex(pattern, { field: key, ...(flags === undefined ? {} : { flags }) });
-    if (re.test('')) ctx.addIssue({ code: 'custom', path: [key], message: 'the pattern matches the empty text' });
+    if (re.test(''))
+      ctx.addIssue({ code: 'custom', path: [key], message: 'the pattern matches the empty text' });
   } catch (error) {
     if (!(error instanceof AgentMeshError)) throw error;
     ctx.addIssue({ code: 'custom', path: [key], message: error.message });
@@ -69,7 +70,10 @@ function textRule<const A extends readonly [string, ...string[]]>(actions: A, st
         if (rule.pattern !== undefined) issue('pattern', 'a model rule has no pattern: its judge decides');
         if (rule.action !== 'block') issue('action', 'a model rule can only block');
         if (rule.blocking !== undefined && stage === 'output')
-          issue('blocking', 'blocking applies to input rules: an output judge always sees the whole turn first');
+          issue(
+            'blocking',
+            'blocking applies to input rules: an output judge always sees the whole turn first',
+          );
         return;
       }
       for (const key of ['provider', 'model', 'base_url', 'prompt', 'script', 'blocking'] as const)
