@@ -153,6 +153,7 @@ describe('output rules', () => {
       i === 0
         ? {
             text: 'token SECRET_4711 here',
+            reasoning: 'I recall SECRET_4711 from before',
             tool_calls: [{ id: 'c1', name: 'math__calc', arguments: { lhs: 1, rhs: 2, op: 'add' } }],
           }
         : { text: 'done' },
@@ -161,6 +162,12 @@ describe('output rules', () => {
     const { final, events } = await run({ task: 't', provider: 'openai', model: 'gpt-4o-mini' });
     expect(final).toMatchObject({ status: 'done' });
     expect(published(events)).not.toContain('4711');
+    expect(
+      ofType(events, 'llm.delta')
+        .filter((d) => d.kind === 'reasoning')
+        .map((d) => d.text)
+        .join(''),
+    ).toBe('I recall [redacted:no-secrets] from before');
     const second = JSON.stringify(s.requests[1]?.['messages']);
     expect(second).toContain('token [redacted:no-secrets] here');
     expect(second).not.toContain('4711');
@@ -297,6 +304,43 @@ describe('model rules (a judge model)', () => {
         .join(''),
     ).toBe('hello there, friend');
     expect(judgeRequests(s)).toHaveLength(1);
+  });
+
+  it('a scripted judge (the rule carries its answers) works without a key', async () => {
+    const { run } = start({
+      defaults: {
+        guardrails: {
+          input: [
+            {
+              name: 'scripted-judge',
+              type: 'model',
+              provider: 'scripted',
+              script: [{ text: 'BLOCK: not today' }],
+              blocking: true,
+              action: 'block',
+            },
+          ],
+        },
+      },
+    });
+    const { final, events } = await run({ task: 'hello', script: [{ text: 'never' }] });
+    expect(final.type === 'run.completed' && final.reason).toMatch(
+      /"scripted-judge" \(input\) stopped the run: not today/,
+    );
+    expect(ofType(events, 'llm.request')).toHaveLength(0);
+  });
+
+  it('a judge that fails trips the rule (guardrails fail closed)', async () => {
+    const s = await openAi(
+      () => ({ text: 'never asked' }),
+      () => ({ status: 500, error: 'judge down' }),
+    );
+    const { run } = start({ ...providers(s.url), ...judged(true) });
+    const { final } = await run({ task: 'hello', provider: 'openai', model: 'gpt-4o-mini' });
+    expect(final.type === 'run.completed' && final.reason).toMatch(
+      /guardrail "judge" \(input\) stopped the run: the judge failed/,
+    );
+    expect(s.requests).toHaveLength(1);
   });
 
   it('an output judge sees the redacted text of the turn, and a BLOCK publishes none of it', async () => {
