@@ -293,17 +293,16 @@ describe('model rules (a judge model)', () => {
   it('beside the turn: the streamed text is held until the judge allows, then published whole', async () => {
     const s = await openAi(
       () => ({ text: 'hello there, friend' }),
-      () => ({ text: 'ALLOW', delayMs: 300 }),
+      () => ({ text: 'ALLOW', delayMs: 400 }),
     );
     const { run } = start({ ...providers(s.url), ...judged(false) });
     const { final, events } = await run({ task: 'hello', provider: 'openai', model: 'gpt-4o-mini' });
     expect(final).toMatchObject({ status: 'done', text: 'hello there, friend' });
-    expect(
-      ofType(events, 'llm.delta')
-        .map((d) => d.text)
-        .join(''),
-    ).toBe('hello there, friend');
-    expect(judgeRequests(s)).toHaveLength(1);
+    const deltas = ofType(events, 'llm.delta');
+    expect(deltas.map((d) => d.text).join('')).toBe('hello there, friend');
+    const judgeAt = s.arrivals[s.requests.findIndex((b) => judgeRequests(s).includes(b))]!;
+    // the judge answers 400 ms after its request arrived: no delta may be published before that
+    expect(Date.parse(deltas[0]!.ts)).toBeGreaterThanOrEqual(judgeAt + 390);
   });
 
   it('a scripted judge (the rule carries its answers) works without a key', async () => {
