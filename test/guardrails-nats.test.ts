@@ -4,7 +4,8 @@
  * transcript, and not in the session the run continues.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { NatsBus, RunEvent } from '@agentmesh/protocol';
+import { silentLogger, type NatsBus, type RunEvent } from '@agentmesh/protocol';
+import { NatsRunSource, startGateway, type Gateway } from '@agentmesh/cli';
 import {
   SessionStore,
   openSessionStores,
@@ -22,6 +23,8 @@ let fleet: NatsFleet;
 let prefix: string;
 let client: NatsBus;
 let server: FakeLlmServer;
+let gateway: Gateway;
+const KEY = 'g'.repeat(40);
 /** What the model answers: the fake server streams it in three pieces, the secret cut across the last two. */
 const ANSWER = 'Hello, your key: SECRET_42';
 
@@ -30,6 +33,15 @@ beforeAll(async () => {
   ({ prefix, client } = fleet);
   server = await startOpenAiServer(() => ({ text: ANSWER }));
   fleet.onStop(() => server.close());
+  gateway = await startGateway({
+    bus: client,
+    prefix,
+    source: new NatsRunSource(client, prefix),
+    logger: silentLogger(),
+    keys: new Map([[KEY, 'default']]),
+    port: 0,
+  });
+  fleet.onStop(() => gateway.close());
   await fleet.planner('grd-a', {
     providers: { openaiApiKey: 'sk', openaiBaseUrl: server.url, maxRetries: 0, stream: true, env: {} },
     defaults: {
@@ -47,6 +59,15 @@ async function runToEnd(request: Record<string, unknown>): Promise<RunEvent[]> {
   await submitRun(client, request as never, { prefix });
   await waitForRunEnd(client, runId, { prefix });
   return readRunEvents(client, runId, { prefix });
+}
+
+/** The whole SSE stream of a finished run from the gateway, in one format. */
+async function gatewayStream(runId: string, format: string): Promise<string> {
+  const res = await fetch(`${gateway.url}/v1/runs/${runId}/events?format=${format}`, {
+    headers: { authorization: `Bearer ${KEY}` },
+  });
+  expect(res.status).toBe(200);
+  return res.text();
 }
 
 describe('guardrails over NATS', () => {
@@ -82,5 +103,11 @@ describe('guardrails over NATS', () => {
     const session = await new SessionStore(blobs, meta).get('default', 'grd-chat');
     expect(session?.messages.map((m) => m.content)).toContain(redacted);
     expect(JSON.stringify(session)).not.toMatch(/SECRET_\d|ECRET_|_42/);
+
+    for (const format of ['agentmesh', 'ag-ui', 'ai-sdk']) {
+      const sse = await gatewayStream('grd-1', format);
+      expect(sse).toContain('[redacted:no-secrets]');
+      expect(sse).not.toMatch(/SECRET_\d|ECRET_|_42/);
+    }
   });
 });
