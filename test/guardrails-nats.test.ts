@@ -109,5 +109,6 @@ describe('guardrails over NATS', () => {
       expect(sse).toContain('[redacted:no-secrets]');
       expect(sse).not.toMatch(/SECRET_\d|ECRET_|_42/);
     }
+    expect(await gatewayStream('grd-1', 'ag-ui')).toContain('"name":"agentmesh.guardrail.tripped"');
   });
 });
