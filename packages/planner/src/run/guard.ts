@@ -46,36 +46,65 @@ export function markInputChecked(ctx: RunContext): void {
 /**
  * Checks the user messages added since the last turn (the task, inputs, a daemon's wakes) before any model sees
  * them: a matching regex rule or a blocking judge ends the run (`guardrail.tripped`, then `guardrail_tripwire`).
- * Judges that are not blocking are started and returned: the turn runs beside them.
+ * Judges that are not blocking are started and returned: the turn runs beside them, and the messages count as
+ * checked (in the checkpointed snapshot) only once they allow.
  */
 export async function guardInputs(ctx: RunContext): Promise<PendingJudgement> {
   const guard = ctx.env.guardrails;
   const { state } = ctx;
   if (guard === undefined || state.guard_checked === undefined) return undefined;
+  const upTo = state.messages.length;
   const texts = state.messages
     .slice(state.guard_checked)
     .flatMap((m) => (m.role === 'user' ? [m.content] : []));
-  if (texts.length === 0) return undefined;
   for (const text of texts) {
     const rule = inputMatch(guard.set, text);
     if (rule) throw trip(ctx, rule.name, 'input');
   }
-  const judges = guard.set.judges.filter((j) => j.stage === 'input');
-  await judgeAll(
+  const judges = texts.length === 0 ? [] : guard.set.judges.filter((j) => j.stage === 'input');
+  const joined = texts.join('\n\n');
+  await judged(
     ctx,
-    judges.filter((j) => j.blocking),
-    texts.join('\n\n'),
-    ctx.signal,
+    judgeAll(
+      ctx,
+      judges.filter((j) => j.blocking),
+      joined,
+      ctx.signal,
+    ),
   );
   const parallel = judges.filter((j) => !j.blocking);
-  state.guard_checked = state.messages.length;
-  if (parallel.length === 0) return undefined;
-  const judging = judgeAll(ctx, parallel, texts.join('\n\n'), ctx.signal);
-  judging.catch(() => undefined); // awaited by the turn; a run that ends before its turn drops the verdict
-  return { verdict: judging };
+  if (parallel.length === 0) {
+    state.guard_checked = upTo;
+    return undefined;
+  }
+  const verdict = judgeAll(ctx, parallel, joined, ctx.signal).then(() => {
+    state.guard_checked = upTo;
+  });
+  verdict.catch(() => undefined); // awaited by the turn; a run that ends before its turn drops it unpublished
+  return { verdict };
 }
 
-/** Asks each judge; the first that trips (or fails: a guardrail fails closed) ends the run. */
+/** A judge said BLOCK (or failed): nothing is published until whoever awaits the verdict calls {@link judged}. */
+class JudgeTripped extends Error {
+  constructor(
+    readonly rule: JudgeRule,
+    readonly why: string,
+  ) {
+    super(why);
+  }
+}
+
+/** Awaits judges; a trip is published (`guardrail.tripped`) and thrown as `guardrail_tripwire`. */
+export async function judged(ctx: RunContext, verdict: Promise<void>): Promise<void> {
+  try {
+    await verdict;
+  } catch (error) {
+    if (error instanceof JudgeTripped) throw trip(ctx, error.rule.name, error.rule.stage, error.why);
+    throw error;
+  }
+}
+
+/** Asks each judge; the first that trips (or fails: a guardrail fails closed) rejects with {@link JudgeTripped}. */
 async function judgeAll(
   ctx: RunContext,
   judges: readonly JudgeRule[],
@@ -93,7 +122,7 @@ async function judgeAll(
         if (signal.aborted) throw error;
         verdict = { trip: true, reason: `the judge failed (${toErrorPayload(error).message})` };
       }
-      if (verdict.trip) throw trip(ctx, rule.name, rule.stage, verdict.reason);
+      if (verdict.trip) throw new JudgeTripped(rule, verdict.reason);
     }),
   );
 }
@@ -156,7 +185,7 @@ export class TurnGuard {
   async judgeOutput(text: string): Promise<void> {
     const judges = this.guard.set.judges.filter((j) => j.stage === 'output');
     if (judges.length === 0 || text.trim() === '') return;
-    await judgeAll(this.ctx, judges, text, this.ctx.signal);
+    await judged(this.ctx, judgeAll(this.ctx, judges, text, this.ctx.signal));
   }
 
   /** The judges passed: what waited is published. */

@@ -3,7 +3,7 @@ import type { ChatMessage, ChatToolCall, ModelDelta, ModelTurn, TokenUsage } fro
 import type { RunSnapshot } from '../model/snapshot.js';
 import type { RunContext } from './context.js';
 import { notice } from './events.js';
-import { TurnGuard, trip, type PendingJudgement } from './guard.js';
+import { TurnGuard, judged, trip, type PendingJudgement } from './guard.js';
 
 /** Maps a provider alias (`fs__read_file`) back to the canonical name; meta-tools and canonical names pass as is. */
 export function canonicalName(name: string): string {
@@ -116,17 +116,21 @@ async function askModel(ctx: RunContext, pending: PendingJudgement, ask: Ask): P
   const cancel = new AbortController();
   const signal = AbortSignal.any([ctx.signal, cancel.signal]);
   const turnGuard = new TurnGuard(ctx, guard, publish, () => cancel.abort(), pending !== undefined);
-  const judged = pending?.verdict.catch((error: unknown) => {
+  const verdict = pending?.verdict.catch((error: unknown) => {
     cancel.abort();
     throw error;
   });
-  let turn: ModelTurn;
-  try {
-    [turn] = await Promise.all([ask(signal, (d) => turnGuard.delta(d.kind, d.text)), judged]);
-  } catch (error) {
-    if (turnGuard.blockedBy !== undefined) throw trip(ctx, turnGuard.blockedBy, 'output');
-    throw error;
-  }
+  // both settle: a tripping judge cancels the turn at once, a failing turn still waits for its judges' verdict
+  const [asked] = await Promise.all([
+    ask(signal, (d) => turnGuard.delta(d.kind, d.text)).then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    ),
+    verdict && judged(ctx, verdict),
+  ]);
+  if (turnGuard.blockedBy !== undefined) throw trip(ctx, turnGuard.blockedBy, 'output');
+  if (!asked.ok) throw asked.error;
+  const turn = asked.value;
   turn.text = turnGuard.end(turn.text);
   if (turnGuard.blockedBy !== undefined) throw trip(ctx, turnGuard.blockedBy, 'output');
   await turnGuard.judgeOutput(turn.text);
