@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, type RunEvent } from '@agentmesh/protocol';
 import { sendRunControl, type PlannerDefaults, type PlannerOptions } from '@agentmesh/planner';
+import { startAnthropicServer } from './fixtures/llm/anthropic-server.js';
 import { startOpenAiServer } from './fixtures/llm/openai-server.js';
 import type { FakeLlmServer, FakeReply, ReplySource } from './fixtures/llm/common.js';
 import { harness, ofType, type Harness } from './fixtures/llm/harness.js';
@@ -170,6 +171,34 @@ describe('output rules', () => {
         .join(''),
     ).toBe('I recall [redacted:no-secrets] from before');
     const second = JSON.stringify(s.requests[1]?.['messages']);
+    expect(second).toContain('token [redacted:no-secrets] here');
+    expect(second).not.toContain('4711');
+  });
+
+  it('provider-native blocks kept for the next request (Anthropic thinking turn) hold the redacted text too', async () => {
+    server = await startAnthropicServer((_body, i) =>
+      i === 0
+        ? {
+            reasoning: 'let me think',
+            text: 'token SECRET_4711 here',
+            tool_calls: [{ id: 'c1', name: 'math__calc', arguments: { lhs: 1, rhs: 2, op: 'add' } }],
+          }
+        : { text: 'done' },
+    );
+    const { run } = start({
+      providers: {
+        anthropicApiKey: 'sk-ant',
+        anthropicBaseUrl: server.url,
+        maxRetries: 0,
+        stream: true,
+        env: {},
+      },
+    });
+    const { final, events } = await run({ task: 't', provider: 'anthropic', model: 'claude-sonnet-4-6' });
+    expect(final).toMatchObject({ status: 'done' });
+    expect(published(events)).not.toContain('4711');
+    const second = JSON.stringify(server.requests[1]?.['messages']);
+    expect(second).toContain('let me think');
     expect(second).toContain('token [redacted:no-secrets] here');
     expect(second).not.toContain('4711');
   });

@@ -8,8 +8,12 @@ import {
   toolMatch,
   tripwireError,
   type JudgeRule,
+  type TextRule,
   type ToolRule,
 } from '../guardrail-rules.js';
+import type { ModelTurn } from '../providers/types.js';
+
+type NativeBlocks = NonNullable<ModelTurn['native']>;
 import { StreamRedactor, type RedactorStep } from '../stream-redactor.js';
 import type { RunContext } from './context.js';
 import type { RunGuardrails } from './ports.js';
@@ -132,6 +136,30 @@ export function trip(ctx: RunContext, rule: string, stage: 'input' | 'output', w
   ctx.sink.emit({ type: 'guardrail.tripped', rule, stage, action: 'block' });
   ctx.log.warn({ rule, stage, why }, 'guardrail tripped');
   return tripwireError(rule, stage, why);
+}
+
+/**
+ * The provider-native blocks of a turn (sent back verbatim on the next request, kept in the transcript) with their
+ * answer text redacted: Anthropic `text` blocks and OpenAI Responses `output_text` parts. Signed thinking blocks and
+ * encrypted reasoning stay as they are: the APIs refuse altered ones.
+ */
+export function redactNative(native: NativeBlocks, rules: readonly TextRule[]): NativeBlocks {
+  if (rules.length === 0) return native;
+  const redact = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(redact);
+    if (value === null || typeof value !== 'object') return value;
+    const block = value as Record<string, unknown>;
+    const out: Record<string, unknown> = {};
+    for (const [key, v] of Object.entries(block))
+      out[key] =
+        key === 'text' &&
+        typeof v === 'string' &&
+        (block['type'] === 'text' || block['type'] === 'output_text')
+          ? StreamRedactor.redact(rules, v).text
+          : redact(v);
+    return out;
+  };
+  return { ...native, blocks: native.blocks.map(redact) };
 }
 
 /** The tool rule that refuses this call, if any. */

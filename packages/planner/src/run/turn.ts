@@ -3,7 +3,7 @@ import type { ChatMessage, ChatToolCall, ModelDelta, ModelTurn, TokenUsage } fro
 import type { RunSnapshot } from '../model/snapshot.js';
 import type { RunContext } from './context.js';
 import { notice } from './events.js';
-import { TurnGuard, judged, trip, type PendingJudgement } from './guard.js';
+import { TurnGuard, judged, redactNative, trip, type PendingJudgement } from './guard.js';
 
 /** Maps a provider alias (`fs__read_file`) back to the canonical name; meta-tools and canonical names pass as is. */
 export function canonicalName(name: string): string {
@@ -132,6 +132,7 @@ async function askModel(ctx: RunContext, pending: PendingJudgement, ask: Ask): P
   if (!asked.ok) throw asked.error;
   const turn = asked.value;
   turn.text = turnGuard.end(turn.text);
+  if (turn.native) turn.native = redactNative(turn.native, guard.set.output);
   if (turnGuard.blockedBy !== undefined) throw trip(ctx, turnGuard.blockedBy, 'output');
   await turnGuard.judgeOutput(turn.text);
   turnGuard.release();
