@@ -131,8 +131,13 @@ async function judgeAll(
   );
 }
 
-/** Publishes `guardrail.tripped` for a block and returns the error that ends the run. */
+/**
+ * Publishes `guardrail.tripped` for a block and returns the error that ends the run. Blocked input leaves the
+ * transcript (the messages no rule has passed yet), so a session continued later never carries it to a model.
+ */
 export function trip(ctx: RunContext, rule: string, stage: 'input' | 'output', why?: string): Error {
+  const { state } = ctx;
+  if (stage === 'input' && state.guard_checked !== undefined) state.messages.length = state.guard_checked;
   ctx.sink.emit({ type: 'guardrail.tripped', rule, stage, action: 'block' });
   ctx.log.warn({ rule, stage, why }, 'guardrail tripped');
   return tripwireError(rule, stage, why);
