@@ -242,6 +242,19 @@ describe('output rules', () => {
   });
 });
 
+describe('configured rules handed over in code', () => {
+  it('are validated too: an unsafe pattern fails the run with invalid_config naming the key', async () => {
+    const { run } = start({
+      defaults: { guardrails: { output: [{ name: 'bad', pattern: '(a+)+$', action: 'redact' }] } },
+    });
+    const { final } = await run({ task: 't', script: [{ text: 'ok' }] });
+    expect(final).toMatchObject({ type: 'run.failed', error: { code: ErrorCode.InvalidConfig } });
+    expect(final.type === 'run.failed' && final.error.message).toMatch(
+      /guardrails.*output\.0\.pattern.*nested quantifiers/,
+    );
+  });
+});
+
 describe('tool rules', () => {
   it('fail the matching call with guardrail_blocked: the worker never sees it, the model gets the error', async () => {
     const s = await openAi((i) =>

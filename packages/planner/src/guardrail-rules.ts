@@ -3,8 +3,11 @@ import {
   ErrorCode,
   matchesToolPattern,
   maxMatchLength,
+  GuardrailsSchema,
+  validate,
   type GuardrailStage,
   type Guardrails,
+  type GuardrailsInput,
   type InputGuardrail,
   type OutputGuardrail,
 } from '@agentmesh/protocol';
@@ -58,6 +61,22 @@ export interface Tripped {
   rule: string;
   stage: GuardrailStage;
   action: 'block' | 'redact';
+}
+
+const parsedConfig = new WeakMap<object, Guardrails>();
+
+/**
+ * Configured rules, validated once per configuration object (a planner embedded in code may hand them over
+ * unparsed): a bad rule is `invalid_config` naming its key.
+ */
+export function configuredGuardrails(configured: GuardrailsInput | undefined): Guardrails | undefined {
+  if (configured === undefined) return undefined;
+  let parsed = parsedConfig.get(configured);
+  if (parsed === undefined) {
+    parsed = validate(GuardrailsSchema, configured, 'guardrails', ErrorCode.InvalidConfig);
+    parsedConfig.set(configured, parsed);
+  }
+  return parsed;
 }
 
 /**

@@ -23,7 +23,7 @@ import {
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { withContextWindow } from '../providers/context-window.js';
-import { mergeGuardrails } from '../guardrail-rules.js';
+import { configuredGuardrails, mergeGuardrails } from '../guardrail-rules.js';
 import { runGuardrails, type RunGuardrails } from './guard.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */
@@ -172,7 +172,10 @@ export class RunExecutor {
     const { request, sink, runId } = io;
     try {
       if (request.output_schema !== undefined) outputValidator(request.output_schema);
-      io.guardrails = mergeGuardrails(this.config.defaults.guardrails, request.guardrails);
+      io.guardrails = mergeGuardrails(
+        configuredGuardrails(this.config.defaults.guardrails),
+        request.guardrails,
+      );
       io.choice = resolveProvider(request, this.config.providers);
       runSystemPrompt(
         this.config.defaults.system,

@@ -1,7 +1,7 @@
 import {
   RunLimitsSchema,
   type RunLimits,
-  type Guardrails,
+  type GuardrailsInput,
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
@@ -95,7 +95,7 @@ export interface PlannerDefaults {
   /** How skills are matched each turn (default metadata, top_n 1, sticky). */
   skill_match?: SkillMatchInput;
   /** `guardrails:` in agentmesh.yaml (validated by GuardrailsSchema); a run request can only add rules. */
-  guardrails?: Guardrails;
+  guardrails?: GuardrailsInput;
 }
 
 /** The configured limits (schema defaults filled in), parsed once per planner defaults. */

@@ -124,6 +124,8 @@ export const GuardrailsSchema = z
   .strict();
 
 export type Guardrails = z.infer<typeof GuardrailsSchema>;
+/** Rules as written (`type` may be left out: `regex`). */
+export type GuardrailsInput = z.input<typeof GuardrailsSchema>;
 export type InputGuardrail = z.infer<typeof InputGuardrailSchema>;
 export type OutputGuardrail = z.infer<typeof OutputGuardrailSchema>;
 export type ToolGuardrail = z.infer<typeof ToolGuardrailSchema>;
