@@ -142,3 +142,11 @@ export {
 } from './daemon/index.js';
 export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
+export { StreamRedactor, redactionMarker, type RedactorStep } from './stream-redactor.js';
+export {
+  GUARDRAIL_HOLD_MAX_CHARS,
+  compileGuardrails,
+  mergeGuardrails,
+  type GuardrailSet,
+  type TextRule,
+} from './guardrail-rules.js';
