@@ -372,6 +372,32 @@ describe('model rules (a judge model)', () => {
     expect(ofType(events, 'llm.request')).toHaveLength(0);
   });
 
+  it("a request's judge at a base URL the planner does not allow fails the run at its start", async () => {
+    const s = await openAi(() => ({ text: 'never asked' }));
+    const { run } = start(providers(s.url));
+    const { final, events } = await run({
+      task: 'hello',
+      provider: 'openai',
+      model: 'gpt-4o-mini',
+      guardrails: {
+        input: [
+          {
+            name: 'mine',
+            type: 'model',
+            provider: 'openai-compatible',
+            base_url: 'http://evil.example/v1',
+            action: 'block',
+          },
+        ],
+      },
+    });
+    expect(final.type === 'run.completed' && final.reason).toMatch(
+      /^permission_denied: base_url "http:\/\/evil.example\/v1" is not allowed/,
+    );
+    expect(s.requests).toHaveLength(0);
+    expect(ofType(events, 'llm.request')).toHaveLength(0);
+  });
+
   it('a judge that fails trips the rule (guardrails fail closed)', async () => {
     const s = await openAi(
       () => ({ text: 'never asked' }),

@@ -21,8 +21,9 @@ import type { RunGuardrails } from './ports.js';
 export type { RunGuardrails } from './ports.js';
 
 /**
- * A run's guardrails from its merged rules, undefined when it has none. Each judge's provider is made once per run,
- * from the rule's own provider, model and base URL (the planner's defaults for what it leaves out).
+ * A run's guardrails from its merged rules, undefined when it has none. Each judge's provider is made at once, from
+ * the rule's own provider, model and base URL (the planner's defaults for what it leaves out), so a judge the
+ * planner may not use (a base URL it does not allow, a model without a key) fails the run at its start.
  */
 export function runGuardrails(
   rules: Guardrails | undefined,
@@ -30,13 +31,8 @@ export function runGuardrails(
 ): RunGuardrails | undefined {
   const set = rules === undefined ? undefined : compileGuardrails(rules);
   if (set === undefined || set.empty) return undefined;
-  const providers = new Map<string, ModelProvider>();
-  const judge = modelJudge((rule) => {
-    let provider = providers.get(rule.name);
-    if (provider === undefined) providers.set(rule.name, (provider = makeProvider(rule.rule)));
-    return provider;
-  });
-  return { set, judge };
+  const providers = new Map(set.judges.map((j) => [j.name, makeProvider(j.rule)] as const));
+  return { set, judge: modelJudge((rule) => providers.get(rule.name)!) };
 }
 
 /** Judges still deciding beside a turn; the turn publishes nothing of its own until they pass. */
