@@ -128,6 +128,12 @@ const RUN_LINES: LineFormatters = {
   'run.input': (event, p) => `  ${p.cyan('»')} input: ${inline(event.text)}\n`,
   'run.paused': (_event, p) => `  ${p.yellow('‖')} paused\n`,
   'run.resumed': (_event, p) => `  ${p.yellow('‖')} resumed\n`,
+  'guardrail.tripped': (event, p) => {
+    const did = event.action === 'redact' ? `redacted ${event.count ?? 1}x` : 'blocked';
+    const where = event.call_id === undefined ? event.stage : `${event.stage} [${event.call_id}]`;
+    return `  ${p.yellow('⛨')} guardrail ${event.rule} ${did} ${p.dim(`(${where})`)}
+`;
+  },
   'session.compacted': (event, p) =>
     `  ${p.dim(`session compacted: ${event.before_tokens} → ${event.after_tokens} tokens`)}\n`,
 };

@@ -151,3 +151,11 @@ export {
   type TenantUsage,
   type TenantUsageReport,
 } from './budgets/index.js';
+export { StreamRedactor, redactionMarker, type RedactorStep } from './stream-redactor.js';
+export {
+  GUARDRAIL_HOLD_MAX_CHARS,
+  compileGuardrails,
+  mergeGuardrails,
+  type GuardrailSet,
+  type TextRule,
+} from './guardrail-rules.js';

@@ -1,4 +1,5 @@
 export * from './errors.js';
+export * from './safe-regex.js';
 export * from './names.js';
 export * from './glob-match.js';
 export * from './subjects.js';

@@ -6,6 +6,7 @@ import {
   type RunRequest,
   type Subjects,
   type Backend,
+  type Guardrails,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
@@ -23,6 +24,8 @@ import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import type { ForkStart } from '../model/fork.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { withContextWindow } from '../providers/context-window.js';
+import { configuredGuardrails, mergeGuardrails } from '../guardrail-rules.js';
+import { runGuardrails, type RunGuardrails } from './guard.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
@@ -100,6 +103,8 @@ interface RunIo {
   fork?: ForkStart | undefined;
   /** Gives up the run's place in the setup lane (once its tools are loaded, or when it ends first). */
   leaveSetup: () => void;
+  /** The configured guardrail rules and those the request added. */
+  guardrails?: Guardrails;
 }
 
 /**
@@ -170,6 +175,10 @@ export class RunExecutor {
     const { request, sink, runId } = io;
     try {
       if (request.output_schema !== undefined) outputValidator(request.output_schema);
+      io.guardrails = mergeGuardrails(
+        configuredGuardrails(this.config.defaults.guardrails),
+        request.guardrails,
+      );
       io.choice = resolveProvider(request, this.config.providers);
       runSystemPrompt(
         this.config.defaults.system,
@@ -269,6 +278,8 @@ export class RunExecutor {
     ctx.exposure.promote(io.fork?.found ?? []);
     ctx.exposure.surface(io.fork?.surfaced ?? []);
     await this.joinSession(io, ctx, resumed === undefined);
+    if (resumed === undefined && env.guardrails !== undefined)
+      snapshot.guard_checked = snapshot.messages.length - 1;
     ctx.skills = config.features.skills(
       request,
       snapshot,
@@ -364,7 +375,16 @@ export class RunExecutor {
       hitl: this.hitl(io),
       tools: config.features.tools(),
       quota: config.features.quota?.(io.request),
+      guardrails: this.guardrails(io),
     };
+  }
+
+  /** The run's rules, compiled, and a judge that asks each `type: model` rule's own model. */
+  private guardrails(io: RunIo): RunGuardrails | undefined {
+    const { providers, clients } = this.config;
+    return runGuardrails(io.guardrails, ({ provider, model, base_url, script }) =>
+      clients.create(resolveProvider({ provider, model, base_url, script }, providers)),
+    );
   }
 
   private hitl(io: RunIo): RunHitl<RunContext> | undefined {

@@ -12,6 +12,8 @@ import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import type { ForkStart } from '../model/fork.js';
 import type { RunTranscript } from '../model/transcript.js';
 import type { ModelProvider } from '../providers/types.js';
+import type { GuardrailJudge } from '../guardrail-judge.js';
+import type { GuardrailSet } from '../guardrail-rules.js';
 import type { CallResult } from './calls.js';
 import type { RunEventSink } from './events.js';
 
@@ -190,4 +192,10 @@ export interface RunFeatures<Ctx> {
     target: { tenant: string; runId: string },
     signal: AbortSignal,
   ): Promise<RunConversation | undefined>;
+}
+
+/** A run's guardrails (run/guard.ts applies them): its compiled rules and the judge that asks `type: model` rules. */
+export interface RunGuardrails {
+  set: GuardrailSet;
+  judge: GuardrailJudge;
 }

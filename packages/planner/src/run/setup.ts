@@ -1,6 +1,7 @@
 import {
   RunLimitsSchema,
   type RunLimits,
+  type GuardrailsInput,
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
@@ -94,6 +95,8 @@ export interface PlannerDefaults {
   skills?: Skill[];
   /** How skills are matched each turn (default metadata, top_n 1, sticky). */
   skill_match?: SkillMatchInput;
+  /** `guardrails:` in agentmesh.yaml (validated by GuardrailsSchema); a run request can only add rules. */
+  guardrails?: GuardrailsInput;
 }
 
 /** The configured limits (schema defaults filled in), parsed once per planner defaults. */

@@ -11,29 +11,9 @@ import {
 } from './common.js';
 import { OutputSchemaSchema } from '../output-schema.js';
 
-/** One scripted model turn: text, tool calls, or both. */
-export const ScriptedTurnSchema = z
-  .object({
-    text: z.string().optional(),
-    tool_calls: z
-      .array(
-        z.object({
-          id: z.string().optional(),
-          name: z.string(),
-          arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).default({}),
-        }),
-      )
-      .optional(),
-    usage: z
-      .object({
-        input_tokens: z.number().int().min(0, 'input_tokens must be a non-negative integer'),
-        output_tokens: z.number().int().min(0, 'output_tokens must be a non-negative integer'),
-      })
-      .optional(),
-    delay_ms: z.number().int().min(0).optional(),
-  })
-  .strict();
-export type ScriptedTurn = z.infer<typeof ScriptedTurnSchema>;
+export { ScriptedTurnSchema, type ScriptedTurn } from './scripted.js';
+import { ScriptedTurnSchema } from './scripted.js';
+import { GuardrailsSchema } from './guardrails.js';
 
 /** Per-run approval policy: adds requirements to the configured `approvals:` (never removes them). */
 export const RunApprovalsSchema = z
@@ -103,6 +83,8 @@ export const RunRequestSchema = z
     tool_protocol: z.enum(['native', 'text']).optional(),
     /** Which calls of this run wait for a human decision (adds to the configured policy). */
     approvals: RunApprovalsSchema.optional(),
+    /** Guardrail rules of this run: added to the configured ones, never replacing or weakening them. */
+    guardrails: GuardrailsSchema.optional(),
     /** Continue this conversation (per tenant); `identity.session` is an alias. */
     session: SessionIdSchema.optional(),
     /** A JSON Schema the final answer must satisfy (within the limits of output-schema.ts); run.completed.output holds the validated value. */
