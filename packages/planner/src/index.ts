@@ -142,3 +142,13 @@ export {
 } from './daemon/index.js';
 export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
+export {
+  followTenantRun,
+  submitAsTenant,
+  tenantRunHistory,
+  tenantRequest,
+  mirrorTenantEvents,
+  serveTenantApi,
+  type TenantApiDeps,
+  type TenantSessionStore,
+} from './tenancy/index.js';

@@ -1,5 +1,6 @@
 import {
   AgentMeshError,
+  DEFAULT_TENANT,
   ErrorCode,
   encodeJson,
   isAgentMeshError,
@@ -84,6 +85,7 @@ export async function claimRecord(
         status,
         task: fields.request.task.slice(0, 200),
         parent: accepted.parent,
+        tenant: accepted.tenant,
       });
       await records.put(fields.runId, encodeJson(record));
     },
@@ -139,9 +141,16 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
   };
 }
 
-/** The `parent` of a child run's record (none for a top-level run). */
-export function recordedParent(request: RunRequest): Pick<RunRecord, 'parent'> {
-  return request.parent === undefined
-    ? {}
-    : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } };
+/**
+ * The `parent` of a child run's record (none for a top-level run) and the run's tenant (left out for `default`, so
+ * the records of a single-team fleet stay as they were).
+ */
+export function recordedParent(request: RunRequest): Pick<RunRecord, 'parent' | 'tenant'> {
+  const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
+  return {
+    ...(tenant === DEFAULT_TENANT ? {} : { tenant }),
+    ...(request.parent === undefined
+      ? {}
+      : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } }),
+  };
 }
