@@ -78,3 +78,27 @@ export const TenantCancelReplySchema = z.object({
 export const TenantSessionRequestSchema = z
   .object({ session: z.string().min(1).max(256), to: z.string().min(1).max(256).optional() })
   .strict();
+
+/** `sessions.list`: the tenant's sessions, newest first. */
+export const TenantSessionsListReplySchema = z.object({
+  sessions: z.array(
+    z
+      .object({ session: z.string(), runs: z.number(), messages: z.number(), updated_at: z.string() })
+      .passthrough(),
+  ),
+});
+
+/** `sessions.show`: the session's record (its transcript). */
+export const TenantSessionShowReplySchema = z.object({
+  session: z
+    .object({
+      session: z.string(),
+      runs: z.array(z.string()),
+      messages: z.array(z.unknown()),
+      updated_at: z.string(),
+    })
+    .passthrough(),
+});
+
+/** `sessions.delete|fork`: done. */
+export const TenantSessionDoneReplySchema = z.object({ ok: z.literal(true) }).passthrough();
