@@ -35,7 +35,11 @@ export const PLANNER_LAYERS = [
   },
   { name: 'engine', paths: ['run/'] },
   { name: 'infra', paths: ['infra/'] },
-  { name: 'feature', paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'tenancy/'], isolated: true },
+  {
+    name: 'feature',
+    paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'tenancy/'],
+    isolated: true,
+  },
   { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'index.ts'] },
 ];
 
