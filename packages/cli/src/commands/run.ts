@@ -324,7 +324,7 @@ function runApprovals(
       else
         ctx.io.stderr.write(
           `run ${runId} waits for approval ${event.approval_id} (${event.summary}): ` +
-            `agentmesh runs approve ${runId} ${event.approval_id}, or deny it with agentmesh runs deny; --yes approves all\n`,
+            `agentmesh runs approve ${runId} ${event.approval_id}${options.tenant === undefined ? '' : ` --tenant ${options.tenant}`}, or deny it with agentmesh runs deny; --yes approves all\n`,
         );
     },
     close: () => {

@@ -26,6 +26,7 @@ export function mirrorTenantEvents(
     ...inner,
     publish: (event) => {
       inner.publish(event);
+      if (bus.hasSubscribers?.(subject) === false) return;
       try {
         bus.publish(subject, encodeJson(event));
       } catch {
