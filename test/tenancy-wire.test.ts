@@ -188,7 +188,7 @@ beforeAll(async () => {
     script: daemon as never,
   });
   await idle;
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   for (const b of buses) await b.close().catch(() => undefined);
@@ -197,7 +197,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-describe("tenant globex's credentials against tenant acme", () => {
+describe("tenant globex's credentials against tenant acme", { timeout: 120_000 }, () => {
   it('cannot submit for acme: a body naming acme is refused naming both tenants; acme subjects are refused', async () => {
     const refused = await submitAsTenant(globex.bus, 'globex', {
       id: 'globex-claims-acme',
@@ -375,7 +375,7 @@ describe("tenant globex's credentials against tenant acme", () => {
   });
 });
 
-describe('tenant acme end to end through the CLI, with its own credentials', () => {
+describe('tenant acme end to end through the CLI, with its own credentials', { timeout: 240_000 }, () => {
   it('run --tenant acme waits for approval, runs approve --tenant acme lets it finish; list, sessions, tools', async () => {
     const env = as('tenant_acme', { AGENTMESH_TENANT: 'acme' });
     const run = await startActor(
