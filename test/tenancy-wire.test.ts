@@ -415,6 +415,17 @@ describe('tenant acme end to end through the CLI, with its own credentials', { t
     expect((await cli(['sessions', 'list'])).stdout).toMatch(/acme-cli-s\s+1 run/);
     expect((await cli(['sessions', 'show', 'acme-cli-s'])).stdout).toContain('user: fingerprint it');
     expect((await cli(['tools', 'list'])).stdout).toContain('crypto.sha256');
+    // ops reads any tenant's views through the tenant API; the trusted client may use it too
+    for (const [user, args, expected] of [
+      ['ops', ['runs', 'list', '--tenant', 'acme'], /acme-cli\s+done/],
+      ['ops', ['sessions', 'list', '--tenant', 'acme'], /acme-cli-s\s+1 run/],
+      ['ops', ['runs', 'watch', 'acme-cli', '--tenant', 'acme'], /Fingerprinted\./],
+      ['client', ['runs', 'show', 'acme-cli', '--tenant', 'acme'], /Fingerprinted\./],
+    ] as const) {
+      const r = await runAgentmesh([...args], { env: as(user), timeoutMs: 60_000 });
+      expect(`${r.stdout}${r.stderr}`, `${user}: ${args.join(' ')}`).not.toMatch(/permission/i);
+      expect(r.stdout, `${user}: ${args.join(' ')}`).toMatch(expected);
+    }
     // globex's CLI does not see acme's run
     const other = await runAgentmesh(['runs', 'show', 'acme-cli', '--tenant', 'globex'], {
       env: as('tenant_globex'),
