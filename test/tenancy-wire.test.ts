@@ -411,6 +411,13 @@ describe('tenant acme end to end through the CLI, with its own credentials', { t
     expect(listed.stdout).toMatch(/acme-cli\s+done/);
     expect(listed.stdout).not.toContain('globex-own');
     expect((await cli(['runs', 'show', 'acme-cli'])).stdout).toContain('Fingerprinted.');
+    // the decision records which tenant made it, whatever `by` the client sent
+    const shown = JSON.parse((await cli(['runs', 'show', 'acme-cli', '--json'])).stdout) as {
+      events: RunEvent[];
+    };
+    expect(shown.events.find((e) => e.type === 'approval.decided')).toMatchObject({
+      by: expect.stringMatching(/^tenant acme: cli:/) as unknown,
+    });
     expect((await cli(['runs', 'watch', 'acme-cli'])).stdout).toContain('Fingerprinted.');
     expect((await cli(['sessions', 'list'])).stdout).toMatch(/acme-cli-s\s+1 run/);
     expect((await cli(['sessions', 'show', 'acme-cli-s'])).stdout).toContain('user: fingerprint it');

@@ -1,6 +1,8 @@
 import {
+  ApprovalDecisionSchema,
   ErrorCode,
   AgentMeshError,
+  encodeJson,
   TENANT_CATALOG_QUERIES,
   TenantSessionRequestSchema,
   decodeMessage,
@@ -61,13 +63,15 @@ export function serveTenantApi(deps: TenantApiDeps): Subscription[] {
     handler: (tenant: string, runId: string, msg: BusMessage) => Promise<unknown>,
   ) => on(api.run(verb), `tenant ${verb}`, (tenant, rest, msg) => handler(tenant, rest[1]!, msg));
   const controls = runControlSubjects(deps.prefix);
+  const fleet = buildSubjects(deps.prefix);
+  const catalog = { list: fleet.catalogList, search: fleet.catalogSearch, get: fleet.catalogGet };
   const relayed = (
     verb: 'approve' | 'input' | 'pause' | 'resume' | 'trigger',
     to: (runId: string) => string,
   ) =>
     runVerb(verb, async (tenant, runId, msg) => {
       await ownedRecord(deps.records, runId, tenant);
-      return relay(deps, to(runId), msg);
+      return relay(deps, to(runId), msg, verb === 'approve' ? decidedBy(tenant, msg) : msg.data);
     });
   return [
     on(api.runsSubmit, 'tenant submit', (tenant, _rest, msg) => submitForTenant(deps, tenant, msg)),
@@ -80,18 +84,20 @@ export function serveTenantApi(deps: TenantApiDeps): Subscription[] {
     relayed('input', controls.input),
     relayed('pause', controls.pause),
     relayed('resume', controls.resume),
-    relayed('trigger', buildSubjects(deps.prefix).runTrigger),
+    relayed('trigger', fleet.runTrigger),
     ...serveTenantSessions(deps, on, api.sessions),
     ...TENANT_CATALOG_QUERIES.map((query) =>
       on(api.catalog(query), `tenant catalog ${query}`, (_tenant, _rest, msg) =>
-        relay(deps, buildSubjects(deps.prefix)[`catalog${capitalized(query)}`], msg),
+        relay(deps, catalog[query], msg, msg.data),
       ),
     ),
   ];
 }
 
-function capitalized<T extends string>(word: T): Capitalize<T> {
-  return `${word.charAt(0).toUpperCase()}${word.slice(1)}` as Capitalize<T>;
+/** A tenant's decision names the tenant in `by` (what the approval records as its decider). */
+function decidedBy(tenant: string, msg: BusMessage): Uint8Array {
+  const decision = decodeMessage(ApprovalDecisionSchema, msg.data, 'approval decision');
+  return encodeJson({ ...decision, by: `tenant ${tenant}: ${decision.by ?? 'unnamed'}`.slice(0, 256) });
 }
 
 function serveTenantSessions(
@@ -156,8 +162,13 @@ async function dispatch(deps: TenantApiDeps, what: string, handler: Handler, msg
  * Hands a checked request to the fleet's own subject (the same handlers as for trusted clients: the approvals,
  * controls and trigger services, the catalog) and passes their answer back unchanged.
  */
-async function relay(deps: TenantApiDeps, subject: string, msg: BusMessage): Promise<typeof RELAYED> {
-  const answer = await deps.bus.request(subject, msg.data, { timeoutMs: deps.relayTimeoutMs ?? 10_000 });
+async function relay(
+  deps: TenantApiDeps,
+  subject: string,
+  msg: BusMessage,
+  data: Uint8Array,
+): Promise<typeof RELAYED> {
+  const answer = await deps.bus.request(subject, data, { timeoutMs: deps.relayTimeoutMs ?? 10_000 });
   if (msg.reply !== undefined)
     deps.bus.respond(
       msg,
