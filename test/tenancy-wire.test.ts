@@ -368,6 +368,45 @@ describe("tenant globex's credentials against tenant acme", { timeout: 120_000 }
     });
   });
 
+  it("acme's child runs are acme's: their events reach acme's mirror, and globex cannot read them", async () => {
+    const mirrored: RunEvent[] = [];
+    const sub = acme.bus.subscribe(ACME().allRunEvents, (msg) => {
+      mirrored.push(JSON.parse(msg.text()) as RunEvent);
+    });
+    await acme.bus.flush();
+    try {
+      const started = eventOf(acme, 'acme', 'acme-parent', (e) => e.type === 'agent.started');
+      await submitAsTenant(acme.bus, 'acme', {
+        id: 'acme-parent',
+        task: 'delegate',
+        tools: ['agent'],
+        script: [
+          {
+            tool_calls: [
+              {
+                id: 'c1',
+                name: 'agent__run',
+                arguments: { task: 'child', script: [{ text: 'child answer' }] },
+              },
+            ],
+          },
+          { text: 'parent done' },
+        ],
+      });
+      const childId = ((await started) as Extract<RunEvent, { type: 'agent.started' }>).child_run_id;
+      expect(await finished(acme, 'acme', 'acme-parent')).toMatchObject({ status: 'done' });
+      await finished(acme, 'acme', childId);
+      expect(mirrored.filter((e) => e.run_id === childId).map((e) => e.type)).toContain('run.completed');
+      expect(
+        await requestJson(globex.bus, GLOBEX().run(childId, 'history'), {}, TenantHistoryReplySchema, {
+          timeoutMs: 10_000,
+        }).catch((e: unknown) => e),
+      ).toMatchObject({ code: 'not_found' });
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   it('cannot fetch artifacts: the artifact subjects and object store are not granted', async () => {
     await expectPublishRefused(globex, 'agentmesh.artifacts.fetch');
     await expectPublishRefused(globex, '$O.agentmesh_artifacts.M.any');
