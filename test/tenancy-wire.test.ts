@@ -407,6 +407,41 @@ describe("tenant globex's credentials against tenant acme", { timeout: 120_000 }
     }
   });
 
+  it("cannot make the planner answer onto acme's subjects: a reply subject that is no inbox is refused", async () => {
+    const target = ACME().runEvents('acme-wait');
+    const landed: string[] = [];
+    const sub = acme.bus.subscribe(target, (msg) => {
+      landed.push(msg.text());
+    });
+    await acme.bus.flush();
+    const planner = actors[1]!;
+    try {
+      for (const reply of [target, 'agentmesh.runs.acme-wait.cancel'])
+        globex.bus.nc.publish(GLOBEX().runsList, enc.encode('{}'), { reply });
+      await globex.bus.nc.flush();
+      const deadline = Date.now() + 30_000;
+      while ((planner.logs().match(/reply subject is not an inbox/g) ?? []).length < 2) {
+        if (Date.now() > deadline)
+          throw new Error(`the planner did not refuse the reply subjects:\n${planner.logs()}`);
+        await acme.bus.flush();
+      }
+      await acme.bus.flush();
+      expect(landed).toEqual([]);
+      const shown = await requestJson(
+        acme.bus,
+        ACME().run('acme-wait', 'show'),
+        {},
+        TenantRunShowReplySchema,
+        {
+          timeoutMs: 10_000,
+        },
+      );
+      expect(shown.record).toMatchObject({ state: 'running', waiting: 'awaiting_approval' });
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   it('cannot fetch artifacts: the artifact subjects and object store are not granted', async () => {
     await expectPublishRefused(globex, 'agentmesh.artifacts.fetch');
     await expectPublishRefused(globex, '$O.agentmesh_artifacts.M.any');
