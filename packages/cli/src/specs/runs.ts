@@ -48,5 +48,5 @@ export const runsSpec: CommandSpec = {
     json: { type: 'boolean', description: 'print JSON' },
     ...TRIGGER_FLAGS,
   },
-  verbs: ['list', 'show', 'cancel', 'trigger', 'watch', ...HITL_VERBS],
+  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS, 'watch'],
 };
