@@ -4,7 +4,6 @@ import {
   TenantCancelReplySchema,
   TenantRunShowReplySchema,
   TenantRunsListReplySchema,
-  TERMINAL_EVENT_TYPES,
   isAgentMeshError,
   newRequestId,
   requestJson,
@@ -154,7 +153,5 @@ export async function watchVerb(
     tenant === undefined
       ? await followRun(bus, runId, { prefix: ctx.prefix, onEvent })
       : await followTenantRun(bus, runId, { prefix: ctx.prefix, tenant, onEvent });
-  return TERMINAL_EVENT_TYPES.has(final.type) && final.type === 'run.completed' && final.status === 'done'
-    ? 0
-    : 1;
+  return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
 }
