@@ -84,6 +84,8 @@ export async function followTenantRun(bus: Bus, runId: string, options: FollowOp
     if (TERMINAL_EVENT_TYPES.has(event.type)) final = event;
   };
   const unknownUntil = Date.now() + (options.unknownForMs ?? 30_000);
+  const onAbort = () => wake();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     let readStored = true;
     while (final === undefined) {
@@ -102,13 +104,13 @@ export async function followTenantRun(bus: Bus, runId: string, options: FollowOp
           clearTimeout(timer);
           resolve(true);
         };
-        options.signal?.addEventListener('abort', () => wake(), { once: true });
       });
       while (buffered.has(last + 1)) emit(buffered.get(last + 1)!);
       readStored = !woke || buffered.size > 0;
     }
     return final;
   } finally {
+    options.signal?.removeEventListener('abort', onAbort);
     sub.unsubscribe();
   }
 }
