@@ -11,7 +11,7 @@ import ts from 'typescript';
 
 /**
  * The planner's layers, lowest first. A file imports files of its own layer or lower ones, except that a feature
- * (durable/, hitl/, agents/, skills/, daemon/) never imports another feature. Every planner source file belongs to a
+ * (durable/, hitl/, agents/, skills/, daemon/, tenancy/) never imports another feature. Every planner source file belongs to a
  * layer, so a new file has to be placed before lint passes.
  */
 export const PLANNER_LAYERS = [
@@ -40,7 +40,7 @@ export const PLANNER_LAYERS = [
   { name: 'infra', paths: ['infra/'] },
   {
     name: 'feature',
-    paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'budgets/', 'forks/'],
+    paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'budgets/', 'forks/', 'tenancy/'],
     isolated: true,
   },
   { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'index.ts'] },

@@ -145,6 +145,16 @@ export {
 export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
 export {
+  followTenantRun,
+  submitAsTenant,
+  tenantRunHistory,
+  tenantRequest,
+  mirrorTenantEvents,
+  serveTenantApi,
+  type TenantApiDeps,
+  type TenantSessionStore,
+} from './tenancy/index.js';
+export {
   openTenantUsage,
   tenantUsageBucket,
   tenantUsageReport,

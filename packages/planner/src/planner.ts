@@ -54,6 +54,7 @@ import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
 import { Semaphore } from './util.js';
+import { mirrorTenantEvents, serveTenantApi } from './tenancy/index.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
 export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from './run/setup.js';
@@ -134,6 +135,7 @@ export class Planner {
   private controlSubs: Subscription[] = [];
   private sessions: Promise<SessionStore> | undefined;
   private triggerSub: Subscription | undefined;
+  private tenantSubs: Subscription[] = [];
   private triggerQueue: Promise<TriggerQueue> | undefined;
   private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
@@ -169,7 +171,14 @@ export class Planner {
       catalogRetryMs: options.catalogRetryMs,
       checkpoint: options.checkpoint,
       active: this.active,
-      publisher: (runId, options) => this.infra.eventPublisher(runId, options),
+      publisher: (runId, options) =>
+        mirrorTenantEvents(
+          this.bus,
+          this.prefix,
+          runId,
+          options?.tenant,
+          this.infra.eventPublisher(runId, options),
+        ),
       transcripts: () => transcriptStore(this.stores?.transcripts),
       features: runFeatures({
         defaults: options.defaults ?? {},
@@ -267,8 +276,23 @@ export class Planner {
         maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
         ledger: this.stores.controls?.ledger,
       });
+      this.tenantSubs = this.serveTenants(this.stores);
     })();
     return this.readyPromise;
+  }
+
+  /** The tenant API (`<prefix>.tenant.*.…`, docs/tenancy.md), served by every planner. */
+  private serveTenants(stores: Stores): Subscription[] {
+    const approvals = stores.approvals;
+    return serveTenantApi({
+      bus: this.bus,
+      prefix: this.prefix,
+      logger: this.logger,
+      records: stores.records,
+      readEvents: (runId) => this.infra.readRunEvents(runId),
+      pendingApprovals: approvals && (() => approvals.list()),
+      sessions: () => this.sessionStore(),
+    });
   }
 
   /**
@@ -309,6 +333,7 @@ export class Planner {
     for (const sub of this.controlSubs.splice(0)) sub.unsubscribe();
     this.triggerSub?.unsubscribe();
     this.triggerSub = undefined;
+    for (const sub of this.tenantSubs.splice(0)) sub.unsubscribe();
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');

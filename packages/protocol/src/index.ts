@@ -24,6 +24,7 @@ export {
   type OutputValidator,
 } from './output-validator.js';
 export * from './rpc.js';
+export * from './tenant-api.js';
 export * from './logger.js';
 export * from './jetstream.js';
 export type * from './bus/types.js';

@@ -12,7 +12,7 @@ import { runsSpec } from '../specs/runs.js';
 import { sessionsSpec } from '../specs/sessions.js';
 import { skillsSpec } from '../specs/skills.js';
 import { statusSpec } from '../specs/status.js';
-import { tenantsUsageSpec } from '../specs/tenants-usage.js';
+import { tenantsSpec } from '../specs/tenants.js';
 import { toolsSpec } from '../specs/tools.js';
 
 /** One `agentmesh` command: its spec (flags, usage, help, completion, docs) and what it does. */
@@ -47,10 +47,6 @@ export const COMMANDS: readonly Command[] = [
   { spec: runsSpec, handler: async (ctx) => (await import('./runs.js')).runsCommand(ctx) },
   { spec: evalSpec, handler: async (ctx) => (await import('./eval.js')).evalCommand(ctx) },
   { spec: sessionsSpec, handler: async (ctx) => (await import('./sessions.js')).sessionsCommand(ctx) },
-  {
-    spec: tenantsUsageSpec,
-    handler: async (ctx) => (await import('./tenants-usage.js')).tenantsUsageCommand(ctx),
-  },
   { spec: consoleSpec, handler: async (ctx) => (await import('./console.js')).consoleCommand(ctx) },
   {
     spec: gatewaySpec,
@@ -60,6 +56,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: mcpSpec, handler: async (ctx) => (await import('../interop/mcp-command.js')).mcpCommand(ctx) },
   { spec: a2aSpec, handler: async (ctx) => (await import('../interop/a2a-command.js')).a2aCommand(ctx) },
   { spec: skillsSpec, handler: async (ctx) => (await import('./skills.js')).skillsCommand(ctx) },
+  { spec: tenantsSpec, handler: async (ctx) => (await import('./tenants.js')).tenantsCommand(ctx) },
   {
     spec: completionSpec,
     handler: async (ctx) =>

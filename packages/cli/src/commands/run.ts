@@ -16,13 +16,15 @@ import {
   AGENT_TOOL_NAMES,
   checkProviderConfig,
   followRun,
+  followTenantRun,
   readScriptFile,
+  submitAsTenant,
   sendApprovalDecision,
   submitRun,
 } from '@agentmesh/planner';
 import { plannerOptions } from '../planner-options.js';
 import { checkModeFlags, intFlag, listFlag, stringFlag, usageError } from '../args.js';
-import { connectNats, type CommandContext } from '../context.js';
+import { connectNats, tenantOption, type CommandContext } from '../context.js';
 import { NO_TERMINAL_DENIAL, startEmbedded } from '../embedded.js';
 import { embeddedDataDir } from '../sessions-dir.js';
 import { PromptQueue } from '../prompt-queue.js';
@@ -234,16 +236,17 @@ export async function runOverNats(
   input: RunRequestInput,
   out: NatsRunOutput,
 ): Promise<RunEvent> {
-  const bus = await connectNats(ctx, 'agentmesh-cli');
-  const s = subjects(ctx.prefix);
+  const tenant = tenantOption(ctx);
+  const bus = await connectNats(ctx, 'agentmesh-cli', { tenant });
+  const channel = runChannel(ctx, bus, tenant);
   try {
-    await checkRunStream(bus, ctx);
+    if (tenant === undefined) await checkRunStream(bus, ctx);
     const baseUrl = stringFlag(ctx.args, 'base-url');
     const request = { ...input, ...(baseUrl ? { base_url: baseUrl } : {}) };
     if (request.tools) request.tools = expandPacks(request.tools);
-    await checkFleetTools(bus, ctx, out.warn);
-    const { run_id: runId, duplicate } = await submitRun(bus, request, { prefix: ctx.prefix });
-    const approvals = runApprovals(ctx, bus, runId, {});
+    await checkFleetTools(bus, ctx, out.warn, tenant);
+    const { run_id: runId, duplicate } = await channel.submit(request);
+    const approvals = runApprovals(ctx, bus, runId, { tenant });
     if (duplicate) ctx.io.stderr.write(`run ${runId} was submitted before: following its events\n`);
     let accepted = false;
     const waiting = setTimeout(() => {
@@ -254,17 +257,14 @@ export async function runOverNats(
     }, 5000);
     const onSignal = () => {
       ctx.io.stderr.write(`cancelling run ${runId}...\n`);
-      publishJson(bus, s.runCancel(runId), { reason: 'interrupted from the command line' });
+      channel.cancel(runId, 'interrupted from the command line');
     };
     process.on('SIGINT', onSignal);
     try {
-      return await followRun(bus, runId, {
-        prefix: ctx.prefix,
-        onEvent: (event) => {
-          accepted = true;
-          out.render(event);
-          approvals.onEvent(event);
-        },
+      return await channel.follow(runId, (event) => {
+        accepted = true;
+        out.render(event);
+        approvals.onEvent(event);
       });
     } finally {
       approvals.close();
@@ -274,6 +274,25 @@ export async function runOverNats(
   } finally {
     await bus.close();
   }
+}
+
+/** Where a run goes and its events come from: the fleet's own subjects, or a tenant's API. */
+function runChannel(ctx: CommandContext, bus: Backend, tenant: string | undefined) {
+  const prefix = ctx.prefix;
+  if (tenant === undefined)
+    return {
+      submit: (request: RunRequestInput) => submitRun(bus, request, { prefix }),
+      follow: (runId: string, onEvent: (e: RunEvent) => void) => followRun(bus, runId, { prefix, onEvent }),
+      cancel: (runId: string, reason: string) =>
+        publishJson(bus, subjects(prefix).runCancel(runId), { reason }),
+    };
+  return {
+    submit: (request: RunRequestInput) => submitAsTenant(bus, tenant, request, { prefix }),
+    follow: (runId: string, onEvent: (e: RunEvent) => void) =>
+      followTenantRun(bus, runId, { prefix, tenant, onEvent }),
+    cancel: (runId: string, reason: string) =>
+      publishJson(bus, subjects(prefix).tenant(tenant).run(runId, 'cancel'), { reason }),
+  };
 }
 
 function isTerminal(ctx: CommandContext): boolean {
@@ -289,7 +308,12 @@ function runApprovals(
   ctx: CommandContext,
   bus: Backend,
   runId: string,
-  options: { prompts?: PromptQueue | undefined; embedded?: boolean; prefix?: string },
+  options: {
+    prompts?: PromptQueue | undefined;
+    embedded?: boolean;
+    prefix?: string;
+    tenant?: string | undefined;
+  },
 ) {
   const yes = ctx.args.values['yes'] === true;
   const prompts =
@@ -307,7 +331,7 @@ function runApprovals(
           by,
           ...(approve ? {} : { reason }),
         },
-        { prefix: options.prefix ?? ctx.prefix },
+        { prefix: options.prefix ?? ctx.prefix, tenant: options.tenant },
       );
     } catch (error) {
       ctx.io.stderr.write(`agentmesh run: approval ${approvalId}: ${(error as Error).message}\n`);
@@ -323,7 +347,7 @@ function runApprovals(
       else
         ctx.io.stderr.write(
           `run ${runId} waits for approval ${event.approval_id} (${event.summary}): ` +
-            `agentmesh runs approve ${runId} ${event.approval_id}, or deny it with agentmesh runs deny; --yes approves all\n`,
+            `agentmesh runs approve ${runId} ${event.approval_id}${options.tenant === undefined ? '' : ` --tenant ${options.tenant}`}, or deny it with agentmesh runs deny; --yes approves all\n`,
         );
     },
     close: () => {

@@ -2,7 +2,8 @@ import { cancelRun, forkPoints, formatRunTree, listRuns, runTree, showRun } from
 import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
-import { connectNats, type CommandContext } from '../context.js';
+import { connectNats, tenantOption, type CommandContext } from '../context.js';
+import { tenantCancel, tenantList, tenantShow, watchVerb } from './runs-tenant.js';
 import { createHumanRenderer } from '../render.js';
 import { isHitlVerb, runsHitlCommand } from './runs-hitl.js';
 import { runsSpec } from '../specs/runs.js';
@@ -12,8 +13,9 @@ const usageError = (message: string) => usage(runsSpec, message);
 
 export async function runsCommand(ctx: CommandContext): Promise<number> {
   const [verb, id, ...extra] = ctx.args.positionals;
+  const tenant = tenantOption(ctx);
   if (isHitlVerb(verb)) {
-    const bus = await connectNats(ctx, 'agentmesh-cli');
+    const bus = await connectNats(ctx, 'agentmesh-cli', { tenant });
     try {
       return await runsHitlCommand(ctx, runsSpec, bus, verb, ctx.args.positionals.slice(1));
     } finally {
@@ -27,7 +29,7 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
     const { runsFork } = await import('./runs-fork.js');
     return runsFork(ctx, runsSpec, id);
   }
-  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
+  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger' && verb !== 'watch')
     throw usageError(
       verb === undefined
         ? `runs needs a subcommand: ${runsSpec.verbs!.join(', ')}`
@@ -39,9 +41,15 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
   const state = stringFlag(ctx.args, 'state');
   if (state !== undefined && state !== 'running' && state !== 'finished')
     throw usageError(`--state must be running or finished, not "${state}"`);
-  const bus = await connectNats(ctx, 'agentmesh-cli');
+  const bus = await connectNats(ctx, 'agentmesh-cli', { tenant });
   try {
     if (verb === 'trigger') return await runsTrigger(ctx, runsSpec, bus, id!);
+    if (verb === 'watch') return await watchVerb(ctx, bus, tenant, id!);
+    if (tenant !== undefined) {
+      if (verb === 'list') return await tenantList(ctx, bus, tenant, state);
+      if (verb === 'show') return await tenantShow(ctx, bus, tenant, id!);
+      return await tenantCancel(ctx, bus, tenant, id!);
+    }
     if (verb === 'list') return await listVerb(ctx, bus, state);
     if (verb === 'show') return await showVerb(ctx, bus, id!);
     return await cancelVerb(ctx, bus, id!);

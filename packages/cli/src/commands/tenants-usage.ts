@@ -2,10 +2,10 @@ import { tenantUsageReport, type TenantUsageReport } from '@agentmesh/planner';
 import { stringFlag, usageError as usage } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { embeddedDataDir, SessionFilesBus } from '../sessions-dir.js';
-import { tenantsUsageSpec } from '../specs/tenants-usage.js';
+import { tenantsSpec } from '../specs/tenants.js';
 import { formatTable } from '../table.js';
 
-const usageError = (message: string) => usage(tenantsUsageSpec, message);
+const usageError = (message: string) => usage(tenantsSpec, message);
 
 /** `agentmesh tenants usage [NAME]`: usage today against limits, per tenant. */
 export async function tenantsUsageCommand(ctx: CommandContext): Promise<number> {

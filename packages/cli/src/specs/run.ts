@@ -1,4 +1,4 @@
-import { ACTOR_FLAGS, type CommandSpec } from '../args.js';
+import { ACTOR_FLAGS, TENANT_FLAG, type CommandSpec } from '../args.js';
 
 const EMBEDDED_ONLY = (otherwise: string) => ({ mode: 'embedded' as const, otherwise });
 
@@ -11,6 +11,7 @@ export const runSpec: CommandSpec = {
     nats: ACTOR_FLAGS['nats']!,
     prefix: ACTOR_FLAGS['prefix']!,
     config: ACTOR_FLAGS['config']!,
+    tenant: { ...TENANT_FLAG['tenant']!, only: { mode: 'nats', otherwise: 'a run on NATS (--nats)' } },
     provider: {
       type: 'string',
       value: 'NAME',

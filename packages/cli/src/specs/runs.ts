@@ -1,4 +1,4 @@
-import { CONNECTION_FLAGS, type CommandSpec, type FlagSpec } from '../args.js';
+import { CONNECTION_FLAGS, TENANT_FLAG, type CommandSpec, type FlagSpec } from '../args.js';
 
 /** The flags `runs trigger` adds to `runs`. */
 export const TRIGGER_FLAGS: Record<string, FlagSpec> = {
@@ -48,14 +48,16 @@ export const runsSpec: CommandSpec = {
     'agentmesh runs list [--state running|finished] [--limit N] | agentmesh runs show ID | agentmesh runs cancel ID [--reason TEXT] | ' +
     'agentmesh runs pending | agentmesh runs approve RUN_ID APPROVAL_ID | agentmesh runs deny RUN_ID APPROVAL_ID [--reason TEXT] | ' +
     'agentmesh runs input RUN_ID TEXT | agentmesh runs pause RUN_ID | agentmesh runs resume RUN_ID | ' +
-    'agentmesh runs trigger ID --kind K [--data JSON] | ' +
-    'agentmesh runs fork RUN_ID --at SEQ [--model M] [--provider P] [--script FILE] [--id NEW_ID] [--json]',
+    'agentmesh runs trigger ID --kind K [--data JSON] | agentmesh runs watch ID | ' +
+    "agentmesh runs fork RUN_ID --at SEQ [--model M] [--provider P] [--script FILE] [--id NEW_ID] [--json]   (--tenant NAME: through that tenant's API)",
   summary:
     'Lists the runs of the fleet on NATS (from their run records), shows one run (record, events and transcript, also after it finished), cancels one, ' +
-    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, pauses and resumes it between turns, ' +
-    'or forks a finished run after one of its events with another model (over NATS, or embedded from the data dir).',
+    'lists the approvals waiting across the fleet, approves or denies one, adds a user message to a run, pauses and resumes it between turns, follows its events (watch), ' +
+    'or forks a finished run after one of its events with another model (over NATS, or embedded from the data dir). ' +
+    "With --tenant NAME every verb goes through that tenant's API and sees only its runs.",
   flags: {
     ...CONNECTION_FLAGS,
+    ...TENANT_FLAG,
     state: { type: 'string', value: 'STATE', description: 'list: only running or finished runs' },
     limit: { type: 'string', value: 'N', description: 'list: newest N runs (default 50)' },
     reason: {
@@ -80,5 +82,5 @@ export const runsSpec: CommandSpec = {
     ...TRIGGER_FLAGS,
     ...FORK_FLAGS,
   },
-  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS, 'fork'],
+  verbs: ['list', 'show', 'cancel', 'trigger', ...HITL_VERBS, 'fork', 'watch'],
 };

@@ -1,5 +1,6 @@
 import {
   AgentMeshError,
+  DEFAULT_TENANT,
   ErrorCode,
   encodeJson,
   isAgentMeshError,
@@ -85,6 +86,7 @@ export async function claimRecord(
         task: fields.request.task.slice(0, 200),
         parent: accepted.parent,
         forked_from: accepted.forked_from,
+        tenant: accepted.tenant,
       });
       await records.put(fields.runId, encodeJson(record));
     },
@@ -140,9 +142,14 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
   };
 }
 
-/** The `parent` of a child run's record and the `forked_from` of a fork's (none for a top-level run). */
-export function recordedOrigin(request: RunRequest): Pick<RunRecord, 'parent' | 'forked_from'> {
+/**
+ * The `parent` of a child run's record, the `forked_from` of a fork's (none for a top-level run) and the run's
+ * tenant (left out for `default`, so the records of a single-team fleet stay as they were).
+ */
+export function recordedOrigin(request: RunRequest): Pick<RunRecord, 'parent' | 'forked_from' | 'tenant'> {
+  const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
   return {
+    ...(tenant === DEFAULT_TENANT ? {} : { tenant }),
     ...(request.parent === undefined
       ? {}
       : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } }),

@@ -82,7 +82,11 @@ export interface ExecutorConfig {
   catalogRetryMs: number | undefined;
   checkpoint: CheckpointHook | undefined;
   active: ActiveRuns;
-  publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
+  /** The run's event publisher; `tenant` is the run's tenant (`identity.tenant`). */
+  publisher: (
+    runId: string,
+    options?: { onConflict?: () => void; tenant?: string | undefined },
+  ) => EventPublisher;
   transcripts: () => TranscriptStore | undefined;
   /** The run's features behind the engine's ports (agent tools, approvals, skills, daemons): run-features.ts. */
   features: RunFeatures<RunContext>;
@@ -127,6 +131,7 @@ export class RunExecutor {
     const started = performance.now();
     const log = this.config.logger.child({ run_id: runId });
     const publisher = this.config.publisher(runId, {
+      tenant: request.identity?.tenant,
       onConflict: () =>
         keeper.giveUp?.(
           'the event log holds another event at a seq this planner wrote: handing the run over',
