@@ -4,13 +4,13 @@ import {
   AgentMeshError,
   ErrorCode,
   compileOutputSchema,
+  compileSafeRegex,
   matchesToolPattern,
   RunStatusSchema,
   type RunRequest,
   type RunStatus,
   type Usage,
 } from '@agentmesh/protocol';
-import { compileSafeRegex } from '@agentmesh/catalog';
 
 const patterns = z.union([z.string().min(1).max(256), z.array(z.string().min(1).max(256)).min(1).max(64)]);
 
@@ -62,7 +62,7 @@ export interface CompiledChecks {
 }
 
 /**
- * Compiles `expect` into checks. A `regex` must pass the catalog's safe-regex check and then runs with a time limit;
+ * Compiles `expect` into checks. A `regex` must pass the protocol's safe-regex check and then runs with a time limit;
  * a `json_schema` goes through the same hardened validator as `output_schema`. Throws `invalid_request` naming the
  * check when one cannot be compiled.
  */
@@ -117,15 +117,7 @@ function equalsCheck(expected: string): Check {
 }
 
 function regexCheck(pattern: string): Check {
-  let regex: RegExp;
-  try {
-    compileSafeRegex(pattern);
-    regex = new RegExp(pattern);
-  } catch (error) {
-    throw new AgentMeshError(ErrorCode.InvalidRequest, `expect.regex: ${(error as Error).message}`, {
-      details: { field: 'expect.regex' },
-    });
-  }
+  const regex = compileSafeRegex(pattern, { field: 'expect.regex' });
   return (o) => {
     const matched = testWithTimeout(regex, o.text);
     if (matched === true) return undefined;
