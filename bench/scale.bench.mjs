@@ -5,7 +5,7 @@
 // model (scripts/simulate-scale.mjs) reads to bench/scale-costs.json.
 import { fork, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
 import {
@@ -100,17 +100,37 @@ async function waitFor(check, timeoutMs, what) {
   }
 }
 
-/** CPU the catalog used over `ms`, as a share of one core, and the heartbeats that reached it meanwhile. */
-async function steadyState(catalog, bus, prefix, ms) {
+/** CPU time (ms) a process has used, from /proc (undefined elsewhere, or for a server this bench did not start). */
+function processCpuMs(pid) {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU the catalog (and the nats-server, when this bench started it) used over `ms`, as a share of one core, and the
+ * heartbeats that reached the catalog meanwhile.
+ */
+async function steadyState(catalog, bus, prefix, ms, serverPid) {
   let beats = 0;
   const sub = bus.subscribe(subjects(prefix).catalogHeartbeat, () => void beats++);
   await bus.flush();
   const a = await catalog.ask('usage');
+  const serverA = processCpuMs(serverPid);
   await new Promise((r) => setTimeout(r, ms));
   const b = await catalog.ask('usage');
+  const serverB = processCpuMs(serverPid);
   sub.unsubscribe();
   const wall = b.at_ms - a.at_ms;
-  return { cpu: (b.cpu_us - a.cpu_us) / 1000 / wall, beatsPerSecond: (beats / wall) * 1000 };
+  return {
+    cpu: (b.cpu_us - a.cpu_us) / 1000 / wall,
+    server: serverA === undefined ? undefined : (serverB - serverA) / wall,
+    beatsPerSecond: (beats / wall) * 1000,
+  };
 }
 
 /** The floor of registering: the same 1,000 requests of 10 specs from one connection, 8 in flight. */
@@ -204,7 +224,7 @@ const stopChild = async (p) => {
   await p.exited;
 };
 
-export async function run({ natsUrl, quick }) {
+export async function run({ natsUrl, quick, serverPid }) {
   const id = randomUUID().slice(0, 8);
   const prefix = `benchscale${id}`;
   const bucket = `bench_scale_${id}`;
@@ -220,14 +240,16 @@ export async function run({ natsUrl, quick }) {
   const children = [catalog, ...planners];
   try {
     await Promise.all(planners.map((p) => p.ready));
-    const idle = await steadyState(catalog, bus, prefix, 2000);
+    const idle = await steadyState(catalog, bus, prefix, 2000, serverPid);
     const floorMs = await registrationFloor(bus, prefix);
     await waitFor(async () => (await catalog.ask('count')) === 0, 10_000, 'floor workers deregistered');
     const memBefore = await catalog.ask('memory');
 
-    const t0 = performance.now();
     const holders = await startHolders(natsUrl, prefix, HOLDERS);
     children.push(...holders);
+    const built = await Promise.all(holders.map((h) => h.next('built')));
+    const t0 = performance.now();
+    for (const h of holders) h.child.send({ go: true });
     const connected = await Promise.all(holders.map((h) => h.next('connected')));
     const connectedMs = performance.now() - t0;
     await Promise.all(holders.map((h) => h.next('registered')));
@@ -245,18 +267,29 @@ export async function run({ natsUrl, quick }) {
     figures.push(
       floor,
       figure('1,000 workers connected and serving (4 processes)', connectedMs, 'ms'),
-      figure('register 1,000 workers x 10 tools, from process start to all live', registerMs, 'ms', floor),
+      figure('register 1,000 workers x 10 tools, from connecting to all live', registerMs, 'ms', floor),
+      figure(
+        'worker side: defining 10 tools (JSON Schema, ajv), per worker',
+        Math.max(...built.map((b, i) => b.ms / (HOLDERS[i][1] - HOLDERS[i][0]))),
+        'ms',
+      ),
     );
     costs.connect_ms_max = Math.max(...connected.map((c) => c.ms));
 
     await new Promise((r) => setTimeout(r, 2 * HEARTBEAT_MS));
     const memAfter = await catalog.ask('memory');
-    const steady = await steadyState(catalog, bus, prefix, quick ? 3000 : 6000);
+    const steady = await steadyState(catalog, bus, prefix, quick ? 3000 : 6000, serverPid);
     const idleCpu = figure('catalog CPU, no workers', idle.cpu * 100, '% of a core');
     figures.push(
       idleCpu,
       figure('catalog CPU, 1,000 workers heartbeating every 1 s', steady.cpu * 100, '% of a core', idleCpu),
       figure('heartbeats reaching the catalog', steady.beatsPerSecond, 'msg/s'),
+      ...(steady.server === undefined
+        ? []
+        : [
+            figure('nats-server CPU, no workers', idle.server * 100, '% of a core'),
+            figure('nats-server CPU, 1,000 workers heartbeating', steady.server * 100, '% of a core'),
+          ]),
       figure('catalog CPU per heartbeat', ((steady.cpu - idle.cpu) * 1e6) / steady.beatsPerSecond, 'us'),
       figure(
         'catalog heap per worker connection (10 tools)',
@@ -272,6 +305,8 @@ export async function run({ natsUrl, quick }) {
     costs.heartbeat_cpu_us = ((steady.cpu - idle.cpu) * 1e6) / steady.beatsPerSecond;
     costs.heartbeats_per_s = steady.beatsPerSecond;
     costs.catalog_cpu_share = steady.cpu;
+    if (steady.server !== undefined)
+      costs.server_cpu_per_heartbeat_us = ((steady.server - idle.server) * 1e6) / steady.beatsPerSecond;
 
     const search = await searchFigures(bus, raw, prefix, quick);
     figures.push(...search);
@@ -284,6 +319,8 @@ export async function run({ natsUrl, quick }) {
     const fleetCalls = await callThroughput(bus, prefix, fleetNames, callCount);
     const base = await startHolders(natsUrl, prefix, [[0, 10]], 'base');
     children.push(...base);
+    await base[0].next('built');
+    base[0].child.send({ go: true });
     await base[0].next('registered');
     const baseNames = syntheticTools(10 * TOOLS_PER_WORKER).map((t) => `base${t.name}`);
     const baseCalls = await callThroughput(bus, prefix, baseNames, callCount);
