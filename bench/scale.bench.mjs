@@ -7,6 +7,7 @@ import { fork, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import {
   CatalogRegisterReplySchema,
@@ -156,10 +157,40 @@ async function registrationFloor(bus, prefix) {
       }
     }),
   );
-  const ms = performance.now() - t0;
+  return performance.now() - t0;
+}
+
+async function deregisterFloor(bus, prefix) {
   for (let w = 0; w < WORKERS; w++)
     await bus.request(subjects(prefix).catalogDeregister, encodeJson({ worker_id: `floor-w${w}` }));
-  return ms;
+}
+
+/**
+ * The floor of the events stream: 20,000 appends of 300 bytes to a file stream of per-run subjects (1,000 runs),
+ * 256 in flight, by bare nats.js; appends per second.
+ */
+async function streamFloor(raw, id, quick) {
+  const jsm = await jetstreamManager(raw);
+  const js = jetstream(raw);
+  const name = `BENCH_SCALE_EVENTS_${id}`;
+  await jsm.streams.add({ name, subjects: [`benchscale${id}.runs.*.events`], storage: 'file' });
+  const body = new Uint8Array(300).fill(120);
+  const count = quick ? 5000 : 20_000;
+  let next = 0;
+  const t0 = performance.now();
+  try {
+    await Promise.all(
+      Array.from({ length: 256 }, async () => {
+        while (next < count) {
+          const i = next++;
+          await js.publish(`benchscale${id}.runs.r${i % 1000}.events`, body);
+        }
+      }),
+    );
+    return (count / (performance.now() - t0)) * 1000;
+  } finally {
+    await jsm.streams.delete(name).catch(() => undefined);
+  }
 }
 
 async function callThroughput(bus, prefix, names, count) {
@@ -175,21 +206,42 @@ async function callThroughput(bus, prefix, names, count) {
   return measure(call, { count, concurrency: 64, warmup: Math.min(names.length, count) });
 }
 
-async function searchFigures(bus, raw, prefix, quick) {
-  const queries = ['read a file', 'list open pull requests', 'compute sha256 of text', 'send an email'];
-  const bodies = queries.map((q) => encodeJson({ query: q, limit: 10, deferred_only: false }));
+const SEARCH_BODIES = [
+  'read a file',
+  'list open pull requests',
+  'compute sha256 of text',
+  'send an email',
+].map((q) => encodeJson({ query: q, limit: 10, deferred_only: false }));
+
+/** tool_search latency, one request in flight, over the queries above. */
+function searchMeasure(bus, prefix, quick) {
+  const s = subjects(prefix);
+  return measure((i) => bus.request(s.catalogSearch, SEARCH_BODIES[i % SEARCH_BODIES.length]), {
+    count: quick ? 500 : 2000,
+  });
+}
+
+async function searchFigures(bus, raw, prefix, quick, quiet) {
   raw.subscribe(`${prefix}.raw`, { callback: (_e, m) => m.respond(m.data) });
   await raw.flush();
-  const n = quick ? 500 : 2000;
-  const rawR = await measure(() => raw.request(`${prefix}.raw`, bodies[0], { timeout: 5000 }), { count: n });
-  const s = subjects(prefix);
-  const searchR = await measure((i) => bus.request(s.catalogSearch, bodies[i % bodies.length]), { count: n });
-  return latencyFigures(
-    'tool_search bm25, 10,000 tools, 1,000 workers heartbeating',
-    searchR,
-    'raw NATS request/reply',
-    rawR,
-  );
+  const rawR = await measure(() => raw.request(`${prefix}.raw`, SEARCH_BODIES[0], { timeout: 5000 }), {
+    count: quick ? 500 : 2000,
+  });
+  const searchR = await searchMeasure(bus, prefix, quick);
+  return [
+    ...latencyFigures(
+      'tool_search bm25, 10,000 tools, 1,000 workers heartbeating',
+      searchR,
+      'raw NATS request/reply',
+      rawR,
+    ),
+    ...latencyFigures(
+      'tool_search bm25 with the heartbeats',
+      searchR,
+      'the same search, same tools, before any worker connected',
+      quiet,
+    ).slice(0, 2),
+  ];
 }
 
 /** Whether a regex search for exactly `name` finds it. */
@@ -242,6 +294,8 @@ export async function run({ natsUrl, quick, serverPid }) {
     await Promise.all(planners.map((p) => p.ready));
     const idle = await steadyState(catalog, bus, prefix, 2000, serverPid);
     const floorMs = await registrationFloor(bus, prefix);
+    const quiet = await searchMeasure(bus, prefix, quick);
+    await deregisterFloor(bus, prefix);
     await waitFor(async () => (await catalog.ask('count')) === 0, 10_000, 'floor workers deregistered');
     const memBefore = await catalog.ask('memory');
 
@@ -308,11 +362,13 @@ export async function run({ natsUrl, quick, serverPid }) {
     if (steady.server !== undefined)
       costs.server_cpu_per_heartbeat_us = ((steady.server - idle.server) * 1e6) / steady.beatsPerSecond;
 
-    const search = await searchFigures(bus, raw, prefix, quick);
+    const search = await searchFigures(bus, raw, prefix, quick, quiet);
     figures.push(...search);
     costs.search_p50_us = search[0].value;
     costs.search_p99_us = search[1].value;
     costs.raw_request_p50_us = search[0].value / search[0].ratio;
+    costs.search_quiet_p50_us = quiet.p50_us;
+    costs.search_quiet_p99_us = quiet.p99_us;
 
     const callCount = quick ? 5000 : 20_000;
     const fleetNames = syntheticTools(WORKERS * TOOLS_PER_WORKER).map((t) => t.name);
@@ -362,6 +418,15 @@ export async function run({ natsUrl, quick, serverPid }) {
       figure('100 workers killed at once: their tools gone from search', goneMs, 'ms', ttl),
     );
     costs.expiry_ms = noticedMs;
+    const appends = await streamFloor(raw, id, quick);
+    figures.push(
+      figure(
+        'JetStream: appends/s to one file stream of per-run subjects, 256 in flight (bare nats.js)',
+        appends,
+        'msg/s',
+      ),
+    );
+    costs.stream_appends_per_s = appends;
   } finally {
     await Promise.all(children.map(stopChild));
     const jsm = await bus.jetstreamManager();
