@@ -277,6 +277,21 @@ describe('Catalog on the in-process bus', () => {
     }
   });
 
+  it('a heartbeat key an earlier catalog wrote still keeps its worker alive, and is deleted with the worker', async () => {
+    await start();
+    await register('w1', TOOLS, 300);
+    const kv = await bus.kv(CATALOG_BUCKET);
+    const beatKey = `beats.${Buffer.from('w1').toString('base64url')}`;
+    const t0 = Date.now();
+    while (Date.now() - t0 < 1000) {
+      await kv.put(beatKey, new TextEncoder().encode('{}'));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(catalog.toolNames()).toHaveLength(5);
+    await requestJson(bus, s.catalogDeregister, { worker_id: 'w1' }, CatalogHeartbeatReplySchema);
+    expect(await kv.get(beatKey)).toBeNull();
+  });
+
   it('answers unchanged to a list that sends the current version back, and a full list after any change', async () => {
     await start();
     await register('w1', TOOLS.slice(0, 2));

@@ -134,6 +134,8 @@ export class Catalog {
   private readonly liveEpoch = randomUUID().slice(0, 8);
   private liveChanges = 0;
   private readonly availability = new ToolAvailability();
+  /** Workers with a `beats.<id>` key in the bucket (written by a catalog before heartbeats were batched). */
+  private readonly legacyBeats = new Set<string>();
   /** Heartbeats this replica answered since its last flush (see {@link PulseBatch}). */
   private readonly pulses = new PulseBatch(this.liveEpoch);
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
@@ -249,7 +251,10 @@ export class Catalog {
         if (present) this.markSeen(pulseIds(entry.value));
         return;
       } else if (CatalogKeys.isBeat(entry.key)) {
-        if (present) this.markSeen([CatalogKeys.workerOfBeat(entry.key)]);
+        const workerId = CatalogKeys.workerOfBeat(entry.key);
+        if (present) this.legacyBeats.add(workerId);
+        else this.legacyBeats.delete(workerId);
+        if (present) this.markSeen([workerId]);
         return;
       } else return;
     } catch (error) {
@@ -427,10 +432,7 @@ export class Catalog {
     this.availability.forget(workerId);
     const key = CatalogKeys.worker(workerId);
     const known = this.registry.worker(workerId) !== undefined || (await this.bucket.get(key)) !== null;
-    if (known) {
-      await this.bucket.remove(key);
-      await this.bucket.remove(CatalogKeys.beat(workerId));
-    }
+    if (known) await this.removeWorker(workerId);
     this.seenAt.delete(workerId);
     this.logger.info({ worker_id: workerId, known }, 'worker deregistered');
     return { known };
@@ -482,15 +484,26 @@ export class Catalog {
       if (!this.seenAt.has(worker.worker_id)) this.seenAt.set(worker.worker_id, now);
       if (now - seen > worker.ttl_ms) expired.push(worker);
     }
-    for (const worker of expired) {
-      if (!this.started) return;
-      this.logger.warn(
-        { worker_id: worker.worker_id, ttl_ms: worker.ttl_ms },
-        'worker missed its heartbeats: expired',
-      );
-      this.seenAt.delete(worker.worker_id);
-      await this.bucket.remove(CatalogKeys.worker(worker.worker_id));
-      await this.bucket.remove(CatalogKeys.beat(worker.worker_id));
-    }
+    if (!this.started) return;
+    // all at once: 100 workers lost together leave search together, not one KV round trip after another
+    await Promise.all(
+      expired.map((worker) => {
+        this.logger.warn(
+          { worker_id: worker.worker_id, ttl_ms: worker.ttl_ms },
+          'worker missed its heartbeats: expired',
+        );
+        this.seenAt.delete(worker.worker_id);
+        return this.removeWorker(worker.worker_id);
+      }),
+    );
+  }
+
+  /** Deletes a worker's record, and its heartbeat key when a catalog of an earlier version wrote one. */
+  private async removeWorker(workerId: string): Promise<void> {
+    const beat = this.legacyBeats.has(workerId);
+    await Promise.all([
+      this.bucket.remove(CatalogKeys.worker(workerId)),
+      beat ? this.bucket.remove(CatalogKeys.beat(workerId)) : undefined,
+    ]);
   }
 }
