@@ -160,11 +160,6 @@ async function registrationFloor(bus, prefix) {
   return performance.now() - t0;
 }
 
-async function deregisterFloor(bus, prefix) {
-  for (let w = 0; w < WORKERS; w++)
-    await bus.request(subjects(prefix).catalogDeregister, encodeJson({ worker_id: `floor-w${w}` }));
-}
-
 /**
  * The floor of the events stream: 20,000 appends of 300 bytes to a file stream of per-run subjects (1,000 runs),
  * 256 in flight, by bare nats.js; appends per second.
@@ -173,7 +168,7 @@ async function streamFloor(raw, id, quick) {
   const jsm = await jetstreamManager(raw);
   const js = jetstream(raw);
   const name = `BENCH_SCALE_EVENTS_${id}`;
-  await jsm.streams.add({ name, subjects: [`benchscale${id}.runs.*.events`], storage: 'file' });
+  await jsm.streams.add({ name, subjects: [`benchscaleev${id}.runs.*.events`], storage: 'file' });
   const body = new Uint8Array(300).fill(120);
   const count = quick ? 5000 : 20_000;
   let next = 0;
@@ -183,7 +178,7 @@ async function streamFloor(raw, id, quick) {
       Array.from({ length: 256 }, async () => {
         while (next < count) {
           const i = next++;
-          await js.publish(`benchscale${id}.runs.r${i % 1000}.events`, body);
+          await js.publish(`benchscaleev${id}.runs.r${i % 1000}.events`, body);
         }
       }),
     );
@@ -293,11 +288,14 @@ export async function run({ natsUrl, quick, serverPid }) {
   try {
     await Promise.all(planners.map((p) => p.ready));
     const idle = await steadyState(catalog, bus, prefix, 2000, serverPid);
-    const floorMs = await registrationFloor(bus, prefix);
-    const quiet = await searchMeasure(bus, prefix, quick);
-    await deregisterFloor(bus, prefix);
-    await waitFor(async () => (await catalog.ask('count')) === 0, 10_000, 'floor workers deregistered');
     const memBefore = await catalog.ask('memory');
+    // the floors, on a catalog process of their own (so the measured one starts empty): the same registrations from
+    // one connection, and the same searches over the same tools with no heartbeat at all
+    const floorCatalog = await startCatalog(natsUrl, `${prefix}f`, `${bucket}_f`);
+    children.push(floorCatalog);
+    const floorMs = await registrationFloor(bus, `${prefix}f`);
+    const quiet = await searchMeasure(bus, `${prefix}f`, quick);
+    await stopChild(floorCatalog);
 
     const holders = await startHolders(natsUrl, prefix, HOLDERS);
     children.push(...holders);
@@ -329,6 +327,8 @@ export async function run({ natsUrl, quick, serverPid }) {
       ),
     );
     costs.connect_ms_max = Math.max(...connected.map((c) => c.ms));
+    costs.register_us = (floorMs * 1000) / WORKERS;
+    costs.register_all_ms = registerMs;
 
     await new Promise((r) => setTimeout(r, 2 * HEARTBEAT_MS));
     const memAfter = await catalog.ask('memory');
@@ -431,6 +431,7 @@ export async function run({ natsUrl, quick, serverPid }) {
     await Promise.all(children.map(stopChild));
     const jsm = await bus.jetstreamManager();
     await jsm.streams.delete(`KV_${bucket}`).catch(() => undefined);
+    await jsm.streams.delete(`KV_${bucket}_f`).catch(() => undefined);
     await Promise.all([bus.close(), raw.close()]);
   }
   writeFileSync(new URL('./scale-costs.json', here), `${JSON.stringify(costs, null, 2)}\n`);

@@ -26,8 +26,8 @@ export const DEFAULT_COSTS = {
   cores: 2,
   /** worker-side CPU of one heartbeat (us): the request, its reply, the timer */
   worker_cpu_per_heartbeat_us: 40,
-  /** catalog CPU to register one worker of 10 tools (us) */
-  register_cpu_us: 1100,
+  /** catalog time per registration of 10 specs, 8 in flight from one connection (us): the bench's floor */
+  register_us: 1500,
   /** bytes of one worker id in a pulse entry, quotes and comma included */
   pulse_bytes_per_worker: 20,
 };
@@ -36,6 +36,9 @@ export const DEFAULT_COSTS = {
 export function loadCosts(path) {
   const costs = { ...DEFAULT_COSTS };
   if (path !== undefined && existsSync(path)) Object.assign(costs, JSON.parse(readFileSync(path, 'utf8')));
+  // the search's own time: the same search before any heartbeat, less the raw round trip
+  if (costs.search_quiet_p50_us !== undefined)
+    costs.search_service_us = Math.max(20, costs.search_quiet_p50_us - costs.raw_request_p50_us);
   return costs;
 }
 
@@ -168,7 +171,7 @@ export function predict(costs, workers, heartbeatMs = costs.heartbeat_ms, option
     search_p50_us: sim === undefined ? Infinity : costs.raw_request_p50_us + sim.classes[1].p50 * 1e6,
     search_p99_us: sim === undefined ? Infinity : costs.raw_request_p50_us + sim.classes[1].p99 * 1e6,
     expiry_ms: ttl + sweep / 2 + sweep / 2,
-    register_all_ms: (workers * costs.register_cpu_us) / 1000,
+    register_all_ms: (workers * costs.register_us) / 1000,
     call_throughput_host_bound: calls,
     pulse_bytes_per_flush: Math.ceil((beats * sweep) / 1000) * costs.pulse_bytes_per_worker,
   };
@@ -214,6 +217,7 @@ function main() {
       search_p50_us: costs.search_p50_us,
       search_p99_us: costs.search_p99_us,
       expiry_ms: costs.expiry_ms,
+      register_all_ms: costs.register_all_ms,
       call_throughput_host_bound: costs.call_throughput,
     };
     console.log(`\nmodel vs the bench at ${costs.workers} workers:`);
