@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-/** Costs measured on the project's 2-core machine (2026-11-26, after batched heartbeats); a bench run overrides. */
+/** Medians measured on the project's 2-core machine (2026-11-26, batched heartbeats); a bench run overrides them. */
 export const DEFAULT_COSTS = {
   heartbeat_ms: 1000,
   workers: 1000,
@@ -15,19 +15,19 @@ export const DEFAULT_COSTS = {
   /** catalog CPU per heartbeat answered (us) */
   heartbeat_cpu_us: 45,
   /** nats-server CPU per heartbeat (us): routing the request and its reply, and any KV write it causes */
-  server_cpu_per_heartbeat_us: 30,
-  /** catalog CPU of one bm25 search over 10,000 tools, request to reply (us) */
-  search_service_us: 200,
+  server_cpu_per_heartbeat_us: 70,
+  /** one bm25 search over 10,000 tools with no heartbeat, less the raw round trip (us; on the bench's busy host) */
+  search_service_us: 650,
   /** a raw NATS request/reply on this host (us) */
   raw_request_p50_us: 70,
   /** tool calls per second, 64 in flight, to 10 workers: the host-bound baseline */
-  call_throughput_10: 8000,
+  call_throughput_10: 9500,
   /** host cores the bench shared between every process */
   cores: 2,
   /** worker-side CPU of one heartbeat (us): the request, its reply, the timer */
   worker_cpu_per_heartbeat_us: 40,
   /** catalog time per registration of 10 specs, 8 in flight from one connection (us): the bench's floor */
-  register_us: 1500,
+  register_us: 1900,
   /** bytes of one worker id in a pulse entry, quotes and comma included */
   pulse_bytes_per_worker: 20,
 };
@@ -190,7 +190,7 @@ const fmt = (v) =>
     ? String(v)
     : !Number.isFinite(v)
       ? 'saturated'
-      : v >= 100
+      : Number.isInteger(v) || v >= 100
         ? String(Math.round(v))
         : v.toFixed(3);
 
@@ -223,12 +223,9 @@ function main() {
     console.log(`\nmodel vs the bench at ${costs.workers} workers:`);
     console.log(
       table(
-        Object.entries(measured).map(([k, v]) => ({
-          figure: k,
-          model: at[k],
-          measured: v,
-          ratio: v / at[k],
-        })),
+        Object.entries(measured)
+          .filter(([, v]) => v !== undefined)
+          .map(([k, v]) => ({ figure: k, model: at[k], measured: v, 'measured / model': v / at[k] })),
       ),
     );
   }

@@ -77,11 +77,14 @@ describe('the scaling model', () => {
     for (let i = 1; i < rows.length; i++) {
       expect(rows[i]!.heartbeats_per_s).toBeGreaterThan(rows[i - 1]!.heartbeats_per_s);
       expect(rows[i]!.catalog_cpu).toBeGreaterThan(rows[i - 1]!.catalog_cpu);
-      expect(rows[i]!.search_p99_us).toBeGreaterThanOrEqual(rows[i - 1]!.search_p99_us);
+      // the simulated p99 carries sampling noise where the heartbeats barely load the loop
+      expect(rows[i]!.search_p99_us).toBeGreaterThanOrEqual(rows[i - 1]!.search_p99_us * 0.9);
+      expect(rows[i]!.search_p50_us).toBeGreaterThanOrEqual(rows[i - 1]!.search_p50_us - 1);
       expect(rows[i]!.call_throughput_host_bound).toBeLessThanOrEqual(
         rows[i - 1]!.call_throughput_host_bound,
       );
     }
+    expect(rows[4]!.search_p99_us).toBeGreaterThan(rows[0]!.search_p99_us * 1.2);
     const heavy = { ...costs, heartbeat_cpu_us: 200 };
     expect(sim.predict(heavy, 10_000, 1000).search_p50_us).toBe(Infinity);
     expect(sim.predict(costs, 1000, 5000).heartbeats_per_s).toBe(200);
