@@ -7,6 +7,12 @@ export const RUNS_STREAM = 'AGENTMESH_RUNS';
 export const EVENTS_STREAM = 'AGENTMESH_EVENTS';
 export const CATALOG_BUCKET = 'agentmesh_catalog';
 export const ARTIFACTS_BUCKET = 'agentmesh_artifacts';
+/**
+ * Reply subjects a responder answers on: inboxes (`_INBOX.…`, `_INBOX_<user>.…`). A responder may publish on the
+ * reply subject of any request it gets, so a request whose reply subject names a fleet subject
+ * (`agentmesh.runs.<id>.cancel`) would make it publish there for the requester.
+ */
+export const INBOX_SUBJECT = /^_INBOX[._]/;
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
 /** The last token of one worker's own tool subject: it starts with an uppercase letter, which no tool name does. */
 export const WORKER_SUBJECT_TOKEN = /^[A-Z][A-Za-z0-9_-]{0,63}$/;

@@ -1,4 +1,5 @@
 import {
+  INBOX_SUBJECT,
   ApprovalDecisionSchema,
   ErrorCode,
   AgentMeshError,
@@ -138,17 +139,10 @@ function serveTenantSessions(
   ];
 }
 
-/**
- * A reply goes only to an inbox (`_INBOX.…`, `_INBOX_<user>.…`). The planner may answer on any reply subject it is
- * given, fleet subjects included: a request whose reply subject names `agentmesh.runs.<id>.cancel`, or another
- * tenant's events, would make the planner publish there for the tenant.
- */
-const INBOX_REPLY = /^_INBOX[._]/;
-
 async function dispatch(deps: TenantApiDeps, what: string, handler: Handler, msg: BusMessage): Promise<void> {
   const parsed = tenantOfSubject(deps.prefix, msg.subject);
   if (parsed === undefined) return;
-  if (msg.reply !== undefined && !INBOX_REPLY.test(msg.reply)) {
+  if (msg.reply !== undefined && !INBOX_SUBJECT.test(msg.reply)) {
     deps.logger.warn(
       { tenant: parsed.tenant, subject: msg.subject, reply: msg.reply },
       `${what} refused: its reply subject is not an inbox`,
