@@ -343,7 +343,8 @@ export class Planner {
 
   private async handOff(timeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): Promise<void> {
     this.handingOff = true;
-    const waiting = (lease: RunLease) => lease.record.waiting !== undefined || this.idleDaemons.has(lease.runId);
+    const waiting = (lease: RunLease) =>
+      lease.record.waiting !== undefined || this.idleDaemons.has(lease.runId);
     const settled = () => Promise.allSettled([...this.inflight]);
     const started = Date.now();
     while (this.inflight.size > 0 && Date.now() - started < timeoutMs) {
@@ -354,7 +355,10 @@ export class Planner {
     }
     if (this.inflight.size === 0) return;
     const released = await this.presence.release(`${DRAIN_HANDOFF} (drain timeout ${timeoutMs} ms)`);
-    this.logger.warn({ runs: released, timeout_ms: timeoutMs }, 'drain timeout: runs handed over where they stand');
+    this.logger.warn(
+      { runs: released, timeout_ms: timeoutMs },
+      'drain timeout: runs handed over where they stand',
+    );
     await Promise.race([settled(), sleep(2_000)]);
   }
 

@@ -2,8 +2,8 @@ import { hostname } from 'node:os';
 import { AgentMeshError, ErrorCode, ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
 import { Catalog, parseRegistrationRoles } from '@agentmesh/catalog';
 import { ToolWorker } from '@agentmesh/tool-worker';
-import { Planner } from '@agentmesh/planner';
-import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec } from '../args.js';
+import { DEFAULT_DRAIN_TIMEOUT_MS, PLANNER_VERSION, Planner } from '@agentmesh/planner';
+import { ACTOR_FLAGS, intFlag, listFlag, stringFlag, type CommandSpec, type ParsedArgs } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import { startHealthServer, type HealthServer } from '../health.js';
 import { actorKindOf, serveActorMetrics } from '../metrics.js';
@@ -49,6 +49,19 @@ export const plannerSpec: CommandSpec = {
       value: 'URL',
       description: 'base URL of an OpenAI-compatible server',
       env: 'OPENAI_BASE_URL',
+    },
+    'drain-timeout': {
+      type: 'string',
+      value: 'DURATION',
+      description:
+        'on SIGTERM, hand runs in flight to other planners at their next turn boundary, and all of them by then (default 30s; e.g. 500ms, 10s, 2m)',
+      env: 'AGENTMESH_DRAIN_TIMEOUT',
+    },
+    'version-tag': {
+      type: 'string',
+      value: 'TAG',
+      description: `the build this planner announces, shown by "agentmesh status" (default: the package version, ${PLANNER_VERSION})`,
+      env: 'AGENTMESH_VERSION_TAG',
     },
   },
 };
@@ -168,6 +181,9 @@ export function catalogCommand(ctx: CommandContext): Promise<number> {
 export function plannerCommand(ctx: CommandContext): Promise<number> {
   const maxRuns = intFlag(ctx.args, 'max-runs');
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
+  const drainTimeoutMs =
+    durationFlag(ctx.args, 'drain-timeout', 'AGENTMESH_DRAIN_TIMEOUT') ?? DEFAULT_DRAIN_TIMEOUT_MS;
+  const versionTag = stringFlag(ctx.args, 'version-tag', 'AGENTMESH_VERSION_TAG');
   return serveActor(ctx, ServiceName.Planner, (bus, logger) => {
     const planner = new Planner({
       bus,
@@ -175,8 +191,12 @@ export function plannerCommand(ctx: CommandContext): Promise<number> {
       prefix: ctx.prefix,
       ...plannerOptions(ctx.config, baseUrl),
       ...(maxRuns === undefined ? {} : { maxConcurrentRuns: maxRuns }),
+      ...(versionTag === undefined ? {} : { versionTag }),
     });
-    return { start: () => planner.start(), stop: () => planner.drain() };
+    return {
+      start: () => planner.start(),
+      stop: () => planner.drain({ handOff: true, timeoutMs: drainTimeoutMs }),
+    };
   });
 }
 
@@ -215,6 +235,22 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       },
     };
   });
+}
+
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000 };
+
+/** A duration flag: `500ms`, `10s`, `2m`, or a bare number of milliseconds. */
+function durationFlag(args: ParsedArgs, name: string, env: string): number | undefined {
+  const value = stringFlag(args, name, env);
+  if (value === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (match === null)
+    throw new AgentMeshError(
+      ErrorCode.InvalidRequest,
+      `--${name} must be a duration such as 500ms, 30s or 2m, got "${value}"`,
+      { retryable: false, details: { usage: true, flag: name, value } },
+    );
+  return Math.round(Number(match[1]) * DURATION_UNITS_MS[match[2] ?? 'ms']!);
 }
 
 /** `--artifacts`: `shared` (default) or `off`. */

@@ -99,7 +99,10 @@ export class TriggerQueue {
       timeoutMs: 5_000,
       retryable: isConflict,
     });
-    await this.kv.put(itemKey(runId, reserved.seq), encodeJson({ schema_version: SCHEMA_VERSION, ...trigger }));
+    await this.kv.put(
+      itemKey(runId, reserved.seq),
+      encodeJson({ schema_version: SCHEMA_VERSION, ...trigger }),
+    );
     return reserved;
   }
 

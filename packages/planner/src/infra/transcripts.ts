@@ -48,7 +48,11 @@ export async function readTranscript(
   const store = await openTranscriptStore(bus, options.prefix);
   const blob = await store.get(runId);
   if (blob === null) return null;
-  const transcript = decodeMessage(TranscriptSchema, blob.data, `transcript of run ${runId}`) as unknown as RunTranscript;
+  const transcript = decodeMessage(
+    TranscriptSchema,
+    blob.data,
+    `transcript of run ${runId}`,
+  ) as unknown as RunTranscript;
   return assertKnownSchema(`transcript of run ${runId}`, transcript);
 }
 
