@@ -156,8 +156,12 @@ describe('golden files of the durable formats', () => {
       { id: 'golden-session-2', task: 'again', session: session.session, script: [{ text: 'hello again' }] },
       { prefix },
     );
-    await waitForRunEnd(client, 'golden-session-2', { prefix });
-    const continued = await store.get(session.tenant, session.session);
+    const final = await waitForRunEnd(client, 'golden-session-2', { prefix });
+    expect(final).toMatchObject({ type: 'run.completed', status: 'done' });
+    const continued = await until('the session to record the second run', async () => {
+      const current = await store.get(session.tenant, session.session);
+      return current !== undefined && current.runs.length > session.runs.length ? current : undefined;
+    });
     expect(continued?.runs).toEqual([...session.runs, 'golden-session-2']);
     expect(continued?.messages.slice(0, session.messages.length)).toEqual(session.messages);
   }, 30_000);
