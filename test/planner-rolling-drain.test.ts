@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { encodeJson, type NatsBus, type RunEvent } from '@agentmesh/protocol';
 import { openRunRecords, readRunEvents, submitRun } from '@agentmesh/planner';
-import { cleanEnv, startActor, type ActorProcess } from './helpers/cli.js';
+import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 import { waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
 
@@ -125,3 +125,36 @@ describe('a run of a newer schema version', () => {
     expect(events.map((e) => e.type)).toEqual(['run.warning']);
   }, 30_000);
 });
+
+describe('agentmesh status: versions', () => {
+  it('shows which planners run which build (--version-tag, or the package version)', async () => {
+    const tag = `build-2-${prefix}`;
+    const next = await startActor(
+      ['planner', '--nats', natsUrl, '--prefix', prefix, '--version-tag', tag],
+      cleanEnv(),
+    );
+    actors.push(next);
+    await fleet.planner('planner-old', { versionTag: `build-1-${prefix}` });
+    const env = cleanEnv({ NATS_URL: natsUrl, AGENTMESH_PREFIX: prefix });
+    const status = await runAgentmesh(['status', '--json'], { env, timeoutMs: 60_000 });
+    expect(status.code, status.stderr).toBe(0);
+    const versions = (JSON.parse(status.stdout) as { versions: VersionGroup[] }).versions;
+    expect(versions.find((v) => v.version_tag === `build-1-${prefix}`)).toEqual({
+      version_tag: `build-1-${prefix}`,
+      schema_version: 1,
+      planners: ['planner-old'],
+    });
+    expect(versions.find((v) => v.version_tag === tag)).toMatchObject({ schema_version: 1 });
+    expect(versions.find((v) => v.version_tag === tag)?.planners).toHaveLength(1);
+    const human = await runAgentmesh(['status'], { env, timeoutMs: 60_000 });
+    expect(human.stdout).toContain(`  build-1-${prefix} (schema 1): 1 planner (planner-old)\n`);
+    expect(human.stdout).toMatch(/^versions: /m);
+    expect(await next.stop('SIGTERM')).toBe(0);
+  }, 60_000);
+});
+
+interface VersionGroup {
+  version_tag: string;
+  schema_version: number | null;
+  planners: string[];
+}
