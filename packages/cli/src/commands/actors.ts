@@ -54,13 +54,13 @@ export const plannerSpec: CommandSpec = {
       type: 'string',
       value: 'DURATION',
       description:
-        'on SIGTERM, hand runs in flight to other planners at their next turn boundary, and all of them by then (default 30s; e.g. 500ms, 10s, 2m)',
+        'on SIGTERM, hand every run to other planners within this long (default 30s; e.g. 500ms, 2m)',
       env: 'AGENTMESH_DRAIN_TIMEOUT',
     },
     'version-tag': {
       type: 'string',
       value: 'TAG',
-      description: `the build this planner announces, shown by "agentmesh status" (default: the package version, ${PLANNER_VERSION})`,
+      description: `the build shown by "agentmesh status" (default: the package version, ${PLANNER_VERSION})`,
       env: 'AGENTMESH_VERSION_TAG',
     },
   },
