@@ -5,10 +5,18 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { encodeJson, type NatsBus, type RunEvent } from '@agentmesh/protocol';
-import { openRunRecords, readRunEvents, submitRun } from '@agentmesh/planner';
+import {
+  ApprovalStore,
+  openApprovals,
+  openRunRecords,
+  readRunEvents,
+  sendApprovalDecision,
+  submitRun,
+} from '@agentmesh/planner';
 import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
+import { calcTool, sleepTool } from './fixtures/llm/mesh.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
-import { waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
+import { until, waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 let fleet: NatsFleet;
@@ -23,7 +31,7 @@ const calc = (id: string, lhs: number) => ({
 });
 
 beforeAll(async () => {
-  fleet = await startNatsFleet(natsUrl, { prefixTag: 'drain' });
+  fleet = await startNatsFleet(natsUrl, { prefixTag: 'drain', tools: [calcTool, sleepTool] });
   ({ prefix, client } = fleet);
   fleet.onStop(async () => {
     for (const a of actors) await a.stop('SIGKILL').catch(() => undefined);
@@ -157,4 +165,100 @@ interface VersionGroup {
   version_tag: string;
   schema_version: number | null;
   planners: string[];
+}
+
+describe('Planner.drain({ handOff })', () => {
+  let own: NatsFleet;
+  let client: NatsBus;
+  let prefix: string;
+  beforeAll(async () => {
+    own = await startNatsFleet(natsUrl, { prefixTag: 'handoff', tools: [calcTool, sleepTool] });
+    ({ client, prefix } = own);
+  });
+  afterAll(() => own.stop());
+
+  const recordOf = async (runId: string) => {
+    const entry = await (await openRunRecords(client, prefix)).get(runId);
+    return entry === null
+      ? undefined
+      : (JSON.parse(new TextDecoder().decode(entry.value)) as Record<string, unknown>);
+  };
+
+  it('hands a run that waits for approval over at once; the next planner applies the decision', async () => {
+    const a = (await own.planner('wait-a')).planner;
+    const runId = 'drain-waiting';
+    await submitRun(
+      client,
+      {
+        id: runId,
+        task: 'add once approved',
+        tool_search: 'off',
+        approvals: { require: ['math.calc'] },
+        script: [{ tool_calls: [calc('w1', 5)] }, { text: 'added' }],
+      },
+      { prefix },
+    );
+    await until(
+      'the run to wait for approval on A',
+      async () => (await recordOf(runId))?.waiting !== undefined,
+    );
+    const b = (await own.planner('wait-b')).planner;
+    const started = Date.now();
+    await a.drain({ handOff: true, timeoutMs: 20_000 });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const pending = await until('another planner to hold the waiting run', async () => {
+      const r = await recordOf(runId);
+      return r?.planner_id !== 'wait-a' && r?.waiting === 'awaiting_approval' ? r : undefined;
+    });
+    expect(pending).toMatchObject({ epoch: 2, takeovers: 1 });
+    const [approval] = await listPending(client, prefix, runId);
+    await sendApprovalDecision(client, runId, { approval_id: approval!, decision: 'approve' }, { prefix });
+    expect(await waitForRunEnd(client, runId, { prefix })).toMatchObject({ status: 'done', text: 'added' });
+    expect(own.mesh.invocations.filter((i) => i.run_id === runId).map((i) => i.call_id)).toEqual(['w1']);
+    await b.drain();
+  }, 40_000);
+
+  it('hands over a run stuck in a long tool call when the drain timeout runs out', async () => {
+    const a = (await own.planner('slow-a')).planner;
+    const runId = 'drain-timeout';
+    await submitRun(
+      client,
+      {
+        id: runId,
+        task: 'one long call',
+        tool_search: 'off',
+        script: [
+          { tool_calls: [{ id: 's1', name: 'test.sleep', arguments: { ms: 4_000 } }] },
+          { text: 'woke' },
+        ],
+      },
+      { prefix },
+    );
+    await waitForRunEvent(client, runId, (e) => e.type === 'tool.started', { prefix, what: 'the long call' });
+    expect(await recordOf(runId)).toMatchObject({ planner_id: 'slow-a' });
+    await own.planner('slow-b');
+    const started = Date.now();
+    await a.drain({ handOff: true, timeoutMs: 300 });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const resumed = await waitForRunEvent(
+      client,
+      runId,
+      (e) => e.type === 'run.started' && e.resumed === true,
+      {
+        prefix,
+        what: 'the run to continue on B',
+      },
+    );
+    expect(resumed).toMatchObject({ planner_id: 'slow-b' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await waitForRunEnd(client, runId, { prefix })).toMatchObject({ status: 'done', text: 'woke' });
+  }, 40_000);
+});
+
+/** The approval ids pending for a run. */
+async function listPending(bus: NatsBus, prefix: string, runId: string): Promise<string[]> {
+  const store = new ApprovalStore(await openApprovals(bus, prefix));
+  return (await store.list())
+    .filter((r) => r.run_id === runId && r.state === 'pending')
+    .map((r) => r.approval_id);
 }
