@@ -67,7 +67,8 @@ describe('SIGTERM drains a planner', () => {
       prefix,
       what: 'planner A asking for turn 2',
     });
-    await fleet.planner('planner-b');
+    const b = await startActor(['planner', '--nats', natsUrl, '--prefix', prefix], cleanEnv());
+    actors.push(b);
     const termAt = Date.now();
     const exited = a.stop('SIGTERM');
     const resumed = await waitForRunEvent(
@@ -78,7 +79,13 @@ describe('SIGTERM drains a planner', () => {
     );
     const handoffMs = Date.now() - termAt;
     console.log(`hand-off after SIGTERM: ${handoffMs} ms (lease 10000 ms)`);
-    expect(resumed).toMatchObject({ planner_id: 'planner-b' });
+    const first = await waitForRunEvent(client, runId, (e) => e.type === 'run.started', {
+      prefix,
+      what: 'A',
+    });
+    expect((resumed as { planner_id: string }).planner_id).not.toBe(
+      (first as { planner_id: string }).planner_id,
+    );
     expect(handoffMs).toBeLessThan(5_000);
     expect(await exited).toBe(0);
     expect(a.logs()).toContain('handed to another planner');
@@ -93,9 +100,10 @@ describe('SIGTERM drains a planner', () => {
     const record = await openRunRecords(client, prefix).then((kv) => kv.get(runId));
     expect(JSON.parse(new TextDecoder().decode(record!.value))).toMatchObject({
       state: 'finished',
-      planner_id: 'planner-b',
+      planner_id: (resumed as { planner_id: string }).planner_id,
       schema_version: 1,
     });
+    expect(await b.stop('SIGTERM')).toBe(0);
   }, 60_000);
 });
 
