@@ -219,7 +219,8 @@ export class RunLease {
   async release(why: string): Promise<void> {
     this.stop();
     await this.renewing?.catch(() => undefined);
-    if (this.lostReason !== undefined) return;
+    if (this.lostReason !== undefined || this.handedOver) return;
+    this.handedOver = true;
     const next: RunRecord = { ...this.record, lease_until: 0 };
     try {
       this.revision = await this.records.update(this.runId, encodeJson(next), this.revision);
@@ -227,7 +228,6 @@ export class RunLease {
     } catch (error) {
       this.log.debug({ run_id: this.runId, err: (error as Error).message }, 'lease not ended early');
     }
-    this.handedOver = true;
     this.markLost(why);
   }
 
@@ -268,7 +268,8 @@ export class RunLease {
   private async write(fields: Partial<RunRecord>, tries = 1): Promise<void> {
     let conflicts = 0;
     for (let attempt = 1; attempt <= tries; attempt++) {
-      if (this.lostReason !== undefined) return;
+      // a run being handed over is not renewed or written again: its lease ends with the release
+      if (this.lostReason !== undefined || this.handedOver) return;
       const sentAt = Date.now();
       const next: RunRecord = { ...this.record, ...fields, lease_until: sentAt + this.leaseMs };
       try {
