@@ -99,10 +99,7 @@ export class TriggerQueue {
       timeoutMs: 5_000,
       retryable: isConflict,
     });
-    await this.kv.put(
-      itemKey(runId, reserved.seq),
-      encodeJson({ schema_version: SCHEMA_VERSION, ...trigger }),
-    );
+    await this.kv.put(itemKey(runId, reserved.seq), body);
     return reserved;
   }
 
@@ -229,7 +226,11 @@ export class TriggerQueue {
   }
 }
 
-/** The one decoder of a queued trigger item: the trigger as sent, without the record's `schema_version`. */
+/**
+ * The one decoder of a queued trigger item. Items are the triggers as sent (the protocol's `Trigger`); the queue's
+ * `<run>.meta` record carries the `schema_version` of the queue and its items. An item with a `schema_version` of its
+ * own (a newer planner's) is read only when this planner knows that version.
+ */
 export function decodeQueuedTrigger(value: Uint8Array): Trigger {
   const stored = assertKnownSchema(
     'queued trigger',
