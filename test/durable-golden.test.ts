@@ -95,9 +95,10 @@ describe('golden files of the durable formats', () => {
     const runId = 'golden-approval';
     const record = golden('run-record.json');
     await (await openRunRecords(client, prefix)).put(runId, encodeJson({ ...record, lease_until: 0 }));
-    await (
-      await openCheckpoints(client, prefix, 3_600_000)
-    ).put(runId, encodeJson(golden('checkpoint.json')));
+    // a run's timeout counts from its first start: the frozen run would have timed out by now
+    const frozen = golden('checkpoint.json');
+    const fresh = { ...frozen, snapshot: { ...frozen.snapshot, started_at: new Date().toISOString() } };
+    await (await openCheckpoints(client, prefix, 3_600_000)).put(runId, encodeJson(fresh));
     const approval = golden('approval.json');
     const approvals = await openApprovals(client, prefix);
     await approvals.put(`${runId}.${approval.approval_id}`, encodeJson(approval));
