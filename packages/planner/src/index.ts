@@ -1,6 +1,8 @@
 export {
   Planner,
   PLANNER_VERSION,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  type DrainOptions,
   type PlannerOptions,
   type PlannerDefaults,
   type ToolSearchDefaults,
@@ -9,6 +11,13 @@ export {
   type RunResult,
 } from './planner.js';
 export * from './providers/index.js';
+export {
+  SCHEMA_VERSION,
+  schemaVersionOf,
+  isNewerSchema,
+  assertKnownSchema,
+  newerSchemaError,
+} from './model/versions.js';
 export {
   CapabilityTable,
   CapabilityRuleSchema,
