@@ -10,6 +10,7 @@ import {
   openApprovals,
   openRunRecords,
   readRunEvents,
+  readRunRecord,
   sendApprovalDecision,
   submitRun,
 } from '@agentmesh/planner';
@@ -97,8 +98,12 @@ describe('SIGTERM drains a planner', () => {
     expect(events.filter((e) => e.type === 'run.completed')).toHaveLength(1);
     const invoked = fleet.mesh.invocations.filter((i) => i.run_id === runId).map((i) => i.call_id);
     expect(invoked.sort()).toEqual(['c1', 'c2', 'c3']);
-    const record = await openRunRecords(client, prefix).then((kv) => kv.get(runId));
-    expect(JSON.parse(new TextDecoder().decode(record!.value))).toMatchObject({
+    // the record is written after the final event
+    const record = await until('the run record to say finished', async () => {
+      const current = await readRunRecord(client, runId, { prefix });
+      return current?.state === 'finished' ? current : undefined;
+    });
+    expect(record).toMatchObject({
       state: 'finished',
       planner_id: (resumed as { planner_id: string }).planner_id,
       schema_version: 1,

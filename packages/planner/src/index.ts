@@ -17,6 +17,8 @@ export {
   isNewerSchema,
   assertKnownSchema,
   newerSchemaError,
+  withSchemaVersion,
+  readVersioned,
 } from './model/versions.js';
 export {
   CapabilityTable,

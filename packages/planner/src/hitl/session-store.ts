@@ -10,7 +10,7 @@ import {
   readEntries,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
-import { assertKnownSchema, SCHEMA_VERSION } from '../model/versions.js';
+import { assertKnownSchema, withSchemaVersion } from '../model/versions.js';
 import type { ChatMessage } from '../providers/types.js';
 
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
@@ -94,7 +94,7 @@ export class SessionStore {
 
   async save(record: SessionRecord): Promise<void> {
     assertSessionId(record.session);
-    const stored: SessionRecord = { ...record, schema_version: SCHEMA_VERSION };
+    const stored: SessionRecord = withSchemaVersion(record);
     await this.blobs.put(blobName(record.tenant, record.session), encodeJson(stored), {
       mime: 'application/json',
       meta: { tenant: record.tenant, session: record.session },

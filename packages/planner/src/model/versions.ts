@@ -39,3 +39,20 @@ export function assertKnownSchema<T>(what: string, record: T): T {
   if (isNewerSchema(record)) throw newerSchemaError(what, record);
   return record;
 }
+
+/**
+ * A record as it is written: `record` stamped with this planner's {@link SCHEMA_VERSION}. Every durable record goes
+ * through this (or sets the field itself), so a newer planner can tell which format it holds.
+ */
+export function withSchemaVersion<T extends object>(record: T): T & { schema_version: number } {
+  return { ...record, schema_version: SCHEMA_VERSION };
+}
+
+/**
+ * A stored record as it is read: the decoded value when its version is one this planner knows, `undefined` for an
+ * absent value; a record of a newer version throws {@link newerSchemaError} (`unavailable`, retryable) naming `what`,
+ * so the caller leaves it untouched for a newer planner.
+ */
+export function readVersioned<T>(what: string, value: T | undefined): T | undefined {
+  return value === undefined ? undefined : assertKnownSchema(what, value);
+}
