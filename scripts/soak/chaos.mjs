@@ -197,7 +197,7 @@ async function submitWork(bus, prefix, runs, i) {
 }
 
 async function trigger(bus, prefix, daemon) {
-  const n = daemon.sent.length;
+  const n = daemon.next++;
   const request_id = newRequestId();
   await retried(
     () => triggerRun(bus, daemon.id, { kind: 'chaos', n, request_id }, { prefix, timeoutMs: 5_000 }),
@@ -234,6 +234,7 @@ function tally(runs, ledgerText, daemons) {
             .length,
         })),
       alive: !d.events.some(isFinal),
+      final: d.events.find(isFinal),
       errors: d.errors.slice(0, 3),
     };
   });
@@ -323,7 +324,7 @@ async function drive(bus, prefix, actors, cluster, opts, log) {
   for (let d = 0; d < DAEMONS; d++) {
     const request = chaosDaemon(prefix, d, wakes);
     await retried(() => submitRun(bus, request, { prefix }), Date.now() + 60_000);
-    daemons.push({ id: request.id, sent: [], errors: [], events: [] });
+    daemons.push({ id: request.id, next: 0, sent: [], errors: [], events: [] });
   }
   const kills = [];
   const t0 = Date.now();
@@ -335,16 +336,21 @@ async function drive(bus, prefix, actors, cluster, opts, log) {
   log(
     `chaos soak: ${opts.durationS} s at ${opts.rate} runs/s, a kill -9 every ${opts.everyS} s, 3-node R3 cluster`,
   );
+  const pending = new Map();
+  const track = (label, promise) => {
+    pending.set(label, Date.now());
+    return promise.finally(() => pending.delete(label));
+  };
   const inFlight = [];
   while (Date.now() < end) {
     const due = Math.round(((Date.now() - t0) / 1000) * opts.rate);
-    while (i < due) inFlight.push(submitWork(bus, prefix, runs, i++));
+    while (i < due) inFlight.push(track(`submit ${i}`, submitWork(bus, prefix, runs, i++)));
     if (Date.now() >= nextChaos) {
-      inFlight.push(chaosEvent(actors, cluster, kills));
+      inFlight.push(track(`chaos ${kills.length}`, chaosEvent(actors, cluster, kills)));
       nextChaos += opts.everyS * 1000;
     }
     if (Date.now() >= nextTrigger) {
-      for (const d of daemons) inFlight.push(trigger(bus, prefix, d));
+      for (const d of daemons) inFlight.push(track(`trigger ${d.id} ${d.next}`, trigger(bus, prefix, d)));
       nextTrigger += 2_000;
     }
     if (Date.now() >= nextSweep) {
@@ -357,7 +363,12 @@ async function drive(bus, prefix, actors, cluster, opts, log) {
     }
     await sleep(50);
   }
-  await Promise.all(inFlight);
+  const waiting = setInterval(
+    () => log(`  waiting for ${[...pending.keys()].slice(0, 5).join(', ')}`),
+    5_000,
+  );
+  await Promise.all(inFlight).finally(() => clearInterval(waiting));
+  log('  submitted; waiting for every run to end');
   const submittedAt = Date.now();
   while (Date.now() < submittedAt + 180_000 && [...runs.values()].some((r) => r.endedAt === undefined)) {
     await sweep(60_000);
