@@ -330,6 +330,7 @@ async function drive(bus, prefix, actors, cluster, opts, log) {
   const t0 = Date.now();
   const end = t0 + opts.durationS * 1000;
   let nextChaos = t0 + opts.everyS * 1000;
+  let chaosBusy = false;
   let nextTrigger = t0 + 2_000;
   let nextSweep = t0;
   let i = 0;
@@ -345,9 +346,13 @@ async function drive(bus, prefix, actors, cluster, opts, log) {
   while (Date.now() < end) {
     const due = Math.round(((Date.now() - t0) / 1000) * opts.rate);
     while (i < due) inFlight.push(track(`submit ${i}`, submitWork(bus, prefix, runs, i++)));
-    if (Date.now() >= nextChaos) {
-      inFlight.push(track(`chaos ${kills.length}`, chaosEvent(actors, cluster, kills)));
-      nextChaos += opts.everyS * 1000;
+    if (Date.now() >= nextChaos && !chaosBusy) {
+      // one fault at a time: an R3 cluster keeps its quorum with one node down, not two
+      chaosBusy = true;
+      inFlight.push(
+        track(`chaos ${kills.length}`, chaosEvent(actors, cluster, kills)).finally(() => (chaosBusy = false)),
+      );
+      nextChaos = Date.now() + opts.everyS * 1000;
     }
     if (Date.now() >= nextTrigger) {
       for (const d of daemons) inFlight.push(track(`trigger ${d.id} ${d.next}`, trigger(bus, prefix, d)));
