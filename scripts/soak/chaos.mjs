@@ -178,22 +178,18 @@ function book(bus, prefix) {
   return { runs, sweep };
 }
 
+/** Submits run i; a run given an input gets it first (kept until its first turn applies it, exactly once). */
 async function submitWork(bus, prefix, runs, i) {
   const run = { ...chaosRun(prefix, i), submittedAt: Date.now() };
   runs.set(run.request.id, run);
+  if (run.input !== undefined) {
+    const input = { kind: 'input', text: run.input };
+    const options = { prefix, requestId: newRequestId(), timeoutMs: 5_000 };
+    await retried(() => sendRunControl(bus, run.request.id, input, options), Date.now() + 60_000).catch(
+      (error) => (run.inputError = String(error)),
+    );
+  }
   await retried(() => submitRun(bus, run.request, { prefix }), Date.now() + 60_000);
-  if (run.input === undefined) return;
-  const requestId = newRequestId();
-  await retried(
-    () =>
-      sendRunControl(
-        bus,
-        run.request.id,
-        { kind: 'input', text: run.input },
-        { prefix, requestId, timeoutMs: 5_000 },
-      ),
-    Date.now() + 60_000,
-  ).catch((error) => (run.inputError = String(error)));
 }
 
 async function trigger(bus, prefix, daemon) {
@@ -207,6 +203,24 @@ async function trigger(bus, prefix, daemon) {
     .catch((error) => daemon.errors.push(String(error)));
 }
 
+/** A daemon's triggers: sent (answered ok), never seen in a `daemon.woken`, seen twice; whether it still lives. */
+function daemonSummary(d) {
+  const woken = d.events.filter((e) => e.type === 'daemon.woken' && e.reason === 'trigger');
+  const seen = woken.map((e) => e.trigger?.n);
+  return {
+    sent: d.sent.length,
+    lost: d.sent.filter((n) => !seen.includes(n)).length,
+    twice: seen.length - new Set(seen).size,
+    twice_sample: woken
+      .filter((e) => seen.filter((n) => n === e.trigger?.n).length > 1)
+      .slice(0, 4)
+      .map((e) => ({ seq: e.seq, n: e.trigger?.n })),
+    alive: !d.events.some(isFinal),
+    final: d.events.find(isFinal),
+    errors: d.errors.slice(0, 3),
+  };
+}
+
 /** Counts what went wrong: runs lost or ended twice, effects repeated or missing, answers and controls not once. */
 function tally(runs, ledgerText, daemons) {
   const effects = ledgerEntries(ledgerText);
@@ -215,29 +229,7 @@ function tally(runs, ledgerText, daemons) {
   const count = (f) => all.filter(f).length;
   const expected = new Set(all.flatMap((r) => r.effects));
   const latencies = all.filter((r) => r.endedAt !== undefined).map((r) => r.endedAt - r.submittedAt);
-  const wokenBy = daemons.map((d) => {
-    const seen = d.events
-      .filter((e) => e.type === 'daemon.woken' && e.reason === 'trigger')
-      .map((e) => e.trigger?.n);
-    return {
-      sent: d.sent.length,
-      lost: d.sent.filter((n) => !seen.includes(n)).length,
-      twice: seen.length - new Set(seen).size,
-      twice_sample: d.events
-        .filter((e) => e.type === 'daemon.woken' && seen.filter((n) => n === e.trigger?.n).length > 1)
-        .slice(0, 4)
-        .map((e) => ({
-          seq: e.seq,
-          n: e.trigger?.n,
-          rq: e.trigger?.request_id,
-          resumed_before: d.events.filter((x) => x.type === 'run.started' && x.resumed && x.seq < e.seq)
-            .length,
-        })),
-      alive: !d.events.some(isFinal),
-      final: d.events.find(isFinal),
-      errors: d.errors.slice(0, 3),
-    };
-  });
+  const wokenBy = daemons.map(daemonSummary);
   return {
     runs_submitted: all.length,
     runs_finished: count((r) => finals(r).length > 0),
@@ -317,15 +309,33 @@ export async function chaosSoak() {
   }
 }
 
-async function drive(bus, prefix, actors, cluster, opts, log) {
-  const { runs, sweep } = book(bus, prefix);
-  const wakes = Math.ceil(opts.durationS / 2) + 10;
+/** The daemons, each answering a wake every 2 s of the soak. */
+async function startDaemons(bus, prefix, durationS) {
+  const wakes = Math.ceil(durationS / 2) + 10;
   const daemons = [];
   for (let d = 0; d < DAEMONS; d++) {
     const request = chaosDaemon(prefix, d, wakes);
     await retried(() => submitRun(bus, request, { prefix }), Date.now() + 60_000);
     daemons.push({ id: request.id, next: 0, sent: [], errors: [], events: [] });
   }
+  return daemons;
+}
+
+/** Waits (3 min at most) for every run to end and every decision to land; then reads every run's events again. */
+async function awaitEnds(bus, prefix, runs, daemons, sweep) {
+  const started = Date.now();
+  while (Date.now() < started + 180_000 && [...runs.values()].some((r) => r.endedAt === undefined)) {
+    await sweep(60_000);
+    await sleep(1_000);
+  }
+  await Promise.all([...runs.values()].map((r) => r.decision));
+  await readAll(bus, prefix, runs);
+  for (const d of daemons) d.events = (await readEvents(bus, prefix, d.id)) ?? [];
+}
+
+async function drive(bus, prefix, actors, cluster, opts, log) {
+  const { runs, sweep } = book(bus, prefix);
+  const daemons = await startDaemons(bus, prefix, opts.durationS);
   const kills = [];
   const t0 = Date.now();
   const end = t0 + opts.durationS * 1000;
@@ -375,13 +385,7 @@ async function drive(bus, prefix, actors, cluster, opts, log) {
   await Promise.all(inFlight).finally(() => clearInterval(waiting));
   log('  submitted; waiting for every run to end');
   const submittedAt = Date.now();
-  while (Date.now() < submittedAt + 180_000 && [...runs.values()].some((r) => r.endedAt === undefined)) {
-    await sweep(60_000);
-    await sleep(1_000);
-  }
-  await Promise.all([...runs.values()].map((r) => r.decision));
-  await readAll(bus, prefix, runs);
-  for (const d of daemons) d.events = (await readEvents(bus, prefix, d.id)) ?? [];
+  await awaitEnds(bus, prefix, runs, daemons, sweep);
   actors.sampleRss();
   return {
     duration_s: opts.durationS,

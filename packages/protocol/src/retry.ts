@@ -102,9 +102,12 @@ function cancelled(signal: AbortSignal, last?: AgentMeshError): AgentMeshError {
   });
 }
 
-/** What NATS says when a request found no server, or a server or the connection was not there for a moment. */
+/**
+ * What NATS says when a request found no server, or a server or the connection was not there for a moment. A node
+ * that restarts answers "jetstream is not enabled" until its JetStream is up again.
+ */
 const TRANSIENT_NATS =
-  /\b(timeout|timed out|no responders|503|connection (closed|draining|refused|lost)|disconnect)/i;
+  /\b(timeout|timed out|no responders|503|connection (closed|draining|refused|lost)|disconnect|jetstream is not enabled|temporarily unavailable|no suitable peers)/i;
 
 /**
  * True for a failure that a moment later may not happen again: a retryable AgentMeshError, or a raw NATS error of a

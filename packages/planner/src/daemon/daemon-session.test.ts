@@ -14,7 +14,7 @@ function flakyQueue(failures: number): { queue: TriggerQueue; failed: () => numb
   queue.next = async (runId, after) => {
     if (failed < failures) {
       failed++;
-      throw new Error('timeout');
+      throw new Error(failed === 1 ? 'timeout' : 'jetstream is not enabled');
     }
     return next(runId, after);
   };
