@@ -174,7 +174,10 @@ async function rollingRestart(fleet: Fleet, approvals: Approval[], signal: NodeJ
     const exited = old.stop(signal);
     for (let i = step * per; i < Math.min(APPROVALS, (step + 1) * per); i++)
       decisions.push(decide(fleet, approvals[i]!, i));
-    exits.push(await exited);
+    const code = await exited;
+    exits.push(code);
+    if (signal === 'SIGTERM' && code !== 0)
+      console.log(`planner ${step} exited ${code}:\n${old.logs().slice(-3000)}`);
     fleet.planners[step] = await fleet.startPlanner();
   }
   return { exits, results: await Promise.all(decisions) };
