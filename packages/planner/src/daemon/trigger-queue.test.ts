@@ -68,3 +68,17 @@ describe('TriggerQueue and schema_version', () => {
     expect(isAgentMeshError(await refusal(queue.next('d', 0)), ErrorCode.Unavailable)).toBe(true);
   });
 });
+
+describe('TriggerQueue on a replicated bucket', () => {
+  it('setIdle rides out a read that does not see the queue yet (a replica behind its create)', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    const get = kv.get.bind(kv);
+    let stale = 2;
+    kv.get = async (key) => (stale-- > 0 ? null : get(key));
+    await queue.setIdle('d', true);
+    expect(stale).toBeLessThan(0);
+    expect(await queue.status('d')).toMatchObject({ state: 'idle' });
+  });
+});

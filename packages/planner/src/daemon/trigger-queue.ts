@@ -177,7 +177,12 @@ export class TriggerQueue {
         const { meta, revision } = await this.meta(runId);
         if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
       },
-      { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
+      // the daemon's own queue exists while it runs: not_found is a read of a replica behind the create (R3)
+      {
+        attempts: 20,
+        timeoutMs: 5_000,
+        retryable: (e) => isConflict(e) || isAgentMeshError(e, ErrorCode.NotFound),
+      },
     );
   }
 
