@@ -72,7 +72,7 @@ export {
   type RunTranscript,
   type RunRecord,
 } from './infra/transcripts.js';
-export { submitRun, followRun, type SubmitResult } from './infra/run-client.js';
+export { submitRun, followRun, forkRequest, type ForkChoice, type SubmitResult } from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -88,7 +88,9 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export { listRuns, showRun, cancelRun, type RunDetails } from './infra/run-admin.js';
+export { listRuns, listForks, showRun, cancelRun, type RunDetails, type RunFork } from './infra/run-admin.js';
+export { ForkRefusal, forkPoints, forkState } from './forks/index.js';
+export type { ForkStart } from './model/fork.js';
 export {
   ApprovalStore,
   approvalIdFor,
@@ -153,3 +155,28 @@ export {
 } from './daemon/index.js';
 export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
+export {
+  followTenantRun,
+  submitAsTenant,
+  tenantRunHistory,
+  tenantRequest,
+  mirrorTenantEvents,
+  serveTenantApi,
+  type TenantApiDeps,
+  type TenantSessionStore,
+} from './tenancy/index.js';
+export {
+  openTenantUsage,
+  tenantUsageBucket,
+  tenantUsageReport,
+  type TenantUsage,
+  type TenantUsageReport,
+} from './budgets/index.js';
+export { StreamRedactor, redactionMarker, type RedactorStep } from './stream-redactor.js';
+export {
+  GUARDRAIL_HOLD_MAX_CHARS,
+  compileGuardrails,
+  mergeGuardrails,
+  type GuardrailSet,
+  type TextRule,
+} from './guardrail-rules.js';

@@ -13,6 +13,7 @@ import {
   type RunRequest,
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
+import type { TenantQuotas } from './budgets/index.js';
 import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.js';
 import { claimRecord } from './durable/keepers.js';
 import { runRecord } from './model/record.js';
@@ -35,6 +36,8 @@ export interface IntakeDeps {
   records: () => KvStore;
   /** Set when runs from the intake are durable (lease, checkpoints, takeover). */
   durable: () => DurableDeps | undefined;
+  /** Per-tenant submit rate and daily budgets (fleets with `tenants:` configured). */
+  quotas?: TenantQuotas | undefined;
 }
 
 /**
@@ -51,8 +54,10 @@ export class RunIntake {
   /** An embedded run: validated and run here; a run id seen before throws `conflict`. */
   async submit(raw: unknown, options: ExecuteOptions): Promise<RunResult> {
     const admission = admit(raw, `run-${randomUUID()}`);
-    if (!admission.ok) return this.failInvalid(admission, options);
+    if (!admission.ok) return this.fail(admission.runId, invalidRequest(admission), options);
     const { request, runId } = admission;
+    const refusal = await this.deps.quotas?.admit(request, runId, this.deps.records());
+    if (refusal !== undefined) return this.fail(runId, refusal, options);
     const keeper = await claimRecord(this.deps.records(), { runId, plannerId: this.deps.plannerId, request });
     return this.deps.executor.run(request, runId, keeper, options);
   }
@@ -96,10 +101,9 @@ export class RunIntake {
         delivery.streamSeq === undefined ? `run-${randomUUID()}` : `run-seq-${delivery.streamSeq}`;
       const admission = admit(parseText(delivery.text), fallbackId, delivery.headers);
       if (!admission.ok) {
-        delivery.refused(
-          new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${admission.problems}`),
-        );
-        await this.refuseDelivered(admission, delivery.streamSeq);
+        const error = invalidRequest(admission);
+        delivery.refused(error);
+        await this.refuseDelivered(admission.runId, error, delivery.streamSeq);
         return;
       }
       const { request, runId } = admission;
@@ -107,6 +111,11 @@ export class RunIntake {
       if (running !== undefined) {
         running.delivery = delivery;
         settlement = { kind: 'leave' };
+        return;
+      }
+      const outOfQuota = await this.quotaCheck(delivery, request, runId);
+      if (outOfQuota !== undefined) {
+        settlement = outOfQuota;
         return;
       }
       owned = runId;
@@ -142,47 +151,69 @@ export class RunIntake {
     return { kind: 'ack' };
   }
 
-  /** An invalid request from the durable intake is recorded once, so a redelivery is not reported twice. */
-  private async refuseDelivered(admission: Extract<Admission, { ok: false }>, streamSeq: number | undefined) {
+  /**
+   * The tenant's submit rate and budget (fleets with `tenants:`): undefined when the run may start; after a refusal
+   * (ended with `run.failed`) an ack; when they could not be counted (the bucket is unreachable), a nak, so the
+   * request comes back rather than being lost.
+   */
+  private async quotaCheck(delivery: IntakeDelivery, request: RunRequest, runId: string) {
+    const { quotas, logger } = this.deps;
+    if (quotas === undefined) return undefined;
+    try {
+      const refusal = await quotas.admit(request, runId, this.deps.records());
+      if (refusal === undefined) return undefined;
+      delivery.refused(refusal);
+      await this.refuseDelivered(runId, refusal, delivery.streamSeq);
+      return { kind: 'ack' } as const;
+    } catch (error) {
+      logger.warn(
+        { run_id: runId, err: (error as Error).message },
+        'tenant limits not checked: run sent back',
+      );
+      delivery.refused(AgentMeshError.from(error));
+      return { kind: 'nak', delayMs: 1_000 } as const;
+    }
+  }
+
+  /** A refused request from the durable intake is recorded once, so a redelivery is not reported twice. */
+  private async refuseDelivered(runId: string, error: AgentMeshError, streamSeq: number | undefined) {
     if (streamSeq !== undefined) {
       const record = runRecord({
-        run_id: admission.runId,
+        run_id: runId,
         planner_id: this.deps.plannerId,
         stream_seq: streamSeq,
       });
       try {
-        await this.deps.records().create(admission.runId, encodeJson(record));
+        await this.deps.records().create(runId, encodeJson(record));
       } catch {
         return;
       }
     }
-    await this.failInvalid(admission, {});
+    await this.fail(runId, error, {});
     if (streamSeq !== undefined) {
-      const finished = runRecord({
-        run_id: admission.runId,
-        planner_id: this.deps.plannerId,
-        status: 'invalid_request',
-      });
+      const finished = runRecord({ run_id: runId, planner_id: this.deps.plannerId, status: error.code });
       await this.deps
         .records()
-        .put(admission.runId, encodeJson(finished))
+        .put(runId, encodeJson(finished))
         .catch(() => undefined);
     }
   }
 
-  private async failInvalid(
-    admission: Extract<Admission, { ok: false }>,
-    options: ExecuteOptions,
-  ): Promise<RunResult> {
-    const publisher = this.deps.infra.eventPublisher(admission.runId);
-    const sink = new RunEventSink(admission.runId, publisher.publish, { onEvent: options.onEvent });
-    const event = sink.emit(
-      runFailed({ code: ErrorCode.InvalidRequest, message: `invalid run request: ${admission.problems}` }),
-    );
+  /** Ends a run that was refused before it started (invalid, rate limited, over budget) with `run.failed`. */
+  private async fail(runId: string, error: AgentMeshError, options: ExecuteOptions): Promise<RunResult> {
+    const publisher = this.deps.infra.eventPublisher(runId);
+    const sink = new RunEventSink(runId, publisher.publish, { onEvent: options.onEvent });
+    const event = sink.emit(runFailed(error, error));
     await publisher.flush();
-    this.deps.logger.warn({ run_id: admission.runId, problems: admission.problems }, 'invalid run request');
+    this.deps.logger.warn({ run_id: runId, code: error.code, err: error.message }, 'run refused');
     return event;
   }
+}
+
+function invalidRequest(admission: Extract<Admission, { ok: false }>): AgentMeshError {
+  return new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${admission.problems}`, {
+    retryable: false,
+  });
 }
 
 class NotJson {

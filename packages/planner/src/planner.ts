@@ -40,6 +40,7 @@ import {
   type TriggerLimits,
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
+import { TenantQuotas } from './budgets/index.js';
 import { RunIntake } from './intake.js';
 import { runFeatures } from './run-features.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -61,6 +62,7 @@ import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
 import { Semaphore } from './util.js';
 import { SCHEMA_VERSION } from './model/versions.js';
+import { mirrorTenantEvents, serveTenantApi } from './tenancy/index.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
 export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from './run/setup.js';
@@ -156,6 +158,7 @@ export class Planner {
   private controlSubs: Subscription[] = [];
   private sessions: Promise<SessionStore> | undefined;
   private triggerSub: Subscription | undefined;
+  private tenantSubs: Subscription[] = [];
   private triggerQueue: Promise<TriggerQueue> | undefined;
   private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
@@ -177,6 +180,8 @@ export class Planner {
     });
     this.durable = this.infra.durable && options.durability?.enabled !== false;
     const providers = options.providers ?? {};
+    const { bus, prefix, logger } = this;
+    const quotas = options.tenants && new TenantQuotas({ bus, prefix, logger, tenants: options.tenants });
     this.executor = new RunExecutor({
       bus: this.bus,
       prefix: this.prefix,
@@ -191,7 +196,14 @@ export class Planner {
       catalogRetryMs: options.catalogRetryMs,
       checkpoint: options.checkpoint,
       active: this.active,
-      publisher: (runId, options) => this.infra.eventPublisher(runId, options),
+      publisher: (runId, options) =>
+        mirrorTenantEvents(
+          this.bus,
+          this.prefix,
+          runId,
+          options?.tenant,
+          this.infra.eventPublisher(runId, options),
+        ),
       transcripts: () => transcriptStore(this.stores?.transcripts),
       features: runFeatures({
         defaults: options.defaults ?? {},
@@ -200,6 +212,11 @@ export class Planner {
         triggers: () => this.triggers(),
         idleDaemons: this.idleDaemons,
         sessions: () => this.sessionStore(),
+        quotas,
+        forks: {
+          transcripts: () => this.infra.transcripts(),
+          events: (runId) => this.infra.readRunEvents(runId),
+        },
       }),
     });
     this.intake = new RunIntake({
@@ -210,6 +227,7 @@ export class Planner {
       leaseMs: this.redeliverMs,
       records: () => this.stores!.records,
       durable: () => this.durableDeps(),
+      quotas,
     });
   }
 
@@ -287,8 +305,23 @@ export class Planner {
         maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
         ledger: this.stores.controls?.ledger,
       });
+      this.tenantSubs = this.serveTenants(this.stores);
     })();
     return this.readyPromise;
+  }
+
+  /** The tenant API (`<prefix>.tenant.*.…`, docs/tenancy.md), served by every planner. */
+  private serveTenants(stores: Stores): Subscription[] {
+    const approvals = stores.approvals;
+    return serveTenantApi({
+      bus: this.bus,
+      prefix: this.prefix,
+      logger: this.logger,
+      records: stores.records,
+      readEvents: (runId) => this.infra.readRunEvents(runId),
+      pendingApprovals: approvals && (() => approvals.list()),
+      sessions: () => this.sessionStore(),
+    });
   }
 
   /**
@@ -340,6 +373,7 @@ export class Planner {
     for (const sub of this.controlSubs.splice(0)) sub.unsubscribe();
     this.triggerSub?.unsubscribe();
     this.triggerSub = undefined;
+    for (const sub of this.tenantSubs.splice(0)) sub.unsubscribe();
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');

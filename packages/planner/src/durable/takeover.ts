@@ -10,7 +10,7 @@ import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
 import { isNewerSchema, newerSchemaError, schemaVersionOf, SCHEMA_VERSION } from '../model/versions.js';
 import type { PlannerInfra, Settlement } from '../infra/backend.js';
-import { leaseKeeper, recordedParent } from './keepers.js';
+import { leaseKeeper, recordedOrigin } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';
 
@@ -63,7 +63,7 @@ async function takeAndRun(
       accepted_at: new Date().toISOString(),
       stream_seq: streamSeq,
       task: request.task.slice(0, 200),
-      ...recordedParent(request),
+      ...recordedOrigin(request),
     };
     claim = await RunLease.acquire(deps.records, base, {
       plannerId: deps.plannerId,

@@ -25,8 +25,12 @@ export interface RunRecord {
   cancel_requested?: string;
   /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
   waiting?: RunWaiting;
+  /** The run's tenant (`identity.tenant` of its request): the tenant API shows and steers a run only for it. */
+  tenant?: string;
   /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
   parent?: { run_id: string; call_id: string };
+  /** A forked run's origin, from its request: the run and the event it starts after (`runs show` lists forks). */
+  forked_from?: { run_id: string; seq: number };
 }
 
 const dec = new TextDecoder();
