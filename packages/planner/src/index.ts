@@ -1,6 +1,8 @@
 export {
   Planner,
   PLANNER_VERSION,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  type DrainOptions,
   type PlannerOptions,
   type PlannerDefaults,
   type ToolSearchDefaults,
@@ -9,6 +11,15 @@ export {
   type RunResult,
 } from './planner.js';
 export * from './providers/index.js';
+export {
+  SCHEMA_VERSION,
+  schemaVersionOf,
+  isNewerSchema,
+  assertKnownSchema,
+  newerSchemaError,
+  withSchemaVersion,
+  readVersioned,
+} from './model/versions.js';
 export {
   CapabilityTable,
   CapabilityRuleSchema,

@@ -7,6 +7,7 @@ import {
   respondJson,
   runIdOfSubject,
   silentLogger,
+  sleep,
   subjects as buildSubjects,
   type BlobStore,
   type Backend,
@@ -20,7 +21,13 @@ import {
   type TenantsConfig,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
-import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
+import {
+  DEFAULT_CHECKPOINT_TTL_MS,
+  DEFAULT_LEASE_MS,
+  type DurabilityOptions,
+  type RunLease,
+} from './durable/lease.js';
+import { DRAIN_HANDOFF } from './durable/keepers.js';
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type PlannerInfra } from './infra/backend.js';
 import { openTriggerStore } from './infra/backend.js';
@@ -54,12 +61,26 @@ import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
 import { Semaphore } from './util.js';
+import { SCHEMA_VERSION } from './model/versions.js';
 import { mirrorTenantEvents, serveTenantApi } from './tenancy/index.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
 export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from './run/setup.js';
 
 export const PLANNER_VERSION = '0.1.0';
+/** How long a draining planner waits for its runs to reach a turn boundary before it hands them over as they stand. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+
+/** How {@link Planner.drain} ends the runs in flight. */
+export interface DrainOptions {
+  /**
+   * Hand runs in flight to other planners (durable planners only) instead of finishing them here: at their next turn
+   * boundary, waiting runs at once. Without it the planner lets them finish.
+   */
+  handOff?: boolean;
+  /** With `handOff`: runs still here after this long are handed over where they stand (default 30 s). */
+  timeoutMs?: number;
+}
 
 export interface PlannerOptions {
   bus: Backend;
@@ -97,6 +118,8 @@ export interface PlannerOptions {
   triggers?: TriggerLimits;
   /** Per-tenant limits (configuration `tenants:`); absent: one unlimited `default` tenant. */
   tenants?: TenantsConfig;
+  /** The build this planner runs, announced in its service metadata as `version_tag` (default: its version). */
+  versionTag?: string;
 }
 
 interface Stores {
@@ -140,6 +163,8 @@ export class Planner {
   private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
+  private handingOff = false;
+  private readonly newerReported = new Set<string>();
 
   constructor(private readonly options: PlannerOptions) {
     this.bus = options.bus;
@@ -222,7 +247,11 @@ export class Planner {
     const checkpoints = this.stores?.checkpoints;
     if (!this.durable || checkpoints === undefined) return undefined;
     const { infra, id: plannerId, leaseMs, logger, presence } = this;
-    return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence };
+    return {
+      ...{ infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence },
+      draining: () => this.handingOff,
+      newerReported: this.newerReported,
+    };
   }
 
   private sessionStore(): Promise<SessionStore> {
@@ -305,7 +334,11 @@ export class Planner {
       name: ServiceName.Planner,
       version: PLANNER_VERSION,
       description: 'agentmesh planner: runs agent loops',
-      metadata: { planner_id: this.id },
+      metadata: {
+        planner_id: this.id,
+        version_tag: this.options.versionTag ?? PLANNER_VERSION,
+        schema_version: String(SCHEMA_VERSION),
+      },
       load: () => ({ in_flight: this.active.size }),
     });
     this.stopIntake = await this.infra.startIntake({
@@ -319,12 +352,19 @@ export class Planner {
   /**
    * Stops taking runs, lets the runs in progress finish, then stops listening. Idle daemons are not waited for: once
    * this planner is gone their leases run out and another planner resumes them.
+   *
+   * With `handOff` (a durable planner, e.g. on SIGTERM) runs are not finished here: each is handed to another
+   * planner at its next turn boundary (right after its checkpoint), and runs that wait (for a decision, paused, idle
+   * daemons) at once; another planner resumes them from their checkpoint without waiting out the lease. Runs still
+   * here after `timeoutMs` are handed over wherever they stand.
    */
-  async drain(): Promise<void> {
+  async drain(options: DrainOptions = {}): Promise<void> {
     await this.stopIntake?.();
     this.stopIntake = undefined;
-    while (this.inflight.size > this.idleDaemons.size)
-      await Promise.race([Promise.allSettled([...this.inflight]), this.idleDaemons.changed()]);
+    if (options.handOff === true && this.durable) await this.handOff(options.timeoutMs);
+    else
+      while (this.inflight.size > this.idleDaemons.size)
+        await Promise.race([Promise.allSettled([...this.inflight]), this.idleDaemons.changed()]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
     this.presence.stop();
@@ -337,6 +377,27 @@ export class Planner {
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');
+  }
+
+  private async handOff(timeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): Promise<void> {
+    this.handingOff = true;
+    const waiting = (lease: RunLease) =>
+      lease.record.waiting !== undefined || this.idleDaemons.has(lease.runId);
+    const settled = () => Promise.allSettled([...this.inflight]);
+    const started = Date.now();
+    while (this.inflight.size > 0 && Date.now() - started < timeoutMs) {
+      const released = await this.presence.release(DRAIN_HANDOFF, waiting);
+      if (released > 0) this.logger.info({ runs: released }, 'waiting runs handed to other planners');
+      const left = timeoutMs - (Date.now() - started);
+      await Promise.race([settled(), this.idleDaemons.changed(), sleep(Math.min(left, 250))]);
+    }
+    if (this.inflight.size === 0) return;
+    const released = await this.presence.release(`${DRAIN_HANDOFF} (drain timeout ${timeoutMs} ms)`);
+    this.logger.warn(
+      { runs: released, timeout_ms: timeoutMs },
+      'drain timeout: runs handed over where they stand',
+    );
+    await Promise.race([settled(), sleep(2_000)]);
   }
 
   /** Cancels a run of this planner; false when it is not running here. */

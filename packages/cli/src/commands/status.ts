@@ -32,6 +32,32 @@ export interface ActorRow {
   in_flight?: number;
   uptime_s?: number;
   version: string;
+  /** The build a planner announces (`agentmesh planner --version-tag`; default its version). */
+  version_tag?: string;
+  /** The newest durable record format a planner reads and writes. */
+  schema_version?: number;
+}
+
+/** Which planners run which build: one entry per version tag and schema version, for rolling upgrades. */
+export interface VersionGroup {
+  version_tag: string;
+  schema_version: number | null;
+  planners: string[];
+}
+
+/** Groups the planners by the build they announce, newest-looking tag last (sorted by tag). */
+export function versionGroups(actors: readonly ActorRow[]): VersionGroup[] {
+  const groups = new Map<string, VersionGroup>();
+  for (const a of actors) {
+    if (a.kind !== ServiceName.Planner.replace(/^agentmesh-/, '')) continue;
+    const tag = a.version_tag ?? a.version;
+    const schema = a.schema_version ?? null;
+    const key = `${tag}\0${schema}`;
+    const group = groups.get(key) ?? { version_tag: tag, schema_version: schema, planners: [] };
+    group.planners.push(a.worker_id ?? a.id);
+    groups.set(key, group);
+  }
+  return [...groups.values()].sort((x, y) => x.version_tag.localeCompare(y.version_tag));
 }
 
 async function actorRows(bus: Backend): Promise<ActorRow[]> {
@@ -50,6 +76,8 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
         ?.map((e) => (e.data as { in_flight?: unknown } | undefined)?.in_flight)
         .find((v): v is number => typeof v === 'number');
       const tools = s.metadata['tools'];
+      const versionTag = s.metadata['version_tag'];
+      const schema = Number(s.metadata['schema_version']);
       return {
         kind: s.name.replace(/^agentmesh-/, ''),
         id: s.id,
@@ -61,6 +89,8 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
           ? { uptime_s: Math.max(0, Math.round((Date.now() - Date.parse(stats.started)) / 1000)) }
           : {}),
         version: s.version,
+        ...(versionTag === undefined ? {} : { version_tag: versionTag }),
+        ...(Number.isInteger(schema) && schema > 0 ? { schema_version: schema } : {}),
       };
     }),
   );
@@ -123,6 +153,15 @@ function printHuman(
     const load = a.in_flight === undefined ? '' : `, ${plural(a.in_flight, 'run')} in flight`;
     o.write(`  ${a.kind} ${a.worker_id ?? a.id}, up ${uptime(a.uptime_s)}${load}, v${a.version}\n`);
   }
+  const versions = versionGroups(actors);
+  if (versions.length > 0)
+    o.write(
+      `versions: ${versions.length === 1 ? 'every planner runs one build' : `${versions.length} builds run side by side`}\n`,
+    );
+  for (const v of versions)
+    o.write(
+      `  ${v.version_tag}${v.schema_version === null ? '' : ` (schema ${v.schema_version})`}: ${plural(v.planners.length, 'planner')} (${v.planners.join(', ')})\n`,
+    );
   o.write(`tools: ${typeof tools === 'number' ? plural(tools, 'tool') + ' in the catalog' : tools}\n`);
   for (const [stream, info] of Object.entries(queue.streams))
     o.write(
@@ -154,7 +193,7 @@ export async function statusCommand(ctx: CommandContext): Promise<number> {
       .catch(() => 'no catalog answers (start agentmesh catalog)');
     if (ctx.args.values['json'] === true)
       ctx.io.stdout.write(
-        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue })}\n`,
+        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, versions: versionGroups(actors), services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue })}\n`,
       );
     else printHuman(ctx, actors, tools, queue);
     return 0;

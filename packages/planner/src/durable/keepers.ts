@@ -100,7 +100,12 @@ export interface LeasedRun {
   lastSeq: number;
   earlier: RunEvent[];
   log: Logger;
+  /** True while the planner drains: the run is handed to another planner at its next turn boundary. */
+  draining?: (() => boolean) | undefined;
 }
+
+/** Why a draining planner stops a run: another planner continues it from the checkpoint just written. */
+export const DRAIN_HANDOFF = 'the planner is draining: handed to another planner at a turn boundary';
 
 /**
  * The keeper of a durable run: the lease fences the run when ownership is lost, every checkpoint is written to KV
@@ -112,15 +117,19 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
     resume: { snapshot: run.snapshot, lastSeq: run.lastSeq, earlier: run.earlier },
     checkpoints: (flush, user) => {
       const durable =
-        (then: CheckpointHook | undefined): CheckpointHook =>
+        (then: CheckpointHook | undefined, boundary: boolean): CheckpointHook =>
         async (snap) => {
           lease.assertOwned();
           await flush();
           lease.assertOwned();
           await writer.write(snap);
           if (then) await then(snap);
+          if (boundary && run.draining?.() === true && snap.phase !== 'finished') {
+            await lease.release(DRAIN_HANDOFF);
+            lease.assertOwned();
+          }
         };
-      return { checkpoint: durable(user), resultCheckpoint: durable(undefined) };
+      return { checkpoint: durable(user, true), resultCheckpoint: durable(undefined, false) };
     },
     attach: (handle: RunHandle) => {
       lease.onLost((why) => handle.fence(leaseLostError(lease.runId, why)));

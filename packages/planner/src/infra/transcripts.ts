@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { openRunRecords, openTranscriptStore } from './backend.js';
 import { parseRecord, type RunRecord } from '../model/record.js';
 import type { RunTranscript } from '../model/transcript.js';
+import { assertKnownSchema, SCHEMA_VERSION } from '../model/versions.js';
 import type { TranscriptStore } from '../run/ports.js';
 
 export type { RunTranscript } from '../model/transcript.js';
@@ -29,7 +30,8 @@ const TranscriptSchema = z.looseObject({
 });
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {
-  await store.put(transcript.run_id, encodeJson(transcript), {
+  const stored: RunTranscript = { schema_version: SCHEMA_VERSION, ...transcript };
+  await store.put(transcript.run_id, encodeJson(stored), {
     mime: 'application/json',
     meta: { planner: transcript.planner_id, status: transcript.status ?? 'failed' },
   });
@@ -49,7 +51,12 @@ export async function readTranscript(
   const store = await openTranscriptStore(bus, options.prefix);
   const blob = await store.get(runId);
   if (blob === null) return null;
-  return decodeMessage(TranscriptSchema, blob.data, `transcript of run ${runId}`) as unknown as RunTranscript;
+  const transcript = decodeMessage(
+    TranscriptSchema,
+    blob.data,
+    `transcript of run ${runId}`,
+  ) as unknown as RunTranscript;
+  return assertKnownSchema(`transcript of run ${runId}`, transcript);
 }
 
 /** How long a reader waits for the transcript of a run whose final event is stored already. */
