@@ -74,16 +74,17 @@ export async function overNats(natsUrl, quick, cores) {
   const ours = await startContender('agentmesh', natsUrl, prefix, undefined, cores);
   const raw = await startContender('raw', natsUrl, prefix, ours.sample, cores);
   const mol = await startContender('moleculer', natsUrl, prefix, undefined, cores);
-  // blocks of calls, contenders alternated block by block; each figure is the median over blocks, each ratio the
-  // median of the ratios of two contenders in the same block (a best-of-3 moved the @1 ratio by 1.5x between runs)
+  // many short blocks of calls, contenders alternated block by block; each figure is the median over blocks, each
+  // ratio the median of the ratios of two contenders in the same block (a best-of-3 moved the @1 ratio by 1.5x
+  // between runs; a burst of load from another process lasts longer than a block, so it spoils few of them)
   const plans = quick
     ? [
-        [1, 500, 5],
-        [64, 2500, 3],
+        [1, 400, 5],
+        [64, 2000, 5],
       ]
     : [
-        [1, 1000, 9],
-        [64, 5000, 7],
+        [1, 600, 15],
+        [64, 2500, 15],
       ];
   try {
     for (const [concurrency, count, blocks] of plans) {
