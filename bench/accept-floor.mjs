@@ -12,7 +12,11 @@ import { measure } from './lib.mjs';
 const record = new TextEncoder().encode('{"state":"running"}');
 const event = new TextEncoder().encode('{"type":"run.accepted","seq":1}');
 
-export async function bareAcceptChain(natsUrl, prefix, payload, { count }) {
+/**
+ * Sets the bare chain up; `measure(options)` times submits through it (see lib.mjs `measure`), `stop()` removes its
+ * streams. Kept open, so that blocks of it can alternate with blocks of the planner's figure.
+ */
+export async function bareAcceptChain(natsUrl, prefix, payload) {
   const p = `${prefix}_floor`;
   const submitter = await connect({ servers: natsUrl, noAsyncTraces: true });
   const taker = await connect({ servers: natsUrl, noAsyncTraces: true });
@@ -49,21 +53,20 @@ export async function bareAcceptChain(natsUrl, prefix, payload, { count }) {
   await submitter.flush();
   const submitterJs = jetstream(submitter);
   let n = 0;
-  try {
-    return await measure(
-      async () => {
-        const id = `floor-${++n}`;
-        const accepted = new Promise((resolve) => heard.set(`${p}.events.${id}`, resolve));
-        await submitterJs.publish(`${p}.runs`, payload, { msgID: id });
-        await accepted;
-        heard.delete(`${p}.events.${id}`);
-      },
-      { count },
-    );
-  } finally {
-    stopped.abort();
-    await taking;
-    for (const s of streams) await jsm.streams.delete(s).catch(() => undefined);
-    await Promise.all([submitter.close(), taker.close()]);
-  }
+  const submit = async () => {
+    const id = `floor-${++n}`;
+    const accepted = new Promise((resolve) => heard.set(`${p}.events.${id}`, resolve));
+    await submitterJs.publish(`${p}.runs`, payload, { msgID: id });
+    await accepted;
+    heard.delete(`${p}.events.${id}`);
+  };
+  return {
+    measure: (options) => measure(submit, options),
+    async stop() {
+      stopped.abort();
+      await taking;
+      for (const s of streams) await jsm.streams.delete(s).catch(() => undefined);
+      await Promise.all([submitter.close(), taker.close()]);
+    },
+  };
 }

@@ -32,18 +32,63 @@ export async function measure(fn, { count = 2000, concurrency = 1, warmup = Math
   };
 }
 
-/** A figure, with its ratio to a baseline figure's value when one is given. */
-export function figure(name, value, unit, baseline) {
+/**
+ * A figure, with its ratio to a baseline figure's value when one is given. `ratio` overrides value / baseline: the
+ * median of the ratios of contenders measured side by side in blocks (see {@link pairedRatio}).
+ */
+export function figure(name, value, unit, baseline, ratio) {
   const f = { name, value: round(value), unit };
   if (baseline) {
     f.baseline = baseline.name;
-    f.ratio = round(value / baseline.value);
+    f.ratio = round(ratio ?? value / baseline.value);
   }
   return f;
 }
 
-/** The p50, p99 and throughput figures of one `measure` result, each against the matching baseline result. */
-export function latencyFigures(label, result, baselineLabel, baselineResult) {
+/**
+ * Measures contenders in `blocks` blocks, alternated: each block runs every contender once, each block starting with
+ * the next one (AB, BA, AB, ...), so that a burst of load from other processes, the garbage collector or the JIT
+ * lands on all of them alike. Returns, per contender, its results in block order.
+ */
+export async function alternated(contenders, blocks) {
+  const results = contenders.map(() => []);
+  for (let b = 0; b < blocks; b++)
+    for (let i = 0; i < contenders.length; i++) {
+      const k = (b + i) % contenders.length;
+      results[k].push(await contenders[k]());
+    }
+  return results;
+}
+
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** The median over blocks of each of a contender's `measure` results (p50, p99, throughput). */
+export function medianResult(results) {
+  return {
+    p50_us: median(results.map((r) => r.p50_us)),
+    p99_us: median(results.map((r) => r.p99_us)),
+    throughput: median(results.map((r) => r.throughput)),
+    count: results[0].count * results.length,
+    concurrency: results[0].concurrency,
+    blocks: results.length,
+  };
+}
+
+/** The median of `key`'s ratio a / b over blocks, a and b measured in the same block (next to each other). */
+export function pairedRatio(as, bs, key) {
+  const pick = typeof key === 'function' ? key : (r) => r[key];
+  return median(as.map((a, i) => pick(a) / pick(bs[i])));
+}
+
+/**
+ * The p50, p99 and throughput figures of one `measure` result, each against the matching baseline result. With
+ * `blocks` ([results, baseline results] of {@link alternated}), each ratio is their {@link pairedRatio}.
+ */
+export function latencyFigures(label, result, baselineLabel, baselineResult, blocks) {
   const figs = [
     figure(`${label} p50`, result.p50_us, 'us'),
     figure(`${label} p99`, result.p99_us, 'us'),
@@ -51,9 +96,10 @@ export function latencyFigures(label, result, baselineLabel, baselineResult) {
   ];
   if (baselineResult) {
     const base = latencyFigures(baselineLabel, baselineResult);
+    const keys = ['p50_us', 'p99_us', 'throughput'];
     figs.forEach((f, i) => {
       f.baseline = base[i].name;
-      f.ratio = round(f.value / base[i].value);
+      f.ratio = round(blocks ? pairedRatio(blocks[0], blocks[1], keys[i]) : f.value / base[i].value);
     });
   }
   return figs;

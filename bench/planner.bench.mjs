@@ -11,7 +11,10 @@ import { NatsBus, invokeTool, silentLogger, streamNames, subjects } from '@agent
 import { Planner, runsBucket, submitRun, transcriptsBucket } from '@agentmesh/planner';
 import { bareAcceptChain } from './accept-floor.mjs';
 import { add, concurrentRounds, embeddedMesh, miniCatalog } from './embedded-mesh.mjs';
-import { figure, latencyFigures, measure } from './lib.mjs';
+import { alternated, figure, latencyFigures, measure, median, pairedRatio } from './lib.mjs';
+
+/** The `q` quantile of sorted samples. */
+const pick = (sorted, q) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
 
 export const title = 'Planner: loop overhead per turn, submit to run.accepted, 1,000 concurrent runs';
 
@@ -228,7 +231,7 @@ async function submitToAccepted(natsUrl, quick) {
   const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
   const baseline = await measure(() => nc.request(`${prefix}.echo`, payload), { count: quick ? 200 : 1000 });
   const pubAck = await rawJetStreamPublish(nc, prefix, payload, quick);
-  const floor = await bareAcceptChain(natsUrl, prefix, payload, { count: quick ? 200 : 1000 });
+  const floorChain = await bareAcceptChain(natsUrl, prefix, payload);
   let n = 0;
   const one = async () => {
     const id = `sub-${++n}`;
@@ -253,17 +256,35 @@ async function submitToAccepted(natsUrl, quick) {
     done.delete(id);
     return us;
   };
+  const ourBlock = async (size) => {
+    const out = [];
+    for (let i = 0; i < size; i++) out.push(await timedAccepted());
+    return out.sort((a, b) => a - b);
+  };
   for (let i = 0; i < 20; i++) await one();
-  const samples = [];
-  for (let i = 0; i < (quick ? 50 : 200); i++) samples.push(await timedAccepted());
-  samples.sort((a, b) => a - b);
+  // blocks of the planner's submits alternated with blocks of the bare chain's, each figure the median of its
+  // blocks' p50s and the ratio the median of the two in the same block (measured one after the other, a load burst
+  // on either moved the ratio)
+  const blocks = quick ? 3 : 7;
+  const size = quick ? 50 : 100;
+  await floorChain.measure({ count: size, warmup: 50 });
+  const [ourBlocks, floorBlocks] = await alternated(
+    [
+      async () => ({ p50_us: pick(await ourBlock(size), 0.5) }),
+      () => floorChain.measure({ count: size, warmup: 10 }),
+    ],
+    blocks,
+  );
+  await floorChain.stop();
+  const acceptedP50 = median(ourBlocks.map((b) => b.p50_us));
+  const floorP50 = median(floorBlocks.map((b) => b.p50_us));
+  const acceptedVsFloor = pairedRatio(ourBlocks, floorBlocks, 'p50_us');
+  const p99Samples = await ourBlock(quick ? 50 : 200);
   echo.unsubscribe();
   await planner.drain();
   const apart = await inOwnProcess(natsUrl, prefix, async () => {
     for (let i = 0; i < 20; i++) await one();
-    const out = [];
-    for (let i = 0; i < (quick ? 50 : 200); i++) out.push(await timedAccepted());
-    return out.sort((a, b) => a - b);
+    return ourBlock(quick ? 50 : 200);
   });
   stopCatalog();
   const jsm = await bus.jetstreamManager();
@@ -274,27 +295,13 @@ async function submitToAccepted(natsUrl, quick) {
   await clientBus.close();
   await bus.close();
   const raw = figure('raw NATS request/reply p50', baseline.p50_us, 'us');
-  const floorFigure = figure('submit -> run.accepted floor: bare nats.js chain p50', floor.p50_us, 'us', raw);
+  const floorFigure = figure('submit -> run.accepted floor: bare nats.js chain p50', floorP50, 'us', raw);
   return [
     raw,
-    figure(
-      'submit -> run.accepted p50 (NATS, JetStream intake)',
-      samples[Math.floor(samples.length / 2)],
-      'us',
-      raw,
-    ),
-    figure(
-      'submit -> run.accepted p99',
-      samples[Math.min(samples.length - 1, Math.floor(samples.length * 0.99))],
-      'us',
-    ),
+    figure('submit -> run.accepted p50 (NATS, JetStream intake)', acceptedP50, 'us', raw),
+    figure('submit -> run.accepted p99', pick(p99Samples, 0.99), 'us'),
     pubAck,
-    figure(
-      'submit -> run.accepted p50 vs raw JetStream publish',
-      samples[Math.floor(samples.length / 2)],
-      'us',
-      pubAck,
-    ),
+    figure('submit -> run.accepted p50 vs raw JetStream publish', acceptedP50, 'us', pubAck),
     figure(
       'submit -> run.accepted p50, planner in its own process',
       apart[Math.floor(apart.length / 2)],
@@ -310,9 +317,10 @@ async function submitToAccepted(natsUrl, quick) {
     floorFigure,
     figure(
       'submit -> run.accepted p50 vs its bare nats.js floor',
-      samples[Math.floor(samples.length / 2)],
+      acceptedP50,
       'us',
       floorFigure,
+      acceptedVsFloor,
     ),
   ];
 }

@@ -46,6 +46,7 @@ async function startNats() {
   }
   return {
     url: `nats://127.0.0.1:${port}`,
+    pid: child.pid,
     cores: pinned ? cores : undefined,
     stop: () => {
       child.kill('SIGTERM');
@@ -90,7 +91,7 @@ try {
     const name = file.replace(/\.bench\.mjs$/, '');
     let figures;
     try {
-      figures = await mod.run({ natsUrl: server.url, quick, cores: server.cores });
+      figures = await mod.run({ natsUrl: server.url, quick, cores: server.cores, serverPid: server.pid });
     } catch (error) {
       failed = true;
       console.error(`bench ${name} failed: ${error?.stack ?? error}`);

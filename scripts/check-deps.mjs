@@ -11,7 +11,7 @@ import ts from 'typescript';
 
 /**
  * The planner's layers, lowest first. A file imports files of its own layer or lower ones, except that a feature
- * (durable/, hitl/, agents/, skills/, daemon/) never imports another feature. Every planner source file belongs to a
+ * (durable/, hitl/, agents/, skills/, daemon/, tenancy/) never imports another feature. Every planner source file belongs to a
  * layer, so a new file has to be placed before lint passes.
  */
 export const PLANNER_LAYERS = [
@@ -31,11 +31,18 @@ export const PLANNER_LAYERS = [
       'system-prompt.ts',
       'meta-tool-specs.ts',
       'approval-policy.ts',
+      'guardrail-rules.ts',
+      'guardrail-judge.ts',
+      'stream-redactor.ts',
     ],
   },
   { name: 'engine', paths: ['run/'] },
   { name: 'infra', paths: ['infra/'] },
-  { name: 'feature', paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'fair/'], isolated: true },
+  {
+    name: 'feature',
+    paths: ['durable/', 'hitl/', 'agents/', 'skills/', 'daemon/', 'budgets/', 'forks/', 'tenancy/', 'fair/'],
+    isolated: true,
+  },
   { name: 'wiring', paths: ['planner.ts', 'intake.ts', 'run-features.ts', 'index.ts'] },
 ];
 

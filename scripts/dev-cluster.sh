@@ -113,7 +113,7 @@ NATS_ARGS=(-js -a 127.0.0.1 -p "$PORT" -sd "$STORE")
 if [ "$SECURE" = 1 ]; then
   # nats.conf reads each password as a config value: it must start with a letter.
   gen() { printf 'p%s' "$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"; }
-  for role in CATALOG PLANNER WORKER WORKER_MATH CLIENT OPS; do export "NATS_${role}_PASSWORD=$(gen)"; done
+  for role in CATALOG PLANNER WORKER WORKER_MATH CLIENT OPS TENANT_ACME TENANT_GLOBEX; do export "NATS_${role}_PASSWORD=$(gen)"; done
   # The monitoring port of the conf (8222) is moved next to the client port so two clusters can run side by side.
   NATS_ARGS=(-c "$ROOT/deploy/nats/nats.conf" -m "$((PORT + 1))" "${NATS_ARGS[@]}")
 fi

@@ -7,14 +7,13 @@
 // the consumer and subscription counts flat. Exit 0 when every check holds, 1 otherwise.
 // Flags: --duration S (default 600), --rate R runs/s (default 17: 10,000 runs in 10 min), --kill-every S (default
 // 30), --tolerance F (default 0.10), --json (the report as one JSON object on stdout), --out FILE (also write it).
-import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { connect as tcpConnect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { NatsBus, streamNames, subjects } from '@agentmesh/protocol';
 import { readRunEvents, submitRun } from '@agentmesh/planner';
+import { sleep, spawnActor as spawnProcess, startNats } from './soak/procs.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = join(ROOT, 'packages', 'cli', 'dist', 'main.js');
@@ -33,42 +32,7 @@ const outIdx = process.argv.indexOf('--out');
 const outFile = outIdx >= 0 ? process.argv[outIdx + 1] : undefined;
 const SAMPLE_MS = Math.max(1000, Math.min(10_000, Math.round((durationS * 1000) / 40)));
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (...a) => (json ? console.error(...a) : console.log(...a));
-
-async function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-async function waitPort(port) {
-  for (let i = 0; i < 300; i++) {
-    const ok = await new Promise((r) => {
-      const c = tcpConnect(port, '127.0.0.1');
-      c.once('connect', () => (c.destroy(), r(true)));
-      c.once('error', () => r(false));
-    });
-    if (ok) return;
-    await sleep(50);
-  }
-  throw new Error(`nothing listens on ${port}`);
-}
-
-async function startNats(dir) {
-  const bin = ['nats-server', '/usr/sbin/nats-server'].find((b) => spawnSync(b, ['--version']).status === 0);
-  if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
-  const port = await freePort();
-  const http = await freePort();
-  const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-m', String(http), '-sd', join(dir, 'js')];
-  const child = spawn(bin, args, { stdio: 'ignore' });
-  await waitPort(port);
-  return { url: `nats://127.0.0.1:${port}`, monitor: `http://127.0.0.1:${http}`, child };
-}
 
 /** The preload every actor gets: a full GC, then one JSON line of memory figures, every SAMPLE_MS. */
 const PROBE = `
@@ -86,18 +50,7 @@ if (isMainThread && process.env.SOAK_PROBE_DIR) {
 `;
 
 function spawnActor(kind, args, env) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const ready = kind === 'worker' ? /"ready":true/ : /ready/;
-    const onData = (d) => {
-      out = (out + d.toString()).slice(-4000);
-      if (ready.test(out)) resolve({ kind, child, started: Date.now(), logs: () => out });
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${kind} exited with ${code}: ${out}`)));
-  });
+  return spawnProcess(kind, args, env, { cwd: ROOT });
 }
 
 function runRequest(i, id) {
@@ -340,4 +293,7 @@ async function main() {
   }
 }
 
-await main();
+if (process.argv.includes('--chaos')) {
+  const { chaosSoak } = await import('./soak/chaos.mjs');
+  await chaosSoak();
+} else await main();

@@ -25,6 +25,8 @@ const ROLE_PASSWORDS: Record<string, string> = {
   NATS_WORKER_MATH_PASSWORD: 'pworkermath1',
   NATS_CLIENT_PASSWORD: 'pclient1',
   NATS_OPS_PASSWORD: 'pops1',
+  NATS_TENANT_ACME_PASSWORD: 'pacme1',
+  NATS_TENANT_GLOBEX_PASSWORD: 'pglobex1',
 };
 const ROUTE_PASSWORD = 'proute-7f3a9c';
 /** A subject the client role may publish and the planner role may subscribe to (deploy/nats/nats.conf). */

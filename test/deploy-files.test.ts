@@ -31,6 +31,7 @@ import {
   EVENTS_STREAM,
   RUNS_STREAM,
   subjects,
+  tenantApiSubjects,
 } from '@agentmesh/protocol';
 
 /**
@@ -44,6 +45,7 @@ import {
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const read = (p: string): string => readFileSync(join(ROOT, p), 'utf8');
 const S = subjects();
+const T = tenantApiSubjects();
 
 // ---- the one list of what the deploy files may use, from contract.md ("The command line") --------------------------
 const CONNECTION_FLAGS = ['--nats', '--prefix'];
@@ -92,10 +94,13 @@ const PLANNER_BUCKETS = {
   sessions: `${DEFAULT_PREFIX}_sessions`,
   sessionIndex: `${DEFAULT_PREFIX}_session_index`,
   tenantWaiting: `${DEFAULT_PREFIX}_tenant_waiting`,
+  tenantUsage: `${DEFAULT_PREFIX}_tenant_usage`,
 };
 /** The workers' idempotency store (`toolOutcomesBucket()` of @agentmesh/tool-worker). */
 const WORKER_OUTCOMES_BUCKET = `${DEFAULT_PREFIX}_tool_outcomes`;
 const ROLE_USERS = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'];
+/** The example tenants' users (docs/tenancy.md): in nats.conf and the nats-server's environment, run no actor. */
+const TENANT_USERS = ['tenant_acme', 'tenant_globex'];
 const passwordVar = (user: string): string => `NATS_${user.toUpperCase()}_PASSWORD`;
 
 // ---- nats.conf -------------------------------------------------------------------------------------------------------
@@ -104,10 +109,12 @@ const confNoComments = NATS_CONF.split('\n')
   .map((l) => l.replace(/#.*$/, ''))
   .join('\n');
 const confStrings = [...confNoComments.matchAll(/"([^"]+)"/g)].map((m) => m[1]!);
-const confUsers = [...confNoComments.matchAll(/user:\s*([a-z_]+),\s*password:\s*\$([A-Z_]+)/g)].map((m) => ({
-  user: m[1]!,
-  passwordVar: m[2]!,
-}));
+const confUsers = [...confNoComments.matchAll(/user:\s*"?([a-z_]+)"?,\s*password:\s*\$([A-Z_]+)/g)].map(
+  (m) => ({
+    user: m[1]!,
+    passwordVar: m[2]!,
+  }),
+);
 const confMonitorPort = Number(/^http_port:\s*(\d+)/m.exec(confNoComments)?.[1]);
 
 // ---- YAML ------------------------------------------------------------------------------------------------------------
@@ -249,7 +256,7 @@ function checkPasswordVars(where: string, user: string, passwordRef: string): vo
 
 describe('deploy/nats/nats.conf', () => {
   test('has one user per role, each with its password from the environment', () => {
-    expect(confUsers.map((u) => u.user).sort()).toEqual([...ROLE_USERS].sort());
+    expect(confUsers.map((u) => u.user).sort()).toEqual([...ROLE_USERS, ...TENANT_USERS].sort());
     for (const u of confUsers) expect(u.passwordVar).toBe(passwordVar(u.user));
     expect(confMonitorPort).toBe(8222);
     // The store directory and the client port come from the command line (-sd, -p): nats-server refuses both.
@@ -285,6 +292,19 @@ describe('deploy/nats/nats.conf', () => {
       `${S.prefix}.runs.*.pause`,
       `${S.prefix}.runs.*.resume`,
       S.daemonWatch,
+      // the tenant API (docs/tenancy.md): what planners serve, ops reads, and each example tenant's own subjects
+      `${S.prefix}.tenant.*.>`,
+      `${S.prefix}.tenant.*.runs.>`,
+      `${S.prefix}.tenant.*.sessions.*`,
+      `${S.prefix}.tenant.*.catalog.*`,
+      `${S.prefix}.tenant.*.runs.*.events`,
+      T.runsList,
+      T.runsPending,
+      T.run('show'),
+      T.run('history'),
+      T.sessions('list'),
+      T.sessions('show'),
+      ...['acme', 'globex'].flatMap((t) => [S.tenant(t).all, S.tenant(t).allRunEvents]),
     ];
     const streams = new Set([
       RUNS_STREAM,
@@ -298,6 +318,7 @@ describe('deploy/nats/nats.conf', () => {
       `KV_${PLANNER_BUCKETS.controls}`,
       `OBJ_${PLANNER_BUCKETS.sessions}`,
       `KV_${PLANNER_BUCKETS.sessionIndex}`,
+      `KV_${PLANNER_BUCKETS.tenantUsage}`,
       `KV_${WORKER_OUTCOMES_BUCKET}`,
       `KV_${PLANNER_BUCKETS.triggers}`,
       `KV_${PLANNER_BUCKETS.tenantWaiting}`,
@@ -313,6 +334,7 @@ describe('deploy/nats/nats.conf', () => {
       PLANNER_BUCKETS.controls,
       PLANNER_BUCKETS.sessions,
       PLANNER_BUCKETS.sessionIndex,
+      PLANNER_BUCKETS.tenantUsage,
       WORKER_OUTCOMES_BUCKET,
       PLANNER_BUCKETS.triggers,
       PLANNER_BUCKETS.tenantWaiting,
@@ -348,7 +370,9 @@ describe('deploy/nats/nats.conf', () => {
       } else {
         // reply spaces: the standard one for plain clients, `_INBOX_<role>` for each agentmesh role
         if (subject.startsWith('_INBOX'))
-          expect(subject).toMatch(/^_INBOX(_(catalog|planner|worker|worker_math|client|ops))?\.>$/);
+          expect(subject).toMatch(
+            /^_INBOX(_(catalog|planner|worker|worker_math|client|ops|tenant_acme|tenant_globex))?\.>$/,
+          );
         else expect(['$SRV.>'], subject).toContain(subject);
       }
     }
@@ -359,6 +383,7 @@ describe('deploy/nats/nats.conf', () => {
       `$KV.${CATALOG_BUCKET}.>`,
       `$O.${ARTIFACTS_BUCKET}.>`,
       `$KV.${PLANNER_BUCKETS.checkpoints}.>`,
+      `$KV.${PLANNER_BUCKETS.tenantUsage}.>`,
       `$KV.${WORKER_OUTCOMES_BUCKET}.>`,
     ])
       expect(confStrings, needed).toContain(needed);
@@ -373,6 +398,7 @@ describe('deploy/nats/nats.conf', () => {
     expect(planner.controlsBucket()).toBe(PLANNER_BUCKETS.controls);
     expect(planner.sessionsBucket()).toBe(PLANNER_BUCKETS.sessions);
     expect(planner.sessionIndexBucket()).toBe(PLANNER_BUCKETS.sessionIndex);
+    expect(planner.tenantUsageBucket()).toBe(PLANNER_BUCKETS.tenantUsage);
     const worker = await import('@agentmesh/tool-worker');
     expect(worker.toolOutcomesBucket()).toBe(WORKER_OUTCOMES_BUCKET);
   });
@@ -400,7 +426,9 @@ describe('deploy/docker-compose.yml', () => {
     expect(
       nats.volumes?.some((v) => v.endsWith(`:${storePath}`) && v.split(':')[0]! in compose.volumes),
     ).toBe(true);
-    expect(Object.keys(nats.environment!).sort()).toEqual(ROLE_USERS.map(passwordVar).sort());
+    expect(Object.keys(nats.environment!).sort()).toEqual(
+      [...ROLE_USERS, ...TENANT_USERS].map(passwordVar).sort(),
+    );
     expect(nats.ports).toEqual(
       expect.arrayContaining([
         expect.stringMatching(new RegExp(`:${NATS_CLIENT_PORT}$`)),
@@ -752,7 +780,9 @@ describe('the NATS cluster deploy files', () => {
         ]),
       );
       const env = svc.environment!;
-      expect(Object.keys(env).sort()).toEqual([...ROLE_USERS.map(passwordVar), ...ROUTE_ENV].sort());
+      expect(Object.keys(env).sort()).toEqual(
+        [...[...ROLE_USERS, ...TENANT_USERS].map(passwordVar), ...ROUTE_ENV].sort(),
+      );
       const routes = routeUrlsOf(env['NATS_ROUTES']!);
       expect(routes.map((r) => r.host)).toEqual(nodes.map((n) => `${n}:${ROUTE_PORT}`));
       for (const r of routes) {

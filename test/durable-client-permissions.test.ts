@@ -12,7 +12,16 @@ import { readRunEvents, submitRun } from '@agentmesh/planner';
 import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
 
 const CONF = fileURLToPath(new URL('../deploy/nats/nats.conf', import.meta.url));
-const ROLES = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'];
+const ROLES = [
+  'catalog',
+  'planner',
+  'worker',
+  'worker_math',
+  'client',
+  'ops',
+  'tenant_acme',
+  'tenant_globex',
+];
 let server: NatsServerHandle;
 const buses: NatsBus[] = [];
 function watch(nc: NatsConnection): string[] {

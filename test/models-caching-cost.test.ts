@@ -108,7 +108,7 @@ describe.each([true, false])('anthropic (stream: %s): prompt caching, thinking, 
     if (stream)
       expect(
         deltas
-          .filter((d) => d.iteration === 2)
+          .filter((d) => d.iteration === 2 && d.kind === 'reasoning')
           .map((d) => d.text)
           .join(''),
       ).toBe('The tool said 5.');
@@ -143,6 +143,7 @@ describe('openai chat completions: prompt_cache_key, cached and reasoning tokens
     expect(first['reasoning_effort']).toBe('high');
     expect(
       ofType(events, 'llm.delta')
+        .filter((d) => d.kind === 'reasoning')
         .map((d) => d.text)
         .join(''),
     ).toBe('hmm');

@@ -113,7 +113,7 @@ describe.each([true, false])('openai-responses provider (stream: %s) through the
       cache_read_tokens: 384,
       reasoning_tokens: 40,
     });
-    const reasoning = ofType(events, 'llm.delta');
+    const reasoning = ofType(events, 'llm.delta').filter((d) => d.kind === 'reasoning');
     if (stream) {
       expect(reasoning.every((d) => d.kind === 'reasoning' && d.iteration === 1)).toBe(true);
       expect(reasoning.map((d) => d.text).join('')).toBe('I should add and multiply.');

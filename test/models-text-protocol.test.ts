@@ -91,6 +91,23 @@ describe('text tool protocol', () => {
     expect(results).toMatch(/\[text_1_4\] malformed_tool_call \(error\):\n.*unknown tool/);
   });
 
+  it('streams no text deltas: the streamed text holds the tool call blocks, the turn text comes with the response', async () => {
+    server = await startOpenAiServer(textOnlyModel(TURNS, undefined));
+    h = harness([calcTool, hashTool], {
+      providers: { baseUrl: server.url, maxRetries: 0, stream: true, env: {} },
+    });
+    const { final, events } = await h.run({
+      task: 'hash alpha and add 2+3',
+      provider: 'openai-compatible',
+      model: 'plain-model',
+      tool_protocol: 'text',
+    });
+    expect(final).toMatchObject({ status: 'done' });
+    expect(server.requests[0]!['stream']).toBe(true);
+    expect(ofType(events, 'llm.delta')).toEqual([]);
+    expect(ofType(events, 'llm.response')[0]!.text).toBe('I will hash and add.');
+  });
+
   it('the ollama preset falls back to text when the server says the model does not support tools', async () => {
     server = await startOpenAiServer(
       textOnlyModel(

@@ -134,6 +134,8 @@ function noViolations(...conns: { violations: PermissionViolationError[] }[]): v
 
 beforeAll(async () => {
   for (const role of ROLES) process.env[`NATS_${role.toUpperCase()}_PASSWORD`] = passwords[role];
+  for (const tenant of ['ACME', 'GLOBEX'])
+    process.env[`NATS_TENANT_${tenant}_PASSWORD`] = `p${randomBytes(12).toString('hex')}`;
   server = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
   // The planner owns the run streams and its durable consumer: create them as the planner user.
   const { bus } = await busAs('planner');

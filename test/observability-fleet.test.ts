@@ -130,7 +130,7 @@ describe('console in a real Chromium against a NATS fleet', () => {
     await page.selectOption('select[name="status"]', 'failed');
     expect(await row.count()).toBe(0);
     await page.selectOption('select[name="status"]', 'done');
-    await page.fill('input[name="tenant"]', 'acme');
+    await page.selectOption('select[name="tenant"]', 'acme');
     await page.fill('input[name="q"]', runId.slice(-8));
     expect(await row.count()).toBe(1);
     await row.locator('a').click();

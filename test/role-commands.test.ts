@@ -48,8 +48,12 @@ function exited(run: ActorProcess): Promise<number | null> {
 beforeAll(async () => {
   nats = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
   dir = mkdtempSync(join(tmpdir(), 'agentmesh-roles-'));
-  // the planner asks for approval before crypto.sha256; the script of a run that calls it
-  writeFileSync(join(dir, 'planner.yaml'), 'approvals:\n  require: [crypto.sha256]\n');
+  // the planner asks for approval before crypto.sha256 (the script of a run that calls it below), and counts the
+  // default tenant's tokens against a daily budget (in the tenant usage bucket)
+  writeFileSync(
+    join(dir, 'planner.yaml'),
+    'approvals:\n  require: [crypto.sha256]\ntenants:\n  default: { daily_tokens: 100000000 }\n',
+  );
   writeFileSync(
     join(dir, 'sha.json'),
     JSON.stringify({
@@ -147,5 +151,13 @@ describe('the documented commands of each role, under deploy/nats/nats.conf', ()
     expect((await ok('ops', ['status', '--json'])).stdout).toMatch(/"tools":\d+/);
     expect((await ok('ops', ['tools', 'list'])).stdout).toContain('math.calc');
     expect((await ok('ops', ['tools', 'search', 'add two numbers'])).stdout).toContain('math.calc');
+  });
+
+  it("ops: tenants usage reads the tenants' usage today that the planner counted", async () => {
+    const usage = await ok('ops', ['tenants', 'usage', '--json', '--config', join(dir, 'planner.yaml')]);
+    const [row] = JSON.parse(usage.stdout) as { tenant: string; tokens: number; turns: number }[];
+    expect(row).toMatchObject({ tenant: 'default', limits: { daily_tokens: 100000000 } });
+    expect(row!.turns).toBeGreaterThan(0);
+    expect((await ok('ops', ['tenants', 'usage'])).stdout).toMatch(/default\s+\d+ \(no limit\)/);
   });
 });

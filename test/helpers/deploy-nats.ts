@@ -7,7 +7,16 @@ import { fileURLToPath } from 'node:url';
 import { cleanEnv } from './cli.js';
 
 export const DEPLOY_NATS_CONF = fileURLToPath(new URL('../../deploy/nats/nats.conf', import.meta.url));
-export const DEPLOY_USERS = ['catalog', 'planner', 'worker', 'worker_math', 'client', 'ops'] as const;
+export const DEPLOY_USERS = [
+  'catalog',
+  'planner',
+  'worker',
+  'worker_math',
+  'client',
+  'ops',
+  'tenant_acme',
+  'tenant_globex',
+] as const;
 export type DeployUser = (typeof DEPLOY_USERS)[number];
 
 /** A password per user, set in this process's environment for the nats-server it starts next. */

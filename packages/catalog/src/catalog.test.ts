@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   AgentMeshError,
+  CATALOG_BUCKET,
   CatalogGetReplySchema,
   CatalogListReplySchema,
   CatalogRegisterReplySchema,
@@ -17,6 +18,14 @@ import {
 import { Catalog, type CatalogOptions } from './index.js';
 
 const s = subjects();
+
+async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const t0 = Date.now();
+  while (!check()) {
+    if (Date.now() - t0 > timeoutMs) throw new Error('timed out waiting for the condition');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 function spec(name: string, description: string, extra: Partial<ToolSpecInput> = {}): ToolSpec {
   return ToolSpecSchema.parse({
@@ -232,6 +241,55 @@ describe('Catalog on the in-process bus', () => {
     await new Promise((r) => setTimeout(r, 800));
     expect((await list()).tools).toEqual([]);
     expect(await beat()).toEqual({ known: false });
+  });
+
+  it('batches heartbeats: none is a KV write, and a replica that hears none keeps the worker alive on the pulses', async () => {
+    await start();
+    const other = new Catalog({ bus, prefix: 'other', logger: silentLogger() });
+    await other.start();
+    try {
+      await register('w1', TOOLS, 300);
+      await until(() => other.toolNames().length === 5);
+      const keys: string[] = [];
+      const watcher = await (
+        await bus.kv(CATALOG_BUCKET)
+      ).watch((e) => keys.push(e.key), { updatesOnly: true });
+      const beat = () =>
+        requestJson(bus, s.catalogHeartbeat, { worker_id: 'w1' }, CatalogHeartbeatReplySchema);
+      let beats = 0;
+      const t0 = Date.now();
+      while (Date.now() - t0 < 1200) {
+        expect(await beat()).toEqual({ known: true });
+        beats++;
+        // the in-process bus answers in microtasks: let the timers (sweeps, flushes) run between heartbeats
+        await new Promise((r) => setImmediate(r));
+      }
+      watcher.stop();
+      // four ttls on heartbeats `other` never heard itself: only the pulses kept w1 alive there
+      expect(other.toolNames()).toHaveLength(5);
+      const pulses = keys.filter((k) => k.startsWith('pulses.'));
+      expect(keys.filter((k) => k.startsWith('beats.'))).toEqual([]);
+      expect(pulses.length).toBeGreaterThan(0);
+      expect(pulses.length).toBeLessThan(beats / 5);
+      await until(() => other.toolNames().length === 0);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  it('a heartbeat key an earlier catalog wrote still keeps its worker alive, and is deleted with the worker', async () => {
+    await start();
+    await register('w1', TOOLS, 300);
+    const kv = await bus.kv(CATALOG_BUCKET);
+    const beatKey = `beats.${Buffer.from('w1').toString('base64url')}`;
+    const t0 = Date.now();
+    while (Date.now() - t0 < 1000) {
+      await kv.put(beatKey, new TextEncoder().encode('{}'));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(catalog.toolNames()).toHaveLength(5);
+    await requestJson(bus, s.catalogDeregister, { worker_id: 'w1' }, CatalogHeartbeatReplySchema);
+    expect(await kv.get(beatKey)).toBeNull();
   });
 
   it('answers unchanged to a list that sends the current version back, and a full list after any change', async () => {

@@ -9,7 +9,6 @@ import {
   CatalogRegisterSchema,
   ServiceName,
   createLogger,
-  encodeJson,
   fastValidator,
   isToolName,
   resolveToolLoading,
@@ -36,6 +35,7 @@ import { conflictRejection } from './rejections.js';
 import { RegistrationPolicy, foreignWorkerError, type RegistrationRoles } from './role-policy.js';
 import { screenRegistration } from './screen.js';
 import { DeferredIndex } from './deferred-index.js';
+import { PulseBatch, PulseKeys, pulseIds } from './pulses.js';
 import { CatalogQueries, SearchRequestSchema } from './queries.js';
 import { traceCatalogSearch } from './search-span.js';
 import {
@@ -134,6 +134,10 @@ export class Catalog {
   private readonly liveEpoch = randomUUID().slice(0, 8);
   private liveChanges = 0;
   private readonly availability = new ToolAvailability();
+  /** Workers with a `beats.<id>` key in the bucket (written by a catalog before heartbeats were batched). */
+  private readonly legacyBeats = new Set<string>();
+  /** Heartbeats this replica answered since its last flush (see {@link PulseBatch}). */
+  private readonly pulses = new PulseBatch(this.liveEpoch);
   /** worker id -> when this replica last saw its record change (local clock: no skew between replicas). */
   private readonly seenAt = new Map<string, number>();
   /** The catalog's KV bucket, mirrored here: every entry reaches {@link Catalog.apply} once. */
@@ -243,9 +247,14 @@ export class Catalog {
         const record = present ? (written ?? parseWorkerRecord(entry.value)) : undefined;
         affected = this.registry.setWorker(entry.key, record, entry.revision);
         if (record !== undefined) this.seenAt.set(record.worker_id, Date.now());
+      } else if (PulseKeys.is(entry.key)) {
+        if (present) this.markSeen(pulseIds(entry.value));
+        return;
       } else if (CatalogKeys.isBeat(entry.key)) {
         const workerId = CatalogKeys.workerOfBeat(entry.key);
-        if (present && this.registry.worker(workerId) !== undefined) this.seenAt.set(workerId, Date.now());
+        if (present) this.legacyBeats.add(workerId);
+        else this.legacyBeats.delete(workerId);
+        if (present) this.markSeen([workerId]);
         return;
       } else return;
     } catch (error) {
@@ -256,6 +265,12 @@ export class Catalog {
       return;
     }
     for (const name of affected) this.reindex(name);
+  }
+
+  /** Marks workers this replica knows as seen now (heartbeats another replica answered, or a pre-batching beat key). */
+  private markSeen(workerIds: readonly string[]): void {
+    const now = Date.now();
+    for (const id of workerIds) if (this.registry.worker(id) !== undefined) this.seenAt.set(id, now);
   }
 
   private reindex(name: string): void {
@@ -417,26 +432,33 @@ export class Catalog {
     this.availability.forget(workerId);
     const key = CatalogKeys.worker(workerId);
     const known = this.registry.worker(workerId) !== undefined || (await this.bucket.get(key)) !== null;
-    if (known) {
-      await this.bucket.remove(key);
-      await this.bucket.remove(CatalogKeys.beat(workerId));
-    }
+    if (known) await this.removeWorker(workerId);
     this.seenAt.delete(workerId);
     this.logger.info({ worker_id: workerId, known }, 'worker deregistered');
     return { known };
   }
 
+  /**
+   * A heartbeat marks its worker seen here at once and is noted for the next flush of {@link PulseBatch}, which tells
+   * the other replicas: no KV write and no watch wake-up per heartbeat.
+   */
   private async heartbeat(workerId: string): Promise<{ known: boolean }> {
     if (
       this.registry.worker(workerId) === undefined &&
       (await this.bucket.get(CatalogKeys.worker(workerId))) === null
     )
       return { known: false };
-    await this.bucket.write(CatalogKeys.beat(workerId), encodeJson({ at: new Date().toISOString() }));
+    this.seenAt.set(workerId, Date.now());
+    this.pulses.note(workerId);
     return { known: true };
   }
 
-  /** The loading for one request: the configured loading, then the request's own overrides. */
+  /** Writes the heartbeats answered since the last flush, for the other replicas. */
+  private async flushPulses(): Promise<void> {
+    for (const { key, value } of this.pulses.take()) await this.bucket.write(key, value);
+  }
+
+  /** Schedules the next sweep (and pulse flush) at a fifth of the shortest worker ttl, between 25 ms and 1 s. */
   private scheduleSweep(): void {
     if (!this.started) return;
     let minTtl = this.workerTtlMs;
@@ -452,8 +474,9 @@ export class Catalog {
     this.sweepTimer.unref();
   }
 
-  /** Expires workers whose record or heartbeat this replica has not seen change within their ttl. */
+  /** Flushes the heartbeats answered here, then expires workers no replica has heard from within their ttl. */
   private async sweep(): Promise<void> {
+    await this.flushPulses();
     const now = Date.now();
     const expired: WorkerRecord[] = [];
     for (const worker of this.registry.allWorkers()) {
@@ -461,15 +484,26 @@ export class Catalog {
       if (!this.seenAt.has(worker.worker_id)) this.seenAt.set(worker.worker_id, now);
       if (now - seen > worker.ttl_ms) expired.push(worker);
     }
-    for (const worker of expired) {
-      if (!this.started) return;
-      this.logger.warn(
-        { worker_id: worker.worker_id, ttl_ms: worker.ttl_ms },
-        'worker missed its heartbeats: expired',
-      );
-      this.seenAt.delete(worker.worker_id);
-      await this.bucket.remove(CatalogKeys.worker(worker.worker_id));
-      await this.bucket.remove(CatalogKeys.beat(worker.worker_id));
-    }
+    if (!this.started) return;
+    // all at once: 100 workers lost together leave search together, not one KV round trip after another
+    await Promise.all(
+      expired.map((worker) => {
+        this.logger.warn(
+          { worker_id: worker.worker_id, ttl_ms: worker.ttl_ms },
+          'worker missed its heartbeats: expired',
+        );
+        this.seenAt.delete(worker.worker_id);
+        return this.removeWorker(worker.worker_id);
+      }),
+    );
+  }
+
+  /** Deletes a worker's record, and its heartbeat key when a catalog of an earlier version wrote one. */
+  private async removeWorker(workerId: string): Promise<void> {
+    const beat = this.legacyBeats.has(workerId);
+    await Promise.all([
+      this.bucket.remove(CatalogKeys.worker(workerId)),
+      beat ? this.bucket.remove(CatalogKeys.beat(workerId)) : undefined,
+    ]);
   }
 }

@@ -37,7 +37,10 @@ const toB64 = (s: string) => Buffer.from(s, 'utf8').toString('base64url');
 /** KV keys: `workers.<worker id, base64url>` (registration) and `beats.<worker id, base64url>` (heartbeats). */
 export const CatalogKeys = {
   worker: (workerId: string) => `workers.${toB64(workerId)}`,
-  /** Heartbeats go to their own small key, so the worker record is only written on registration. */
+  /**
+   * A worker's heartbeat key, as catalogs wrote it before heartbeats were batched (`pulses.*`, see pulses.ts): still
+   * read, so replicas of both versions agree while a deployment rolls, and deleted with the worker.
+   */
   beat: (workerId: string) => `beats.${toB64(workerId)}`,
   isWorker: (key: string) => key.startsWith('workers.'),
   isBeat: (key: string) => key.startsWith('beats.'),

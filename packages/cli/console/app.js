@@ -13,7 +13,7 @@ function route() {
   cleanup();
   cleanup = () => {};
   main.replaceChildren();
-  const [page, ...rest] = location.hash.replace(/^#\/?/, '').split('/');
+  const [page, ...rest] = location.hash.replace(/^#\/?/, '').split('?')[0].split('/');
   const id = rest.length > 0 ? decodeURIComponent(rest.join('/')) : undefined;
   for (const a of document.querySelectorAll('[data-nav]'))
     a.classList.toggle('active', a.dataset.nav === (page || 'runs'));

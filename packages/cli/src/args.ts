@@ -47,6 +47,19 @@ export const CONNECTION_FLAGS: Record<string, FlagSpec> = {
   },
 };
 
+/**
+ * `--tenant NAME` of the NATS client commands: use the tenant API of NAME (`<prefix>.tenant.NAME.…`, what a tenant's
+ * NATS user is allowed, docs/tenancy.md) instead of the fleet's own subjects.
+ */
+export const TENANT_FLAG: Record<string, FlagSpec> = {
+  tenant: {
+    type: 'string',
+    value: 'NAME',
+    description: "on NATS: act as this tenant through its tenant API (a tenant's NATS user needs it)",
+    env: 'AGENTMESH_TENANT',
+  },
+};
+
 /** Flags of the long-running actor commands. */
 export const ACTOR_FLAGS: Record<string, FlagSpec> = {
   ...CONNECTION_FLAGS,

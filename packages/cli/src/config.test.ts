@@ -51,6 +51,37 @@ limits: { max_iterations: 12, max_tool_calls: 64, max_output_bytes: 65536 }
     expect(() => loadConfig(file('approvals: { timeout_ms: -1 }\n'))).toThrow(/approvals\.timeout_ms/);
   });
 
+  it('reads guardrails: (the issue example) and hands it to the planner defaults', () => {
+    const config = loadConfig(
+      file(`
+guardrails:
+  input:  [{ name: no-injection, pattern: "ignore (all )?previous instructions", flags: i, action: block }]
+  output: [{ name: no-secrets, pattern: "SECRET_[0-9]+", action: redact }]
+  tools:  [{ name: no-force-push, tool: "git.*", args_pattern: "--force", action: block }]
+`),
+    );
+    const rules = plannerOptions(config).defaults?.guardrails;
+    expect(rules?.input?.[0]).toMatchObject({ name: 'no-injection', flags: 'i', action: 'block' });
+    expect(rules?.output?.[0]).toMatchObject({ name: 'no-secrets', action: 'redact' });
+    expect(rules?.tools?.[0]).toMatchObject({ tool: 'git.*', args_pattern: '--force' });
+  });
+
+  it.each([
+    [
+      'an unsafe regex',
+      'guardrails: { output: [{ name: a, pattern: "(a+)+$", action: redact }] }',
+      /guardrails\.output\.0\.pattern.*nested quantifiers/,
+    ],
+    [
+      'an unknown action',
+      'guardrails: { output: [{ name: a, pattern: "x", action: warn }] }',
+      /guardrails\.output\.0\.action/,
+    ],
+    ['an unknown stage', 'guardrails: { reasoning: [] }', /guardrails.*reasoning/],
+  ])('refuses a guardrail with %s, naming the key', (_what, text, pattern) => {
+    expect(() => loadConfig(file(`${text}\n`))).toThrow(pattern);
+  });
+
   it('reads triggers: and hands the trigger limits to the planner', () => {
     const config = loadConfig(
       file('triggers: { max_pending_per_daemon: 50, max_trigger_bytes: 4096, store_max_bytes: 1048576 }\n'),

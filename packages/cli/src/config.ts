@@ -4,6 +4,7 @@ import { z } from 'zod';
 import {
   AgentMeshError,
   ErrorCode,
+  GuardrailsSchema,
   ProviderKindSchema,
   RunApprovalsSchema,
   PartialRunLimitsSchema,
@@ -124,6 +125,8 @@ export const ConfigSchema = z
     tenants: TenantsConfigSchema.optional(),
     /** Which tool calls wait for a human decision (globs); a run request can add requirements, never remove them. */
     approvals: RunApprovalsSchema.optional(),
+    /** Guardrails (docs/guardrails.md): input, output and tool rules; a run request can add rules, never remove them. */
+    guardrails: GuardrailsSchema.optional(),
     /** Conversations: compact a session's transcript past `max_tokens` (an estimate, characters / 4). */
     sessions: z
       .object({ max_tokens: z.number().int().min(100).optional() })

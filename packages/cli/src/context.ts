@@ -3,6 +3,7 @@ import {
   ErrorCode,
   connectBackend,
   DEFAULT_PREFIX,
+  TENANT_NAME_PATTERN,
   type Backend,
   type Logger,
 } from '@agentmesh/protocol';
@@ -55,8 +56,31 @@ export async function buildContext(
   };
 }
 
-/** Connects to NATS for an actor or a client command; credentials come from the URL or NATS_USER / NATS_PASSWORD. */
-export async function connectNats(ctx: CommandContext, name: string): Promise<Backend> {
+/**
+ * The tenant whose API a NATS client command uses (`--tenant`, AGENTMESH_TENANT), or undefined for the fleet's own
+ * subjects. A name that is no tenant name is a usage error.
+ */
+export function tenantOption(ctx: CommandContext): string | undefined {
+  const tenant = stringFlag(ctx.args, 'tenant', 'AGENTMESH_TENANT');
+  if (tenant === undefined || ctx.natsUrl === undefined) return tenant;
+  if (!TENANT_NAME_PATTERN.test(tenant))
+    throw new AgentMeshError(
+      ErrorCode.InvalidRequest,
+      `--tenant "${tenant}" is not a tenant name: 1-64 characters of a-z, 0-9, "_" or "-", starting with a letter or digit`,
+      { retryable: false, details: { tenant } },
+    );
+  return tenant;
+}
+
+/**
+ * Connects to NATS for an actor or a client command; credentials come from the URL or NATS_USER / NATS_PASSWORD. A
+ * command on a tenant's API (`tenant` set) needs no JetStream: a tenant's NATS user has no access to it.
+ */
+export async function connectNats(
+  ctx: CommandContext,
+  name: string,
+  options: { tenant?: string | undefined } = {},
+): Promise<Backend> {
   if (ctx.natsUrl === undefined)
     throw new AgentMeshError(
       ErrorCode.InvalidConfig,
@@ -72,6 +96,7 @@ export async function connectNats(ctx: CommandContext, name: string): Promise<Ba
     ...(replicasConfigured(ctx.config) ? { replicas: ctx.replicas } : {}),
     ...(user ? { user, pass: pass ?? '' } : {}),
     ...(token ? { token } : {}),
+    ...(options.tenant === undefined ? {} : { requireJetStream: false }),
   });
 }
 

@@ -30,6 +30,7 @@ export function plannerOptions(config: AgentMeshConfig, baseUrl?: string): Omit<
       ...(config.tools?.deferred ? { deferred: config.tools.deferred } : {}),
       ...(config.tools?.always ? { always: config.tools.always } : {}),
       ...(config.approvals ? { approvals: config.approvals } : {}),
+      ...(config.guardrails ? { guardrails: config.guardrails } : {}),
       ...(config.sessions ? { sessions: config.sessions } : {}),
       ...(config.subagents ? { subagents: config.subagents } : {}),
       ...(skills.length > 0 ? { skills } : {}),

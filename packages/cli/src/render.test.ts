@@ -45,6 +45,19 @@ describe('human renderer', () => {
     expect(c.text()).toMatch(/asking the model with 1 tool\n/);
   });
 
+  it('prints guardrail.tripped: what the rule did, at which stage', () => {
+    const c = capture();
+    const render = createHumanRenderer(c.out);
+    for (const e of [
+      { rule: 'no-secrets', stage: 'output', action: 'redact', count: 2 },
+      { rule: 'no-force-push', stage: 'tools', action: 'block', call_id: 'c1' },
+    ])
+      render({ type: 'guardrail.tripped', ...base(1, 'x'), ...e } as unknown as RunEvent);
+    expect(c.text()).toBe(
+      '  ⛨ guardrail no-secrets redacted 2x (output)\n  ⛨ guardrail no-force-push blocked (tools [c1])\n',
+    );
+  });
+
   it('prints run.warning events as warnings', () => {
     const warning = {
       type: 'run.warning',

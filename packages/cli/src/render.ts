@@ -106,7 +106,10 @@ function toolCompletedLine(event: EventOf<'tool.completed'>, p: Palette): string
 const RUN_LINES: LineFormatters = {
   'run.accepted': (event, p) =>
     `${p.bold('▶ run')} ${event.run_id} ${p.dim(`(${[event.provider, event.model].filter(Boolean).join(' ') || 'default provider'})`)}\n` +
-    `  task: ${inline(event.task)}\n`,
+    `  task: ${inline(event.task)}\n` +
+    (event.forked_from
+      ? p.dim(`  forked from ${event.forked_from.run_id} after seq ${event.forked_from.seq}\n`)
+      : ''),
   'run.started': (event, p) => (event.resumed ? p.dim(`  resumed on planner ${event.planner_id}\n`) : ''),
   'llm.request': (event, p) =>
     `${p.cyan(`● turn ${event.iteration}`)} ${p.dim(`asking the model with ${plural(event.tools.length, 'tool')}`)}\n`,
@@ -125,6 +128,12 @@ const RUN_LINES: LineFormatters = {
   'run.input': (event, p) => `  ${p.cyan('»')} input: ${inline(event.text)}\n`,
   'run.paused': (_event, p) => `  ${p.yellow('‖')} paused\n`,
   'run.resumed': (_event, p) => `  ${p.yellow('‖')} resumed\n`,
+  'guardrail.tripped': (event, p) => {
+    const did = event.action === 'redact' ? `redacted ${event.count ?? 1}x` : 'blocked';
+    const where = event.call_id === undefined ? event.stage : `${event.stage} [${event.call_id}]`;
+    return `  ${p.yellow('⛨')} guardrail ${event.rule} ${did} ${p.dim(`(${where})`)}
+`;
+  },
   'session.compacted': (event, p) =>
     `  ${p.dim(`session compacted: ${event.before_tokens} → ${event.after_tokens} tokens`)}\n`,
 };

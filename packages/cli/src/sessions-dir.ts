@@ -7,7 +7,13 @@ import {
   type KvStore,
   type MemoryBusOptions,
 } from '@agentmesh/protocol';
-import { sessionIndexBucket, sessionsBucket } from '@agentmesh/planner';
+import {
+  runsBucket,
+  sessionIndexBucket,
+  sessionsBucket,
+  tenantUsageBucket,
+  transcriptsBucket,
+} from '@agentmesh/planner';
 import { FileBlobStore, FileKvStore } from './file-stores.js';
 
 /**
@@ -29,7 +35,10 @@ export function embeddedDataDir(options: {
 /**
  * The in-process bus of an embedded run, with the session buckets kept as files under `<dataDir>/sessions/`
  * (`transcripts/` for the session transcripts, `index/` for the session index and locks), so a second process that
- * opens the same data dir continues the same sessions. Every other bucket stays in memory.
+ * opens the same data dir continues the same sessions, and the run records and run transcripts under
+ * `<dataDir>/runs/` (`records/`, `transcripts/`), so a later process can fork a run (`agentmesh runs fork`). Tenants'
+ * usage and submit counters are kept in `<dataDir>/tenants/`, so daily budgets hold across processes. Every other
+ * bucket stays in memory.
  */
 export class SessionFilesBus extends MemoryBus {
   private readonly files: { kv: Map<string, KvStore>; blobs: Map<string, BlobStore> };
@@ -40,9 +49,17 @@ export class SessionFilesBus extends MemoryBus {
   ) {
     super(options);
     const root = join(dataDir, 'sessions');
+    const runs = join(dataDir, 'runs');
     this.files = {
-      kv: new Map([[sessionIndexBucket(options.prefix), new FileKvStore(join(root, 'index'))]]),
-      blobs: new Map([[sessionsBucket(options.prefix), new FileBlobStore(join(root, 'transcripts'))]]),
+      kv: new Map([
+        [sessionIndexBucket(options.prefix), new FileKvStore(join(root, 'index'))],
+        [tenantUsageBucket(options.prefix), new FileKvStore(join(dataDir, 'tenants'))],
+        [runsBucket(options.prefix), new FileKvStore(join(runs, 'records'))],
+      ]),
+      blobs: new Map([
+        [sessionsBucket(options.prefix), new FileBlobStore(join(root, 'transcripts'))],
+        [transcriptsBucket(options.prefix), new FileBlobStore(join(runs, 'transcripts'))],
+      ]),
     };
   }
 

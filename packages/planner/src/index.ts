@@ -2,6 +2,8 @@ export {
   Planner,
   PLANNER_VERSION,
   RUNNING_LOAD_PREFIX,
+  DEFAULT_DRAIN_TIMEOUT_MS,
+  type DrainOptions,
   type PlannerOptions,
   type PlannerDefaults,
   type ToolSearchDefaults,
@@ -10,6 +12,15 @@ export {
   type RunResult,
 } from './planner.js';
 export * from './providers/index.js';
+export {
+  SCHEMA_VERSION,
+  schemaVersionOf,
+  isNewerSchema,
+  assertKnownSchema,
+  newerSchemaError,
+  withSchemaVersion,
+  readVersioned,
+} from './model/versions.js';
 export {
   CapabilityTable,
   CapabilityRuleSchema,
@@ -62,7 +73,7 @@ export {
   type RunTranscript,
   type RunRecord,
 } from './infra/transcripts.js';
-export { submitRun, followRun, type SubmitResult } from './infra/run-client.js';
+export { submitRun, followRun, forkRequest, type ForkChoice, type SubmitResult } from './infra/run-client.js';
 export {
   readRunEvents,
   lastStoredEvent,
@@ -78,7 +89,9 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export { listRuns, showRun, cancelRun, type RunDetails } from './infra/run-admin.js';
+export { listRuns, listForks, showRun, cancelRun, type RunDetails, type RunFork } from './infra/run-admin.js';
+export { ForkRefusal, forkPoints, forkState } from './forks/index.js';
+export type { ForkStart } from './model/fork.js';
 export {
   ApprovalStore,
   approvalIdFor,
@@ -145,3 +158,28 @@ export { triggersBucket, openTriggerStore } from './infra/backend.js';
 export { openRunRecords } from './infra/backend.js';
 export { tenantQueues, queuedRuns, type TenantQueue } from './fair/queue-view.js';
 export { tenantWaitingBucket } from './infra/backend.js';
+export {
+  followTenantRun,
+  submitAsTenant,
+  tenantRunHistory,
+  tenantRequest,
+  mirrorTenantEvents,
+  serveTenantApi,
+  type TenantApiDeps,
+  type TenantSessionStore,
+} from './tenancy/index.js';
+export {
+  openTenantUsage,
+  tenantUsageBucket,
+  tenantUsageReport,
+  type TenantUsage,
+  type TenantUsageReport,
+} from './budgets/index.js';
+export { StreamRedactor, redactionMarker, type RedactorStep } from './stream-redactor.js';
+export {
+  GUARDRAIL_HOLD_MAX_CHARS,
+  compileGuardrails,
+  mergeGuardrails,
+  type GuardrailSet,
+  type TextRule,
+} from './guardrail-rules.js';

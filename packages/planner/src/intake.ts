@@ -14,6 +14,8 @@ import {
   type RunRequest,
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
+import type { TenantQuotas } from './budgets/index.js';
+import { QUEUED_AT_HEADER } from './fair/fair-intake.js';
 import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.js';
 import { claimRecord } from './durable/keepers.js';
 import { runRecord } from './model/record.js';
@@ -38,6 +40,8 @@ export interface IntakeDeps {
   durable: () => DurableDeps | undefined;
   /** The provider and model a request resolves to, for `run.accepted` stored before the run starts. */
   describe?: (request: RunRequest) => { kind: string; model: string } | undefined;
+  /** Per-tenant submit rate and daily budgets (fleets with `tenants:` configured). */
+  quotas?: TenantQuotas | undefined;
 }
 
 /**
@@ -54,8 +58,10 @@ export class RunIntake {
   /** An embedded run: validated and run here; a run id seen before throws `conflict`. */
   async submit(raw: unknown, options: ExecuteOptions): Promise<RunResult> {
     const admission = admit(raw, `run-${randomUUID()}`);
-    if (!admission.ok) return this.failInvalid(admission, options);
+    if (!admission.ok) return this.fail(admission.runId, invalidRequest(admission), options);
     const { request, runId } = admission;
+    const refusal = await this.deps.quotas?.admit(request, runId, this.deps.records());
+    if (refusal !== undefined) return this.fail(runId, refusal, options);
     const keeper = await claimRecord(this.deps.records(), { runId, plannerId: this.deps.plannerId, request });
     return this.deps.executor.run(request, runId, keeper, options);
   }
@@ -97,9 +103,9 @@ export class RunIntake {
     try {
       const admission = this.admission(delivery);
       if (!admission.ok) {
-        const error = invalidRequest(admission.problems);
+        const error = invalidRequest(admission);
         delivery.refused(error);
-        await this.refuseDelivered(admission.runId, delivery.streamSeq, error);
+        await this.refuseDelivered(admission.runId, error, delivery.streamSeq);
         return;
       }
       const { request, runId } = admission;
@@ -107,6 +113,12 @@ export class RunIntake {
       if (running !== undefined) {
         running.delivery = delivery;
         settlement = { kind: 'leave' };
+        return;
+      }
+      // a run from a tenant's queue was counted against its rate when it was submitted; its budget is checked again
+      const outOfQuota = await this.checkQuota(delivery, request, runId, !queuedRun(delivery));
+      if (outOfQuota !== undefined) {
+        settlement = outOfQuota;
         return;
       }
       owned = runId;
@@ -134,7 +146,7 @@ export class RunIntake {
    */
   async refuse(delivery: IntakeDelivery, runId: string, error: AgentMeshError): Promise<void> {
     delivery.refused(error);
-    await this.refuseDelivered(runId, delivery.streamSeq, error);
+    await this.refuseDelivered(runId, error, delivery.streamSeq);
     await delivery.settle({ kind: 'ack' });
   }
 
@@ -185,8 +197,32 @@ export class RunIntake {
     return { kind: 'ack' };
   }
 
+  /**
+   * The tenant's submit rate and budget (fleets with `tenants:`): undefined when the run may start; after a refusal
+   * (ended with `run.failed`) an ack; when they could not be counted (the bucket is unreachable), a nak, so the
+   * request comes back rather than being lost.
+   */
+  async checkQuota(delivery: IntakeDelivery, request: RunRequest, runId: string, countSubmission = true) {
+    const { quotas, logger } = this.deps;
+    if (quotas === undefined) return undefined;
+    try {
+      const refusal = await quotas.admit(request, runId, this.deps.records(), { countSubmission });
+      if (refusal === undefined) return undefined;
+      delivery.refused(refusal);
+      await this.refuseDelivered(runId, refusal, delivery.streamSeq);
+      return { kind: 'ack' } as const;
+    } catch (error) {
+      logger.warn(
+        { run_id: runId, err: (error as Error).message },
+        'tenant limits not checked: run sent back',
+      );
+      delivery.refused(AgentMeshError.from(error));
+      return { kind: 'nak', delayMs: 1_000 } as const;
+    }
+  }
+
   /** A refused request from the durable intake is recorded once, so a redelivery is not reported twice. */
-  private async refuseDelivered(runId: string, streamSeq: number | undefined, error: AgentMeshError) {
+  private async refuseDelivered(runId: string, error: AgentMeshError, streamSeq: number | undefined) {
     if (streamSeq !== undefined) {
       const record = runRecord({
         run_id: runId,
@@ -213,21 +249,24 @@ export class RunIntake {
     admission: Extract<Admission, { ok: false }>,
     options: ExecuteOptions,
   ): Promise<RunResult> {
-    return this.fail(admission.runId, invalidRequest(admission.problems), options);
+    return this.fail(admission.runId, invalidRequest(admission), options);
   }
 
+  /** Ends a run that was refused before it started (invalid, rate limited, over budget) with `run.failed`. */
   private async fail(runId: string, error: AgentMeshError, options: ExecuteOptions): Promise<RunResult> {
     const publisher = this.deps.infra.eventPublisher(runId);
     const sink = new RunEventSink(runId, publisher.publish, { onEvent: options.onEvent });
-    const event = sink.emit(runFailed({ code: error.code, message: error.message }));
+    const event = sink.emit(runFailed(error, error));
     await publisher.flush();
-    this.deps.logger.warn({ run_id: runId, code: error.code, err: error.message }, 'run request refused');
+    this.deps.logger.warn({ run_id: runId, code: error.code, err: error.message }, 'run refused');
     return event;
   }
 }
 
-function invalidRequest(problems: string): AgentMeshError {
-  return new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${problems}`);
+function invalidRequest(admission: Extract<Admission, { ok: false }>): AgentMeshError {
+  return new AgentMeshError(ErrorCode.InvalidRequest, `invalid run request: ${admission.problems}`, {
+    retryable: false,
+  });
 }
 
 class NotJson {
@@ -266,4 +305,9 @@ function withEnvelopeIdentity(request: RunRequest, headers: Record<string, strin
   if (request.identity !== undefined || headers === undefined) return request;
   const identity = envelopeFromHeaders(headers)?.identity;
   return identity === undefined ? request : { ...request, identity };
+}
+
+/** Whether a delivery comes from a tenant's queue of the fair intake (it waited there after its submission). */
+function queuedRun(delivery: IntakeDelivery): boolean {
+  return delivery.headers?.[QUEUED_AT_HEADER] !== undefined;
 }

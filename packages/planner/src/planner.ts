@@ -7,6 +7,7 @@ import {
   respondJson,
   runIdOfSubject,
   silentLogger,
+  sleep,
   subjects as buildSubjects,
   type BlobStore,
   type Backend,
@@ -20,7 +21,13 @@ import {
   type TenantsConfig,
 } from '@agentmesh/protocol';
 import { CapabilityTable, type CapabilityRule } from './capabilities.js';
-import { DEFAULT_CHECKPOINT_TTL_MS, DEFAULT_LEASE_MS, type DurabilityOptions } from './durable/lease.js';
+import {
+  DEFAULT_CHECKPOINT_TTL_MS,
+  DEFAULT_LEASE_MS,
+  type DurabilityOptions,
+  type RunLease,
+} from './durable/lease.js';
+import { DRAIN_HANDOFF } from './durable/keepers.js';
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type IntakeDelivery, type PlannerInfra } from './infra/backend.js';
 import { FairIntake } from './fair/fair-intake.js';
@@ -34,6 +41,7 @@ import {
   type TriggerLimits,
 } from './daemon/index.js';
 import type { DurableDeps } from './durable/takeover.js';
+import { TenantQuotas } from './budgets/index.js';
 import { RunIntake } from './intake.js';
 import { runFeatures } from './run-features.js';
 import { PriceTable, type PriceTableInput } from './prices.js';
@@ -54,6 +62,8 @@ import { RunExecutor, type ExecuteOptions, type RunResult } from './run/executor
 import type { PlannerDefaults } from './run/setup.js';
 import type { CheckpointHook, RunSnapshot } from './model/snapshot.js';
 import { Semaphore } from './util.js';
+import { SCHEMA_VERSION } from './model/versions.js';
+import { mirrorTenantEvents, serveTenantApi } from './tenancy/index.js';
 
 export type { ExecuteOptions, RunResult } from './run/executor.js';
 export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from './run/setup.js';
@@ -61,6 +71,20 @@ export type { PlannerDefaults, SystemPromptOverride, ToolSearchDefaults } from '
 export const PLANNER_VERSION = '0.1.0';
 /** The key prefix of a planner's per-tenant run counts in its service `load`. */
 export const RUNNING_LOAD_PREFIX = 'running:';
+
+/** How long a draining planner waits for its runs to reach a turn boundary before it hands them over as they stand. */
+export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+
+/** How {@link Planner.drain} ends the runs in flight. */
+export interface DrainOptions {
+  /**
+   * Hand runs in flight to other planners (durable planners only) instead of finishing them here: at their next turn
+   * boundary, waiting runs at once. Without it the planner lets them finish.
+   */
+  handOff?: boolean;
+  /** With `handOff`: runs still here after this long are handed over where they stand (default 30 s). */
+  timeoutMs?: number;
+}
 
 export interface PlannerOptions {
   bus: Backend;
@@ -98,6 +122,8 @@ export interface PlannerOptions {
   triggers?: TriggerLimits;
   /** Per-tenant limits (configuration `tenants:`); absent: one unlimited `default` tenant. */
   tenants?: TenantsConfig;
+  /** The build this planner runs, announced in its service metadata as `version_tag` (default: its version). */
+  versionTag?: string;
 }
 
 interface Stores {
@@ -136,11 +162,14 @@ export class Planner {
   private controlSubs: Subscription[] = [];
   private sessions: Promise<SessionStore> | undefined;
   private triggerSub: Subscription | undefined;
+  private tenantSubs: Subscription[] = [];
   private triggerQueue: Promise<TriggerQueue> | undefined;
   private readonly idleDaemons = new IdleDaemons();
   private service: ServiceHandle | undefined;
   private stopIntake: (() => Promise<void>) | undefined;
   private tenantWaiting: Promise<KvStore> | undefined;
+  private handingOff = false;
+  private readonly newerReported = new Set<string>();
 
   constructor(private readonly options: PlannerOptions) {
     this.bus = options.bus;
@@ -156,6 +185,8 @@ export class Planner {
     });
     this.durable = this.infra.durable && options.durability?.enabled !== false;
     const providers = options.providers ?? {};
+    const { bus, prefix, logger } = this;
+    const quotas = options.tenants && new TenantQuotas({ bus, prefix, logger, tenants: options.tenants });
     this.executor = new RunExecutor({
       bus: this.bus,
       prefix: this.prefix,
@@ -170,7 +201,14 @@ export class Planner {
       catalogRetryMs: options.catalogRetryMs,
       checkpoint: options.checkpoint,
       active: this.active,
-      publisher: (runId, options) => this.infra.eventPublisher(runId, options),
+      publisher: (runId, options) =>
+        mirrorTenantEvents(
+          this.bus,
+          this.prefix,
+          runId,
+          options?.tenant,
+          this.infra.eventPublisher(runId, options),
+        ),
       transcripts: () => transcriptStore(this.stores?.transcripts),
       features: runFeatures({
         defaults: options.defaults ?? {},
@@ -179,6 +217,11 @@ export class Planner {
         triggers: () => this.triggers(),
         idleDaemons: this.idleDaemons,
         sessions: () => this.sessionStore(),
+        quotas,
+        forks: {
+          transcripts: () => this.infra.transcripts(),
+          events: (runId) => this.infra.readRunEvents(runId),
+        },
       }),
     });
     this.intake = new RunIntake({
@@ -196,6 +239,7 @@ export class Planner {
           return undefined;
         }
       },
+      quotas,
     });
   }
 
@@ -217,6 +261,7 @@ export class Planner {
       admission: (delivery) => this.intake.admission(delivery),
       deliver: onDelivery,
       refuse: (delivery, runId, error) => this.track(this.intake.refuse(delivery, runId, error)),
+      admitSubmission: (delivery, request, runId) => this.intake.checkQuota(delivery, request, runId),
       storeQueued: (runId, request, queued) => this.intake.storeQueued(runId, request, queued),
       waitingRuns: () => (this.tenantWaiting ??= openTenantWaiting(this.bus, this.prefix)),
     });
@@ -240,7 +285,11 @@ export class Planner {
     const checkpoints = this.stores?.checkpoints;
     if (!this.durable || checkpoints === undefined) return undefined;
     const { infra, id: plannerId, leaseMs, logger, presence } = this;
-    return { infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence };
+    return {
+      ...{ infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence },
+      draining: () => this.handingOff,
+      newerReported: this.newerReported,
+    };
   }
 
   private sessionStore(): Promise<SessionStore> {
@@ -294,8 +343,23 @@ export class Planner {
         maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
         ledger: this.stores.controls?.ledger,
       });
+      this.tenantSubs = this.serveTenants(this.stores);
     })();
     return this.readyPromise;
+  }
+
+  /** The tenant API (`<prefix>.tenant.*.…`, docs/tenancy.md), served by every planner. */
+  private serveTenants(stores: Stores): Subscription[] {
+    const approvals = stores.approvals;
+    return serveTenantApi({
+      bus: this.bus,
+      prefix: this.prefix,
+      logger: this.logger,
+      records: stores.records,
+      readEvents: (runId) => this.infra.readRunEvents(runId),
+      pendingApprovals: approvals && (() => approvals.list()),
+      sessions: () => this.sessionStore(),
+    });
   }
 
   /**
@@ -308,7 +372,11 @@ export class Planner {
       name: ServiceName.Planner,
       version: PLANNER_VERSION,
       description: 'agentmesh planner: runs agent loops',
-      metadata: { planner_id: this.id },
+      metadata: {
+        planner_id: this.id,
+        version_tag: this.options.versionTag ?? PLANNER_VERSION,
+        schema_version: String(SCHEMA_VERSION),
+      },
       load: () => ({
         in_flight: this.active.size,
         ...(this.fairIntake ? runningLoad(this.intake.runningByTenant()) : {}),
@@ -321,12 +389,19 @@ export class Planner {
   /**
    * Stops taking runs, lets the runs in progress finish, then stops listening. Idle daemons are not waited for: once
    * this planner is gone their leases run out and another planner resumes them.
+   *
+   * With `handOff` (a durable planner, e.g. on SIGTERM) runs are not finished here: each is handed to another
+   * planner at its next turn boundary (right after its checkpoint), and runs that wait (for a decision, paused, idle
+   * daemons) at once; another planner resumes them from their checkpoint without waiting out the lease. Runs still
+   * here after `timeoutMs` are handed over wherever they stand.
    */
-  async drain(): Promise<void> {
+  async drain(options: DrainOptions = {}): Promise<void> {
     await this.stopIntake?.();
     this.stopIntake = undefined;
-    while (this.inflight.size > this.idleDaemons.size)
-      await Promise.race([Promise.allSettled([...this.inflight]), this.idleDaemons.changed()]);
+    if (options.handOff === true && this.durable) await this.handOff(options.timeoutMs);
+    else
+      while (this.inflight.size > this.idleDaemons.size)
+        await Promise.race([Promise.allSettled([...this.inflight]), this.idleDaemons.changed()]);
     this.cancelSub?.unsubscribe();
     this.cancelSub = undefined;
     this.presence.stop();
@@ -335,9 +410,31 @@ export class Planner {
     for (const sub of this.controlSubs.splice(0)) sub.unsubscribe();
     this.triggerSub?.unsubscribe();
     this.triggerSub = undefined;
+    for (const sub of this.tenantSubs.splice(0)) sub.unsubscribe();
     this.readyPromise = undefined;
     await this.service?.stop();
     this.logger.info('planner drained');
+  }
+
+  private async handOff(timeoutMs = DEFAULT_DRAIN_TIMEOUT_MS): Promise<void> {
+    this.handingOff = true;
+    const waiting = (lease: RunLease) =>
+      lease.record.waiting !== undefined || this.idleDaemons.has(lease.runId);
+    const settled = () => Promise.allSettled([...this.inflight]);
+    const started = Date.now();
+    while (this.inflight.size > 0 && Date.now() - started < timeoutMs) {
+      const released = await this.presence.release(DRAIN_HANDOFF, waiting);
+      if (released > 0) this.logger.info({ runs: released }, 'waiting runs handed to other planners');
+      const left = timeoutMs - (Date.now() - started);
+      await Promise.race([settled(), this.idleDaemons.changed(), sleep(Math.min(left, 250))]);
+    }
+    if (this.inflight.size === 0) return;
+    const released = await this.presence.release(`${DRAIN_HANDOFF} (drain timeout ${timeoutMs} ms)`);
+    this.logger.warn(
+      { runs: released, timeout_ms: timeoutMs },
+      'drain timeout: runs handed over where they stand',
+    );
+    await Promise.race([settled(), sleep(2_000)]);
   }
 
   /** Cancels a run of this planner; false when it is not running here. */

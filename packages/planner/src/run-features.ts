@@ -2,6 +2,8 @@ import { matchesToolPattern } from '@agentmesh/protocol';
 import { AGENT_TOOL_SPECS, offeredAgentTools } from './agents/agent-tools.js';
 import { agentTools } from './agents/planner-tools.js';
 import { approvalPolicy } from './approval-policy.js';
+import type { TenantQuotas } from './budgets/index.js';
+import { loadForkStart, type ForkSources } from './forks/index.js';
 import { daemonSession, type IdleDaemons, type TriggerQueue } from './daemon/index.js';
 import type { ApprovalStore } from './hitl/approval-store.js';
 import type { RunControlStore } from './hitl/run-controls.js';
@@ -27,6 +29,10 @@ export interface FeatureDeps {
   idleDaemons?: IdleDaemons | undefined;
   /** The session store (opened on first use). */
   sessions?: (() => Promise<SessionStore>) | undefined;
+  /** Tenants' daily budgets (fleets with `tenants:` configured). */
+  quotas?: TenantQuotas | undefined;
+  /** Where forks read the runs they start from. */
+  forks: ForkSources;
 }
 
 /**
@@ -34,8 +40,9 @@ export interface FeatureDeps {
  * skills and daemons of each run a planner drives.
  */
 export function runFeatures(deps: FeatureDeps): RunFeatures<RunContext> {
-  const { defaults } = deps;
+  const { defaults, quotas } = deps;
   return {
+    ...(quotas === undefined ? {} : { quota: (request) => quotas.forRun(request) }),
     tools: agentTools,
     offeredTools: (request) => offeredAgentTools(request.tools, defaults.subagents),
     matchesPlannerTool: (pattern) => AGENT_TOOL_SPECS.some((s) => matchesToolPattern(s.name, pattern)),
@@ -56,6 +63,7 @@ export function runFeatures(deps: FeatureDeps): RunFeatures<RunContext> {
         ...(deps.idleDaemons ? { idle: deps.idleDaemons } : {}),
         ...(defaults.sessions?.max_tokens ? { compactTokens: defaults.sessions.max_tokens } : {}),
       }),
+    fork: (request) => loadForkStart(deps.forks, request),
     session: (request, target, signal) => joinRequestedSession(deps.sessions, request, target, signal),
   };
 }

@@ -48,6 +48,10 @@ export const ErrorCode = {
   QueueFull: 'queue_full',
   /** An operator's limit refused more (a daemon's pending triggers, a KV bucket's max_bytes): retryable later. */
   QuotaExceeded: 'quota_exceeded',
+  /** A guardrail rule stopped the run (an input or output rule with action block, or a model judge). */
+  GuardrailTripwire: 'guardrail_tripwire',
+  /** A guardrail tool rule refused one call: the model gets the error, no worker sees the call. */
+  GuardrailBlocked: 'guardrail_blocked',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -1,4 +1,5 @@
 export * from './errors.js';
+export * from './safe-regex.js';
 export * from './names.js';
 export * from './glob-match.js';
 export * from './subjects.js';
@@ -23,6 +24,7 @@ export {
   type OutputValidator,
 } from './output-validator.js';
 export * from './rpc.js';
+export * from './tenant-api.js';
 export * from './logger.js';
 export * from './jetstream.js';
 export type * from './bus/types.js';

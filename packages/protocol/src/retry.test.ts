@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentMeshError, ErrorCode } from './errors.js';
-import { backoffDelay, retry } from './retry.js';
+import { backoffDelay, isTransientFailure, retry } from './retry.js';
 
 describe('backoffDelay', () => {
   it('doubles from the base up to the cap, jitter within its fraction', () => {
@@ -139,5 +139,30 @@ describe('retry', () => {
       { baseMs: 1, signal: controller.signal, wait: async () => controller.abort('stop') },
     );
     await expect(pending).rejects.toMatchObject({ code: 'cancelled' });
+  });
+});
+
+describe('isTransientFailure', () => {
+  it('is true for what NATS throws while a node restarts, and for retryable errors', () => {
+    for (const message of [
+      'timeout',
+      'no responders',
+      '503',
+      'jetstream is not enabled',
+      'CONNECTION_CLOSED',
+    ])
+      expect(isTransientFailure(new Error(message)), message).toBe(message !== 'CONNECTION_CLOSED');
+    expect(isTransientFailure(new Error('connection closed'))).toBe(true);
+    expect(isTransientFailure(AgentMeshError.from(new Error('timeout')))).toBe(true);
+    expect(isTransientFailure(new AgentMeshError(ErrorCode.Unavailable, 'x', { retryable: true }))).toBe(
+      true,
+    );
+  });
+
+  it('is false for other failures, and for a non-retryable error of a known code', () => {
+    expect(isTransientFailure(new Error('trigger record is corrupt'))).toBe(false);
+    expect(isTransientFailure(new AgentMeshError(ErrorCode.InvalidRequest, 'timeout must be a number'))).toBe(
+      false,
+    );
   });
 });

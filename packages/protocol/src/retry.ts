@@ -101,3 +101,23 @@ function cancelled(signal: AbortSignal, last?: AgentMeshError): AgentMeshError {
     ...(last === undefined ? {} : { cause: last }),
   });
 }
+
+/**
+ * What NATS says when a request found no server, or a server or the connection was not there for a moment. A node
+ * that restarts answers "jetstream is not enabled" until its JetStream is up again.
+ */
+const TRANSIENT_NATS =
+  /\b(timeout|timed out|no responders|503|connection (closed|draining|refused|lost)|disconnect|jetstream is not enabled|temporarily unavailable|no suitable peers)/i;
+
+/**
+ * True for a failure that a moment later may not happen again: a retryable AgentMeshError, or a raw NATS error of a
+ * request that timed out, found no responder, or lost its connection (a node of the cluster restarting).
+ */
+export function isTransientFailure(error: unknown): boolean {
+  if (error instanceof AgentMeshError) {
+    if (error.retryable) return true;
+    if (error.code !== ErrorCode.Internal) return false;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return TRANSIENT_NATS.test(message);
+}

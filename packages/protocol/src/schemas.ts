@@ -30,6 +30,7 @@ export * from './schemas/events.js';
 export * from './schemas/tools.js';
 export * from './schemas/catalog.js';
 export * from './schemas/tenants.js';
+export * from './schemas/guardrails.js';
 
 /** Every schema that gets a JSON Schema file for clients in other languages. */
 export const PUBLIC_SCHEMAS = {

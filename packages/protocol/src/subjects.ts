@@ -1,11 +1,18 @@
 import { AgentMeshError, ErrorCode } from './errors.js';
 import { assertToolName } from './names.js';
+import { TENANT_NAME_PATTERN } from './schemas/tenants.js';
 
 export const DEFAULT_PREFIX = 'agentmesh';
 export const RUNS_STREAM = 'AGENTMESH_RUNS';
 export const EVENTS_STREAM = 'AGENTMESH_EVENTS';
 export const CATALOG_BUCKET = 'agentmesh_catalog';
 export const ARTIFACTS_BUCKET = 'agentmesh_artifacts';
+/**
+ * Reply subjects a responder answers on: inboxes (`_INBOX.…`, `_INBOX_<user>.…`). A responder may publish on the
+ * reply subject of any request it gets, so a request whose reply subject names a fleet subject
+ * (`agentmesh.runs.<id>.cancel`) would make it publish there for the requester.
+ */
+export const INBOX_SUBJECT = /^_INBOX[._]/;
 export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
 /** The last token of one worker's own tool subject: it starts with an uppercase letter, which no tool name does. */
 export const WORKER_SUBJECT_TOKEN = /^[A-Z][A-Za-z0-9_-]{0,63}$/;
@@ -92,6 +99,8 @@ export function subjects(prefix: string = DEFAULT_PREFIX) {
     plannerHolds: (plannerId: string) =>
       `${prefix}.planners.${plannerId.replace(/[^A-Za-z0-9_-]/g, '_')}.holds`,
     allPlannerHolds: `${prefix}.planners.*.holds`,
+    /** One tenant's API (see {@link tenantSubjects}). */
+    tenant: (tenant: string) => tenantSubjects(prefix, tenant),
   };
 }
 export type Subjects = ReturnType<typeof subjects>;
@@ -125,4 +134,105 @@ export function runControlSubjects(prefix: string = DEFAULT_PREFIX) {
     allPauses: `${prefix}.runs.*.pause`,
     allResumes: `${prefix}.runs.*.resume`,
   } as const;
+}
+
+/** The per-run verbs of the tenant API (`<prefix>.tenant.<tenant>.runs.<run_id>.<verb>`), served by any planner. */
+export const TENANT_RUN_VERBS = [
+  'approve',
+  'input',
+  'pause',
+  'resume',
+  'trigger',
+  'cancel',
+  'show',
+  'history',
+] as const;
+export type TenantRunVerb = (typeof TENANT_RUN_VERBS)[number];
+
+/** The session verbs of the tenant API (`<prefix>.tenant.<tenant>.sessions.<verb>`, the session id in the body). */
+export const TENANT_SESSION_VERBS = ['list', 'show', 'delete', 'fork'] as const;
+export type TenantSessionVerb = (typeof TENANT_SESSION_VERBS)[number];
+
+/** The catalog queries a tenant may make (`<prefix>.tenant.<tenant>.catalog.<query>`), relayed to the catalog. */
+export const TENANT_CATALOG_QUERIES = ['list', 'search', 'get'] as const;
+export type TenantCatalogQuery = (typeof TENANT_CATALOG_QUERIES)[number];
+
+function assertTenantToken(tenant: string): void {
+  if (!TENANT_NAME_PATTERN.test(tenant))
+    throw new AgentMeshError(
+      ErrorCode.InvalidRequest,
+      `tenant "${tenant}" must match ${TENANT_NAME_PATTERN.source}`,
+      { retryable: false, details: { tenant } },
+    );
+}
+
+function assertRunToken(runId: string): void {
+  if (!RUN_ID_PATTERN.test(runId))
+    throw new AgentMeshError(
+      ErrorCode.InvalidRequest,
+      `run id "${runId}" must match ${RUN_ID_PATTERN.source}`,
+      {
+        retryable: false,
+        details: { run_id: runId },
+      },
+    );
+}
+
+/**
+ * The subjects of one tenant's API, `<prefix>.tenant.<tenant>.…`. A tenant's NATS user is granted only these, and
+ * the planner takes the tenant from the subject, never from the body (docs/tenancy.md).
+ */
+export function tenantSubjects(prefix: string, tenant: string) {
+  assertTenantToken(tenant);
+  const base = `${prefix}.tenant.${tenant}`;
+  return {
+    tenant,
+    /** Everything of this tenant: what its NATS user may publish to. */
+    all: `${base}.>`,
+    runsSubmit: `${base}.runs.submit`,
+    runsList: `${base}.runs.list`,
+    runsPending: `${base}.runs.pending`,
+    /** The planner mirrors the events of this tenant's runs here (core NATS; `history` answers the stored ones). */
+    runEvents: (runId: string) => {
+      assertRunToken(runId);
+      return `${base}.runs.${runId}.events`;
+    },
+    allRunEvents: `${base}.runs.*.events`,
+    run: (runId: string, verb: TenantRunVerb) => {
+      assertRunToken(runId);
+      return `${base}.runs.${runId}.${verb}`;
+    },
+    sessions: (verb: TenantSessionVerb) => `${base}.sessions.${verb}`,
+    catalog: (query: TenantCatalogQuery) => `${base}.catalog.${query}`,
+  };
+}
+export type TenantSubjects = ReturnType<typeof tenantSubjects>;
+
+/** The wildcard subjects the planners serve the tenant API on (queue group, any planner answers). */
+export function tenantApiSubjects(prefix: string = DEFAULT_PREFIX) {
+  const any = `${prefix}.tenant.*`;
+  return {
+    runsSubmit: `${any}.runs.submit`,
+    runsList: `${any}.runs.list`,
+    runsPending: `${any}.runs.pending`,
+    run: (verb: TenantRunVerb) => `${any}.runs.*.${verb}`,
+    sessions: (verb: TenantSessionVerb) => `${any}.sessions.${verb}`,
+    catalog: (query: TenantCatalogQuery) => `${any}.catalog.${query}`,
+  };
+}
+
+/**
+ * The tenant of a tenant API subject and the tokens after it (`agentmesh.tenant.acme.runs.r1.approve` →
+ * `{ tenant: 'acme', rest: ['runs', 'r1', 'approve'] }`), or undefined when the subject is not one or its tenant
+ * token is not a valid tenant name.
+ */
+export function tenantOfSubject(
+  prefix: string,
+  subject: string,
+): { tenant: string; rest: string[] } | undefined {
+  const head = `${prefix}.tenant.`;
+  if (!subject.startsWith(head)) return undefined;
+  const [tenant, ...rest] = subject.slice(head.length).split('.');
+  if (tenant === undefined || !TENANT_NAME_PATTERN.test(tenant) || rest.length === 0) return undefined;
+  return { tenant, rest };
 }

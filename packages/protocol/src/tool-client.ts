@@ -48,20 +48,21 @@ export interface InvokeToolOptions {
  * store (same idempotency key, so it runs at most once); otherwise it fails with `worker_lost`. Handler attempts are
  * retried inside the worker by the tool's policy, never here.
  */
-export async function invokeTool(
+export function invokeTool(
   bus: Bus,
   invocation: ToolInvocationInput,
   options: InvokeToolOptions = {},
 ): Promise<ToolOutcome> {
-  const call = new ClientCall(bus, checkInvocationInput(invocation), options);
-  let first: AgentMeshError;
+  // not an async function: the outcome of the first send is returned as it is, without one more promise around it
+  let call: ClientCall;
   try {
-    if (options.signal?.aborted !== true) return await call.sendUntilAnswered();
-    first = new AgentMeshError(ErrorCode.Cancelled, 'aborted before the first send');
+    call = new ClientCall(bus, checkInvocationInput(invocation), options);
   } catch (error) {
-    first = AgentMeshError.from(error);
+    return Promise.reject(error as Error);
   }
-  return call.resend(first);
+  if (options.signal?.aborted === true)
+    return call.resend(new AgentMeshError(ErrorCode.Cancelled, 'aborted before the first send'));
+  return call.firstSend();
 }
 
 const toolSubjects = new Map<string, Map<string, string>>();
@@ -153,6 +154,26 @@ class ClientCall {
     } catch (error) {
       throw this.finalError(AgentMeshError.from(error));
     }
+  }
+
+  /**
+   * The first send, as {@link sendUntilAnswered} and then {@link resend} on a failure, in one promise: the common call,
+   * answered at once, settles the caller's promise with no promise in between.
+   */
+  firstSend(): Promise<ToolOutcome> {
+    const now = Date.now();
+    if (this.deadline - now <= 0) return this.resend(this.timedOut());
+    const failed = (error: unknown) => this.resend(AgentMeshError.from(error));
+    return sendOnce(this.router.bus, this.router, this.send(now)).then((result) => {
+      try {
+        if (result.kind === 'outcome') return this.answered(result);
+        if (result.kind === 'error') throw this.sendFailed(result.error);
+        this.workerLost(result);
+      } catch (error) {
+        return failed(error);
+      }
+      return this.sendUntilAnswered().catch(failed);
+    }, failed);
   }
 
   /** Sends the call (again at once after a lost worker, when that is safe) until an outcome or an error. */

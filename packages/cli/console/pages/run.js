@@ -8,7 +8,7 @@ const LIVE = new Set(['unknown', 'accepted', 'running']);
 function describe(e) {
   switch (e.type) {
     case 'run.accepted':
-      return `task: ${e.task}`;
+      return `task: ${e.task}${e.forked_from ? ` (forked from ${e.forked_from.run_id} after #${e.forked_from.seq})` : ''}`;
     case 'run.started':
       return `planner ${e.planner_id}${e.resumed ? ' (resumed)' : ''}`;
     case 'llm.request':
@@ -35,6 +35,59 @@ function describe(e) {
   }
 }
 
+/**
+ * "fork from here" on a model turn: a new run from the state before the turn (after the event before its
+ * llm.request), so the model chosen in the form answers this turn and the ones after it.
+ */
+function forkForm(runId, note) {
+  let seq;
+  const at = h('span', { class: 'muted' });
+  const provider = h('input', { name: 'provider', placeholder: 'provider (as the original)' });
+  const model = h('input', { name: 'model', placeholder: 'model (as the original)' });
+  const form = h(
+    'form',
+    { class: 'fork-form', hidden: true },
+    at,
+    provider,
+    model,
+    h('button', { type: 'submit' }, 'Start fork'),
+  );
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const body = {
+      seq,
+      ...(provider.value ? { provider: provider.value } : {}),
+      ...(model.value ? { model: model.value } : {}),
+    };
+    api(`/api/runs/${encodeURIComponent(runId)}/fork`, { method: 'POST', body: JSON.stringify(body) })
+      .then((r) => (location.hash = `#/runs/${encodeURIComponent(r.run_id)}`))
+      .catch((error) => (note.textContent = String(error)));
+  });
+  const button = (list, response) => {
+    const request = list
+      .filter((r) => r.type === 'llm.request' && r.iteration === response.iteration && r.seq < response.seq)
+      .at(-1);
+    if (!request) return null;
+    const before = request.seq - 1;
+    return h(
+      'button',
+      {
+        type: 'button',
+        class: 'fork',
+        'data-seq': before,
+        title: 'start a new run from the state before this turn, with the model you choose',
+        onclick: () => {
+          seq = before;
+          at.textContent = `fork before turn ${response.iteration} (after event #${before}) with `;
+          form.hidden = false;
+        },
+      },
+      'fork from here',
+    );
+  };
+  return { form, button };
+}
+
 /** One run: status, cancel, model turns, tool calls and the live event timeline. */
 export function runPage(main, runId) {
   const events = new Map();
@@ -45,6 +98,8 @@ export function runPage(main, runId) {
   const calls = h('tbody');
   const timeline = h('ol', { class: 'timeline' });
   const pending = h('div', { class: 'approvals' });
+  const origin = h('p', { class: 'muted', id: 'forked-from' });
+  const fork = forkForm(runId, note);
   let recorded = 'unknown';
   let cancelSent = false;
   const decide = (approvalId, decision) =>
@@ -62,7 +117,9 @@ export function runPage(main, runId) {
   main.append(
     h('p', {}, h('a', { href: '#/runs' }, '← runs')),
     h('h1', {}, 'Run ', h('span', { class: 'mono', id: 'run-id' }, runId), ' ', status),
+    origin,
     h('div', { class: 'actions' }, cancel, note),
+    fork.form,
     pending,
     h('h2', {}, 'Model turns'),
     turns,
@@ -116,18 +173,33 @@ export function runPage(main, runId) {
           ),
         ),
     );
+    const accepted = list.find((e) => e.type === 'run.accepted');
+    origin.replaceChildren(
+      ...(accepted?.forked_from
+        ? [
+            'forked from ',
+            h(
+              'a',
+              { href: `#/runs/${encodeURIComponent(accepted.forked_from.run_id)}`, class: 'mono' },
+              accepted.forked_from.run_id,
+            ),
+            ` after event #${accepted.forked_from.seq}`,
+          ]
+        : []),
+    );
     turns.replaceChildren(
       ...list
         .filter((e) => e.type === 'llm.response')
         .map((e) =>
           h(
             'div',
-            { class: 'turn' },
+            { class: 'turn', 'data-iteration': e.iteration },
             h(
               'div',
               { class: 'turn-head' },
               `turn ${e.iteration}`,
               h('span', { class: 'muted' }, ` ${e.usage.input_tokens} in / ${e.usage.output_tokens} out`),
+              final ? fork.button(list, e) : null,
             ),
             e.text ? h('p', { class: 'text' }, e.text) : null,
             ...e.tool_calls.map((c) =>

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { AgentMeshError, ErrorCode, ServiceName, type Backend, type Logger } from '@agentmesh/protocol';
 import type { McpToolSource } from '@agentmesh/tool-worker';
 import { startActor, type Actor } from '../actor-startup.js';
-import { intFlag, listFlag, stringFlag } from '../args.js';
+import { intFlag, listFlag, stringFlag, type ParsedArgs } from '../args.js';
 import { connectNats, type CommandContext } from '../context.js';
 import type { HealthServer } from '../health.js';
 import { actorKindOf, serveActorMetrics } from '../metrics.js';
@@ -72,10 +72,13 @@ export async function catalogCommand(ctx: CommandContext): Promise<number> {
 }
 
 export async function plannerCommand(ctx: CommandContext): Promise<number> {
-  const { Planner } = await import('@agentmesh/planner');
+  const { Planner, DEFAULT_DRAIN_TIMEOUT_MS } = await import('@agentmesh/planner');
   const { plannerOptions } = await import('../planner-options.js');
   const maxRuns = intFlag(ctx.args, 'max-runs');
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
+  const drainTimeoutMs =
+    durationFlag(ctx.args, 'drain-timeout', 'AGENTMESH_DRAIN_TIMEOUT') ?? DEFAULT_DRAIN_TIMEOUT_MS;
+  const versionTag = stringFlag(ctx.args, 'version-tag', 'AGENTMESH_VERSION_TAG');
   return serveActor(ctx, ServiceName.Planner, (bus, logger) => {
     const planner = new Planner({
       bus,
@@ -83,8 +86,12 @@ export async function plannerCommand(ctx: CommandContext): Promise<number> {
       prefix: ctx.prefix,
       ...plannerOptions(ctx.config, baseUrl),
       ...(maxRuns === undefined ? {} : { maxConcurrentRuns: maxRuns }),
+      ...(versionTag === undefined ? {} : { versionTag }),
     });
-    return { start: () => planner.start(), stop: () => planner.drain() };
+    return {
+      start: () => planner.start(),
+      stop: () => planner.drain({ handOff: true, timeoutMs: drainTimeoutMs }),
+    };
   });
 }
 
@@ -125,6 +132,22 @@ export async function workerCommand(ctx: CommandContext): Promise<number> {
       },
     };
   });
+}
+
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000 };
+
+/** A duration flag: `500ms`, `10s`, `2m`, or a bare number of milliseconds. */
+function durationFlag(args: ParsedArgs, name: string, env: string): number | undefined {
+  const value = stringFlag(args, name, env);
+  if (value === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (match === null)
+    throw new AgentMeshError(
+      ErrorCode.InvalidRequest,
+      `--${name} must be a duration such as 500ms, 30s or 2m, got "${value}"`,
+      { retryable: false, details: { usage: true, flag: name, value } },
+    );
+  return Math.round(Number(match[1]) * DURATION_UNITS_MS[match[2] ?? 'ms']!);
 }
 
 /** `--artifacts`: `shared` (default) or `off`. */

@@ -4,6 +4,7 @@ import { a2aSpec } from '../specs/a2a.js';
 import { catalogSpec, plannerSpec, workerSpec } from '../specs/actors.js';
 import { completionSpec } from '../specs/completion.js';
 import { consoleSpec } from '../specs/console.js';
+import { evalSpec } from '../specs/eval.js';
 import { gatewaySpec } from '../specs/gateway.js';
 import { mcpSpec } from '../specs/mcp.js';
 import { runSpec } from '../specs/run.js';
@@ -11,6 +12,7 @@ import { runsSpec } from '../specs/runs.js';
 import { sessionsSpec } from '../specs/sessions.js';
 import { skillsSpec } from '../specs/skills.js';
 import { statusSpec } from '../specs/status.js';
+import { tenantsSpec } from '../specs/tenants.js';
 import { toolsSpec } from '../specs/tools.js';
 
 /** One `agentmesh` command: its spec (flags, usage, help, completion, docs) and what it does. */
@@ -43,6 +45,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: toolsSpec, handler: async (ctx) => (await import('./tools.js')).toolsCommand(ctx) },
   { spec: statusSpec, handler: async (ctx) => (await import('./status.js')).statusCommand(ctx) },
   { spec: runsSpec, handler: async (ctx) => (await import('./runs.js')).runsCommand(ctx) },
+  { spec: evalSpec, handler: async (ctx) => (await import('./eval.js')).evalCommand(ctx) },
   { spec: sessionsSpec, handler: async (ctx) => (await import('./sessions.js')).sessionsCommand(ctx) },
   { spec: consoleSpec, handler: async (ctx) => (await import('./console.js')).consoleCommand(ctx) },
   {
@@ -53,6 +56,7 @@ export const COMMANDS: readonly Command[] = [
   { spec: mcpSpec, handler: async (ctx) => (await import('../interop/mcp-command.js')).mcpCommand(ctx) },
   { spec: a2aSpec, handler: async (ctx) => (await import('../interop/a2a-command.js')).a2aCommand(ctx) },
   { spec: skillsSpec, handler: async (ctx) => (await import('./skills.js')).skillsCommand(ctx) },
+  { spec: tenantsSpec, handler: async (ctx) => (await import('./tenants.js')).tenantsCommand(ctx) },
   {
     spec: completionSpec,
     handler: async (ctx) =>

@@ -55,8 +55,10 @@ export async function checkFleetTools(
   bus: Backend,
   ctx: CommandContext,
   warn: (code: string, message: string) => void,
+  tenant?: string | undefined,
 ): Promise<void> {
-  const subject = subjects(ctx.prefix).catalogList;
+  const s = subjects(ctx.prefix);
+  const subject = tenant === undefined ? s.catalogList : s.tenant(tenant).catalog('list');
   try {
     const reply = await requestJson(bus, subject, {}, CatalogListReplySchema, {
       timeoutMs: CATALOG_TIMEOUT_MS,

@@ -16,13 +16,15 @@ import {
   AGENT_TOOL_NAMES,
   checkProviderConfig,
   followRun,
+  followTenantRun,
   readScriptFile,
+  submitAsTenant,
   sendApprovalDecision,
   submitRun,
 } from '@agentmesh/planner';
 import { plannerOptions } from '../planner-options.js';
 import { checkModeFlags, intFlag, listFlag, stringFlag, usageError } from '../args.js';
-import { connectNats, type CommandContext } from '../context.js';
+import { connectNats, tenantOption, type CommandContext } from '../context.js';
 import { NO_TERMINAL_DENIAL, startEmbedded } from '../embedded.js';
 import { embeddedDataDir } from '../sessions-dir.js';
 import { PromptQueue } from '../prompt-queue.js';
@@ -115,12 +117,28 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
   const mode = ctx.natsUrl === undefined ? 'embedded' : 'nats';
   checkModeFlags(runSpec, ctx.args, mode);
   const request = buildRunRequest(ctx, await readTask(ctx));
+  const out = runOutput(ctx, 'run');
+  const final =
+    mode === 'embedded'
+      ? await runEmbedded(ctx, request, out.render, explicitDataDir(ctx))
+      : await runOverNats(ctx, request, out);
+  return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
+}
+
+/** `--data-dir` or AGENTMESH_DATA_DIR when given: embedded runs then keep their records and transcripts there. */
+function explicitDataDir(ctx: CommandContext): string | undefined {
+  const given = stringFlag(ctx.args, 'data-dir', 'AGENTMESH_DATA_DIR');
+  return given === undefined ? undefined : embeddedDataDir({ dataDir: given });
+}
+
+/** How a command that follows a run prints it: events as JSON lines or human lines, warnings once on stderr. */
+export function runOutput(ctx: CommandContext, command: string): NatsRunOutput {
   const json = ctx.args.values['json'] === true;
   const warned = new Set<string>();
   const warn = (code: string, message: string) => {
     if (warned.has(code)) return;
     warned.add(code);
-    ctx.io.stderr.write(`agentmesh run: warning: ${message}\n`);
+    ctx.io.stderr.write(`agentmesh ${command}: warning: ${message}\n`);
   };
   const human = createHumanRenderer(ctx.io.stdout, {
     color: Boolean(ctx.io.stdout.isTTY) && !process.env['NO_COLOR'],
@@ -131,15 +149,14 @@ export async function runCommand(ctx: CommandContext): Promise<number> {
     if (json) ctx.io.stdout.write(`${JSON.stringify(e)}\n`);
     else if (!warning) human(e);
   };
-  const final =
-    mode === 'embedded'
-      ? await runEmbedded(ctx, request, render)
-      : await runOverNats(ctx, request, { render, warn });
-  return final.type === 'run.completed' && final.status === 'done' ? 0 : 1;
+  return { render, warn };
 }
 
 /** Resolves `--tools` entries against the embedded tools; entries naming the planner's agent.* tools pass as is. */
-function scopeTools(entries: readonly string[], known: Parameters<typeof resolveToolEntries>[1]): string[] {
+export function scopeTools(
+  entries: readonly string[],
+  known: Parameters<typeof resolveToolEntries>[1],
+): string[] {
   const isAgent = (entry: string) => AGENT_TOOL_NAMES.some((name) => matchesToolPattern(name, entry));
   const agent = entries.filter(isAgent);
   const rest = entries.filter((e) => !isAgent(e));
@@ -148,10 +165,15 @@ function scopeTools(entries: readonly string[], known: Parameters<typeof resolve
   return [...agent, ...rest.flatMap((entry) => known.packs?.[entry] ?? [entry])];
 }
 
-async function runEmbedded(
+/**
+ * Runs a request on an embedded mesh in this process. With `dataDir` (or a session, which defaults it) run records,
+ * run transcripts and sessions are kept as files there.
+ */
+export async function runEmbedded(
   ctx: CommandContext,
   request: RunRequestInput,
   render: (e: RunEvent) => void,
+  dataDir?: string,
 ): Promise<RunEvent> {
   const baseUrl = stringFlag(ctx.args, 'base-url') ?? ctx.config.provider?.base_url;
   checkProviderConfig(plannerOptions(ctx.config, baseUrl).providers, request);
@@ -166,13 +188,16 @@ async function runEmbedded(
     workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
     baseUrl,
     io: ctx.io,
-    ...(request.session === undefined
+    // sessions, run records (forks) and tenants' budgets outlive the process in the data dir
+    ...(dataDir === undefined && request.session === undefined && ctx.config.tenants === undefined
       ? {}
       : {
-          dataDir: embeddedDataDir({
-            dataDir: stringFlag(ctx.args, 'data-dir'),
-            workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
-          }),
+          dataDir:
+            dataDir ??
+            embeddedDataDir({
+              dataDir: stringFlag(ctx.args, 'data-dir'),
+              workspace: stringFlag(ctx.args, 'workspace', 'AGENTMESH_WORKSPACE'),
+            }),
         }),
     askBeforeWrites: interactive,
     denyWrites: !yes && !interactive,
@@ -201,26 +226,27 @@ async function runEmbedded(
   }
 }
 
-interface NatsRunOutput {
+export interface NatsRunOutput {
   render: (e: RunEvent) => void;
   warn: (code: string, message: string) => void;
 }
 
-async function runOverNats(
+export async function runOverNats(
   ctx: CommandContext,
   input: RunRequestInput,
   out: NatsRunOutput,
 ): Promise<RunEvent> {
-  const bus = await connectNats(ctx, 'agentmesh-cli');
-  const s = subjects(ctx.prefix);
+  const tenant = tenantOption(ctx);
+  const bus = await connectNats(ctx, 'agentmesh-cli', { tenant });
+  const channel = runChannel(ctx, bus, tenant);
   try {
-    await checkRunStream(bus, ctx);
+    if (tenant === undefined) await checkRunStream(bus, ctx);
     const baseUrl = stringFlag(ctx.args, 'base-url');
     const request = { ...input, ...(baseUrl ? { base_url: baseUrl } : {}) };
     if (request.tools) request.tools = expandPacks(request.tools);
-    await checkFleetTools(bus, ctx, out.warn);
-    const { run_id: runId, duplicate } = await submitRun(bus, request, { prefix: ctx.prefix });
-    const approvals = runApprovals(ctx, bus, runId, {});
+    await checkFleetTools(bus, ctx, out.warn, tenant);
+    const { run_id: runId, duplicate } = await channel.submit(request);
+    const approvals = runApprovals(ctx, bus, runId, { tenant });
     if (duplicate) ctx.io.stderr.write(`run ${runId} was submitted before: following its events\n`);
     let accepted = false;
     const waiting = setTimeout(() => {
@@ -231,17 +257,14 @@ async function runOverNats(
     }, 5000);
     const onSignal = () => {
       ctx.io.stderr.write(`cancelling run ${runId}...\n`);
-      publishJson(bus, s.runCancel(runId), { reason: 'interrupted from the command line' });
+      channel.cancel(runId, 'interrupted from the command line');
     };
     process.on('SIGINT', onSignal);
     try {
-      return await followRun(bus, runId, {
-        prefix: ctx.prefix,
-        onEvent: (event) => {
-          accepted = true;
-          out.render(event);
-          approvals.onEvent(event);
-        },
+      return await channel.follow(runId, (event) => {
+        accepted = true;
+        out.render(event);
+        approvals.onEvent(event);
       });
     } finally {
       approvals.close();
@@ -251,6 +274,25 @@ async function runOverNats(
   } finally {
     await bus.close();
   }
+}
+
+/** Where a run goes and its events come from: the fleet's own subjects, or a tenant's API. */
+function runChannel(ctx: CommandContext, bus: Backend, tenant: string | undefined) {
+  const prefix = ctx.prefix;
+  if (tenant === undefined)
+    return {
+      submit: (request: RunRequestInput) => submitRun(bus, request, { prefix }),
+      follow: (runId: string, onEvent: (e: RunEvent) => void) => followRun(bus, runId, { prefix, onEvent }),
+      cancel: (runId: string, reason: string) =>
+        publishJson(bus, subjects(prefix).runCancel(runId), { reason }),
+    };
+  return {
+    submit: (request: RunRequestInput) => submitAsTenant(bus, tenant, request, { prefix }),
+    follow: (runId: string, onEvent: (e: RunEvent) => void) =>
+      followTenantRun(bus, runId, { prefix, tenant, onEvent }),
+    cancel: (runId: string, reason: string) =>
+      publishJson(bus, subjects(prefix).tenant(tenant).run(runId, 'cancel'), { reason }),
+  };
 }
 
 function isTerminal(ctx: CommandContext): boolean {
@@ -266,7 +308,12 @@ function runApprovals(
   ctx: CommandContext,
   bus: Backend,
   runId: string,
-  options: { prompts?: PromptQueue | undefined; embedded?: boolean; prefix?: string },
+  options: {
+    prompts?: PromptQueue | undefined;
+    embedded?: boolean;
+    prefix?: string;
+    tenant?: string | undefined;
+  },
 ) {
   const yes = ctx.args.values['yes'] === true;
   const prompts =
@@ -284,7 +331,7 @@ function runApprovals(
           by,
           ...(approve ? {} : { reason }),
         },
-        { prefix: options.prefix ?? ctx.prefix },
+        { prefix: options.prefix ?? ctx.prefix, tenant: options.tenant },
       );
     } catch (error) {
       ctx.io.stderr.write(`agentmesh run: approval ${approvalId}: ${(error as Error).message}\n`);
@@ -300,7 +347,7 @@ function runApprovals(
       else
         ctx.io.stderr.write(
           `run ${runId} waits for approval ${event.approval_id} (${event.summary}): ` +
-            `agentmesh runs approve ${runId} ${event.approval_id}, or deny it with agentmesh runs deny; --yes approves all\n`,
+            `agentmesh runs approve ${runId} ${event.approval_id}${options.tenant === undefined ? '' : ` --tenant ${options.tenant}`}, or deny it with agentmesh runs deny; --yes approves all\n`,
         );
     },
     close: () => {

@@ -6,9 +6,16 @@ import {
   type ApprovalSendResult,
   type RunControlResult,
 } from '@agentmesh/planner';
-import { isAgentMeshError, newRequestId, type Backend } from '@agentmesh/protocol';
+import {
+  TenantPendingReplySchema,
+  isAgentMeshError,
+  newRequestId,
+  requestJson,
+  tenantSubjects,
+  type Backend,
+} from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError, type CommandSpec } from '../args.js';
-import type { CommandContext } from '../context.js';
+import { tenantOption, type CommandContext } from '../context.js';
 import { HITL_VERBS, type HitlVerb } from '../specs/runs.js';
 
 export function isHitlVerb(verb: string | undefined): verb is HitlVerb {
@@ -51,7 +58,12 @@ export async function runsHitlCommand(
         request_id: requestId,
         ...(reason === undefined ? {} : { reason }),
       },
-      { prefix: ctx.prefix, timeoutMs: deadlineMs(ctx), onRetry: retryLogger(ctx, verb) },
+      {
+        prefix: ctx.prefix,
+        tenant: tenantOption(ctx),
+        timeoutMs: deadlineMs(ctx),
+        onRetry: retryLogger(ctx, verb),
+      },
     );
   } catch (error) {
     if (!isAgentMeshError(error)) throw error;
@@ -79,7 +91,21 @@ async function listPending(
 ): Promise<number> {
   const out = ctx.io.stdout;
   if (operands.length > 0) throw usageError(spec, `unexpected argument "${operands[0]}"`);
-  const pending = await new ApprovalStore(await openApprovals(bus, ctx.prefix)).list();
+  const tenant = tenantOption(ctx);
+  const pending =
+    tenant === undefined
+      ? await new ApprovalStore(await openApprovals(bus, ctx.prefix)).list()
+      : (
+          await requestJson(
+            bus,
+            tenantSubjects(ctx.prefix, tenant).runsPending,
+            {},
+            TenantPendingReplySchema,
+            {
+              timeoutMs: 10_000,
+            },
+          )
+        ).pending;
   if (ctx.args.values['json'] === true) out.write(`${JSON.stringify(pending)}\n`);
   else if (pending.length === 0) out.write('no approvals are pending\n');
   else
@@ -133,6 +159,7 @@ async function runControl(
       verb === 'input' ? { kind: 'input', text: text! } : { kind: verb },
       {
         prefix: ctx.prefix,
+        tenant: tenantOption(ctx),
         requestId: stringFlag(ctx.args, 'request-id') ?? newRequestId(),
         timeoutMs: deadlineMs(ctx),
         onRetry: retryLogger(ctx, verb),

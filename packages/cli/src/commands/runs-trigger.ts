@@ -1,7 +1,7 @@
 import { daemonStatuses, triggerRun, type RunRecord } from '@agentmesh/planner';
 import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { stringFlag, usageError, type CommandSpec } from '../args.js';
-import type { CommandContext } from '../context.js';
+import { tenantOption, type CommandContext } from '../context.js';
 import { attemptsNote, deadlineMs, outcomeFields, retryLogger } from './runs-hitl.js';
 
 /** `agentmesh runs trigger RUN --kind K [--data JSON]`: queues a trigger for a daemon run. */
@@ -28,7 +28,12 @@ export async function runsTrigger(
     bus,
     runId,
     { ...(data as object), kind, request_id: stringFlag(ctx.args, 'request-id') ?? newRequestId() },
-    { prefix: ctx.prefix, timeoutMs: deadlineMs(ctx), onRetry: retryLogger(ctx, 'trigger') },
+    {
+      prefix: ctx.prefix,
+      tenant: tenantOption(ctx),
+      timeoutMs: deadlineMs(ctx),
+      onRetry: retryLogger(ctx, 'trigger'),
+    },
   );
   if (ctx.args.values['json'] === true)
     ctx.io.stdout.write(`${JSON.stringify({ ...reply, ...outcomeFields(reply) })}\n`);

@@ -1,8 +1,9 @@
-import { cancelRun, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
+import { cancelRun, forkPoints, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
 import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
-import { connectNats, type CommandContext } from '../context.js';
+import { connectNats, tenantOption, type CommandContext } from '../context.js';
+import { tenantCancel, tenantList, tenantShow, watchVerb } from './runs-tenant.js';
 import { createHumanRenderer } from '../render.js';
 import { isHitlVerb, runsHitlCommand } from './runs-hitl.js';
 import { runsSpec } from '../specs/runs.js';
@@ -12,15 +13,23 @@ const usageError = (message: string) => usage(runsSpec, message);
 
 export async function runsCommand(ctx: CommandContext): Promise<number> {
   const [verb, id, ...extra] = ctx.args.positionals;
+  const tenant = tenantOption(ctx);
   if (isHitlVerb(verb)) {
-    const bus = await connectNats(ctx, 'agentmesh-cli');
+    const bus = await connectNats(ctx, 'agentmesh-cli', { tenant });
     try {
       return await runsHitlCommand(ctx, runsSpec, bus, verb, ctx.args.positionals.slice(1));
     } finally {
       await bus.close();
     }
   }
-  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger')
+  if (verb === 'fork') {
+    if (id === undefined) throw usageError('runs fork needs a run id: agentmesh runs fork RUN_ID --at SEQ');
+    if (extra.length > 0) throw usageError(`unexpected argument "${extra[0]}"`);
+    // loaded on use: an embedded fork brings the whole mesh (catalog, workers), which the other verbs never need
+    const { runsFork } = await import('./runs-fork.js');
+    return runsFork(ctx, runsSpec, id);
+  }
+  if (verb !== 'list' && verb !== 'show' && verb !== 'cancel' && verb !== 'trigger' && verb !== 'watch')
     throw usageError(
       verb === undefined
         ? `runs needs a subcommand: ${runsSpec.verbs!.join(', ')}`
@@ -32,9 +41,15 @@ export async function runsCommand(ctx: CommandContext): Promise<number> {
   const state = stringFlag(ctx.args, 'state');
   if (state !== undefined && state !== 'running' && state !== 'finished')
     throw usageError(`--state must be running or finished, not "${state}"`);
-  const bus = await connectNats(ctx, 'agentmesh-cli');
+  const bus = await connectNats(ctx, 'agentmesh-cli', { tenant });
   try {
     if (verb === 'trigger') return await runsTrigger(ctx, runsSpec, bus, id!);
+    if (verb === 'watch') return await watchVerb(ctx, bus, tenant, id!);
+    if (tenant !== undefined) {
+      if (verb === 'list') return await tenantList(ctx, bus, tenant, state);
+      if (verb === 'show') return await tenantShow(ctx, bus, tenant, id!);
+      return await tenantCancel(ctx, bus, tenant, id!);
+    }
     if (verb === 'list') return await listVerb(ctx, bus, state);
     if (verb === 'show') return await showVerb(ctx, bus, id!);
     return await cancelVerb(ctx, bus, id!);
@@ -88,11 +103,23 @@ async function showVerb(ctx: CommandContext, bus: Backend, id: string): Promise<
   const render = createHumanRenderer(out);
   for (const event of details.events) render(event);
   if (tree.children.length > 0) out.write(`tree:\n${formatRunTree(tree).join('\n')}\n`);
+  const origin = r?.forked_from;
+  if (origin) out.write(`forked from ${origin.run_id} after seq ${origin.seq}\n`);
+  if (details.forks.length > 0)
+    out.write(
+      `forks:\n${details.forks.map((f) => `  ${f.run_id}  after seq ${f.seq}  ${f.status ?? f.state}  ${f.accepted_at}`).join('\n')}\n`,
+    );
   const t = details.transcript;
-  if (t)
+  if (t) {
     out.write(
       `transcript: ${t.messages.length} messages, ${t.events.length} events, status ${t.status ?? '?'}\n`,
     );
+    const points = forkPoints(details.events.length > 0 ? details.events : t.events);
+    if (points.length > 0)
+      out.write(
+        `fork points (agentmesh runs fork ${id} --at SEQ): ${points.map((p) => `${p.seq} (${p.after_turn === 0 ? 'start' : `after turn ${p.after_turn}`})`).join(', ')}\n`,
+      );
+  }
   return 0;
 }
 

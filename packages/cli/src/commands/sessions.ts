@@ -1,12 +1,56 @@
-import { SessionStore, openSessionStores } from '@agentmesh/planner';
-import { isAgentMeshError } from '@agentmesh/protocol';
+import type { z } from 'zod';
+import { SessionStore, openSessionStores, type SessionRecord, type SessionSummary } from '@agentmesh/planner';
+import {
+  ErrorCode,
+  TenantSessionDoneReplySchema,
+  TenantSessionShowReplySchema,
+  TenantSessionsListReplySchema,
+  isAgentMeshError,
+  requestJson,
+  tenantSubjects,
+  type Backend,
+  type TenantSessionVerb,
+} from '@agentmesh/protocol';
 import { stringFlag, usageError as usage } from '../args.js';
-import { connectNats, type CommandContext } from '../context.js';
+import { connectNats, tenantOption, type CommandContext } from '../context.js';
 import { embeddedDataDir, SessionFilesBus } from '../sessions-dir.js';
 import { suggestion } from '../suggest.js';
 import { sessionsSpec } from '../specs/sessions.js';
 
 const usageError = (message: string) => usage(sessionsSpec, message);
+
+/** What `agentmesh sessions` does with sessions: the store itself, or a tenant's API (`--tenant` on NATS). */
+interface Sessions {
+  list(tenant: string): Promise<SessionSummary[]>;
+  get(tenant: string, session: string): Promise<SessionRecord | undefined>;
+  fork(tenant: string, from: string, to: string): Promise<unknown>;
+  delete(tenant: string, session: string): Promise<unknown>;
+}
+
+async function directStore(bus: Backend, prefix: string | undefined): Promise<Sessions> {
+  const { blobs, meta } = await openSessionStores(bus, prefix);
+  return new SessionStore(blobs, meta);
+}
+
+function tenantSessions(bus: Backend, prefix: string, tenant: string): Sessions {
+  const s = tenantSubjects(prefix, tenant);
+  const ask = <S extends z.ZodType>(verb: TenantSessionVerb, body: unknown, schema: S) =>
+    requestJson(bus, s.sessions(verb), body, schema, { timeoutMs: 10_000 });
+  return {
+    list: async () => (await ask('list', {}, TenantSessionsListReplySchema)).sessions as SessionSummary[],
+    get: async (_tenant, session) => {
+      try {
+        return (await ask('show', { session }, TenantSessionShowReplySchema))
+          .session as unknown as SessionRecord;
+      } catch (error) {
+        if (isAgentMeshError(error, ErrorCode.NotFound)) return undefined;
+        throw error;
+      }
+    },
+    fork: (_tenant, from, to) => ask('fork', { session: from, to }, TenantSessionDoneReplySchema),
+    delete: (_tenant, session) => ask('delete', { session }, TenantSessionDoneReplySchema),
+  };
+}
 const OPERANDS: Record<string, number> = { list: 0, show: 1, fork: 2, delete: 1 };
 
 export async function sessionsCommand(ctx: CommandContext): Promise<number> {
@@ -21,16 +65,19 @@ export async function sessionsCommand(ctx: CommandContext): Promise<number> {
   if (operands.length < wanted)
     throw usageError(`sessions ${verb} needs ${wanted === 2 ? 'a session id and a new id' : 'a session id'}`);
   if (operands.length > wanted) throw usageError(`unexpected argument "${operands[wanted]}"`);
-  const tenant = stringFlag(ctx.args, 'tenant') ?? 'default';
+  const viaApi = tenantOption(ctx);
+  const tenant = viaApi ?? 'default';
   const json = ctx.args.values['json'] === true;
   const out = ctx.io.stdout;
   const embedded = ctx.natsUrl === undefined;
   const bus = embedded
     ? new SessionFilesBus(embeddedDataDir({ dataDir: stringFlag(ctx.args, 'data-dir') }))
-    : await connectNats(ctx, 'agentmesh-cli');
+    : await connectNats(ctx, 'agentmesh-cli', { tenant: viaApi });
   try {
-    const { blobs, meta } = await openSessionStores(bus, embedded ? undefined : ctx.prefix);
-    const store = new SessionStore(blobs, meta);
+    const store =
+      viaApi === undefined || embedded
+        ? await directStore(bus, embedded ? undefined : ctx.prefix)
+        : tenantSessions(bus, ctx.prefix, viaApi);
     const [id, newId] = operands as [string, string];
     try {
       if (verb === 'list') {

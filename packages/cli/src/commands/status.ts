@@ -35,6 +35,32 @@ export interface ActorRow {
   running_by_tenant?: Record<string, number>;
   uptime_s?: number;
   version: string;
+  /** The build a planner announces (`agentmesh planner --version-tag`; default its version). */
+  version_tag?: string;
+  /** The newest durable record format a planner reads and writes. */
+  schema_version?: number;
+}
+
+/** Which planners run which build: one entry per version tag and schema version, for rolling upgrades. */
+export interface VersionGroup {
+  version_tag: string;
+  schema_version: number | null;
+  planners: string[];
+}
+
+/** Groups the planners by the build they announce, newest-looking tag last (sorted by tag). */
+export function versionGroups(actors: readonly ActorRow[]): VersionGroup[] {
+  const groups = new Map<string, VersionGroup>();
+  for (const a of actors) {
+    if (a.kind !== ServiceName.Planner.replace(/^agentmesh-/, '')) continue;
+    const tag = a.version_tag ?? a.version;
+    const schema = a.schema_version ?? null;
+    const key = `${tag}\0${schema}`;
+    const group = groups.get(key) ?? { version_tag: tag, schema_version: schema, planners: [] };
+    group.planners.push(a.worker_id ?? a.id);
+    groups.set(key, group);
+  }
+  return [...groups.values()].sort((x, y) => x.version_tag.localeCompare(y.version_tag));
 }
 
 /** One tenant's runs across the fleet: waiting in the fair intake and running on the planners. */
@@ -60,6 +86,8 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
       const inFlight = loads.map((l) => l['in_flight']).find((v): v is number => typeof v === 'number');
       const byTenant = runningByTenant(loads);
       const tools = s.metadata['tools'];
+      const versionTag = s.metadata['version_tag'];
+      const schema = Number(s.metadata['schema_version']);
       return {
         kind: s.name.replace(/^agentmesh-/, ''),
         id: s.id,
@@ -72,6 +100,8 @@ async function actorRows(bus: Backend): Promise<ActorRow[]> {
           ? { uptime_s: Math.max(0, Math.round((Date.now() - Date.parse(stats.started)) / 1000)) }
           : {}),
         version: s.version,
+        ...(versionTag === undefined ? {} : { version_tag: versionTag }),
+        ...(Number.isInteger(schema) && schema > 0 ? { schema_version: schema } : {}),
       };
     }),
   );
@@ -162,6 +192,15 @@ function printHuman(
     const load = a.in_flight === undefined ? '' : `, ${plural(a.in_flight, 'run')} in flight`;
     o.write(`  ${a.kind} ${a.worker_id ?? a.id}, up ${uptime(a.uptime_s)}${load}, v${a.version}\n`);
   }
+  const versions = versionGroups(actors);
+  if (versions.length > 0)
+    o.write(
+      `versions: ${versions.length === 1 ? 'every planner runs one build' : `${versions.length} builds run side by side`}\n`,
+    );
+  for (const v of versions)
+    o.write(
+      `  ${v.version_tag}${v.schema_version === null ? '' : ` (schema ${v.schema_version})`}: ${plural(v.planners.length, 'planner')} (${v.planners.join(', ')})\n`,
+    );
   o.write(`tools: ${typeof tools === 'number' ? plural(tools, 'tool') + ' in the catalog' : tools}\n`);
   for (const [stream, info] of Object.entries(queue.streams))
     o.write(
@@ -201,7 +240,7 @@ export async function statusCommand(ctx: CommandContext): Promise<number> {
     const tenants = tenantRows(actors, queue.run_consumers);
     if (ctx.args.values['json'] === true)
       ctx.io.stdout.write(
-        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue, tenants })}\n`,
+        `${JSON.stringify({ nats: ctx.natsUrl, prefix: ctx.prefix, actors, versions: versionGroups(actors), services: actors.map((a) => ({ name: `agentmesh-${a.kind}`, id: a.id, version: a.version })), tools, ...queue, tenants })}\n`,
       );
     else printHuman(ctx, actors, tools, queue, tenants);
     return 0;

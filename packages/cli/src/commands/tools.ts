@@ -11,13 +11,13 @@ import {
 import { intFlag, stringFlag, usageError } from '../args.js';
 import { plural } from '../render.js';
 import { suggestion } from '../suggest.js';
-import { connectNats, type CommandContext } from '../context.js';
+import { connectNats, tenantOption, type CommandContext } from '../context.js';
 import { startEmbedded } from '../embedded.js';
 import { toolsSpec } from '../specs/tools.js';
 
 async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Backend) => Promise<T>): Promise<T> {
   if (ctx.natsUrl !== undefined) {
-    const bus = await connectNats(ctx, 'agentmesh-cli');
+    const bus = await connectNats(ctx, 'agentmesh-cli', { tenant: tenantOption(ctx) });
     try {
       return await fn(bus);
     } catch (error) {
@@ -46,7 +46,12 @@ async function withCatalogBus<T>(ctx: CommandContext, fn: (bus: Backend) => Prom
 
 export async function toolsCommand(ctx: CommandContext): Promise<number> {
   const [verb, ...rest] = ctx.args.positionals;
+  const tenant = tenantOption(ctx);
   const s = subjects(ctx.prefix);
+  const catalog =
+    tenant === undefined
+      ? { list: s.catalogList, search: s.catalogSearch }
+      : { list: s.tenant(tenant).catalog('list'), search: s.tenant(tenant).catalog('search') };
   const json = ctx.args.values['json'] === true;
   const out = ctx.io.stdout;
   if (verb === 'list') {
@@ -54,7 +59,7 @@ export async function toolsCommand(ctx: CommandContext): Promise<number> {
     const reply = await withCatalogBus(ctx, (bus) =>
       requestJson(
         bus,
-        s.catalogList,
+        catalog.list,
         {
           ...(stringFlag(ctx.args, 'namespace') ? { namespace: stringFlag(ctx.args, 'namespace') } : {}),
           ...(loading ? { loading } : {}),
@@ -77,7 +82,7 @@ export async function toolsCommand(ctx: CommandContext): Promise<number> {
     const reply = await withCatalogBus(ctx, (bus) =>
       requestJson(
         bus,
-        s.catalogSearch,
+        catalog.search,
         {
           query,
           deferred_only: false,

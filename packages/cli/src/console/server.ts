@@ -23,6 +23,7 @@ import { cancelRun, sendApprovalDecision, submitRun } from '@agentmesh/planner';
 import { accessToken, allowedHosts } from '../http-access.js';
 import { acceptTokenLink, checkAccess, HttpError, type ConsoleAccess } from './guard.js';
 import type { RunIndex } from './run-index.js';
+import { forkFromConsole } from './fork.js';
 
 /** An actor as the fleet page shows it. */
 export interface FleetMember {
@@ -159,6 +160,13 @@ class ConsoleRoutes {
       if (action === undefined && method === 'GET') return (_q, res) => this.showRun(res, id);
       if (action === 'events') return (req, res, url) => this.streamRun(req, res, id, url);
       if (action === 'cancel' && method === 'POST') return (_q, res) => this.cancel(res, id);
+      if (action === 'fork' && method === 'POST')
+        return async (req, res) =>
+          sendJson(
+            res,
+            202,
+            await forkFromConsole(this.options.bus, this.options.prefix, id, await readBody(req)),
+          );
       if (action === 'approvals' && item !== undefined && method === 'POST')
         return (req, res) => this.decide(req, res, id, item);
     }

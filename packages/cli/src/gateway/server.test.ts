@@ -11,6 +11,7 @@ import {
   type UIMessageChunk,
 } from 'ai';
 import { DEFAULT_PREFIX, RunEventSchema, silentLogger, type RunEvent } from '@agentmesh/protocol';
+import { readTranscript } from '@agentmesh/planner';
 import { RunIndex } from '../console/run-index.js';
 import { startEmbedded, type EmbeddedMesh } from '../embedded.js';
 import { AG_UI_CUSTOM_EVENTS } from './formats/index.js';
@@ -411,6 +412,24 @@ describe('gateway auth and tenancy', () => {
     const runId = await submit({ identity: { user: 'u1', session: 's-gw' } });
     const accepted = index.list().find((s) => s.run_id === runId)!;
     expect(accepted.tenant).toBe('acme');
+  });
+
+  it("forks only its own tenant's runs: another tenant's run is not_found to a fork, as an unknown one", async () => {
+    const theirs = await submit({}, GLOBEX);
+    const mine = await submit();
+    for (const runId of [theirs, mine])
+      for (let i = 0; (await readTranscript(mesh.bus, runId)) === null; i++) {
+        if (i > 400) throw new Error(`no transcript of ${runId}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    const fork = async (runId: string) => {
+      const forkId = await submit({ script: [{ text: 'forked' }], fork: { run_id: runId, seq: 2 } });
+      const last = (await frames(await call(`/v1/runs/${forkId}/events`))).at(-1)!;
+      return RunEventSchema.parse(JSON.parse(last.data));
+    };
+    expect(await fork(theirs)).toMatchObject({ type: 'run.failed', error: { code: 'not_found' } });
+    expect(await fork('run-nobody-has')).toMatchObject({ type: 'run.failed', error: { code: 'not_found' } });
+    expect(await fork(mine)).toMatchObject({ type: 'run.completed', status: 'done', text: 'forked' });
   });
 
   it('refuses a foreign Origin and answers a listed one with CORS headers', async () => {

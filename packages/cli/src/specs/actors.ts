@@ -39,6 +39,19 @@ export const plannerSpec: CommandSpec = {
       description: 'base URL of an OpenAI-compatible server',
       env: 'OPENAI_BASE_URL',
     },
+    'drain-timeout': {
+      type: 'string',
+      value: 'DURATION',
+      description:
+        'on SIGTERM, hand every run to other planners within this long (default 30s; e.g. 500ms, 2m)',
+      env: 'AGENTMESH_DRAIN_TIMEOUT',
+    },
+    'version-tag': {
+      type: 'string',
+      value: 'TAG',
+      description: 'the build shown by "agentmesh status" (default: the planner package version)',
+      env: 'AGENTMESH_VERSION_TAG',
+    },
   },
 };
 

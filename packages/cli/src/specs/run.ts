@@ -1,4 +1,4 @@
-import { ACTOR_FLAGS, type CommandSpec } from '../args.js';
+import { ACTOR_FLAGS, TENANT_FLAG, type CommandSpec } from '../args.js';
 
 const EMBEDDED_ONLY = (otherwise: string) => ({ mode: 'embedded' as const, otherwise });
 
@@ -11,6 +11,7 @@ export const runSpec: CommandSpec = {
     nats: ACTOR_FLAGS['nats']!,
     prefix: ACTOR_FLAGS['prefix']!,
     config: ACTOR_FLAGS['config']!,
+    tenant: { ...TENANT_FLAG['tenant']!, only: { mode: 'nats', otherwise: 'a run on NATS (--nats)' } },
     provider: {
       type: 'string',
       value: 'NAME',
@@ -85,7 +86,7 @@ export const runSpec: CommandSpec = {
       type: 'string',
       value: 'DIR',
       description:
-        'where embedded runs keep sessions (DIR/sessions/; default .agentmesh in the workspace or the current folder)',
+        'where embedded runs keep sessions (DIR/sessions/; default .agentmesh in the workspace or the current folder); when given, also run records and transcripts (DIR/runs/) for agentmesh runs fork',
       env: 'AGENTMESH_DATA_DIR',
       only: EMBEDDED_ONLY('embedded runs; over NATS sessions live in JetStream'),
     },

@@ -11,7 +11,9 @@ export const sessionsSpec: CommandSpec = {
     tenant: {
       type: 'string',
       value: 'TENANT',
-      description: 'the tenant whose sessions these are (default "default")',
+      description:
+        'the tenant whose sessions these are (default "default"); on NATS through its tenant API (a tenant\'s NATS user needs it)',
+      env: 'AGENTMESH_TENANT',
     },
     'data-dir': {
       type: 'string',

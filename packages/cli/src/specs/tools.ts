@@ -1,4 +1,4 @@
-import { CONNECTION_FLAGS, type CommandSpec } from '../args.js';
+import { CONNECTION_FLAGS, TENANT_FLAG, type CommandSpec } from '../args.js';
 
 export const toolsSpec: CommandSpec = {
   name: 'tools',
@@ -7,6 +7,7 @@ export const toolsSpec: CommandSpec = {
     "Lists or searches the tools the catalog knows. With --nats it asks the fleet's catalog; without, the tools this machine would serve embedded.",
   flags: {
     ...CONNECTION_FLAGS,
+    ...TENANT_FLAG,
     namespace: { type: 'string', value: 'NS', description: 'list: only this namespace' },
     loading: { type: 'string', value: 'LOADING', description: 'list: always | deferred' },
     strategy: {

@@ -81,7 +81,7 @@ function remainingBudget(ctx: RunContext): RemainingBudget {
 }
 
 /**
- * The RunRequest of a child: the parent's model, identity and approvals (plus any the child adds), narrowed tools,
+ * The RunRequest of a child: the parent's model, identity, guardrails and approvals (plus any the child adds), narrowed tools,
  * capped limits, the parent link. `script` only when the parent is scripted itself.
  */
 function childRequest(ctx: RunContext, id: string, callId: string, args: ChildArgs): RunRequestInput {
@@ -105,6 +105,7 @@ function childRequest(ctx: RunContext, id: string, callId: string, args: ChildAr
     limits: childLimits(remainingBudget(ctx), args.limits),
     ...(args.output_schema === undefined ? {} : { output_schema: args.output_schema }),
     ...(approvals === undefined ? {} : { approvals }),
+    ...(request.guardrails === undefined ? {} : { guardrails: request.guardrails }),
     ...(args.script === undefined ? {} : { script: args.script }),
     parent: { run_id: ctx.state.run_id, call_id: callId, depth: (request.parent?.depth ?? 0) + 1 },
   };

@@ -450,6 +450,34 @@ describe('what a child run may not do that its parent may not', () => {
     expect(shellCommands).toEqual([]);
   });
 
+  it("inherits the parent's guardrails: a child's secret comes back redacted, its blocked call never runs", async () => {
+    const m = await startMesh();
+    const child = {
+      task: 'leak',
+      script: [
+        { tool_calls: [{ name: 'shell__run_command', arguments: { command: 'git push --force' } }] },
+        { deltas: ['the key is SEC', 'RET_42'] },
+      ],
+    };
+    const { final } = await execute(m, {
+      id: 'parent-guarded',
+      task: 'guarded',
+      tools: ['agent', 'shell'],
+      guardrails: {
+        output: [{ name: 'no-secrets', pattern: 'SECRET_[0-9]+', action: 'redact' }],
+        tools: [{ name: 'no-force', tool: 'shell.*', args_pattern: '--force', action: 'block' }],
+      },
+      script: [{ tool_calls: [childCall('c1', child)] }, { text: 'done' }],
+    });
+    expect(final).toMatchObject({ status: 'done' });
+    expect(shellCommands).toEqual([]);
+    const childEvents = m.seen.filter((e) => e.run_id !== 'parent-guarded');
+    expect(childEvents.find((e) => e.type === 'run.completed')).toMatchObject({
+      text: 'the key is [redacted:no-secrets]',
+    });
+    expect(JSON.stringify(m.seen)).not.toContain('SECRET_42"');
+  });
+
   it('refuses script in agent.run when the parent is not scripted', async () => {
     const model = await startModel((_task, body) =>
       toolResults(body).length === 0

@@ -1,4 +1,10 @@
-import type { RunEventBody, RunRequest, RunStatus } from '@agentmesh/protocol';
+import {
+  isTransientFailure,
+  retry,
+  type RunEventBody,
+  type RunRequest,
+  type RunStatus,
+} from '@agentmesh/protocol';
 import { compactTranscript, summarizer } from '../compaction.js';
 import type { DaemonState } from '../model/snapshot.js';
 import type { RunContext } from '../run/context.js';
@@ -86,14 +92,38 @@ export class DaemonSession implements RunDaemon<RunContext> {
     this.state.idle = true;
     ctx.state.nudges = 0;
     await ctx.checkpoint();
-    await this.queue.setIdle(ctx.state.run_id, true);
-    ctx.sink.emit({ type: 'daemon.idle', queue_depth: await this.queue.depth(ctx.state.run_id) });
+    const runId = ctx.state.run_id;
+    await this.riding(ctx, 'marking the daemon idle', () => this.queue.setIdle(runId, true));
+    const depth = await this.riding(ctx, 'reading the trigger queue', () => this.queue.depth(runId));
+    ctx.sink.emit({ type: 'daemon.idle', queue_depth: depth });
     await ctx.checkpoint();
     return undefined;
   }
 
+  /**
+   * Runs a step of the daemon's wait again while it fails for a moment (a NATS node restarting, a request timing
+   * out): a daemon idles for days and meets every such fault, which must not end it. Other failures end it as before.
+   */
+  private riding<T>(ctx: RunContext, what: string, step: () => Promise<T>): Promise<T> {
+    return retry(step, {
+      signal: ctx.signal,
+      capMs: 5_000,
+      retryable: (error) => isTransientFailure(error),
+      onRetry: (error, attempt, delayMs) =>
+        ctx.log.warn({ err: error.message, attempt, delay_ms: delayMs }, `daemon ${what}: retrying`),
+    });
+  }
+
   /** Waits for a wake source; returns an ending (cancel, watchdog) or undefined with the wake in the transcript. */
   async wake(ctx: RunContext): Promise<Ending | undefined> {
+    const wake = await this.riding(ctx, 'waiting for a trigger, an input or its timer', () =>
+      this.nextWake(ctx),
+    );
+    return 'status' in wake ? wake : this.woken(ctx, wake);
+  }
+
+  /** The next wake (or an ending): it only reads, so a failure may be retried from the start. */
+  private async nextWake(ctx: RunContext): Promise<Ending | Wake> {
     const runId = ctx.state.run_id;
     this.announceWatch(ctx);
     const bell = new Bell();
@@ -111,8 +141,8 @@ export class DaemonSession implements RunDaemon<RunContext> {
         bell.reset();
         await this.reportDropped(ctx);
         const queued = await this.queue.next(runId, this.state.handled);
-        if (queued !== undefined) return await this.woken(ctx, { reason: 'trigger', queued });
-        if (await input?.hasInputMarker(runId)) return await this.woken(ctx, { reason: 'input' });
+        if (queued !== undefined) return { reason: 'trigger', queued };
+        if (await input?.hasInputMarker(runId)) return { reason: 'input' };
         if (!(await bell.wait(ctx.signal, this.options.wake_interval_ms))) continue;
         this.state.idle_ticks++;
         const limit = this.options.idle_watchdog;
@@ -121,7 +151,7 @@ export class DaemonSession implements RunDaemon<RunContext> {
             status: 'watchdog',
             reason: `idle_watchdog: ${this.state.idle_ticks} timer ticks without a trigger or input`,
           };
-        return await this.woken(ctx, { reason: 'timer' });
+        return { reason: 'timer' };
       }
     } finally {
       this.hooks.idle?.set(runId, false);
@@ -165,8 +195,12 @@ export class DaemonSession implements RunDaemon<RunContext> {
     this.state.idle = false;
     await this.compact(ctx);
     await ctx.checkpoint();
-    if (wake.reason === 'trigger') await this.queue.remove(ctx.state.run_id, wake.queued.seq);
-    await this.queue.setIdle(ctx.state.run_id, false);
+    const runId = ctx.state.run_id;
+    if (wake.reason === 'trigger') {
+      const seq = wake.queued.seq;
+      await this.riding(ctx, 'removing the trigger taken', () => this.queue.remove(runId, seq));
+    }
+    await this.riding(ctx, 'marking the daemon busy', () => this.queue.setIdle(runId, false));
     ctx.sink.emit(event);
     return undefined;
   }

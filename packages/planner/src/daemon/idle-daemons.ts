@@ -11,6 +11,10 @@ export class IdleDaemons {
     return this.idle.size;
   }
 
+  has(runId: string): boolean {
+    return this.idle.has(runId);
+  }
+
   set(runId: string, idle: boolean): void {
     if (idle) this.idle.add(runId);
     else this.idle.delete(runId);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  tenantSubjects,
   DEFAULT_PREFIX,
   TriggerSchema,
   newRequestId,
@@ -36,6 +37,8 @@ export async function triggerRun(
   trigger: Trigger,
   options: {
     prefix?: string;
+    /** Send through the tenant API of this tenant (`tenant.<tenant>.runs.<run_id>.trigger`). */
+    tenant?: string | undefined;
     timeoutMs?: number;
     attemptTimeoutMs?: number;
     signal?: AbortSignal;
@@ -46,7 +49,9 @@ export async function triggerRun(
   const body = { ...trigger, request_id: trigger.request_id ?? newRequestId() };
   const { reply, attempts } = await requestControl(
     bus,
-    subjects(options.prefix ?? DEFAULT_PREFIX).runTrigger(runId),
+    options.tenant === undefined
+      ? subjects(options.prefix ?? DEFAULT_PREFIX).runTrigger(runId)
+      : tenantSubjects(options.prefix ?? DEFAULT_PREFIX, options.tenant).run(runId, 'trigger'),
     body,
     TriggerReplySchema,
     { ...options, what: 'trigger reply' },

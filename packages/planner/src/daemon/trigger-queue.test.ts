@@ -47,3 +47,38 @@ describe('TriggerQueue limits', () => {
     expect(await queue.depth('d')).toBe(0);
   });
 });
+
+describe('TriggerQueue and schema_version', () => {
+  it('stamps the queue with schema_version 1, stores and hands triggers out as sent, refuses a newer queue', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    await queue.enqueue('d', { kind: 'job', n: 1 });
+    const item = JSON.parse(new TextDecoder().decode((await kv.get('d.q.000000000001'))!.value)) as object;
+    expect(item).toEqual({ kind: 'job', n: 1 });
+    expect(await queue.next('d', 0)).toEqual({ seq: 1, trigger: { kind: 'job', n: 1 } });
+    const meta = JSON.parse(new TextDecoder().decode((await kv.get('d.meta'))!.value)) as object;
+    expect(meta).toMatchObject({ schema_version: 1 });
+    await kv.put(
+      'd.q.000000000001',
+      new TextEncoder().encode(JSON.stringify({ ...item, schema_version: 2 })),
+    );
+    expect(isAgentMeshError(await refusal(queue.next('d', 0)), ErrorCode.Unavailable)).toBe(true);
+    await kv.put('d.meta', new TextEncoder().encode(JSON.stringify({ ...meta, schema_version: 2 })));
+    expect(isAgentMeshError(await refusal(queue.next('d', 0)), ErrorCode.Unavailable)).toBe(true);
+  });
+});
+
+describe('TriggerQueue on a replicated bucket', () => {
+  it('setIdle rides out a read that does not see the queue yet (a replica behind its create)', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    const get = kv.get.bind(kv);
+    let stale = 2;
+    kv.get = async (key) => (stale-- > 0 ? null : get(key));
+    await queue.setIdle('d', true);
+    expect(stale).toBeLessThan(0);
+    expect(await queue.status('d')).toMatchObject({ state: 'idle' });
+  });
+});

@@ -9,9 +9,12 @@ import {
   type KvWatcher,
   type Trigger,
 } from '@agentmesh/protocol';
+import { assertKnownSchema, SCHEMA_VERSION } from '../model/versions.js';
 
 /** The queue facts of one daemon: capacity, the last seq handed out and taken, how many a full queue refused. */
 interface QueueMeta {
+  /** The record's format (absent: 1). */
+  schema_version?: number | undefined;
   capacity: number;
   next: number;
   head: number;
@@ -73,7 +76,7 @@ export class TriggerQueue {
 
   /** Opens a daemon's queue (kept when it exists: a resumed run keeps what was queued). */
   async open(runId: string, capacity: number): Promise<void> {
-    const meta: QueueMeta = { capacity, next: 0, head: 0, dropped: 0 };
+    const meta: QueueMeta = { schema_version: SCHEMA_VERSION, capacity, next: 0, head: 0, dropped: 0 };
     await this.kv.create(metaKey(runId), encodeJson(meta)).catch((error: unknown) => {
       if (!isConflict(error)) throw error;
     });
@@ -134,7 +137,7 @@ export class TriggerQueue {
       const entry = await this.kv.get(itemKey(runId, seq));
       if (entry !== null) {
         this.gaps.delete(runId);
-        return { seq, trigger: parseJson(entry.value, 'queued trigger') as Trigger };
+        return { seq, trigger: decodeQueuedTrigger(entry.value) };
       }
       const gapKey = `${runId}:${seq}`;
       const since = this.gaps.get(gapKey) ?? Date.now();
@@ -174,7 +177,12 @@ export class TriggerQueue {
         const { meta, revision } = await this.meta(runId);
         if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
       },
-      { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
+      // the daemon's own queue exists while it runs: not_found is a read of a replica behind the create (R3)
+      {
+        attempts: 20,
+        timeoutMs: 5_000,
+        retryable: (e) => isConflict(e) || isAgentMeshError(e, ErrorCode.NotFound),
+      },
     );
   }
 
@@ -218,6 +226,21 @@ export class TriggerQueue {
     const entry = await this.kv.get(metaKey(runId));
     if (entry === null)
       throw new AgentMeshError(ErrorCode.NotFound, `run ${runId} is not a running daemon: no trigger queue`);
-    return { meta: parseJson(entry.value, 'trigger queue') as QueueMeta, revision: entry.revision };
+    const meta = parseJson(entry.value, 'trigger queue') as QueueMeta;
+    return { meta: assertKnownSchema(`trigger queue of run ${runId}`, meta), revision: entry.revision };
   }
+}
+
+/**
+ * The one decoder of a queued trigger item. Items are the triggers as sent (the protocol's `Trigger`); the queue's
+ * `<run>.meta` record carries the `schema_version` of the queue and its items. An item with a `schema_version` of its
+ * own (a newer planner's) is read only when this planner knows that version.
+ */
+export function decodeQueuedTrigger(value: Uint8Array): Trigger {
+  const stored = assertKnownSchema(
+    'queued trigger',
+    parseJson(value, 'queued trigger') as Trigger & { schema_version?: number },
+  );
+  const { schema_version: _version, ...trigger } = stored;
+  return trigger as Trigger;
 }

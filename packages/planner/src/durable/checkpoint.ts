@@ -9,11 +9,14 @@ import {
 } from '@agentmesh/protocol';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { leaseLostError, type RunLease } from './lease.js';
+import { SCHEMA_VERSION } from '../model/versions.js';
 
 const dec = new TextDecoder();
 
 /** A checkpoint as stored: the snapshot and which ownership epoch wrote it. */
 export interface StoredCheckpoint {
+  /** The record's format (absent: 1); a planner leaves a run whose checkpoint is newer than it understands. */
+  schema_version?: number;
   version: 1;
   planner_id: string;
   epoch: number;
@@ -51,6 +54,7 @@ export class CheckpointWriter {
   private async flush(snapshot: Readonly<RunSnapshot>, version: number): Promise<void> {
     const runId = snapshot.run_id;
     const body: StoredCheckpoint = {
+      schema_version: SCHEMA_VERSION,
       version: 1,
       planner_id: this.lease.plannerId,
       epoch: this.lease.epoch,

@@ -1,5 +1,6 @@
 import {
   AgentMeshError,
+  DEFAULT_TENANT,
   ErrorCode,
   encodeJson,
   isAgentMeshError,
@@ -38,7 +39,7 @@ export async function claimRecord(
     planner_id: fields.plannerId,
     stream_seq: fields.streamSeq,
     accepted_at: resume?.started_at,
-    ...recordedParent(fields.request),
+    ...recordedOrigin(fields.request),
   });
   try {
     if (resume === undefined) await records.create(fields.runId, encodeJson(accepted));
@@ -84,6 +85,8 @@ export async function claimRecord(
         status,
         task: fields.request.task.slice(0, 200),
         parent: accepted.parent,
+        forked_from: accepted.forked_from,
+        tenant: accepted.tenant,
       });
       await records.put(fields.runId, encodeJson(record));
     },
@@ -99,7 +102,12 @@ export interface LeasedRun {
   /** The earlier events are the fair intake's, stored while the run waited. */
   queued?: boolean | undefined;
   log: Logger;
+  /** True while the planner drains: the run is handed to another planner at its next turn boundary. */
+  draining?: (() => boolean) | undefined;
 }
+
+/** Why a draining planner stops a run: another planner continues it from the checkpoint just written. */
+export const DRAIN_HANDOFF = 'the planner is draining: handed to another planner at a turn boundary';
 
 /**
  * The keeper of a durable run: the lease fences the run when ownership is lost, every checkpoint is written to KV
@@ -116,15 +124,19 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
     },
     checkpoints: (flush, user) => {
       const durable =
-        (then: CheckpointHook | undefined): CheckpointHook =>
+        (then: CheckpointHook | undefined, boundary: boolean): CheckpointHook =>
         async (snap) => {
           lease.assertOwned();
           await flush();
           lease.assertOwned();
           await writer.write(snap);
           if (then) await then(snap);
+          if (boundary && run.draining?.() === true && snap.phase !== 'finished') {
+            await lease.release(DRAIN_HANDOFF);
+            lease.assertOwned();
+          }
         };
-      return { checkpoint: durable(user), resultCheckpoint: durable(undefined) };
+      return { checkpoint: durable(user, true), resultCheckpoint: durable(undefined, false) };
     },
     attach: (handle: RunHandle) => {
       lease.onLost((why) => handle.fence(leaseLostError(lease.runId, why)));
@@ -146,9 +158,19 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
   };
 }
 
-/** The `parent` of a child run's record (none for a top-level run). */
-export function recordedParent(request: RunRequest): Pick<RunRecord, 'parent'> {
-  return request.parent === undefined
-    ? {}
-    : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } };
+/**
+ * The `parent` of a child run's record, the `forked_from` of a fork's (none for a top-level run) and the run's
+ * tenant (left out for `default`, so the records of a single-team fleet stay as they were).
+ */
+export function recordedOrigin(request: RunRequest): Pick<RunRecord, 'parent' | 'forked_from' | 'tenant'> {
+  const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
+  return {
+    ...(tenant === DEFAULT_TENANT ? {} : { tenant }),
+    ...(request.parent === undefined
+      ? {}
+      : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } }),
+    ...(request.fork === undefined
+      ? {}
+      : { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } }),
+  };
 }

@@ -10,6 +10,7 @@ import {
   type RunWaiting,
 } from '@agentmesh/protocol';
 import { parseRecord, runRecord, type RunRecord } from '../model/record.js';
+import { isNewerSchema, SCHEMA_VERSION } from '../model/versions.js';
 
 /** Durability settings of a planner (run ownership, failover speed, checkpoint retention). */
 export interface DurabilityOptions {
@@ -60,7 +61,9 @@ export interface LeaseHolder {
 export type LeaseClaim =
   | { kind: 'acquired'; lease: RunLease; previous: RunRecord | undefined }
   | { kind: 'finished'; record: RunRecord; revision: number }
-  | { kind: 'held'; record: RunRecord; retryInMs: number };
+  | { kind: 'held'; record: RunRecord; retryInMs: number }
+  /** The record is of a newer schema version than this planner understands: left as is for a newer planner. */
+  | { kind: 'newer'; record: RunRecord; retryInMs: number };
 
 /**
  * Ownership of one run: the run record in KV names its planner, an epoch (raised by every takeover) and the time its
@@ -75,6 +78,7 @@ export class RunLease {
   private readonly lostListeners = new Set<(why: string) => void>();
   private readonly cancelListeners = new Set<(reason: string) => void>();
   private renewing: Promise<void> | undefined;
+  private handedOver = false;
 
   readonly leaseMs: number;
   private readonly log: Logger;
@@ -102,6 +106,10 @@ export class RunLease {
   }
   get lost(): boolean {
     return this.lostReason !== undefined;
+  }
+  /** True once {@link RunLease.release} gave the run to another planner (its intake message goes back at once). */
+  get released(): boolean {
+    return this.handedOver;
   }
   /** True once the run record says finished (the finishing write landed, or another planner's did). */
   get finished(): boolean {
@@ -142,8 +150,10 @@ export class RunLease {
           !(await holder.holderGone?.(current.planner_id, base.run_id))
         )
           return { kind: 'held', record: current, retryInMs: Math.min(leaseMs, leaseUntil - now) + 250 };
+        if (isNewerSchema(current)) return { kind: 'newer', record: current, retryInMs: leaseMs };
         const record: RunRecord = {
           ...current,
+          schema_version: SCHEMA_VERSION,
           planner_id: plannerId,
           epoch: (current.epoch ?? 1) + 1,
           lease_until: now + leaseMs,
@@ -201,6 +211,26 @@ export class RunLease {
     this.markLost(why);
   }
 
+  /**
+   * Hands the run to another planner now (a draining planner, at a turn boundary): the record keeps its owner and
+   * epoch but its lease ends (a compare-and-set write), then the run stops here as if ownership were lost. The
+   * planner that gets the run next takes it over from its checkpoint at once instead of after the lease.
+   */
+  async release(why: string): Promise<void> {
+    this.stop();
+    await this.renewing?.catch(() => undefined);
+    if (this.lostReason !== undefined || this.handedOver) return;
+    this.handedOver = true;
+    const next: RunRecord = { ...this.record, lease_until: 0 };
+    try {
+      this.revision = await this.records.update(this.runId, encodeJson(next), this.revision);
+      this.record = next;
+    } catch (error) {
+      this.log.debug({ run_id: this.runId, err: (error as Error).message }, 'lease not ended early');
+    }
+    this.markLost(why);
+  }
+
   private checkExpiry(): void {
     if (
       this.lostReason === undefined &&
@@ -238,7 +268,8 @@ export class RunLease {
   private async write(fields: Partial<RunRecord>, tries = 1): Promise<void> {
     let conflicts = 0;
     for (let attempt = 1; attempt <= tries; attempt++) {
-      if (this.lostReason !== undefined) return;
+      // a run being handed over is not renewed or written again: its lease ends with the release
+      if (this.lostReason !== undefined || this.handedOver) return;
       const sentAt = Date.now();
       const next: RunRecord = { ...this.record, ...fields, lease_until: sentAt + this.leaseMs };
       try {

@@ -89,6 +89,18 @@ export class PlannerPresence {
     }
   }
 
+  /**
+   * Hands the runs held here that `which` picks to other planners now (a draining planner): each lease ends early
+   * and the run stops here; its intake message goes back for another planner to resume it from its checkpoint.
+   */
+  async release(why: string, which: (lease: RunLease) => boolean = () => true): Promise<number> {
+    const picked = [...this.held.values()].filter(
+      (lease): lease is RunLease => lease !== undefined && !lease.lost && which(lease),
+    );
+    await Promise.all(picked.map((lease) => lease.release(why)));
+    return picked.length;
+  }
+
   private fenceAll(why: string): void {
     if (this.held.size === 0) return;
     this.logger.warn({ runs: this.held.size, why }, 'giving up the runs held here');

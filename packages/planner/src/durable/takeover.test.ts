@@ -1,4 +1,5 @@
-import { MemoryKvStore, silentLogger, type KvStore, type RunRequest } from '@agentmesh/protocol';
+import { MemoryKvStore, encodeJson, silentLogger, type KvStore, type RunRequest } from '@agentmesh/protocol';
+import type { RunRecord } from '../model/record.js';
 import { describe, expect, it } from 'vitest';
 import type { PlannerInfra } from '../infra/backend.js';
 import { runDurably } from './takeover.js';
@@ -43,4 +44,69 @@ describe('runDurably: the intake message of a finished run', () => {
     });
     expect(settlement).toEqual({ kind: 'leave' });
   }, 20_000);
+});
+
+describe('runDurably: a run a newer planner wrote', () => {
+  const newer = {
+    schema_version: 2,
+    run_id: 'r1',
+    planner_id: 'p-new',
+    state: 'running',
+    lease_until: 0,
+    epoch: 4,
+  };
+  const published: unknown[] = [];
+  const infra = {
+    lastStoredEvent: async () => ({ type: 'llm.request', seq: 7 }),
+    readRunEvents: async () => [],
+    eventPublisher: () => ({
+      publish: (e: unknown) => published.push(e),
+      flush: async () => undefined,
+      close: () => undefined,
+    }),
+  } as unknown as PlannerInfra;
+
+  it('is not taken: record untouched, nothing run, the request goes back, one run.warning after the last event', async () => {
+    const records = new MemoryKvStore();
+    const revision = await records.create('r1', encodeJson(newer));
+    const reported = new Set<string>();
+    let ran = 0;
+    const run = () =>
+      runDurably(
+        { ...deps(records), infra, newerReported: reported },
+        request,
+        { runId: 'r1', streamSeq: 1 },
+        () => {
+          ran++;
+          return Promise.resolve();
+        },
+      );
+    expect(await run()).toEqual({ kind: 'nak', delayMs: 10_000 });
+    expect(await run()).toEqual({ kind: 'nak', delayMs: 10_000 });
+    expect(ran).toBe(0);
+    const entry = await records.get('r1');
+    expect(entry?.revision).toBe(revision);
+    expect(JSON.parse(new TextDecoder().decode(entry!.value))).toEqual(newer);
+    expect(published).toEqual([
+      expect.objectContaining({ type: 'run.warning', seq: 8, code: 'schema_version', run_id: 'r1' }),
+    ]);
+  });
+
+  it('whose checkpoint is newer is handed back at once, the checkpoint untouched', async () => {
+    const records = new MemoryKvStore();
+    await records.create('r1', encodeJson({ ...newer, schema_version: 1, planner_id: 'p-old' }));
+    const d = { ...deps(records), infra };
+    const checkpoint = encodeJson({ schema_version: 2, version: 1, epoch: 1, snapshot: { future: true } });
+    await d.checkpoints.create('r1', checkpoint);
+    let ran = 0;
+    const settlement = await runDurably(d, request, { runId: 'r1', streamSeq: 1 }, () => {
+      ran++;
+      return Promise.resolve();
+    });
+    expect(settlement).toEqual({ kind: 'nak', delayMs: 0 });
+    expect(ran).toBe(0);
+    expect((await d.checkpoints.get('r1'))?.value).toEqual(checkpoint);
+    const record = JSON.parse(new TextDecoder().decode((await records.get('r1'))!.value)) as RunRecord;
+    expect(record.lease_until).toBe(0);
+  });
 });

@@ -8,8 +8,9 @@ import {
 import type { RunKeeper } from '../run/ports.js';
 import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
+import { isNewerSchema, newerSchemaError, schemaVersionOf, SCHEMA_VERSION } from '../model/versions.js';
 import type { PlannerInfra, Settlement } from '../infra/backend.js';
-import { leaseKeeper, recordedParent } from './keepers.js';
+import { leaseKeeper, recordedOrigin } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';
 
@@ -22,6 +23,10 @@ export interface DurableDeps {
   logger: Logger;
   /** This planner's liveness signal: which runs it holds, and whether another planner still holds one. */
   presence?: PlannerPresence | undefined;
+  /** True while the planner drains: its runs are handed to other planners at their next turn boundary. */
+  draining?: (() => boolean) | undefined;
+  /** Runs already reported as too new for this planner (one `run.warning` each, not one per redelivery). */
+  newerReported?: Set<string> | undefined;
 }
 
 /**
@@ -58,7 +63,7 @@ async function takeAndRun(
       accepted_at: new Date().toISOString(),
       stream_seq: streamSeq,
       task: request.task.slice(0, 200),
-      ...recordedParent(request),
+      ...recordedOrigin(request),
     };
     claim = await RunLease.acquire(deps.records, base, {
       plannerId: deps.plannerId,
@@ -81,12 +86,20 @@ async function takeAndRun(
     );
     return { kind: 'nak', delayMs: claim.retryInMs };
   }
+  if (claim.kind === 'newer') {
+    await reportNewer(deps, runId, claim.record, log);
+    return { kind: 'nak', delayMs: claim.retryInMs };
+  }
   const lease = claim.lease;
   run.attach?.(lease);
   if (lease.lost) return { kind: 'leave' };
   try {
     const resume = claim.previous === undefined ? fresh(ids.queuedSeq) : await readResume(deps, lease, log);
     if (resume === 'finished') return settled(lease);
+    if (resume === 'newer') {
+      await lease.release('its checkpoint is of a newer schema version: left for a newer planner');
+      return settled(lease);
+    }
     if (claim.previous !== undefined)
       log.info(
         {
@@ -99,7 +112,7 @@ async function takeAndRun(
       );
     const writer = new CheckpointWriter(deps.checkpoints, lease, resume.revision, log);
     lease.start();
-    await run.execute(leaseKeeper({ lease, writer, log, ...resume }));
+    await run.execute(leaseKeeper({ lease, writer, log, draining: deps.draining, ...resume }));
     return settled(lease);
   } catch (error) {
     log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');
@@ -133,11 +146,16 @@ function fresh(queuedSeq: number | undefined): Resume {
  * runs bucket was electing a leader), it is left for redelivery, and the planner that takes it marks it finished.
  */
 function settled(lease: RunLease): Settlement {
+  if (lease.released) return { kind: 'nak', delayMs: 0 };
   return lease.lost || !lease.finished ? { kind: 'leave' } : { kind: 'ack' };
 }
 
 /** What a takeover continues from: the last checkpoint and the events already stored ('finished' when it had ended). */
-async function readResume(deps: DurableDeps, lease: RunLease, log: Logger): Promise<Resume | 'finished'> {
+async function readResume(
+  deps: DurableDeps,
+  lease: RunLease,
+  log: Logger,
+): Promise<Resume | 'finished' | 'newer'> {
   const runId = lease.runId;
   const last = await deps.infra.lastStoredEvent(runId);
   if (last !== undefined && TERMINAL_EVENT_TYPES.has(last.type)) {
@@ -148,6 +166,10 @@ async function readResume(deps: DurableDeps, lease: RunLease, log: Logger): Prom
     return 'finished';
   }
   const stored = await readCheckpoint(deps.checkpoints, runId);
+  if (stored !== undefined && isNewerSchema(stored.checkpoint)) {
+    await reportNewer(deps, runId, stored.checkpoint, log);
+    return 'newer';
+  }
   const snapshot = stored?.checkpoint.snapshot;
   const earlier =
     last === undefined
@@ -167,4 +189,33 @@ async function readResume(deps: DurableDeps, lease: RunLease, log: Logger): Prom
     // a run that waited in the fair intake and whose planner stopped before it started: this is its first start
     ...(snapshot === undefined && last?.type === 'run.queued' ? { queued: true } : {}),
   };
+}
+
+/**
+ * A run whose record (or checkpoint) a newer planner wrote is not taken, and nothing of it is written but one
+ * `run.warning` appended to its event log (after its last event, so a newer planner that resumes it continues after
+ * the warning), and a log line. The run is only reported while no live planner holds it.
+ */
+async function reportNewer(deps: DurableDeps, runId: string, record: unknown, log: Logger): Promise<void> {
+  const reported = deps.newerReported;
+  const version = schemaVersionOf(record);
+  const message = newerSchemaError(`run "${runId}"`, record).message;
+  if (reported?.has(runId) === true) return;
+  reported?.add(runId);
+  log.warn({ schema_version: version, supported: SCHEMA_VERSION }, message);
+  try {
+    const last = await deps.infra.lastStoredEvent(runId);
+    const publisher = deps.infra.eventPublisher(runId);
+    publisher.publish({
+      type: 'run.warning',
+      run_id: runId,
+      seq: (last?.seq ?? 0) + 1,
+      ts: new Date().toISOString(),
+      code: 'schema_version',
+      message,
+    });
+    await publisher.flush();
+  } catch (error) {
+    log.debug({ err: (error as Error).message }, 'run.warning about a newer run not written');
+  }
 }

@@ -50,6 +50,15 @@ export interface FairIntakeDeps {
   /** Runs (or refuses, when invalid) a delivered request; resolves when the run ended. */
   deliver(delivery: IntakeDelivery): Promise<void>;
   refuse(delivery: IntakeDelivery, runId: string, error: AgentMeshError): Promise<void>;
+  /**
+   * Counts a submission against its tenant's `runs_per_minute` and checks its budget before it waits in a queue:
+   * undefined when it may wait, else how the submission was settled (refused with `run.failed`, or sent back).
+   */
+  admitSubmission(
+    delivery: IntakeDelivery,
+    request: RunRequest,
+    runId: string,
+  ): Promise<{ kind: 'ack' } | { kind: 'nak'; delayMs: number } | undefined>;
   /** The bucket of bounded tenants' waiting runs (`max_queued_runs`). */
   waitingRuns: () => Promise<KvStore>;
   /**
@@ -147,6 +156,9 @@ export class FairIntake {
       const release = this.deps.slots.tryAcquire();
       if (release !== undefined) return void this.deps.deliver(delivery).finally(release);
     }
+    const settled =
+      item.deliveries > 1 ? undefined : await this.deps.admitSubmission(delivery, request, runId);
+    if (settled !== undefined) return delivery.settle(settled);
     const q = queues.get(place.tenant) ?? emptyTenantQueue();
     const direct = place.cap > 0 && queuedRuns(q) === 0 && q.admittedRunning < place.cap;
     if (!direct && maxQueued > 0 && !(await this.bounded.add(place.tenant, runId, maxQueued)))

@@ -1,6 +1,8 @@
 import {
   AgentMeshError,
   ApprovalDecisionSchema,
+  DEFAULT_PREFIX,
+  tenantSubjects,
   ControlReplySchema,
   newRequestId,
   requestControl,
@@ -98,6 +100,8 @@ export async function sendApprovalDecision(
   decision: ApprovalDecision,
   options: {
     prefix?: string;
+    /** Send through the tenant API of this tenant (`tenant.<tenant>.runs.<run_id>.approve`). */
+    tenant?: string | undefined;
     timeoutMs?: number;
     attemptTimeoutMs?: number;
     signal?: AbortSignal;
@@ -107,7 +111,9 @@ export async function sendApprovalDecision(
   const body = { ...decision, request_id: decision.request_id ?? newRequestId() };
   const { reply, attempts } = await requestControl(
     bus,
-    runControlSubjects(options.prefix).approve(runId),
+    options.tenant === undefined
+      ? runControlSubjects(options.prefix).approve(runId)
+      : tenantSubjects(options.prefix ?? DEFAULT_PREFIX, options.tenant).run(runId, 'approve'),
     body,
     ControlReplySchema,
     { ...options, what: 'approval reply' },

@@ -121,3 +121,20 @@ describe('ApprovalStore', () => {
     expect(await s.list({ runId: 'run-2', all: true })).toHaveLength(1);
   });
 });
+
+describe('ApprovalStore and schema_version', () => {
+  it('stamps new approvals with schema_version 1 and refuses to decide one of a newer version, leaving it as is', async () => {
+    const kv = new MemoryKvStore();
+    const s = new ApprovalStore(kv);
+    expect(await s.request(call)).toMatchObject({ schema_version: 1 });
+    const id = approvalIdFor('run-2', 'c1');
+    const newer = { ...call, run_id: 'run-2', approval_id: id, state: 'pending', schema_version: 2 };
+    await kv.put(`run-2.${id}`, new TextEncoder().encode(JSON.stringify(newer)));
+    await expect(s.decide('run-2', { approval_id: id, decision: 'approve' })).rejects.toMatchObject({
+      code: 'unavailable',
+      retryable: true,
+      details: { schema_version: 2, supported: 1 },
+    });
+    expect(JSON.parse(new TextDecoder().decode((await kv.get(`run-2.${id}`))!.value))).toEqual(newer);
+  });
+});

@@ -11,6 +11,7 @@ import {
   readEntries,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
+import { assertKnownSchema, SCHEMA_VERSION } from '../model/versions.js';
 
 export { ApprovalDecisionSchema, type ApprovalDecision } from '@agentmesh/protocol';
 
@@ -18,6 +19,8 @@ export type ApprovalState = 'pending' | 'approved' | 'denied';
 
 /** One approval as kept in the approvals bucket, from the request to the decision. */
 export interface ApprovalRecord {
+  /** The record's format (absent: 1). */
+  schema_version?: number | undefined;
   approval_id: string;
   run_id: string;
   call_id: string;
@@ -71,6 +74,7 @@ export class ApprovalStore {
   /** Records a pending approval, or returns the one already recorded for that call (possibly decided). */
   async request(approval: NewApproval): Promise<ApprovalRecord> {
     const record: ApprovalRecord = {
+      schema_version: SCHEMA_VERSION,
       ...approval,
       approval_id: approvalIdFor(approval.run_id, approval.call_id),
       requested_at: approval.requested_at ?? new Date().toISOString(),
@@ -202,7 +206,8 @@ function key(runId: string, approvalId: string): string {
 }
 
 function parse(entry: KvEntry): ApprovalRecord {
-  return decodeMessage(RecordSchema, entry.value, 'approval record') as unknown as ApprovalRecord;
+  const record = decodeMessage(RecordSchema, entry.value, 'approval record') as unknown as ApprovalRecord;
+  return assertKnownSchema(`approval record ${entry.key}`, record);
 }
 
 function isRepeat(record: ApprovalRecord, decision: ApprovalDecision): boolean {

@@ -1,4 +1,4 @@
-import { AgentMeshError, ErrorCode, retry } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, isTransientFailure, retry } from '@agentmesh/protocol';
 import { approvalReason, approvalSummary, redactSecretArgs } from '../approval-policy.js';
 import type { ApprovalRecord } from './approval-store.js';
 import type { RunContext } from '../run/context.js';
@@ -128,6 +128,6 @@ function durably<T>(ctx: RunContext, work: () => Promise<T>): Promise<T> {
     baseMs: 100,
     capMs: 2_000,
     signal: ctx.signal,
-    retryable: (e) => e.retryable === true && !ctx.signal.aborted,
+    retryable: (e) => !ctx.signal.aborted && isTransientFailure(e),
   });
 }

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import {
   AgentMeshError,
+  DEFAULT_PREFIX,
   ErrorCode,
   ControlReplySchema,
+  tenantSubjects,
   RunControlRequestSchema,
   RunInputSchema,
   decodeMessage,
@@ -218,6 +220,8 @@ export async function sendRunControl(
   control: { kind: 'input'; text: string } | { kind: 'pause' | 'resume' },
   options: {
     prefix?: string;
+    /** Send through the tenant API of this tenant (`tenant.<tenant>.runs.<run_id>.<kind>`). */
+    tenant?: string | undefined;
     timeoutMs?: number;
     attemptTimeoutMs?: number;
     requestId?: string;
@@ -227,11 +231,13 @@ export async function sendRunControl(
 ): Promise<RunControlResult> {
   const subjects = runControlSubjects(options.prefix);
   const subject =
-    control.kind === 'input'
-      ? subjects.input(runId)
-      : control.kind === 'pause'
-        ? subjects.pause(runId)
-        : subjects.resume(runId);
+    options.tenant !== undefined
+      ? tenantSubjects(options.prefix ?? DEFAULT_PREFIX, options.tenant).run(runId, control.kind)
+      : control.kind === 'input'
+        ? subjects.input(runId)
+        : control.kind === 'pause'
+          ? subjects.pause(runId)
+          : subjects.resume(runId);
   const request_id = options.requestId ?? newRequestId();
   const body = control.kind === 'input' ? { text: control.text, request_id } : { request_id };
   const { reply, attempts } = await requestControl(bus, subject, body, ControlReplySchema, {

@@ -98,3 +98,21 @@ describe('SessionStore', () => {
     await expect(waiting).rejects.toMatchObject({ code: 'cancelled' });
   });
 });
+
+describe('SessionStore and schema_version', () => {
+  it('saves sessions with schema_version 1 and refuses to continue one of a newer version', async () => {
+    const blobs = new MemoryBlobStore();
+    const s = new SessionStore(blobs, new MemoryKvStore());
+    await s.appendRun('acme', 'chat', { run_id: 'r1', messages: hello });
+    expect(await s.get('acme', 'chat')).toMatchObject({ schema_version: 1, runs: ['r1'] });
+    const name = `sessions/${Buffer.from('acme').toString('base64url')}/chat`;
+    const stored = JSON.parse(new TextDecoder().decode((await blobs.get(name))!.data)) as object;
+    await blobs.put(name, new TextEncoder().encode(JSON.stringify({ ...stored, schema_version: 3 })), {
+      mime: 'application/json',
+    });
+    await expect(s.appendRun('acme', 'chat', { run_id: 'r2', messages: hello })).rejects.toMatchObject({
+      code: 'unavailable',
+      details: { schema_version: 3 },
+    });
+  });
+});

@@ -10,6 +10,7 @@ import {
   readEntries,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
+import { assertKnownSchema, withSchemaVersion } from '../model/versions.js';
 import type { ChatMessage } from '../providers/types.js';
 
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
@@ -31,6 +32,8 @@ export function assertSessionId(id: unknown, field = 'session'): asserts id is s
 
 /** A conversation carried across runs: the transcript the next run continues from. */
 export interface SessionRecord {
+  /** The record's format (absent: 1); set on save. */
+  schema_version?: number | undefined;
   version: 1;
   session: string;
   tenant: string;
@@ -85,12 +88,14 @@ export class SessionStore {
     assertSessionId(session);
     const found = await this.blobs.get(blobName(tenant, session));
     if (found === null) return undefined;
-    return decodeMessage(SessionSchema, found.data, 'session') as unknown as SessionRecord;
+    const record = decodeMessage(SessionSchema, found.data, 'session') as unknown as SessionRecord;
+    return assertKnownSchema(`session "${session}"`, record);
   }
 
   async save(record: SessionRecord): Promise<void> {
     assertSessionId(record.session);
-    await this.blobs.put(blobName(record.tenant, record.session), encodeJson(record), {
+    const stored: SessionRecord = withSchemaVersion(record);
+    await this.blobs.put(blobName(record.tenant, record.session), encodeJson(stored), {
       mime: 'application/json',
       meta: { tenant: record.tenant, session: record.session },
     });

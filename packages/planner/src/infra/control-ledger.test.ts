@@ -51,3 +51,23 @@ describe('ControlLedger', () => {
     );
   });
 });
+
+describe('ControlLedger through a NATS fault', () => {
+  it('marks an applied request done through a transient failure, so a repeat does not apply it again', async () => {
+    const kv = new MemoryKvStore();
+    const put = kv.put.bind(kv);
+    let failures = 1;
+    kv.put = async (key, value) => {
+      if (failures-- > 0) throw new Error('jetstream is not enabled');
+      return put(key, value);
+    };
+    const ledger = new ControlLedger(kv);
+    let applied = 0;
+    const apply = () => Promise.resolve({ seq: ++applied });
+    const first = await ledger.once('run-1', 'rq-1', 'trigger', {}, apply).catch((e: unknown) => e);
+    const repeat = await ledger.once('run-1', 'rq-1', 'trigger', {}, apply);
+    expect(first).toEqual({ outcome: { seq: 1 }, duplicate: false });
+    expect(repeat).toEqual({ outcome: { seq: 1 }, duplicate: true });
+    expect(applied).toBe(1);
+  });
+});

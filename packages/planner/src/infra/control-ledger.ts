@@ -5,9 +5,14 @@ import {
   decodeMessage,
   encodeJson,
   isAgentMeshError,
+  isTransientFailure,
+  retry,
   type KvStore,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
+
+/** How long the "done" mark of an applied request is tried through a NATS fault (a node restarting). */
+const DONE_WRITE_MS = 30_000;
 
 /** What a control request did, as its first answer said. */
 export type ControlOutcomeValue = Record<string, unknown>;
@@ -67,7 +72,13 @@ export class ControlLedger {
       if (entry.state === 'done') return { outcome: entry.outcome ?? {}, duplicate: true };
     }
     const outcome = await apply(entry.claim);
-    await this.kv.put(key, encodeJson({ ...entry, state: 'done', outcome }));
+    // applied: a repeat must now find it done, or it would apply it again (a trigger queued twice)
+    const done = encodeJson({ ...entry, state: 'done', outcome });
+    await retry(() => this.kv.put(key, done), {
+      timeoutMs: DONE_WRITE_MS,
+      capMs: 1_000,
+      retryable: (error) => isTransientFailure(error),
+    });
     return { outcome, duplicate: entry !== fresh };
   }
 }

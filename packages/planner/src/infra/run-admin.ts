@@ -33,11 +33,47 @@ export async function listRuns(
   return records.slice(0, Math.max(1, options.limit ?? 50));
 }
 
-/** Everything known about one run: its record, its stored events and (once finished) its transcript. */
+/** Everything known about one run: its record, its stored events, (once finished) its transcript, and its forks. */
 export interface RunDetails {
   record: RunRecord | null;
   events: RunEvent[];
   transcript: RunTranscript | null;
+  /** Runs forked from this one (from their run records), oldest first. */
+  forks: RunFork[];
+}
+
+/** A run forked from another: its id, the seq of the original it starts after, and how it stands. */
+export interface RunFork {
+  run_id: string;
+  seq: number;
+  state: RunRecord['state'];
+  status?: string | undefined;
+  accepted_at: string;
+}
+
+/**
+ * The runs forked from `runId`: a scan of the run records (one read of the bucket, as `runs list` does) for those
+ * whose `forked_from` names it.
+ */
+export async function listForks(
+  bus: Backend,
+  runId: string,
+  options: { prefix?: string } = {},
+): Promise<RunFork[]> {
+  const kv = await openRunRecords(bus, options.prefix);
+  const forks: RunFork[] = [];
+  for (const entry of await readEntries(kv)) {
+    const record = parseRecord(entry.value);
+    if (record.forked_from?.run_id !== runId) continue;
+    forks.push({
+      run_id: record.run_id,
+      seq: record.forked_from.seq,
+      state: record.state,
+      ...(record.status === undefined ? {} : { status: record.status }),
+      accepted_at: record.accepted_at,
+    });
+  }
+  return forks.sort((a, b) => a.accepted_at.localeCompare(b.accepted_at) || a.run_id.localeCompare(b.run_id));
 }
 
 export async function showRun(
@@ -45,12 +81,13 @@ export async function showRun(
   runId: string,
   options: { prefix?: string } = {},
 ): Promise<RunDetails> {
-  const [record, events, transcript] = await Promise.all([
+  const [record, events, transcript, forks] = await Promise.all([
     readRunRecord(bus, runId, options),
     readRunEvents(bus, runId, options),
     readTranscript(bus, runId, options),
+    listForks(bus, runId, options),
   ]);
-  return { record, events, transcript };
+  return { record, events, transcript, forks };
 }
 
 /**

@@ -1,6 +1,9 @@
 import {
+  AgentMeshError,
+  ErrorCode,
   decodeMessage,
   encodeJson,
+  retry,
   type Backend,
   type BlobStore,
   type RunEvent,
@@ -10,6 +13,7 @@ import { z } from 'zod';
 import { openRunRecords, openTranscriptStore } from './backend.js';
 import { parseRecord, type RunRecord } from '../model/record.js';
 import type { RunTranscript } from '../model/transcript.js';
+import { assertKnownSchema, SCHEMA_VERSION } from '../model/versions.js';
 import type { TranscriptStore } from '../run/ports.js';
 
 export type { RunTranscript } from '../model/transcript.js';
@@ -26,7 +30,8 @@ const TranscriptSchema = z.looseObject({
 });
 
 export async function saveTranscript(store: BlobStore, transcript: RunTranscript): Promise<void> {
-  await store.put(transcript.run_id, encodeJson(transcript), {
+  const stored: RunTranscript = { schema_version: SCHEMA_VERSION, ...transcript };
+  await store.put(transcript.run_id, encodeJson(stored), {
     mime: 'application/json',
     meta: { planner: transcript.planner_id, status: transcript.status ?? 'failed' },
   });
@@ -46,7 +51,38 @@ export async function readTranscript(
   const store = await openTranscriptStore(bus, options.prefix);
   const blob = await store.get(runId);
   if (blob === null) return null;
-  return decodeMessage(TranscriptSchema, blob.data, `transcript of run ${runId}`) as unknown as RunTranscript;
+  const transcript = decodeMessage(
+    TranscriptSchema,
+    blob.data,
+    `transcript of run ${runId}`,
+  ) as unknown as RunTranscript;
+  return assertKnownSchema(`transcript of run ${runId}`, transcript);
+}
+
+/** How long a reader waits for the transcript of a run whose final event is stored already. */
+const TRANSCRIPT_SETTLE_MS = 10_000;
+
+/**
+ * Reads a finished run's transcript with `read`: null when there is none, after waiting a moment when `ended` says
+ * the run's final event is stored already but the transcript not yet (its planner saves it just after).
+ */
+export async function settledTranscript<T>(
+  read: () => Promise<T | null>,
+  ended: () => Promise<boolean>,
+): Promise<T | null> {
+  const first = await read();
+  if (first !== null || !(await ended())) return first;
+  const pending = new AgentMeshError(ErrorCode.NotFound, 'the transcript is not stored yet', {
+    retryable: true,
+  });
+  return retry(
+    async () => {
+      const transcript = await read();
+      if (transcript === null) throw pending;
+      return transcript;
+    },
+    { timeoutMs: TRANSCRIPT_SETTLE_MS, baseMs: 50, capMs: 500 },
+  ).catch(() => null);
 }
 
 /** Reads the KV record of a run id, or null when no planner saw it. */

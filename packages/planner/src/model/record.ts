@@ -1,7 +1,10 @@
 import type { RunWaiting } from '@agentmesh/protocol';
+import { SCHEMA_VERSION } from './versions.js';
 
 /** The KV record of one run id: its owner and lease while it runs, how it ended once finished. */
 export interface RunRecord {
+  /** The record's format (absent: 1). A planner leaves a run whose record is newer than it understands. */
+  schema_version?: number;
   run_id: string;
   /** The planner that owns (or last owned) the run. */
   planner_id: string;
@@ -22,8 +25,12 @@ export interface RunRecord {
   cancel_requested?: string;
   /** Set while the run waits: for a human decision (`awaiting_approval`) or paused between turns (`paused`). */
   waiting?: RunWaiting;
+  /** The run's tenant (`identity.tenant` of its request): the tenant API shows and steers a run only for it. */
+  tenant?: string;
   /** A child run's parent, from its request: a parent reads a child's answer only when this names it. */
   parent?: { run_id: string; call_id: string };
+  /** A forked run's origin, from its request: the run and the event it starts after (`runs show` lists forks). */
+  forked_from?: { run_id: string; seq: number };
 }
 
 const dec = new TextDecoder();
@@ -45,6 +52,7 @@ export function runRecord(fields: RecordFields): RunRecord {
   const now = new Date().toISOString();
   const finished = fields.status !== undefined || fields.state === 'finished';
   const record: RunRecord = {
+    schema_version: SCHEMA_VERSION,
     run_id: fields.run_id,
     planner_id: fields.planner_id,
     state: finished ? 'finished' : 'running',

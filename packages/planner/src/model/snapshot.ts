@@ -59,6 +59,11 @@ export interface RunSnapshot {
    * checkpointed before the first child is submitted; a resumed run derives the same ids from it.
    */
   child_salt?: string | undefined;
+  /**
+   * How many messages of the transcript the input guardrails have checked (runs with guardrails only): user messages
+   * past it are input no model has seen yet.
+   */
+  guard_checked?: number | undefined;
   /** Active skills and their tool scope (runs with skills only). */
   skills?: SkillState | undefined;
   /** A daemon run's idle state and the last trigger it took (daemon runs only). */

@@ -3,6 +3,8 @@ import type { ChatMessage } from './chat.js';
 
 /** A finished (or failed) run as stored: the conversation the model saw and every event, in order. */
 export interface RunTranscript {
+  /** The record's format (absent: 1); set when it is saved. */
+  schema_version?: number | undefined;
   version: 1;
   run_id: string;
   planner_id: string;

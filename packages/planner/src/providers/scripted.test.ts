@@ -41,3 +41,30 @@ describe('scripted usage', () => {
     ).not.toThrow();
   });
 });
+
+describe('scripted deltas', () => {
+  const request = (onDelta: (d: { kind: string; text: string }) => void) => ({
+    model: 'script',
+    system: '',
+    messages: [],
+    tools: [],
+    parallelCalls: false,
+    signal: new AbortController().signal,
+    turn: 0,
+    onDelta,
+  });
+
+  it('streams the text in the given pieces, which make the text', async () => {
+    const seen: string[] = [];
+    const provider = new ScriptedProvider([{ deltas: ['SEC', 'RET_', '12'] }]);
+    const turn = await provider.complete(request((d) => seen.push(`${d.kind}:${d.text}`)));
+    expect(seen).toEqual(['text:SEC', 'text:RET_', 'text:12']);
+    expect(turn.text).toBe('SECRET_12');
+  });
+
+  it('refuses deltas that do not make the text', () => {
+    expect(() => new ScriptedProvider([{ text: 'abc', deltas: ['a', 'b'] }])).toThrow(
+      /deltas must concatenate to text/,
+    );
+  });
+});

@@ -67,7 +67,11 @@ export class ScriptedProvider implements ModelProvider {
       name: c.name,
       arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments),
     }));
-    const text = turn.text ?? '';
+    const text = turn.text ?? turn.deltas?.join('') ?? '';
+    for (const delta of turn.deltas ?? []) {
+      if (request.signal.aborted) throw new AgentMeshError(ErrorCode.Cancelled, 'scripted turn was aborted');
+      request.onDelta?.({ kind: 'text', text: delta });
+    }
     const usage = turn.usage ?? {
       input_tokens: Math.ceil(
         (request.system.length + request.messages.reduce((n, m) => n + m.content.length, 0)) / 4,

@@ -1,6 +1,7 @@
 import type {
   ChatMessage,
   ChatToolCall,
+  ModelDelta,
   ModelProvider,
   ModelRequest,
   ModelTool,
@@ -133,11 +134,16 @@ export class TextToolProtocol implements ModelProvider {
             .join('\n\n');
     const { nativeSearch: _nativeSearch, ...all } = request;
     const rest = schema === undefined ? all : { ...all, outputSchema: undefined };
+    const onDelta = request.onDelta;
     const turn = await this.inner.complete({
       ...rest,
       system,
       tools: [],
       messages: toTextTranscript(request.messages),
+      // the streamed text holds the tool call blocks: only reasoning streams, the text comes with the response
+      ...(onDelta === undefined
+        ? {}
+        : { onDelta: (d: ModelDelta) => (d.kind === 'reasoning' ? onDelta(d) : undefined) }),
     });
     const turns = request.messages.filter((m) => m.role === 'assistant').length;
     const { text, calls } = parseToolBlocks(turn.text, `text_${turns + 1}`);

@@ -17,7 +17,7 @@ import { LoopDetector, type LoopThresholds } from '../loop-detector.js';
 import type { Price, PriceTable } from '../prices.js';
 import type { ModelProvider } from '../providers/types.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
-import type { PlannerTools, RunDaemon, RunHitl, RunSkills } from './ports.js';
+import type { PlannerTools, RunDaemon, RunGuardrails, RunHitl, RunQuota, RunSkills } from './ports.js';
 import type { RunEventSink } from './events.js';
 
 /** Why a run was stopped from outside its loop. */
@@ -53,6 +53,10 @@ export interface RunEnvironment {
   hitl?: RunHitl<RunContext> | undefined;
   /** Tools the planner answers itself beyond the meta-tools (agent.*). */
   tools?: PlannerTools<RunContext> | undefined;
+  /** The daily budget of the run's tenant (fleets with `tenants:` configured). */
+  quota?: RunQuota | undefined;
+  /** The run's guardrail rules (configured and requested) and their judge; undefined when it has none. */
+  guardrails?: RunGuardrails | undefined;
 }
 
 /**

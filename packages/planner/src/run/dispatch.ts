@@ -21,6 +21,7 @@ import type { CallResult, PreparedCall } from './calls.js';
 
 export type { CallResult, PreparedCall } from './calls.js';
 import { canonicalName } from './turn.js';
+import { guardTool } from './guard.js';
 
 /** Codes the loop puts on tool results it produced itself. */
 export const LoopErrorCode = {
@@ -75,6 +76,17 @@ function prepareCall(ctx: RunContext, call: ChatToolCall, index: number): Prepar
     return {
       ...base,
       problem: refusal(ErrorCode.InvalidArguments, `arguments of tool "${call.name}" must be a JSON object`),
+    };
+  const rule = guardTool(ctx, name, args);
+  if (rule !== undefined)
+    return {
+      ...base,
+      args,
+      problem: new AgentMeshError(
+        ErrorCode.GuardrailBlocked,
+        `call of tool "${name}" blocked by guardrail "${rule.name}": it was not executed`,
+        { retryable: false, details: { rule: rule.name } },
+      ),
     };
   return { ...base, args };
 }
@@ -160,6 +172,14 @@ function planBatch(ctx: RunContext, prepared: readonly PreparedCall[]): ToolBatc
   };
   for (const p of prepared) {
     if (p.problem) {
+      if (p.problem.code === ErrorCode.GuardrailBlocked)
+        sink.emit({
+          type: 'guardrail.tripped',
+          rule: String(p.problem.details?.['rule']),
+          stage: 'tools',
+          action: 'block',
+          call_id: p.call.id,
+        });
       batch.calls.push(refused(p, p.problem));
       continue;
     }

@@ -147,6 +147,7 @@ export function runAccepted(
     task: request.task,
     ...(choice ? { provider: choice.kind, model: choice.model } : {}),
     ...(request.identity ? { identity: request.identity } : {}),
+    ...(request.fork ? { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } } : {}),
   };
 }
 
@@ -177,8 +178,20 @@ export function runStarted(
   };
 }
 
-export function runFailed(error: EventError): EventOf<'run.failed'> {
-  return { type: 'run.failed', error: { code: error.code, message: error.message, retryable: false } };
+export function runFailed(
+  error: EventError,
+  refusal?: { retryable: boolean; details?: Record<string, unknown> | undefined },
+): EventOf<'run.failed'> {
+  const details = refusal?.details;
+  return {
+    type: 'run.failed',
+    error: {
+      code: error.code,
+      message: error.message,
+      retryable: refusal?.retryable ?? false,
+      ...(details === undefined ? {} : { details }),
+    },
+  };
 }
 
 /** The final event of a run that got as far as its loop (or was stopped before). */

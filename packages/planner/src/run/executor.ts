@@ -6,6 +6,7 @@ import {
   type RunRequest,
   type Subjects,
   type Backend,
+  type Guardrails,
   type ToolSpec,
   retry,
 } from '@agentmesh/protocol';
@@ -20,8 +21,11 @@ import {
   type ProviderSettings,
 } from '../providers/index.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { ForkStart } from '../model/fork.js';
 import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { withContextWindow } from '../providers/context-window.js';
+import { configuredGuardrails, mergeGuardrails } from '../guardrail-rules.js';
+import { runGuardrails, type RunGuardrails } from './guard.js';
 
 /** A transcript save rides out a restarting NATS server for this long. */
 const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
@@ -78,7 +82,11 @@ export interface ExecutorConfig {
   catalogRetryMs: number | undefined;
   checkpoint: CheckpointHook | undefined;
   active: ActiveRuns;
-  publisher: (runId: string, options?: { onConflict?: () => void }) => EventPublisher;
+  /** The run's event publisher; `tenant` is the run's tenant (`identity.tenant`). */
+  publisher: (
+    runId: string,
+    options?: { onConflict?: () => void; tenant?: string | undefined },
+  ) => EventPublisher;
   transcripts: () => TranscriptStore | undefined;
   /** The run's features behind the engine's ports (agent tools, approvals, skills, daemons): run-features.ts. */
   features: RunFeatures<RunContext>;
@@ -95,8 +103,12 @@ interface RunIo {
   choice?: ProviderChoice;
   snapshot?: RunSnapshot;
   session?: RunConversation;
+  /** Where a fork starts (read from the original run before it is accepted). */
+  fork?: ForkStart | undefined;
   /** Gives up the run's place in the setup lane (once its tools are loaded, or when it ends first). */
   leaveSetup: () => void;
+  /** The configured guardrail rules and those the request added. */
+  guardrails?: Guardrails;
 }
 
 /**
@@ -119,6 +131,7 @@ export class RunExecutor {
     const started = performance.now();
     const log = this.config.logger.child({ run_id: runId });
     const publisher = this.config.publisher(runId, {
+      tenant: request.identity?.tenant,
       onConflict: () =>
         keeper.giveUp?.(
           'the event log holds another event at a seq this planner wrote: handing the run over',
@@ -167,12 +180,17 @@ export class RunExecutor {
     const { request, sink, runId } = io;
     try {
       if (request.output_schema !== undefined) outputValidator(request.output_schema);
+      io.guardrails = mergeGuardrails(
+        configuredGuardrails(this.config.defaults.guardrails),
+        request.guardrails,
+      );
       io.choice = resolveProvider(request, this.config.providers);
       runSystemPrompt(
         this.config.defaults.system,
         request.system,
         this.config.defaults.system_prompt_override,
       );
+      if (io.keeper.resume?.snapshot === undefined) io.fork = await this.config.features.fork(request);
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
@@ -231,7 +249,7 @@ export class RunExecutor {
     const snapshot = (io.snapshot =
       resumed ??
       initialSnapshot(
-        { request, runId, plannerId: config.plannerId, choice, startedAt: io.startedAt },
+        { request, runId, plannerId: config.plannerId, choice, startedAt: io.startedAt, fork: io.fork },
         config.defaults,
         config.capabilities,
       ));
@@ -263,7 +281,11 @@ export class RunExecutor {
       signal: run.controller.signal,
       stopReason: () => run.stop,
     });
+    ctx.exposure.promote(io.fork?.found ?? []);
+    ctx.exposure.surface(io.fork?.surfaced ?? []);
     await this.joinSession(io, ctx, resumed === undefined);
+    if (resumed === undefined && env.guardrails !== undefined)
+      snapshot.guard_checked = snapshot.messages.length - 1;
     ctx.skills = config.features.skills(
       request,
       snapshot,
@@ -358,7 +380,17 @@ export class RunExecutor {
       ...io.keeper.checkpoints(io.publisher.flush, config.checkpoint),
       hitl: this.hitl(io),
       tools: config.features.tools(),
+      quota: config.features.quota?.(io.request),
+      guardrails: this.guardrails(io),
     };
+  }
+
+  /** The run's rules, compiled, and a judge that asks each `type: model` rule's own model. */
+  private guardrails(io: RunIo): RunGuardrails | undefined {
+    const { providers, clients } = this.config;
+    return runGuardrails(io.guardrails, ({ provider, model, base_url, script }) =>
+      clients.create(resolveProvider({ provider, model, base_url, script }, providers)),
+    );
   }
 
   private hitl(io: RunIo): RunHitl<RunContext> | undefined {

@@ -3,6 +3,7 @@ import { checkOutput, invalidOutputError, repairMessage } from '../output-schema
 import type { RunContext } from './context.js';
 import { dispatchTools } from './dispatch.js';
 import { notice, runCompleted } from './events.js';
+import { guardInputs, markInputChecked } from './guard.js';
 import { modelTurn } from './turn.js';
 
 export const DEFAULT_NUDGE =
@@ -54,10 +55,13 @@ async function step(ctx: RunContext): Promise<Ending | undefined> {
     if (ending) return ending;
   }
   await ctx.env.hitl?.applyControls(ctx);
+  const judging = await guardInputs(ctx);
   const budget = budgetCheck(ctx);
   if (budget) return { status: 'budget_exhausted', reason: budget };
+  const spent = await ctx.env.quota?.exhausted(ctx.signal);
+  if (spent !== undefined) return { status: 'budget_exhausted', reason: spent };
   if (ctx.skills) await ctx.skills.beforeTurn(ctx);
-  const turn = await modelTurn(ctx);
+  const turn = await modelTurn(ctx, judging);
   if (turn.tool_calls.length > 0) {
     state.nudges = 0;
     state.phase = 'tools';
@@ -91,6 +95,7 @@ async function textOnlyTurn(ctx: RunContext, text: string): Promise<Ending | und
       ? `${ctx.env.nudge} The task requires a successful call of one of: ${required.join(', ')}.`
       : ctx.env.nudge;
   state.messages.push({ role: 'user', content: nudge });
+  markInputChecked(ctx);
   ctx.sink.emit(notice('nudge', nudge, { nudges: state.nudges }));
   await ctx.checkpoint();
   return undefined;
@@ -114,6 +119,7 @@ async function finalAnswer(ctx: RunContext, text: string): Promise<Ending | unde
   state.output_repaired = true;
   const message = repairMessage(check.problems);
   state.messages.push({ role: 'user', content: message });
+  markInputChecked(ctx);
   ctx.sink.emit(notice('output_repair', message, { problems: check.problems }));
   await ctx.checkpoint();
   return undefined;

@@ -9,8 +9,11 @@ import type {
 } from '@agentmesh/protocol';
 import type { ChatMessage } from '../model/chat.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
+import type { ForkStart } from '../model/fork.js';
 import type { RunTranscript } from '../model/transcript.js';
 import type { ModelProvider } from '../providers/types.js';
+import type { GuardrailJudge } from '../guardrail-judge.js';
+import type { GuardrailSet } from '../guardrail-rules.js';
 import type { CallResult } from './calls.js';
 import type { RunEventSink } from './events.js';
 
@@ -157,6 +160,17 @@ export interface RunConversation {
   stop(): void;
 }
 
+/**
+ * The daily budget of a run's tenant, as the engine calls it (budgets/ implements it): checked before each model
+ * turn, and each turn's usage added to the tenant's, counted across every planner.
+ */
+export interface RunQuota {
+  /** Why the run must end before its next model turn (its tenant's daily budget is spent), else undefined. */
+  exhausted(signal: AbortSignal): Promise<string | undefined>;
+  /** Adds one model turn's tokens and cost to the tenant's usage today (a cancelled run's last turn too). */
+  record(turn: { tokens: number; cost_usd: number | undefined }): Promise<void>;
+}
+
 /** Records how a run waits (paused, awaiting an approval) in its run record. */
 export type RecordWaiting = (waiting: RunWaiting | undefined) => Promise<void>;
 
@@ -176,10 +190,20 @@ export interface RunFeatures<Ctx> {
     carried: readonly string[] | undefined,
   ): RunSkills<Ctx> | undefined;
   daemon(request: RunRequest, snapshot: RunSnapshot): Promise<RunDaemon<Ctx> | undefined>;
+  /** The daily budget of the request's tenant; undefined when no `tenants:` are configured. */
+  quota?(request: RunRequest): RunQuota | undefined;
+  /** Where a fork (`request.fork`) starts: the original run's state after the seq; undefined for another run. */
+  fork(request: RunRequest): Promise<ForkStart | undefined>;
   /** The session the request continues, once held (it waits for another run of it); undefined for none. */
   session(
     request: RunRequest,
     target: { tenant: string; runId: string },
     signal: AbortSignal,
   ): Promise<RunConversation | undefined>;
+}
+
+/** A run's guardrails (run/guard.ts applies them): its compiled rules and the judge that asks `type: model` rules. */
+export interface RunGuardrails {
+  set: GuardrailSet;
+  judge: GuardrailJudge;
 }

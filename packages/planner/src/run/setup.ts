@@ -1,6 +1,7 @@
 import {
   RunLimitsSchema,
   type RunLimits,
+  type GuardrailsInput,
   type RunRequest,
   type ToolSearchStrategy,
 } from '@agentmesh/protocol';
@@ -11,6 +12,7 @@ import type { LoopThresholds } from '../loop-detector.js';
 import type { ProviderChoice } from '../providers/index.js';
 import type { NativeSearchVariant } from '../providers/types.js';
 import type { RunSnapshot } from '../model/snapshot.js';
+import type { ForkStart } from '../model/fork.js';
 import type { Skill, SkillMatchInput } from '../model/skill.js';
 import type { ClampedLimit, EffectiveLimits } from '../model/limits.js';
 
@@ -93,6 +95,8 @@ export interface PlannerDefaults {
   skills?: Skill[];
   /** How skills are matched each turn (default metadata, top_n 1, sticky). */
   skill_match?: SkillMatchInput;
+  /** `guardrails:` in agentmesh.yaml (validated by GuardrailsSchema); a run request can only add rules. */
+  guardrails?: GuardrailsInput;
 }
 
 /** The configured limits (schema defaults filled in), parsed once per planner defaults. */
@@ -145,15 +149,20 @@ export interface SnapshotSource {
   plannerId: string;
   choice: ProviderChoice;
   startedAt: string;
+  /** A fork starts from the original run's conversation and tool state instead of the task alone. */
+  fork?: ForkStart | undefined;
 }
 
-/** The snapshot a new run starts from: nothing done yet, the task as the first message. */
+/**
+ * The snapshot a new run starts from: nothing done yet, the task as the first message; a fork's conversation is the
+ * original's up to the fork point (its counters start at zero, as a session's next run does).
+ */
 export function initialSnapshot(
   source: SnapshotSource,
   defaults: PlannerDefaults,
   capabilities: CapabilityTable,
 ): RunSnapshot {
-  const { request, choice } = source;
+  const { request, choice, fork } = source;
   const search = searchDefaults(defaults);
   const strategy = request.tool_search ?? search.strategy ?? 'bm25';
   const caps = capabilities.resolve(choice.kind, choice.model);
@@ -182,10 +191,10 @@ export function initialSnapshot(
     nudges: 0,
     usage: { input_tokens: 0, output_tokens: 0 },
     last_text: '',
-    messages: [{ role: 'user', content: request.task }],
-    exposure: { promoted: [], pending: [], surfaced: [], artifacts: false },
+    messages: fork ? structuredClone(fork.messages) : [{ role: 'user', content: request.task }],
+    exposure: { promoted: [], pending: [], surfaced: [], artifacts: fork?.artifacts ?? false },
     loop: { signature: undefined, count: 0 },
-    succeeded: [],
+    succeeded: [...(fork?.succeeded ?? [])],
     seq: 0,
     started_at: source.startedAt,
     phase: 'model',

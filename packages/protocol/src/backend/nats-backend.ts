@@ -5,6 +5,7 @@ import { Objm } from '@nats-io/obj';
 import { Svcm } from '@nats-io/services';
 import type { Logger } from 'pino';
 import { AgentMeshError, ErrorCode } from '../errors.js';
+import { INBOX_SUBJECT } from '../subjects.js';
 import { retry } from '../retry.js';
 import { NatsKvStore, type KvBucketOptions, type KvStore } from '../stores/kv.js';
 import { NatsBlobStore, type BlobBucketOptions, type BlobStore } from '../stores/blobs.js';
@@ -175,7 +176,8 @@ export class NatsBackendParts {
     if (load !== undefined)
       service.addEndpoint('load', {
         subject: `$SRV.LOAD.${config.name}.${service.info().id}`,
-        handler: (_error, msg) => void msg.respond(JSON.stringify(load())),
+        handler: (_error, msg) =>
+          void (INBOX_SUBJECT.test(msg.reply ?? '') && msg.respond(JSON.stringify(load()))),
       });
     return {
       stop: async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { MemoryBus } from './memory-bus.js';
 import { NatsBus } from './nats-bus.js';
+import { INBOX_SUBJECT } from '../subjects.js';
 import type { Bus, BusMessage } from './types.js';
 
 const settle = (ms = 50) => new Promise((r) => setTimeout(r, ms));
@@ -324,5 +325,39 @@ describe('NatsBus specifics', () => {
     );
     expect((error as AgentMeshError).code).toBe(ErrorCode.Unavailable);
     expect((error as AgentMeshError).message).toMatch(/cannot connect to NATS at nats:\/\/127\.0\.0\.1:1/);
+  });
+});
+
+describe('NatsBus specifics', () => {
+  it('answers only on inbox reply subjects: a request cannot make a responder publish on a fleet subject', async () => {
+    const url = inject('natsUrl');
+    const responder = await NatsBus.connect(url);
+    const requester = await NatsBus.connect(url);
+    try {
+      const service = unique('svc');
+      const victim = unique('runs.r1.cancel');
+      const inbox = `_INBOX.${unique('reply')}`;
+      responder.subscribe(service, (msg) => void responder.respond(msg, `answer to ${msg.text()}`));
+      const onVictim: string[] = [];
+      const onInbox: string[] = [];
+      requester.subscribe(victim, (m) => void onVictim.push(m.text()));
+      const answered = new Promise<void>((resolve) => {
+        requester.subscribe(inbox, (m) => {
+          onInbox.push(m.text());
+          resolve();
+        });
+      });
+      await requester.flush();
+      await responder.flush();
+      requester.publish(service, 'forged', { reply: victim });
+      requester.publish(service, 'honest', { reply: inbox });
+      await answered;
+      expect(onInbox).toEqual(['answer to honest']);
+      expect(onVictim).toEqual([]);
+      expect(INBOX_SUBJECT.test(victim)).toBe(false);
+    } finally {
+      await requester.close();
+      await responder.close();
+    }
   });
 });

@@ -4,6 +4,7 @@ import type { ConnectionOptions, NatsConnection, Subscription as NatsSubscriptio
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
+import { INBOX_SUBJECT } from '../subjects.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { SlotTable } from '../slot-table.js';
 import { REPLY_SECRET_LENGTH, replySecret } from '../reply-secret.js';
@@ -426,6 +427,13 @@ export class NatsBus implements Backend {
     const reply = msg.reply;
     if (reply === undefined || this.nc.isClosed()) return false;
     if (!(msg instanceof NatsMessage) && !isPublishableSubject(reply)) throw invalidSubjectError(reply);
+    if (!INBOX_SUBJECT.test(reply)) {
+      this.logger?.warn(
+        { subject: msg.subject, reply },
+        'request not answered: its reply subject is not an inbox',
+      );
+      return false;
+    }
     const size = payloadSize(data);
     assertPayloadSize(reply, size, this.maxPayload);
     this.send(reply, data, size, undefined, options?.headers);

@@ -29,6 +29,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     provider: z.string().optional(),
     model: z.string().optional(),
     identity: IdentitySchema.optional(),
+    /** Set on a forked run: the run and the event it starts after. */
+    forked_from: z.object({ run_id: z.string(), seq: z.number().int() }).optional(),
   }),
   z.object({
     /** The run waits for its tenant's capacity: `position` counts the tenant's waiting runs up to this one. */
@@ -125,6 +127,19 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     iteration: z.number().int(),
     kind: z.enum(['text', 'reasoning']),
     text: z.string(),
+  }),
+  /**
+   * A guardrail rule acted (docs/guardrails.md): `block` ends the run (input, output) or fails one call (tools, with
+   * its `call_id`); `redact` replaced `count` matches of the turn's text with `[redacted:<rule>]`.
+   */
+  z.object({
+    type: z.literal('guardrail.tripped'),
+    ...eventBase,
+    rule: z.string(),
+    stage: z.enum(['input', 'output', 'tools']),
+    action: z.enum(['block', 'redact']),
+    call_id: z.string().optional(),
+    count: z.number().int().min(1).optional(),
   }),
   /** Something about the run a person should know (e.g. `no_tools`, `unknown_tool_scope`); the run goes on. */
   z.object({ type: z.literal('run.warning'), ...eventBase, code: z.string(), message: z.string() }),

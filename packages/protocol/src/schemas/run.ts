@@ -12,29 +12,9 @@ import {
 import { OutputSchemaSchema } from '../output-schema.js';
 import { RunPrioritySchema } from './tenants.js';
 
-/** One scripted model turn: text, tool calls, or both. */
-export const ScriptedTurnSchema = z
-  .object({
-    text: z.string().optional(),
-    tool_calls: z
-      .array(
-        z.object({
-          id: z.string().optional(),
-          name: z.string(),
-          arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).default({}),
-        }),
-      )
-      .optional(),
-    usage: z
-      .object({
-        input_tokens: z.number().int().min(0, 'input_tokens must be a non-negative integer'),
-        output_tokens: z.number().int().min(0, 'output_tokens must be a non-negative integer'),
-      })
-      .optional(),
-    delay_ms: z.number().int().min(0).optional(),
-  })
-  .strict();
-export type ScriptedTurn = z.infer<typeof ScriptedTurnSchema>;
+export { ScriptedTurnSchema, type ScriptedTurn } from './scripted.js';
+import { ScriptedTurnSchema } from './scripted.js';
+import { GuardrailsSchema } from './guardrails.js';
 
 /** Per-run approval policy: adds requirements to the configured `approvals:` (never removes them). */
 export const RunApprovalsSchema = z
@@ -69,6 +49,18 @@ export const WatchGlobSchema = z
   )
   .refine((g) => !g.split('/').includes('..'), 'a watch path may not leave the workspace ("..")');
 
+/**
+ * Where a forked run starts: after event `seq` of run `run_id` (same tenant). The fork's conversation is the
+ * original's up to that event; see docs/forks.md for where forking is allowed.
+ */
+export const ForkRefSchema = z
+  .object({
+    run_id: RunIdSchema,
+    seq: z.number().int().min(1, 'fork.seq must be an event seq (1 or more)'),
+  })
+  .strict();
+export type ForkRef = z.infer<typeof ForkRefSchema>;
+
 export const RunRequestSchema = z
   .object({
     id: RunIdSchema.optional(),
@@ -94,6 +86,8 @@ export const RunRequestSchema = z
     tool_protocol: z.enum(['native', 'text']).optional(),
     /** Which calls of this run wait for a human decision (adds to the configured policy). */
     approvals: RunApprovalsSchema.optional(),
+    /** Guardrail rules of this run: added to the configured ones, never replacing or weakening them. */
+    guardrails: GuardrailsSchema.optional(),
     /** Continue this conversation (per tenant); `identity.session` is an alias. */
     session: SessionIdSchema.optional(),
     /** A JSON Schema the final answer must satisfy (within the limits of output-schema.ts); run.completed.output holds the validated value. */
@@ -107,6 +101,8 @@ export const RunRequestSchema = z
       })
       .strict()
       .optional(),
+    /** Start from the state of another run after one of its events, instead of from the task alone. */
+    fork: ForkRefSchema.optional(),
     /** Skills to activate from the first turn; `[]` turns skill matching off for this run. */
     skills: z.array(z.string().min(1).max(128)).max(64).optional(),
     /** A daemon: a text-only turn does not end the run, it idles until a trigger, an input or the timer wakes it. */

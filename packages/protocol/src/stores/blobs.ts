@@ -1,4 +1,6 @@
-import type { ObjectStore } from '@nats-io/obj';
+import type { ObjectInfo, ObjectResult, ObjectStore } from '@nats-io/obj';
+import { AgentMeshError, ErrorCode } from '../errors.js';
+import { sleep } from '../timing.js';
 
 export interface BlobInfo {
   name: string;
@@ -29,6 +31,34 @@ export interface BlobBucketOptions {
   memoryMaxBytes?: number;
 }
 
+/** How often a blob read checks that the object was not written again meanwhile. */
+const REPLACED_CHECK_MS = 250;
+/** Reads of a blob replaced each time before a read gives up (`unavailable`, retryable). */
+const REPLACED_READ_ATTEMPTS = 5;
+
+function blobInfo(name: string, i: ObjectInfo): BlobInfo {
+  const { 'content-type': mime, ...meta } = i.metadata ?? {};
+  return { name, size: i.size, mime: mime ?? 'application/octet-stream', meta };
+}
+
+async function readAll(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    size += value.length;
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
 /** A blob store on a JetStream object store. */
 export class NatsBlobStore implements BlobStore {
   constructor(private readonly os: ObjectStore) {}
@@ -43,16 +73,54 @@ export class NatsBlobStore implements BlobStore {
   }
   async info(name: string): Promise<BlobInfo | null> {
     const i = await this.os.info(name);
-    if (i === null || i.deleted) return null;
-    const { 'content-type': mime, ...meta } = i.metadata ?? {};
-    return { name, size: i.size, mime: mime ?? 'application/octet-stream', meta };
+    return i === null || i.deleted ? null : blobInfo(name, i);
   }
+
+  /**
+   * The blob's bytes. A blob written again while it is read has its old chunks purged: the read would wait for them
+   * forever, so it checks every {@link REPLACED_CHECK_MS} that the object is still the one it reads, and reads the
+   * new one when it is not.
+   */
   async get(name: string): Promise<{ info: BlobInfo; data: Uint8Array } | null> {
-    const info = await this.info(name);
-    if (info === null) return null;
-    const data = await this.os.getBlob(name);
-    return data === null ? null : { info, data };
+    for (let attempt = 1; ; attempt++) {
+      const found = await this.os.get(name);
+      if (found === null) return null;
+      const data = await this.readUnlessReplaced(name, found);
+      if (data !== undefined) return { info: blobInfo(name, found.info), data };
+      if (attempt >= REPLACED_READ_ATTEMPTS)
+        throw new AgentMeshError(
+          ErrorCode.Unavailable,
+          `blob "${name}" was written again while it was read, ${attempt} times in a row`,
+          { retryable: true, details: { blob: name, attempts: attempt } },
+        );
+    }
   }
+
+  /** The object's bytes, or undefined when it was replaced or deleted before its chunks all came. */
+  private async readUnlessReplaced(name: string, found: ObjectResult): Promise<Uint8Array | undefined> {
+    const reader = found.data.getReader();
+    const reading = Promise.all([found.error, readAll(reader)]).then(([error, data]) => {
+      if (error) throw error;
+      return { data };
+    });
+    reading.catch(() => undefined);
+    const ticks = new AbortController();
+    try {
+      for (;;) {
+        const tick = sleep(REPLACED_CHECK_MS, ticks.signal).then(() => undefined);
+        const done = await Promise.race([reading, tick]);
+        if (done !== undefined) return done.data;
+        const now = await this.os.info(name);
+        if (now === null || now.deleted || now.nuid !== found.info.nuid) {
+          await reader.cancel().catch(() => undefined);
+          return undefined;
+        }
+      }
+    } finally {
+      ticks.abort();
+    }
+  }
+
   async delete(name: string): Promise<void> {
     await this.os.delete(name).catch(() => undefined);
   }

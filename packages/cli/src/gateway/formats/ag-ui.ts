@@ -13,6 +13,7 @@ export const AG_UI_CUSTOM_EVENTS = {
   'run.input': 'agentmesh.run.input',
   'run.paused': 'agentmesh.run.paused',
   'run.resumed': 'agentmesh.run.resumed',
+  'guardrail.tripped': 'agentmesh.guardrail.tripped',
 } as const satisfies Partial<Record<RunEvent['type'], string>>;
 
 type AgUiEvent = Record<string, unknown> & { type: string };

@@ -1,0 +1,70 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryKvStore, silentLogger, type RunEventBody } from '@agentmesh/protocol';
+import type { RunContext } from '../run/context.js';
+import { DaemonSession, type DaemonOptions } from './daemon-session.js';
+import { TriggerQueue } from './trigger-queue.js';
+
+const OPTIONS: DaemonOptions = { wake_interval_ms: 0, idle_watchdog: 0, queue_capacity: 10, watch_paths: [] };
+
+/** A trigger queue whose reads fail `failures` times with what NATS throws when a node restarts. */
+function flakyQueue(failures: number): { queue: TriggerQueue; failed: () => number } {
+  const queue = new TriggerQueue(new MemoryKvStore());
+  let failed = 0;
+  const next = queue.next.bind(queue);
+  queue.next = async (runId, after) => {
+    if (failed < failures) {
+      failed++;
+      throw new Error(failed === 1 ? 'timeout' : 'jetstream is not enabled');
+    }
+    return next(runId, after);
+  };
+  return { queue, failed: () => failed };
+}
+
+function idleContext(runId: string) {
+  const events: RunEventBody[] = [];
+  const controller = new AbortController();
+  const ctx = {
+    state: { run_id: runId, messages: [] },
+    signal: controller.signal,
+    env: {},
+    log: silentLogger(),
+    stopCheck: () => undefined,
+    checkpoint: async () => undefined,
+    sink: { emit: (e: RunEventBody) => void events.push(e) },
+  } as unknown as RunContext;
+  return { ctx, events, abort: () => controller.abort() };
+}
+
+describe('DaemonSession wake', () => {
+  it('rides out a NATS timeout while it waits: the daemon wakes on its trigger instead of failing', async () => {
+    const { queue, failed } = flakyQueue(2);
+    await queue.open('d1', 10);
+    await queue.enqueue('d1', { kind: 'build', n: 1 });
+    const session = new DaemonSession(
+      OPTIONS,
+      { idle: true, handled: 0, idle_ticks: 0, dropped_reported: 0 },
+      queue,
+    );
+    const { ctx, events } = idleContext('d1');
+    await expect(session.wake(ctx)).resolves.toBeUndefined();
+    expect(failed()).toBe(2);
+    expect(events).toEqual([{ type: 'daemon.woken', reason: 'trigger', trigger: { kind: 'build', n: 1 } }]);
+    expect(session.state).toMatchObject({ idle: false, handled: 1 });
+    expect(await queue.depth('d1')).toBe(0);
+  });
+
+  it('still fails on a failure that is not transient', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d2', 10);
+    queue.next = async () => {
+      throw new Error('trigger record is corrupt');
+    };
+    const session = new DaemonSession(
+      OPTIONS,
+      { idle: true, handled: 0, idle_ticks: 0, dropped_reported: 0 },
+      queue,
+    );
+    await expect(session.wake(idleContext('d2').ctx)).rejects.toThrow('trigger record is corrupt');
+  });
+});
