@@ -223,6 +223,27 @@ describe('fair intake across 2 planners', () => {
     expect(scraped).toMatch(/^agentmesh_tenant_queued_runs\{[^}]*tenant="prio"[^}]*\} \d+$/m);
   }, 90_000);
 
+  it('counts a submission that waits against runs_per_minute when it is submitted, not when it starts', async () => {
+    const f = await tenantFleet('tf-rate');
+    await planners(f, { rated: { max_concurrent_runs: 1, runs_per_minute: 3 } });
+    // the four submissions must fall in one minute window (windows follow the clock's minutes)
+    const intoMinute = Date.now() % 60_000;
+    if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 50));
+    await heldRun(f, 'rate-hold', 'rated');
+    await eventOf(f, 'rate-hold', 'approval.requested');
+    for (const id of ['rate-1', 'rate-2', 'rate-3']) await submit(f, id, 'rated');
+    await eventOf(f, 'rate-1', 'run.queued');
+    await eventOf(f, 'rate-2', 'run.queued');
+    const refused = await eventOf(f, 'rate-3', 'run.failed');
+    expect(refused).toMatchObject({ error: { code: 'rate_limited', details: { runs_per_minute: 3 } } });
+    expect(f.board.of('rate-3').some((e) => e.type === 'run.queued')).toBe(false);
+    expect(f.board.of('rate-hold').some((e) => e.type === 'run.completed')).toBe(false);
+    await release(f, 'rate-hold');
+    await allEnded(f, ['rate-hold', 'rate-1', 'rate-2']);
+    for (const id of ['rate-hold', 'rate-1', 'rate-2'])
+      expect(ended(f, id)).toMatchObject({ type: 'run.completed', status: 'done' });
+  }, 90_000);
+
   it('refuses a submission beyond max_queued_runs with queue_full, as run.failed on its events', async () => {
     const f = await tenantFleet('tf-full');
     await planners(f, { full: { max_concurrent_runs: 1, max_queued_runs: 2 } });
