@@ -6,6 +6,7 @@ import {
   type KvEntry,
   type KvStore,
 } from '@agentmesh/protocol';
+import { readVersioned, withSchemaVersion } from '../model/versions.js';
 
 const CAS_ATTEMPTS = 50;
 
@@ -15,7 +16,7 @@ interface Waiting {
 
 function parse(entry: KvEntry | null): string[] {
   if (entry === null || entry.operation !== 'PUT' || entry.value.length === 0) return [];
-  const value = parseJson(entry.value, 'waiting runs') as Partial<Waiting>;
+  const value = readVersioned('waiting runs', parseJson(entry.value, 'waiting runs') as Partial<Waiting>)!;
   return Array.isArray(value.runs) ? value.runs.filter((r): r is string => typeof r === 'string') : [];
 }
 
@@ -52,7 +53,7 @@ export class QueuedSet {
       const entry = await kv.get(tenant);
       const { result, next } = decide(parse(entry));
       if (next === undefined) return result;
-      const value = encodeJson({ runs: next } satisfies Waiting);
+      const value = encodeJson(withSchemaVersion({ runs: next } satisfies Waiting));
       try {
         if (entry === null) await kv.create(tenant, value);
         else await kv.update(tenant, value, entry.revision);
