@@ -3,25 +3,15 @@
  * as the client user, and reading a run's stored events (the event log) as the client and ops users, without a
  * permissions violation.
  */
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { PermissionViolationError } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { NatsBus, ensureRunStreams } from '@agentmesh/protocol';
 import { readRunEvents, submitRun } from '@agentmesh/planner';
+import { DEPLOY_NATS_CONF, deployPasswords } from './helpers/deploy-nats.js';
 import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats-server.js';
 
-const CONF = fileURLToPath(new URL('../deploy/nats/nats.conf', import.meta.url));
-const ROLES = [
-  'catalog',
-  'planner',
-  'worker',
-  'worker_math',
-  'client',
-  'ops',
-  'tenant_acme',
-  'tenant_globex',
-];
+let passwords: ReturnType<typeof deployPasswords>;
 let server: NatsServerHandle;
 const buses: NatsBus[] = [];
 function watch(nc: NatsConnection): string[] {
@@ -33,9 +23,12 @@ function watch(nc: NatsConnection): string[] {
   return v;
 }
 beforeAll(async () => {
-  for (const r of ROLES) process.env[`NATS_${r.toUpperCase()}_PASSWORD`] = `pw-${r}-x`;
-  server = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
-  const planner = await NatsBus.connect(server.url, { user: 'planner', pass: 'pw-planner-x' });
+  passwords = deployPasswords();
+  server = await startNatsServer({
+    configFile: DEPLOY_NATS_CONF,
+    extraArgs: ['-m', String(await freePort())],
+  });
+  const planner = await NatsBus.connect(server.url, { user: 'planner', pass: passwords.planner });
   buses.push(planner);
   await ensureRunStreams(planner);
 });
@@ -44,8 +37,8 @@ afterAll(async () => {
   await server.dispose();
 });
 test('the client submits with submitRun and the client and ops users read stored events, with no violation', async () => {
-  for (const role of ['client', 'ops']) {
-    const bus = await NatsBus.connect(server.url, { user: role, pass: `pw-${role}-x` });
+  for (const role of ['client', 'ops'] as const) {
+    const bus = await NatsBus.connect(server.url, { user: role, pass: passwords[role] });
     buses.push(bus);
     const v = watch(bus.nc);
     if (role === 'client') {
