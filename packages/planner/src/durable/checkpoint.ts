@@ -89,10 +89,9 @@ export class CheckpointWriter {
             this.revision = undefined;
             continue;
           }
-          throw leaseLostError(
-            runId,
-            `a checkpoint of epoch ${stored?.epoch ?? '?'} was written by ${stored?.planner_id ?? '?'}`,
-          );
+          const why = `a checkpoint of epoch ${stored?.epoch ?? '?'} was written by ${stored?.planner_id ?? '?'}`;
+          this.lease.markLost(why);
+          throw leaseLostError(runId, why);
         }
         this.log.debug(
           { run_id: runId, attempt, err: (error as Error).message },

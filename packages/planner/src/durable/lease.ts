@@ -239,7 +239,11 @@ export class RunLease {
       this.markLost(`the lease could not be renewed for ${Date.now() - this.lastRenewedAt} ms`);
   }
 
-  private markLost(why: string): void {
+  /**
+   * Gives the run up here: another planner owns it (found by a write that met its epoch). The run stops without a
+   * final event of its own, as when a renewal finds the record taken.
+   */
+  markLost(why: string): void {
     if (this.lostReason !== undefined) return;
     this.lostReason = why;
     this.stop();
