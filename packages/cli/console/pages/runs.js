@@ -4,6 +4,7 @@ import { watchLive } from '../app.js';
 const STATUSES = [
   '',
   'accepted',
+  'queued',
   'running',
   'done',
   'failed',
@@ -69,7 +70,14 @@ export function runsPage(main) {
           'tr',
           { 'data-run-id': r.run_id },
           h('td', {}, h('a', { href: `#/runs/${encodeURIComponent(r.run_id)}`, class: 'mono' }, r.run_id)),
-          h('td', {}, badge(r.status)),
+          h(
+            'td',
+            {},
+            badge(r.status),
+            ...(r.status === 'queued' && r.queue_position
+              ? [h('span', { class: 'position' }, ` #${r.queue_position}`)]
+              : []),
+          ),
           h('td', { class: 'task' }, r.task),
           h('td', { class: 'tenant' }, r.tenant ?? ''),
           h('td', {}, r.session ?? ''),

@@ -22,6 +22,8 @@ export interface RunSummary {
   iterations: number;
   tool_calls: number;
   last_seq: number;
+  /** A run waiting in its tenant's queue (fair intake): its place when it was queued. */
+  queue_position?: number | undefined;
 }
 
 export interface RunFilter {
@@ -213,7 +215,7 @@ function safeJson(text: string): unknown {
 function summarize(s: RunSummary, event: RunEvent): void {
   s.updated_at = event.ts;
   s.last_seq = Math.max(s.last_seq, event.seq);
-  const final = s.status !== 'running' && s.status !== 'accepted' && s.status !== 'unknown';
+  const final = !['running', 'accepted', 'queued', 'unknown'].includes(s.status);
   switch (event.type) {
     case 'run.accepted':
       s.task = event.task;
@@ -222,9 +224,14 @@ function summarize(s: RunSummary, event: RunEvent): void {
       s.session = event.identity?.session;
       if (!final) s.status = 'accepted';
       return;
+    case 'run.queued':
+      if (s.status === 'accepted' || s.status === 'unknown') s.status = 'queued';
+      s.queue_position = event.position;
+      return;
     case 'run.started':
       s.planner_id = event.planner_id;
       s.accepted_at ??= event.ts;
+      s.queue_position = undefined;
       if (!final) s.status = 'running';
       return;
     case 'llm.request':
