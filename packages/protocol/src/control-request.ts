@@ -24,6 +24,13 @@ export interface ControlRequestOptions {
   onRetry?: (error: AgentMeshError, attempt: number, delayMs: number) => void;
 }
 
+/** What a client's control sender takes: where to send (prefix, tenant API) and the retry terms. */
+export interface ControlSendOptions extends Omit<ControlRequestOptions, 'what'> {
+  prefix?: string;
+  /** Send through the tenant API of this tenant (`<prefix>.tenant.<tenant>.runs.<run_id>.<verb>`). */
+  tenant?: string | undefined;
+}
+
 /** A control request's reply and the attempts it took. */
 export interface ControlOutcome<T> {
   reply: T;

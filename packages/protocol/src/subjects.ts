@@ -208,6 +208,20 @@ export function tenantSubjects(prefix: string, tenant: string) {
 }
 export type TenantSubjects = ReturnType<typeof tenantSubjects>;
 
+/**
+ * Where a client sends a control of a run (`approve`, `input`, `pause`, `resume`, `trigger`): the fleet's
+ * `<prefix>.runs.<run_id>.<verb>`, or, with `tenant`, that tenant's API.
+ */
+export function runControlSubject(
+  runId: string,
+  verb: Extract<TenantRunVerb, 'approve' | 'input' | 'pause' | 'resume' | 'trigger'>,
+  options: { prefix?: string | undefined; tenant?: string | undefined } = {},
+): string {
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  if (options.tenant !== undefined) return tenantSubjects(prefix, options.tenant).run(runId, verb);
+  return `${prefix}.runs.${runId}.${verb}`;
+}
+
 /** The wildcard subjects the planners serve the tenant API on (queue group, any planner answers). */
 export function tenantApiSubjects(prefix: string = DEFAULT_PREFIX) {
   const any = `${prefix}.tenant.*`;

@@ -1,17 +1,16 @@
 import { z } from 'zod';
 import {
-  tenantSubjects,
   DEFAULT_PREFIX,
   TriggerSchema,
   newRequestId,
   requestControl,
-  subjects,
   validate,
   ErrorCode,
   type Backend,
   type Bus,
-  type ControlRequestOptions,
   type Trigger,
+  runControlSubject,
+  type ControlSendOptions,
 } from '@agentmesh/protocol';
 import { openTriggerStore } from '../infra/backend.js';
 import { TriggerQueue } from './trigger-queue.js';
@@ -35,23 +34,13 @@ export async function triggerRun(
   bus: Bus,
   runId: string,
   trigger: Trigger,
-  options: {
-    prefix?: string;
-    /** Send through the tenant API of this tenant (`tenant.<tenant>.runs.<run_id>.trigger`). */
-    tenant?: string | undefined;
-    timeoutMs?: number;
-    attemptTimeoutMs?: number;
-    signal?: AbortSignal;
-    onRetry?: ControlRequestOptions['onRetry'];
-  } = {},
+  options: ControlSendOptions = {},
 ): Promise<TriggerReply & { request_id: string; attempts: number }> {
   validate(TriggerSchema, trigger, 'trigger', ErrorCode.InvalidRequest);
   const body = { ...trigger, request_id: trigger.request_id ?? newRequestId() };
   const { reply, attempts } = await requestControl(
     bus,
-    options.tenant === undefined
-      ? subjects(options.prefix ?? DEFAULT_PREFIX).runTrigger(runId)
-      : tenantSubjects(options.prefix ?? DEFAULT_PREFIX, options.tenant).run(runId, 'trigger'),
+    runControlSubject(runId, 'trigger', options),
     body,
     TriggerReplySchema,
     { ...options, what: 'trigger reply' },

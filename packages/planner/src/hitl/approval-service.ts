@@ -1,8 +1,6 @@
 import {
   AgentMeshError,
   ApprovalDecisionSchema,
-  DEFAULT_PREFIX,
-  tenantSubjects,
   ControlReplySchema,
   newRequestId,
   requestControl,
@@ -10,10 +8,11 @@ import {
   serve,
   type ApprovalDecision,
   type Bus,
-  type ControlRequestOptions,
   type KvStore,
   type Logger,
   type Subscription,
+  runControlSubject,
+  type ControlSendOptions,
 } from '@agentmesh/protocol';
 import { parseRecord } from '../model/record.js';
 import type { ApprovalStore } from './approval-store.js';
@@ -98,22 +97,12 @@ export async function sendApprovalDecision(
   bus: Bus,
   runId: string,
   decision: ApprovalDecision,
-  options: {
-    prefix?: string;
-    /** Send through the tenant API of this tenant (`tenant.<tenant>.runs.<run_id>.approve`). */
-    tenant?: string | undefined;
-    timeoutMs?: number;
-    attemptTimeoutMs?: number;
-    signal?: AbortSignal;
-    onRetry?: ControlRequestOptions['onRetry'];
-  } = {},
+  options: ControlSendOptions = {},
 ): Promise<ApprovalSendResult> {
   const body = { ...decision, request_id: decision.request_id ?? newRequestId() };
   const { reply, attempts } = await requestControl(
     bus,
-    options.tenant === undefined
-      ? runControlSubjects(options.prefix).approve(runId)
-      : tenantSubjects(options.prefix ?? DEFAULT_PREFIX, options.tenant).run(runId, 'approve'),
+    runControlSubject(runId, 'approve', options),
     body,
     ControlReplySchema,
     { ...options, what: 'approval reply' },

@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import {
   AgentMeshError,
-  DEFAULT_PREFIX,
   ErrorCode,
   ControlReplySchema,
-  tenantSubjects,
   RunControlRequestSchema,
   RunInputSchema,
   decodeMessage,
@@ -17,10 +15,11 @@ import {
   runControlSubjects,
   type Bus,
   type BusMessage,
-  type ControlRequestOptions,
   type KvStore,
   type Logger,
   type Subscription,
+  runControlSubject,
+  type ControlSendOptions,
 } from '@agentmesh/protocol';
 import { z } from 'zod';
 import { parseRecord } from '../model/record.js';
@@ -218,26 +217,9 @@ export async function sendRunControl(
   bus: Bus,
   runId: string,
   control: { kind: 'input'; text: string } | { kind: 'pause' | 'resume' },
-  options: {
-    prefix?: string;
-    /** Send through the tenant API of this tenant (`tenant.<tenant>.runs.<run_id>.<kind>`). */
-    tenant?: string | undefined;
-    timeoutMs?: number;
-    attemptTimeoutMs?: number;
-    requestId?: string;
-    signal?: AbortSignal;
-    onRetry?: ControlRequestOptions['onRetry'];
-  } = {},
+  options: ControlSendOptions & { requestId?: string } = {},
 ): Promise<RunControlResult> {
-  const subjects = runControlSubjects(options.prefix);
-  const subject =
-    options.tenant !== undefined
-      ? tenantSubjects(options.prefix ?? DEFAULT_PREFIX, options.tenant).run(runId, control.kind)
-      : control.kind === 'input'
-        ? subjects.input(runId)
-        : control.kind === 'pause'
-          ? subjects.pause(runId)
-          : subjects.resume(runId);
+  const subject = runControlSubject(runId, control.kind, options);
   const request_id = options.requestId ?? newRequestId();
   const body = control.kind === 'input' ? { text: control.text, request_id } : { request_id };
   const { reply, attempts } = await requestControl(bus, subject, body, ControlReplySchema, {
