@@ -4,11 +4,8 @@
  * NATS node is killed (-9) and restarted every 5 s. Every run ends, none is lost or ends twice, no tool effect is
  * made twice (nor a denied one made). The report goes to test/.results/chaos-soak.json.
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { REPO_ROOT, cleanEnv } from './helpers/cli.js';
+import { runSoak } from './helpers/cli.js';
 
 interface ChaosReport {
   kills: number;
@@ -31,28 +28,13 @@ interface ChaosReport {
 
 describe('chaos soak, CI form (60 s)', () => {
   it('kills actors and NATS nodes while runs flow: none lost or duplicated, no effect repeated', async () => {
-    mkdirSync(join(REPO_ROOT, 'test', '.results'), { recursive: true });
-    const out = join(REPO_ROOT, 'test', '.results', 'chaos-soak.json');
-    const args = ['scripts/soak.mjs', '--chaos', '--duration', '60', '--chaos-every', '5', '--json'];
-    const { code, stdout, stderr } = await new Promise<{
-      code: number | null;
-      stdout: string;
-      stderr: string;
-    }>((resolve) => {
-      const child = spawn(process.execPath, [...args, '--out', out], {
-        cwd: REPO_ROOT,
-        env: cleanEnv(),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let so = '';
-      let se = '';
-      child.stdout.on('data', (d: Buffer) => (so += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (se = (se + d.toString()).slice(-4000)));
-      child.on('exit', (c) => resolve({ code: c, stdout: so, stderr: se }));
-    });
-    const line = stdout.trim().split('\n').at(-1) ?? '';
-    expect(line.startsWith('{'), `the chaos soak printed no report (exit ${code}):\n${stderr}`).toBe(true);
-    const report = JSON.parse(line) as ChaosReport;
+    const { code, report } = await runSoak<ChaosReport>('chaos-soak', [
+      '--chaos',
+      '--duration',
+      '60',
+      '--chaos-every',
+      '5',
+    ]);
     const e = report.effects;
     console.log('chaos soak figures', {
       runs: e.runs_submitted,

@@ -4,11 +4,8 @@
  * (after a full GC) and RSS flat within 10%, subscription and consumer counts flat. The report goes to
  * test/.results/soak.json.
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { REPO_ROOT, cleanEnv } from './helpers/cli.js';
+import { runSoak } from './helpers/cli.js';
 
 interface SoakReport {
   runs: number;
@@ -23,28 +20,14 @@ interface SoakReport {
 
 describe('soak, CI form (60 s)', () => {
   it('runs at a steady rate with worker kills: none lost, memory and subscriptions flat', async () => {
-    mkdirSync(join(REPO_ROOT, 'test', '.results'), { recursive: true });
-    const out = join(REPO_ROOT, 'test', '.results', 'soak.json');
-    const args = ['scripts/soak.mjs', '--duration', '60', '--rate', '10', '--kill-every', '15', '--json'];
-    const { code, stdout, stderr } = await new Promise<{
-      code: number | null;
-      stdout: string;
-      stderr: string;
-    }>((resolve) => {
-      const child = spawn(process.execPath, [...args, '--out', out], {
-        cwd: REPO_ROOT,
-        env: cleanEnv(),
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let so = '';
-      let se = '';
-      child.stdout.on('data', (d: Buffer) => (so += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (se = (se + d.toString()).slice(-4000)));
-      child.on('exit', (c) => resolve({ code: c, stdout: so, stderr: se }));
-    });
-    const line = stdout.trim().split('\n').at(-1) ?? '';
-    expect(line.startsWith('{'), `soak printed no report (exit ${code}):\n${stderr}`).toBe(true);
-    const report = JSON.parse(line) as SoakReport;
+    const { code, report } = await runSoak<SoakReport>('soak', [
+      '--duration',
+      '60',
+      '--rate',
+      '10',
+      '--kill-every',
+      '15',
+    ]);
     console.log('soak figures', {
       runs: report.runs,
       lost: report.runs_lost,

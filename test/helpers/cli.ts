@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..');
@@ -100,4 +101,30 @@ export function startActor(
         }),
     };
   });
+}
+
+/**
+ * Runs `node scripts/soak.mjs ARGS --json --out test/.results/NAME.json` and returns its JSON report (the last line
+ * it prints) with its exit code; fails naming the exit code and the end of stderr when it printed no report.
+ */
+export async function runSoak<T>(name: string, args: string[]): Promise<{ code: number | null; report: T }> {
+  mkdirSync(join(REPO_ROOT, 'test', '.results'), { recursive: true });
+  const out = join(REPO_ROOT, 'test', '.results', `${name}.json`);
+  const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+    (resolve) => {
+      const child = spawn(process.execPath, ['scripts/soak.mjs', ...args, '--json', '--out', out], {
+        cwd: REPO_ROOT,
+        env: cleanEnv(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let so = '';
+      let se = '';
+      child.stdout.on('data', (d: Buffer) => (so += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (se = (se + d.toString()).slice(-4000)));
+      child.on('exit', (c) => resolve({ code: c, stdout: so, stderr: se }));
+    },
+  );
+  const line = stdout.trim().split('\n').at(-1) ?? '';
+  if (!line.startsWith('{')) throw new Error(`${name} printed no report (exit ${code}):\n${stderr}`);
+  return { code, report: JSON.parse(line) as T };
 }
