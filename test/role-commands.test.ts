@@ -12,14 +12,12 @@ import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats
 import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
 import { runAgentmesh, startActor, type ActorProcess, type CliResult } from './helpers/cli.js';
 
-const CONF = DEPLOY_NATS_CONF;
-type User = DeployUser;
 const passwords = deployPasswords();
 
 let nats: NatsServerHandle;
 let dir: string;
 const actors: ActorProcess[] = [];
-const as = (user: User, extra: Record<string, string> = {}) =>
+const as = (user: DeployUser, extra: Record<string, string> = {}) =>
   deployUserEnv(nats.url, user, passwords[user], extra);
 
 /** Runs `agentmesh ARGS` as `user`; expects exit 0 and no permissions violation anywhere in its output. */
@@ -46,7 +44,7 @@ function exited(run: ActorProcess): Promise<number | null> {
 }
 
 beforeAll(async () => {
-  nats = await startNatsServer({ configFile: CONF, extraArgs: ['-m', String(await freePort())] });
+  nats = await startNatsServer({ configFile: DEPLOY_NATS_CONF, extraArgs: ['-m', String(await freePort())] });
   dir = mkdtempSync(join(tmpdir(), 'agentmesh-roles-'));
   // the planner asks for approval before crypto.sha256 (the script of a run that calls it below), and counts the
   // default tenant's tokens against a daily budget (in the tenant usage bucket)

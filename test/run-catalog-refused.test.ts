@@ -11,19 +11,17 @@ import { freePort, startNatsServer, type NatsServerHandle } from './helpers/nats
 import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
 import { runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
 
-const CONF = DEPLOY_NATS_CONF;
-type User = DeployUser;
 const passwords = deployPasswords();
 
 let nats: NatsServerHandle;
 let dir: string;
 const actors: ActorProcess[] = [];
-const as = (user: User, extra: Record<string, string> = {}) =>
+const as = (user: DeployUser, extra: Record<string, string> = {}) =>
   deployUserEnv(nats.url, user, passwords[user], extra);
 
 /** deploy/nats/nats.conf with the client's catalog grants taken out. */
 function confWithoutClientCatalog(): string {
-  const conf = readFileSync(CONF, 'utf8');
+  const conf = readFileSync(DEPLOY_NATS_CONF, 'utf8');
   const start = conf.indexOf('CLIENT_PERMISSIONS = {');
   const end = conf.indexOf('\n}\n', start);
   const block = conf.slice(start, end).replace(/^\s*"agentmesh\.catalog\.(list|get|search)",\n/gm, '');
