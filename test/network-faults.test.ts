@@ -64,6 +64,23 @@ async function waitForRuns(bus: NatsBus, ids: string[], timeoutMs: number): Prom
   return { finals, events };
 }
 
+/** How many of `ids` the planner process owns (a planner's id carries its pid), once it owns any. */
+async function runsHeldBy(
+  bus: NatsBus,
+  planner: ActorProcess,
+  ids: string[],
+  timeoutMs: number,
+): Promise<number> {
+  const marker = `-${planner.child.pid}-`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const records = await Promise.all(ids.map((id) => readRunRecord(bus, id).catch(() => null)));
+    const held = records.filter((r) => r?.state !== 'finished' && r?.planner_id.includes(marker)).length;
+    if (held > 0 || Date.now() > deadline) return held;
+    await sleep(100);
+  }
+}
+
 describe('network faults between every actor and NATS, through TCP fault proxies', () => {
   let nats: NatsServerHandle;
   let bus: NatsBus;
@@ -194,7 +211,8 @@ describe('network faults between every actor and NATS, through TCP fault proxies
     const prefix = `nl${Date.now().toString(36)}`;
     const ids = Array.from({ length: 20 }, (_, i) => `${prefix}-${i}`);
     await Promise.all(ids.map((id, i) => submitRun(bus, runRequest(i, id, 4, 800))));
-    await sleep(1_200);
+    const held = await runsHeldBy(bus, planners[0]!, ids, 30_000);
+    expect(held, `planner-0 took none of the runs: ${planners[0]!.logs().slice(-2000)}`).toBeGreaterThan(0);
     await proxies.get('planner-0')!.partition(14_000);
 
     const outcome = await waitForRuns(bus, ids, 90_000);
