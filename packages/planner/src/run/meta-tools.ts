@@ -163,21 +163,29 @@ const checkListReply = fastValidator(
 /** How many tool scopes (allow, deferred and always lists) a planner keeps the catalog's last list of. */
 const TOOL_LIST_SCOPES = 64;
 
+/** A load of one scope's tools that the runs set up at the same time wait for together. */
+interface ToolListFlight {
+  readonly list: Promise<readonly ToolSpec[]>;
+  readonly controller: AbortController;
+  waiting: number;
+}
+
 /**
  * The catalog's last full list of tools for each scope a run asked with, and the catalog `version` it came with. The
  * next run of the same scope sends that version as `cached` and, while the catalog is unchanged, gets `unchanged`
- * back instead of every spec again.
+ * back instead of every spec again. Runs of one scope set up while a list is on its way wait for that list rather
+ * than ask again: a burst of runs asks the catalog once per scope, not once per run.
  */
 export class ToolListCache {
   private readonly lists = new Map<string, { version: string; specs: readonly ToolSpec[] }>();
+  private readonly flights = new Map<string, ToolListFlight>();
 
-  get(scope: ToolScope): { version: string; specs: readonly ToolSpec[] } | undefined {
-    return this.lists.get(JSON.stringify(scope));
+  get(key: string): { version: string; specs: readonly ToolSpec[] } | undefined {
+    return this.lists.get(key);
   }
 
   /** Keeps a full list that came in one reply with a version; forgets the scope's list otherwise. */
-  remember(scope: ToolScope, reply: CatalogListReply, specs: readonly ToolSpec[]): void {
-    const key = JSON.stringify(scope);
+  remember(key: string, reply: CatalogListReply, specs: readonly ToolSpec[]): void {
     if (reply.version === undefined || reply.next_offset !== undefined) {
       this.lists.delete(key);
       return;
@@ -185,17 +193,96 @@ export class ToolListCache {
     if (!this.lists.has(key) && this.lists.size >= TOOL_LIST_SCOPES) this.lists.clear();
     this.lists.set(key, { version: reply.version, specs: [...specs] });
   }
+
+  /**
+   * A list of its own for each caller, from the load of `key` in flight, or from a new one made with `load`. A
+   * caller stops waiting when its own signal aborts; the load is aborted once no caller waits for it any more.
+   */
+  join(
+    key: string,
+    signal: AbortSignal,
+    load: (signal: AbortSignal) => Promise<readonly ToolSpec[]>,
+  ): Promise<ToolSpec[]> {
+    if (signal.aborted) return Promise.reject(cancelledLoad(signal));
+    let flight = this.flights.get(key);
+    if (flight === undefined) {
+      const controller = new AbortController();
+      const list = load(controller.signal);
+      const started: ToolListFlight = (flight = { list, controller, waiting: 0 });
+      this.flights.set(key, started);
+      const land = () => {
+        if (this.flights.get(key) === started) this.flights.delete(key);
+      };
+      list.then(land, land);
+    }
+    const joined = flight;
+    joined.waiting++;
+    return new Promise((resolve, reject) => {
+      const leave = () => {
+        signal.removeEventListener('abort', onAbort);
+        joined.waiting--;
+      };
+      const onAbort = () => {
+        leave();
+        if (joined.waiting === 0) {
+          if (this.flights.get(key) === joined) this.flights.delete(key);
+          joined.controller.abort(signal.reason);
+        }
+        reject(cancelledLoad(signal));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      joined.list.then(
+        (specs) => {
+          leave();
+          resolve([...specs]);
+        },
+        (error: unknown) => {
+          leave();
+          reject(error as Error);
+        },
+      );
+    });
+  }
+}
+
+function cancelledLoad(signal: AbortSignal): AgentMeshError {
+  const reason: unknown = signal.reason;
+  if (reason instanceof AgentMeshError) return reason;
+  return new AgentMeshError(ErrorCode.Cancelled, 'the run stopped while its tools were loading', {
+    ...(reason instanceof Error ? { cause: reason } : {}),
+  });
 }
 
 /**
  * Loads the run's tools from the catalog (specs within the allow-list, loading resolved for this run). With a cache,
- * a catalog that says its tools are unchanged since the cached list is answered from the cache.
+ * a catalog that says its tools are unchanged since the cached list is answered from the cache, and runs of one
+ * scope loading at the same time share one request.
  */
-export async function loadRunTools(
+export function loadRunTools(
   bus: Bus,
   subjects: Subjects,
   scope: ToolScope,
   options: { signal: AbortSignal; retryForMs?: number | undefined; cache?: ToolListCache | undefined },
+): Promise<ToolSpec[]> {
+  const { cache } = options;
+  if (cache === undefined)
+    return fetchRunTools(bus, subjects, scope, { ...options, key: undefined, cache: undefined });
+  const key = JSON.stringify(scope);
+  return cache.join(key, options.signal, (signal) =>
+    fetchRunTools(bus, subjects, scope, { retryForMs: options.retryForMs, signal, key, cache }),
+  );
+}
+
+async function fetchRunTools(
+  bus: Bus,
+  subjects: Subjects,
+  scope: ToolScope,
+  options: {
+    signal: AbortSignal;
+    retryForMs?: number | undefined;
+    key: string | undefined;
+    cache: ToolListCache | undefined;
+  },
 ): Promise<ToolSpec[]> {
   const ask = (body: Record<string, unknown>): Promise<CatalogListReply> =>
     requestJsonRetrying(bus, subjects.catalogList, body, CatalogListReplySchema, {
@@ -204,8 +291,9 @@ export async function loadRunTools(
       signal: options.signal,
       check: checkListReply,
     });
+  const { key, cache } = options;
   try {
-    const cached = options.cache?.get(scope);
+    const cached = key === undefined ? undefined : cache?.get(key);
     const reply =
       cached === undefined
         ? await ask({ ...scope, full: true })
@@ -216,12 +304,12 @@ export async function loadRunTools(
           });
     if (reply.unchanged === true && cached !== undefined) return [...cached.specs];
     const specs = [...(reply.specs ?? [])];
-    for (let offset = reply.next_offset; offset !== undefined;) {
+    for (let offset = reply.next_offset; offset !== undefined; ) {
       const page = await ask({ ...scope, full: true, offset });
       specs.push(...(page.specs ?? []));
       offset = page.next_offset;
     }
-    options.cache?.remember(scope, reply, specs);
+    if (key !== undefined) cache?.remember(key, reply, specs);
     return specs;
   } catch (error) {
     const e = AgentMeshError.from(error);
