@@ -29,10 +29,15 @@ export function runGuardrails(
   rules: Guardrails | undefined,
   makeProvider: (rule: JudgeRule['rule']) => ModelProvider,
 ): RunGuardrails | undefined {
-  const set = rules === undefined ? undefined : compileGuardrails(rules);
+  const set = rules === undefined || !hasRules(rules) ? undefined : compileGuardrails(rules);
   if (set === undefined || set.empty) return undefined;
   const providers = new Map(set.judges.map((j) => [j.name, makeProvider(j.rule)] as const));
   return { set, judge: modelJudge((rule) => providers.get(rule.name)!) };
+}
+
+/** Whether any stage holds a rule: a run without rules compiles nothing. */
+function hasRules(rules: Guardrails): boolean {
+  return (rules.input?.length ?? 0) + (rules.output?.length ?? 0) + (rules.tools?.length ?? 0) > 0;
 }
 
 /** Judges still deciding beside a turn; the turn publishes nothing of its own until they pass. */

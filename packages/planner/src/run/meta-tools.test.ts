@@ -130,3 +130,91 @@ describe('loadRunTools with a cache: runs of an unchanged catalog get its last l
     expect(catalog.requests.map((r) => r['cached'])).toEqual([undefined, 'v1', undefined, 'v2']);
   });
 });
+
+describe('loadRunTools with a cache: runs of one scope set up together share one list request', () => {
+  /** A catalog that holds every list request until `answer` is called, counting them. */
+  const heldCatalog = () => {
+    const held: { reply: () => void }[] = [];
+    const requests: Record<string, unknown>[] = [];
+    bus.subscribe(subjects.catalogList, (msg) => {
+      requests.push(JSON.parse(msg.text()) as Record<string, unknown>);
+      held.push({
+        reply: () => bus.respond(msg, JSON.stringify({ tools: [], specs: [spec], version: 'v1' })),
+      });
+    });
+    return {
+      requests,
+      answer: () => held.splice(0).forEach((h) => h.reply()),
+      asked: () => expect.poll(() => requests.length).toBeGreaterThan(0),
+    };
+  };
+  const load = (cache: ToolListCache, signal: AbortSignal, scope: Record<string, string[]> = {}) =>
+    loadRunTools(bus, subjects, scope, { signal, retryForMs: 0, cache });
+
+  it('asks the catalog once for runs of one scope loading at the same time, each with a list of its own', async () => {
+    const catalog = heldCatalog();
+    const cache = new ToolListCache();
+    const signal = new AbortController().signal;
+    const lists = Array.from({ length: 5 }, () => load(cache, signal));
+    const other = load(cache, signal, { allow: ['math.*'] });
+    await catalog.asked();
+    catalog.answer();
+    const got = await Promise.all(lists);
+    expect(got.every((l) => l.length === 1 && l[0]!.name === 'math.calc')).toBe(true);
+    got[0]!.push({ ...spec, name: 'run.local' });
+    expect(got[1]).toHaveLength(1);
+    expect(await other).toEqual([spec]);
+    expect(catalog.requests).toHaveLength(2);
+    // once the list has landed, the next run asks again (with the version it got)
+    const next = load(cache, signal);
+    await expect.poll(() => catalog.requests.length).toBe(3);
+    catalog.answer();
+    expect(await next).toEqual([spec]);
+    expect(catalog.requests[2]?.['cached']).toBe('v1');
+  });
+
+  it('a run that stops stops waiting alone; the request is dropped once no run waits for it', async () => {
+    const catalog = heldCatalog();
+    const cache = new ToolListCache();
+    const stopped = new AbortController();
+    const staying = load(cache, new AbortController().signal);
+    const leaving = load(cache, stopped.signal);
+    await catalog.asked();
+    stopped.abort(new Error('run cancelled'));
+    await expect(leaving).rejects.toMatchObject({ code: 'cancelled' });
+    catalog.answer();
+    expect(await staying).toEqual([spec]);
+
+    const alone = new AbortController();
+    const dropped = load(cache, alone.signal);
+    await expect.poll(() => catalog.requests.length).toBe(2);
+    alone.abort(new Error('run cancelled'));
+    await expect(dropped).rejects.toMatchObject({ code: 'cancelled' });
+    // a run after it does not join the dropped request: it sends its own
+    const after = load(cache, new AbortController().signal);
+    await expect.poll(() => catalog.requests.length).toBe(3);
+    catalog.answer();
+    expect(await after).toEqual([spec]);
+  });
+});
+
+describe('ToolListCache.join', () => {
+  it('aborts the shared load only once every run waiting for it has stopped', async () => {
+    const cache = new ToolListCache();
+    let loadSignal: AbortSignal | undefined;
+    const load = (signal: AbortSignal) => {
+      loadSignal = signal;
+      return new Promise<readonly ToolSpec[]>(() => undefined);
+    };
+    const first = new AbortController();
+    const second = new AbortController();
+    const a = cache.join('{}', first.signal, load);
+    const b = cache.join('{}', second.signal, load);
+    first.abort(new Error('stopped'));
+    await expect(a).rejects.toMatchObject({ code: 'cancelled' });
+    expect(loadSignal?.aborted).toBe(false);
+    second.abort(new Error('stopped'));
+    await expect(b).rejects.toMatchObject({ code: 'cancelled' });
+    expect(loadSignal?.aborted).toBe(true);
+  });
+});
