@@ -123,5 +123,11 @@ export async function concurrentRounds(count, latency = 50) {
   warmed.sort((a, b) => a - b);
   cpuPerRun.sort((a, b) => a - b);
   await mesh.stop();
-  return { first, warmed, cpuPerRun, heapGrowth: peakHeap - before.heapUsed, rssGrowth: peakRss - before.rss };
+  return {
+    first,
+    warmed,
+    cpuPerRun,
+    heapGrowth: peakHeap - before.heapUsed,
+    rssGrowth: peakRss - before.rss,
+  };
 }

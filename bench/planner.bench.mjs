@@ -400,7 +400,11 @@ async function concurrentRuns(quick) {
     figure(`${count} concurrent runs: peak RSS growth`, rssGrowth / 1048576, 'MB'),
     figure(`${count} concurrent runs: heap per run`, heapGrowth / count / 1024, 'KB'),
     figure(`${count} concurrent runs, planner in a process of its own`, apart.warmed[2], 'ms', ideal),
-    figure(`${count} concurrent runs, planner in a process of its own: CPU per run`, apart.cpuPerRun[2], 'us'),
+    figure(
+      `${count} concurrent runs, planner in a process of its own: CPU per run`,
+      apart.cpuPerRun[2],
+      'us',
+    ),
   ];
 }
 

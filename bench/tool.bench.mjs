@@ -152,6 +152,14 @@ export async function cpuScaling(natsUrl, quick) {
   const bus = await NatsBus.connect(natsUrl);
   const work = { rounds: quick ? 60 : 150, bytes: 1024 * 1024 };
   let seq = 0;
+  // what spreads the calls over 2 workers costs, counted per batch: sends to the queue group and to a worker's own
+  // subject (after a capacity notice), and the calls each worker served
+  const spread = { sends: 0, perWorker: new Map() };
+  const request = bus.request.bind(bus);
+  bus.request = (subject, data, options) => {
+    if (subject.includes('.tool.invoke.')) spread.sends++;
+    return request(subject, data, options);
+  };
   const call = (prefix) =>
     invokeTool(
       bus,
@@ -164,6 +172,7 @@ export async function cpuScaling(natsUrl, quick) {
       { prefix, timeoutMs: 120_000 },
     ).then((o) => {
       if (o.is_error) throw new Error(o.preview);
+      spread.perWorker.set(o.worker_id, (spread.perWorker.get(o.worker_id) ?? 0) + 1);
     });
   const timed = async (work) => {
     const t0 = performance.now();
@@ -172,6 +181,16 @@ export async function cpuScaling(natsUrl, quick) {
   };
   // 8 calls at once to the fleet's tool subject: its queue group and the workers' busy answers spread them
   const batch = (prefix) => timed(() => Promise.all(Array.from({ length: 8 }, () => call(prefix))));
+  const sendsOfTwo = [];
+  const busiestOfTwo = [];
+  const counted = async (prefix) => {
+    spread.sends = 0;
+    spread.perWorker.clear();
+    const elapsed = await batch(prefix);
+    sendsOfTwo.push(spread.sends);
+    busiestOfTwo.push(Math.max(...spread.perWorker.values()));
+    return elapsed;
+  };
   // the ceiling of any dispatch: the caller splits the 8 calls 4 + 4 over two single-worker fleets, 2 in flight each
   // (a thread and a queue slot), so no call is ever turned away and no worker waits for one
   const lanes = (prefix) =>
@@ -197,7 +216,7 @@ export async function cpuScaling(natsUrl, quick) {
     }
     const measures = [
       () => batch(fleets[0].prefix),
-      () => batch(fleets[1].prefix),
+      () => counted(fleets[1].prefix),
       () => split([fleets[0].prefix, fleets[2].prefix]),
     ];
     for (const m of measures) await m();
@@ -213,6 +232,7 @@ export async function cpuScaling(natsUrl, quick) {
     await bus.close();
   }
   const [one, two, even] = best;
+  const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
   const base = figure('8 CPU-bound calls, 1 worker process', one, 'ms');
   return [
     base,
@@ -225,6 +245,13 @@ export async function cpuScaling(natsUrl, quick) {
       base,
     ),
     figure('speedup of the even split over 1 worker process', one / even, 'x'),
+    // the even split sends 8 and serves 4 on each worker
+    figure('2 worker processes: sends per batch of 8 CPU-bound calls (median)', median(sendsOfTwo), 'sends'),
+    figure(
+      '2 worker processes: calls on the busier worker (most in any batch)',
+      Math.max(...busiestOfTwo),
+      'calls',
+    ),
   ];
 }
 

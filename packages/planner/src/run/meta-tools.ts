@@ -304,7 +304,7 @@ async function fetchRunTools(
           });
     if (reply.unchanged === true && cached !== undefined) return [...cached.specs];
     const specs = [...(reply.specs ?? [])];
-    for (let offset = reply.next_offset; offset !== undefined; ) {
+    for (let offset = reply.next_offset; offset !== undefined;) {
       const page = await ask({ ...scope, full: true, offset });
       specs.push(...(page.specs ?? []));
       offset = page.next_offset;
