@@ -12,6 +12,7 @@ import {
   type Logger,
   type LoggedEvent,
   type RunEvent,
+  type Subjects,
 } from '@agentmesh/protocol';
 import type { EventPublisher } from '../run/ports.js';
 
@@ -19,13 +20,25 @@ export type { EventPublisher } from '../run/ports.js';
 
 const dec = new TextDecoder();
 
+/** The subject table of each prefix, made once: a run's publisher needs one subject of it, not all of them again. */
+const subjectTables = new Map<string, Subjects>();
+
+function runEventsSubject(prefix: string, runId: string): string {
+  let table = subjectTables.get(prefix);
+  if (table === undefined) {
+    if (subjectTables.size >= 64) subjectTables.clear();
+    subjectTables.set(prefix, (table = buildSubjects(prefix)));
+  }
+  return table.runEvents(runId);
+}
+
 function parseEvent(e: LoggedEvent): RunEvent {
   return RunEventSchema.parse(JSON.parse(dec.decode(e.data)));
 }
 
 /** A publisher for a backend without an event log that outlives the process: plain bus messages. */
 export function busPublisher(backend: Backend, prefix: string, runId: string): EventPublisher {
-  const subject = buildSubjects(prefix).runEvents(runId);
+  const subject = runEventsSubject(prefix, runId);
   return {
     publish: (e) => {
       if (backend.hasSubscribers?.(subject) !== false) backend.publish(subject, encodeJson(e));
@@ -46,7 +59,7 @@ export function logPublisher(
   options: { prefix: string; runId: string; logger: Logger; onConflict?: (() => void) | undefined },
 ): EventPublisher {
   const { runId, logger } = options;
-  const subject = buildSubjects(options.prefix).runEvents(runId);
+  const subject = runEventsSubject(options.prefix, runId);
   const queue: RunEvent[] = [];
   const closed = new AbortController();
   let pumping: Promise<void> | undefined;
