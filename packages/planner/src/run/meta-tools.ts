@@ -218,7 +218,10 @@ export class ToolListCache {
     const joined = flight;
     joined.waiting++;
     return new Promise((resolve, reject) => {
+      let left = false;
       const leave = () => {
+        if (left) return;
+        left = true;
         signal.removeEventListener('abort', onAbort);
         joined.waiting--;
       };
