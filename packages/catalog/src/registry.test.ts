@@ -87,6 +87,26 @@ describe('ToolRegistry', () => {
 
   it('orders versions numerically', () => {
     expect(['1.10', '1.9', '2', '1'].sort(compareVersions)).toEqual(['1', '1.9', '1.10', '2']);
+    expect(compareVersions('1.0.0', '1.0.0')).toBe(0);
+    // versions equal to the collator (case, leading zeros) still get one order, so every replica picks the same
+    expect(['v1', 'V1'].sort(compareVersions)).toEqual(['V1', 'v1']);
+    expect(['1.01', '1.1'].sort(compareVersions)).toEqual(['1.01', '1.1']);
+  });
+
+  it('serves the newest version by number, whatever order the versions were registered in', () => {
+    for (const order of [
+      ['1.10', '1.9', '2', '10'],
+      ['10', '2', '1.9', '1.10'],
+    ]) {
+      const registry = new ToolRegistry();
+      order.forEach((version, i) => {
+        const v = spec(version, `v${version}`);
+        registry.setWorker(`workers.w${i}`, record(`w${i}`, [{ hash: specHash(v), spec: v }]), i + 1);
+      });
+      expect(registry.live('json.format')?.spec.version).toBe('10');
+      registry.setWorker(`workers.w${order.indexOf('10')}`, undefined, 9);
+      expect(registry.live('json.format')?.spec.version).toBe('2');
+    }
   });
 
   it('the earliest claim wins a conflict, and keeps winning when its worker registers again', () => {
