@@ -53,6 +53,38 @@ describe('ToolRegistry', () => {
     expect(specHash(spec('1', 'x'))).toBe(specHash(JSON.parse(JSON.stringify(spec('1', 'x'))) as ToolSpec));
   });
 
+  it('sorts keys as the built-in sort does, short objects and long ones alike', () => {
+    const keys = [
+      'b',
+      'B',
+      'a',
+      '10',
+      '9',
+      '',
+      'é',
+      'Z',
+      '_',
+      'aa',
+      'a b',
+      '\u00ff',
+      '\ud83d\ude00',
+      'ab',
+      'A',
+    ];
+    const sorted = (n: number) => {
+      const picked = keys
+        .slice(0, n)
+        .concat(Array.from({ length: Math.max(0, n - keys.length) }, (_, i) => `k${i}`));
+      const value = Object.fromEntries([...picked].reverse().map((k, i) => [k, i]));
+      const expected = `{${[...picked]
+        .sort()
+        .map((k) => `${JSON.stringify(k)}:${value[k]}`)
+        .join(',')}}`;
+      expect(canonicalJson(value)).toBe(expected);
+    };
+    for (const n of [2, 3, 8, 15, 16, 17, 40]) sorted(n);
+  });
+
   it('writes a spec as the generic canonical JSON does, on its fast path and off it', () => {
     const fixtures = JSON.parse(
       readFileSync(new URL('../../../test/fixtures/catalog/tools.json', import.meta.url), 'utf8'),
