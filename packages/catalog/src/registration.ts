@@ -64,7 +64,10 @@ export class Registrar {
       ...(role === undefined ? {} : { role }),
       tools: accepted,
     };
-    let revision = await this.write(key, record, canonical);
+    const written = this.write(key, record, canonical);
+    // the texts are in the record's bytes now: dropped before the round trip rather than carried across it
+    canonical.clear();
+    let revision = await written;
     await bucket.echoOf(revision);
     const lost = new Set<string>();
     for (const { hash, spec } of record.tools) {
@@ -81,7 +84,10 @@ export class Registrar {
     return { accepted: record.tools.map((t) => t.spec.name), rejected, ttl_ms: ttlMs };
   }
 
-  /** Writes a worker record, its specs spliced in from the canonical JSON their hashes were computed from. */
+  /**
+   * Writes a worker record, its specs spliced in from the canonical JSON their hashes were computed from (a spec
+   * missing from `canonical` is written again); the record is encoded before this returns.
+   */
   private write(key: string, record: WorkerRecord, canonical: Map<string, string>): Promise<number> {
     return this.options.bucket.write(key, encodeRecord(record, canonical), record);
   }

@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
 import { readFileSync } from 'node:fs';
-import { ToolRegistry, canonicalJson, compareVersions, specCanonicalJson, specHash } from './registry.js';
+import {
+  ToolRegistry,
+  canonicalJson,
+  compareVersions,
+  encodeRecord,
+  specCanonicalJson,
+  specHash,
+} from './registry.js';
 import { RETRY_KEYS, SAFETY_KEYS, SPEC_KEYS } from './canonical.js';
 
 const spec = (version: string, description: string) =>
@@ -108,6 +115,23 @@ describe('ToolRegistry', () => {
     const grown = { ...withOutput, extra: { b: 1, a: 2 } } as ToolSpec;
     expect(specCanonicalJson(grown)).toBe(canonicalJson(grown));
     expect(specCanonicalJson(grown)).toContain('"extra":{"a":2,"b":1}');
+  });
+
+  it('encodes a record the same whether its canonical texts are handed in or written again', () => {
+    const v1 = spec('1', 'one');
+    const v2 = spec('2', 'two');
+    const tools = [
+      { hash: specHash(v1), spec: v1 },
+      { hash: specHash(v2), spec: v2, since: 3 },
+    ];
+    const withTexts = encodeRecord(
+      record('w', tools),
+      new Map(tools.map((t) => [t.hash, specCanonicalJson(t.spec)])),
+    );
+    expect(Buffer.from(encodeRecord(record('w', tools), new Map())).equals(Buffer.from(withTexts))).toBe(
+      true,
+    );
+    expect(JSON.parse(Buffer.from(withTexts).toString('utf8'))).toEqual(record('w', tools));
   });
 
   it('the fast path knows exactly the members the schemas define', () => {
