@@ -87,7 +87,11 @@ export class ToolRegistry {
       this.workerByKey.delete(key);
     }
     if (record !== undefined) {
-      const tools = record.tools.map((t) => ({ ...t, spec: this.retain(t.hash, t.spec) }));
+      const tools = record.tools.map(({ hash, spec, since }) =>
+        since === undefined
+          ? { hash, spec: this.retain(hash, spec) }
+          : { hash, spec: this.retain(hash, spec), since },
+      );
       const stored = { ...record, tools };
       this.workers.set(record.worker_id, { record: stored, revision });
       this.workerByKey.set(key, record.worker_id);
