@@ -176,7 +176,7 @@ const checkRegister = fastValidator(CatalogRegisterSchema);
  * catalog's compiled validator) and fingerprint each spec (sha256 of its canonical JSON, which conflict detection
  * compares across workers and replicas).
  */
-function checkedFloor(data) {
+export function checkedFloor(data) {
   const request = checkRegister(parseJson(data, 'register request'), 'register request');
   for (const spec of request.tools) specHash(spec);
 }
