@@ -25,8 +25,7 @@ export function canonicalJson(value: unknown): string {
     return out + ']';
   }
   const record = value as Record<string, unknown>;
-  const keys = Object.keys(record);
-  if (keys.length > 1) keys.sort();
+  const keys = sortKeys(Object.keys(record));
   let out = '{';
   for (const key of keys) {
     const v = record[key];
@@ -35,6 +34,24 @@ export function canonicalJson(value: unknown): string {
     out += quotedKey(key) + ':' + (typeof v === 'string' ? JSON.stringify(v) : canonicalJson(v));
   }
   return out + '}';
+}
+
+/**
+ * Sorts keys in place, in the order `Array.prototype.sort` gives strings (UTF-16 code units): the few keys of a schema
+ * object by insertion, which allocates nothing, where the built-in sort copies every array it sorts.
+ */
+function sortKeys(keys: string[]): string[] {
+  if (keys.length > 16) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > key) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = key;
+  }
+  return keys;
 }
 
 /** Object keys as JSON strings, remembered: specs repeat the same few dozen keys. */

@@ -1,6 +1,6 @@
 import { AgentMeshError, ErrorCode, toErrorPayload, type ToolSpec } from '@agentmesh/protocol';
 import type { Rejection } from './rejections.js';
-import { compareVersions, type ToolRegistry } from './registry.js';
+import { compareVersions, type ToolRegistry, type WorkerRecord } from './registry.js';
 
 /** Safety flags whose `true` warns of a risk (confirmation, side effects, spend): a newer version may not drop one. */
 const WARNING_FLAGS = [
@@ -23,6 +23,46 @@ export function droppedSafety(older: ToolSpec, newer: ToolSpec): string[] {
 }
 
 /**
+ * The specs a registration's tools are checked against by name: the worker's current record and the registration
+ * itself, grouped by name once per registration rather than scanned once per tool.
+ */
+export class SameName {
+  private readonly inRequest = new Map<string, ToolSpec[]>();
+  private inRecord: Map<string, ToolSpec[]> | undefined;
+
+  constructor(
+    tools: readonly ToolSpec[],
+    private readonly record: WorkerRecord | undefined,
+  ) {
+    group(this.inRequest, tools);
+  }
+
+  /** The specs of `name` in the registration. */
+  requested(name: string): readonly ToolSpec[] {
+    return this.inRequest.get(name) ?? [];
+  }
+
+  /** The specs of `name` in the worker's current record. */
+  registered(name: string): readonly ToolSpec[] {
+    if (this.record === undefined) return [];
+    this.inRecord ??= group(
+      new Map(),
+      this.record.tools.map((t) => t.spec),
+    );
+    return this.inRecord.get(name) ?? [];
+  }
+}
+
+function group(into: Map<string, ToolSpec[]>, specs: readonly ToolSpec[]): Map<string, ToolSpec[]> {
+  for (const spec of specs) {
+    const same = into.get(spec.name);
+    if (same === undefined) into.set(spec.name, [spec]);
+    else same.push(spec);
+  }
+  return into;
+}
+
+/**
  * A safety downgrade: `spec` drops a safety flag of a registered version of its tool that is not newer (served by
  * another worker, by this worker's current registration, or in the same registration). The newest version wins, so
  * taking it would silently lift a confirmation or a side-effect warning; a worker re-registering the same version
@@ -33,14 +73,13 @@ export function downgradeRejection(
   spec: ToolSpec,
   workerId: string,
   registry: ToolRegistry,
-  sameRequest: readonly ToolSpec[],
+  sameName: SameName,
 ): Rejection | undefined {
   const older: ToolSpec[] = [];
   for (const live of registry.liveVersions(spec.name))
     if (live.workers.some((w) => w !== workerId)) older.push(live.spec);
-  for (const own of registry.worker(workerId)?.tools ?? [])
-    if (own.spec.name === spec.name) older.push(own.spec);
-  for (const other of sameRequest) if (other.name === spec.name) older.push(other);
+  for (const own of sameName.registered(spec.name)) older.push(own);
+  for (const other of sameName.requested(spec.name)) if (other !== spec) older.push(other);
   for (const old of older) {
     if (compareVersions(old.version, spec.version) > 0) continue;
     const dropped = droppedSafety(old, spec);

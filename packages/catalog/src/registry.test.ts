@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
 import { readFileSync } from 'node:fs';
-import { ToolRegistry, canonicalJson, compareVersions, specCanonicalJson, specHash } from './registry.js';
+import {
+  ToolRegistry,
+  canonicalJson,
+  compareVersions,
+  encodeRecord,
+  specCanonicalJson,
+  specHash,
+} from './registry.js';
 import { RETRY_KEYS, SAFETY_KEYS, SPEC_KEYS } from './canonical.js';
 
 const spec = (version: string, description: string) =>
@@ -53,6 +60,38 @@ describe('ToolRegistry', () => {
     expect(specHash(spec('1', 'x'))).toBe(specHash(JSON.parse(JSON.stringify(spec('1', 'x'))) as ToolSpec));
   });
 
+  it('sorts keys as the built-in sort does, short objects and long ones alike', () => {
+    const keys = [
+      'b',
+      'B',
+      'a',
+      '10',
+      '9',
+      '',
+      'é',
+      'Z',
+      '_',
+      'aa',
+      'a b',
+      '\u00ff',
+      '\ud83d\ude00',
+      'ab',
+      'A',
+    ];
+    const sorted = (n: number) => {
+      const picked = keys
+        .slice(0, n)
+        .concat(Array.from({ length: Math.max(0, n - keys.length) }, (_, i) => `k${i}`));
+      const value = Object.fromEntries([...picked].reverse().map((k, i) => [k, i]));
+      const expected = `{${[...picked]
+        .sort()
+        .map((k) => `${JSON.stringify(k)}:${value[k]}`)
+        .join(',')}}`;
+      expect(canonicalJson(value)).toBe(expected);
+    };
+    for (const n of [2, 3, 8, 15, 16, 17, 40]) sorted(n);
+  });
+
   it('writes a spec as the generic canonical JSON does, on its fast path and off it', () => {
     const fixtures = JSON.parse(
       readFileSync(new URL('../../../test/fixtures/catalog/tools.json', import.meta.url), 'utf8'),
@@ -78,6 +117,23 @@ describe('ToolRegistry', () => {
     expect(specCanonicalJson(grown)).toContain('"extra":{"a":2,"b":1}');
   });
 
+  it('encodes a record the same whether its canonical texts are handed in or written again', () => {
+    const v1 = spec('1', 'one');
+    const v2 = spec('2', 'two');
+    const tools = [
+      { hash: specHash(v1), spec: v1 },
+      { hash: specHash(v2), spec: v2, since: 3 },
+    ];
+    const withTexts = encodeRecord(
+      record('w', tools),
+      new Map(tools.map((t) => [t.hash, specCanonicalJson(t.spec)])),
+    );
+    expect(Buffer.from(encodeRecord(record('w', tools), new Map())).equals(Buffer.from(withTexts))).toBe(
+      true,
+    );
+    expect(JSON.parse(Buffer.from(withTexts).toString('utf8'))).toEqual(record('w', tools));
+  });
+
   it('the fast path knows exactly the members the schemas define', () => {
     const keys = (shape: object) => Object.keys(shape).sort();
     expect([...SPEC_KEYS]).toEqual(keys(ToolSpecSchema.shape));
@@ -87,6 +143,26 @@ describe('ToolRegistry', () => {
 
   it('orders versions numerically', () => {
     expect(['1.10', '1.9', '2', '1'].sort(compareVersions)).toEqual(['1', '1.9', '1.10', '2']);
+    expect(compareVersions('1.0.0', '1.0.0')).toBe(0);
+    // versions equal to the collator (case, leading zeros) still get one order, so every replica picks the same
+    expect(['v1', 'V1'].sort(compareVersions)).toEqual(['V1', 'v1']);
+    expect(['1.01', '1.1'].sort(compareVersions)).toEqual(['1.01', '1.1']);
+  });
+
+  it('serves the newest version by number, whatever order the versions were registered in', () => {
+    for (const order of [
+      ['1.10', '1.9', '2', '10'],
+      ['10', '2', '1.9', '1.10'],
+    ]) {
+      const registry = new ToolRegistry();
+      order.forEach((version, i) => {
+        const v = spec(version, `v${version}`);
+        registry.setWorker(`workers.w${i}`, record(`w${i}`, [{ hash: specHash(v), spec: v }]), i + 1);
+      });
+      expect(registry.live('json.format')?.spec.version).toBe('10');
+      registry.setWorker(`workers.w${order.indexOf('10')}`, undefined, 9);
+      expect(registry.live('json.format')?.spec.version).toBe('2');
+    }
   });
 
   it('the earliest claim wins a conflict, and keeps winning when its worker registers again', () => {

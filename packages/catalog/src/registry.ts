@@ -27,9 +27,12 @@ export interface SpecConflict {
   workers: string[];
 }
 
+const versionCollator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
+
 /** Orders versions numerically where they are numbers (`1.10` after `1.9`, `2` after `1`). */
 export function compareVersions(a: string, b: string): number {
-  return a.localeCompare(b, 'en', { numeric: true, sensitivity: 'base' }) || (a < b ? -1 : a > b ? 1 : 0);
+  if (a === b) return 0;
+  return versionCollator.compare(a, b) || (a < b ? -1 : 1);
 }
 
 const toB64 = (s: string) => Buffer.from(s, 'utf8').toString('base64url');
@@ -84,7 +87,11 @@ export class ToolRegistry {
       this.workerByKey.delete(key);
     }
     if (record !== undefined) {
-      const tools = record.tools.map((t) => ({ ...t, spec: this.retain(t.hash, t.spec) }));
+      const tools = record.tools.map(({ hash, spec, since }) =>
+        since === undefined
+          ? { hash, spec: this.retain(hash, spec) }
+          : { hash, spec: this.retain(hash, spec), since },
+      );
       const stored = { ...record, tools };
       this.workers.set(record.worker_id, { record: stored, revision });
       this.workerByKey.set(key, record.worker_id);
@@ -170,8 +177,16 @@ export class ToolRegistry {
 
   /** The newest live version of `name`. */
   live(name: string): LiveTool | undefined {
-    const all = this.liveVersions(name);
-    return all[all.length - 1];
+    const versions = this.claims.get(name);
+    if (versions === undefined) return undefined;
+    let newest: LiveTool | undefined;
+    for (const version of versions.keys()) {
+      if (newest !== undefined && compareVersions(version, newest.spec.version) <= 0) continue;
+      const win = this.winner(name, version);
+      const spec = win === undefined ? undefined : this.spec(win.hash);
+      if (win !== undefined && spec !== undefined) newest = { spec, hash: win.hash, workers: win.workers };
+    }
+    return newest;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { CatalogRegister, CatalogRegisterReply } from '@agentmesh/protocol';
-import { downgradeRejection } from './downgrade.js';
+import { SameName, downgradeRejection } from './downgrade.js';
 import { conflictRejection, registerRejection } from './rejections.js';
 import { hashCanonical, specCanonicalJson, type ToolRegistry, type WorkerRecord } from './registry.js';
 import { inNamespaces, outsideRoleRejection } from './role-policy.js';
@@ -25,6 +25,7 @@ export function screenRegistration(
   const workerId = request.worker_id;
   const out: Screened = { accepted: [], rejected: [], canonical: new Map() };
   const seen = new Set<string>();
+  const sameName = new SameName(request.tools, registry.worker(workerId));
   for (const spec of request.tools) {
     const id = `${spec.name}@${spec.version}`;
     if (seen.has(id)) {
@@ -42,7 +43,7 @@ export function screenRegistration(
       out.rejected.push(outsideRoleRejection(spec, workerId, role ?? '', namespaces ?? []));
       continue;
     }
-    const downgrade = downgradeRejection(spec, workerId, registry, request.tools);
+    const downgrade = downgradeRejection(spec, workerId, registry, sameName);
     if (downgrade !== undefined) {
       out.rejected.push(downgrade);
       keepOwnClaim(out, registry, workerId, spec.name, spec.version);

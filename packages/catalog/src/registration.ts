@@ -1,0 +1,106 @@
+import {
+  CatalogRegisterSchema,
+  fastValidator,
+  isToolName,
+  type CatalogRegister,
+  type CatalogRegisterReply,
+  type Logger,
+} from '@agentmesh/protocol';
+import type { CatalogBucket } from './bucket.js';
+import { conflictRejection } from './rejections.js';
+import { foreignWorkerError, type RegistrationPolicy } from './role-policy.js';
+import { screenRegistration } from './screen.js';
+import { CatalogKeys, encodeRecord, type ToolRegistry, type WorkerRecord } from './registry.js';
+
+/**
+ * Register requests are checked by an ajv validator compiled once from the schema (a request that fails it, or lacks
+ * a default, goes through zod, which names the offending field as before): zod copies every one of the specs.
+ */
+export const checkRegister = fastValidator(CatalogRegisterSchema, (request) =>
+  request.tools.every((spec) => isToolName(spec.name)),
+);
+
+/** Compiles the register check now (tens of ms) rather than inside the first worker's registration. */
+export function warmRegisterCheck(): void {
+  checkRegister({ worker_id: 'warm', tools: [] }, 'catalog register request');
+}
+
+export interface RegistrarOptions {
+  bucket: CatalogBucket;
+  registry: ToolRegistry;
+  policy: RegistrationPolicy;
+  logger: Logger;
+  /** The ttl of a worker that asks for none. */
+  workerTtlMs: number;
+}
+
+/** Takes workers' registrations: screens their specs and writes each worker's record to the bucket. */
+export class Registrar {
+  constructor(private readonly options: RegistrarOptions) {}
+
+  /**
+   * Registers the worker's tools: one KV write of its record. A spec that differs from the one another live worker
+   * serves under the same name and version is rejected, naming both workers. Two replicas racing on conflicting
+   * specs settle it the same way everywhere: the earlier record revision wins, and the later registration, once its
+   * own write comes back through the watch, drops the losing tools from its record and reports them rejected.
+   */
+  async register(
+    request: CatalogRegister,
+    role: string | undefined,
+    namespaces: readonly string[] | undefined,
+  ): Promise<CatalogRegisterReply> {
+    const { registry, policy, bucket } = this.options;
+    const workerId = request.worker_id;
+    const owner = registry.worker(workerId);
+    if (policy.scoped && owner !== undefined && owner.role !== role)
+      throw foreignWorkerError(workerId, role, owner.role);
+    const ttlMs = request.ttl_ms ?? this.options.workerTtlMs;
+    const { accepted, rejected, canonical } = screenRegistration(request, role, namespaces, registry);
+    const key = CatalogKeys.worker(workerId);
+    let record: WorkerRecord = {
+      worker_id: workerId,
+      ttl_ms: ttlMs,
+      registered_at: owner?.registered_at ?? new Date().toISOString(),
+      ...(role === undefined ? {} : { role }),
+      tools: accepted,
+    };
+    const written = this.write(key, record, canonical);
+    // the texts are in the record's bytes now: dropped before the round trip rather than carried across it
+    canonical.clear();
+    let revision = await written;
+    await bucket.echoOf(revision);
+    const lost = new Set<string>();
+    for (const { hash, spec } of record.tools) {
+      const conflict = registry.conflicts(spec.name, spec.version, hash, workerId);
+      if (conflict === undefined) continue;
+      lost.add(hash);
+      rejected.push(conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));
+    }
+    if (lost.size > 0) {
+      record = { ...record, tools: record.tools.filter((t) => !lost.has(t.hash)) };
+      revision = await this.write(key, record, canonical);
+    }
+    this.log(workerId, record.tools.length, rejected);
+    return { accepted: record.tools.map((t) => t.spec.name), rejected, ttl_ms: ttlMs };
+  }
+
+  /**
+   * Writes a worker record, its specs spliced in from the canonical JSON their hashes were computed from (a spec
+   * missing from `canonical` is written again); the record is encoded before this returns.
+   */
+  private write(key: string, record: WorkerRecord, canonical: Map<string, string>): Promise<number> {
+    return this.options.bucket.write(key, encodeRecord(record, canonical), record);
+  }
+
+  private log(workerId: string, accepted: number, rejected: CatalogRegisterReply['rejected']): void {
+    for (const r of rejected)
+      this.options.logger.warn(
+        { worker_id: workerId, tool: r.name, code: r.error.code, err: r.error.message },
+        'tool registration rejected',
+      );
+    this.options.logger.info(
+      { worker_id: workerId, accepted, rejected: rejected.length },
+      'worker registered',
+    );
+  }
+}
