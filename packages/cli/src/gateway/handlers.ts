@@ -9,7 +9,7 @@ import {
   requestJson,
   subjects,
 } from '@agentmesh/protocol';
-import { cancelRun, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
+import { cancelRun, cancelTookEffect, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
 import { agUiFormat, aiSdkFormat, chooseFormat } from './formats/index.js';
 import { HttpError, parseBody, readJsonObject, sendJson } from './http.js';
 import { agUiRunBody, aiSdkRunBody } from './chat-adapters.js';
@@ -161,7 +161,7 @@ export class GatewayHandlers {
         reason,
         requestId: body.request_id ?? newRequestId(),
       });
-      if (record?.state === 'finished') throw finished(run.run_id, 'cancel');
+      if (record !== null && !cancelTookEffect(record)) throw finished(run.run_id, 'cancel');
     } else bus.publish(subjects(prefix).runCancel(run.run_id), encodeJson({ reason }));
     sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
   }

@@ -1,0 +1,153 @@
+/**
+ * Cancel of a run waiting in its tenant's queue (fair intake, real nats-server, 2 planners): the run ends cancelled at
+ * once, never starts (no run.started, no tool call), leaves the tenant's `max_queued_runs` count, and the next run
+ * starts in its place once the running one ends. Cancel twice answers like a finished run; another tenant's cancel is
+ * `not_found`; the tenant API and a plain publish on `runs.<id>.cancel` cancel a waiting run too.
+ */
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import {
+  RunEventSchema,
+  TenantCancelReplySchema,
+  encodeJson,
+  isAgentMeshError,
+  parseJson,
+  requestJson,
+  subjects,
+  tenantSubjects,
+  type RunEvent,
+  type Subscription,
+} from '@agentmesh/protocol';
+import {
+  cancelRun,
+  cancelTookEffect,
+  sendApprovalDecision,
+  submitRun,
+  tenantWaitingBucket,
+} from '@agentmesh/planner';
+import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
+import { EventBoard, until } from './helpers/wait.js';
+
+const natsUrl = inject('natsUrl');
+const TIMEOUT_MS = 60_000;
+const TENANT = 'capped';
+
+let fleet: NatsFleet | undefined;
+let sub: Subscription | undefined;
+
+afterAll(async () => {
+  sub?.unsubscribe();
+  await fleet?.stop();
+}, 60_000);
+
+describe('cancel of a queued run (fair intake, 2 planners)', () => {
+  it('ends it at once, never starts it, frees its queue place, and the next run starts after the running one', async () => {
+    const f = (fleet = await startNatsFleet(natsUrl, { prefixTag: 'tqc' }));
+    const board = new EventBoard();
+    const all: RunEvent[] = [];
+    sub = f.client.subscribe(subjects(f.prefix).allRunEvents, (msg) => {
+      const event = RunEventSchema.parse(JSON.parse(msg.text())) as RunEvent;
+      all.push(event);
+      board.add(event);
+    });
+    const tenants = { [TENANT]: { max_concurrent_runs: 1, max_queued_runs: 10 } };
+    for (const n of ['a', 'b']) await f.planner(`${f.prefix}-${n}`, { tenants });
+    const eventOf = (id: string, type: RunEvent['type']) =>
+      board.until(`${type} of ${id}`, () => board.of(id).find((e) => e.type === type), {
+        timeoutMs: TIMEOUT_MS,
+      });
+    const submit = (id: string, extra: Record<string, unknown> = {}) =>
+      submitRun(
+        f.client,
+        {
+          id,
+          task: 'queued cancel',
+          tool_search: 'off',
+          identity: { tenant: TENANT },
+          script: [
+            { tool_calls: [{ name: 'math.calc', arguments: { lhs: 1, rhs: 2, op: 'add' } }] },
+            { text: 'done' },
+          ],
+          ...extra,
+        },
+        { prefix: f.prefix },
+      );
+    const waitingKv = await f.client.kv(tenantWaitingBucket(f.prefix));
+    const waiting = async () => {
+      const entry = await waitingKv.get(TENANT);
+      return entry === null ? [] : (parseJson(entry.value, 'waiting') as { runs: string[] }).runs;
+    };
+
+    // the 1st run holds the tenant's only slot until the test approves its tool call
+    await submit('qc-1', { approvals: { require: ['math.calc'] } });
+    const requested = await eventOf('qc-1', 'approval.requested');
+    for (const id of ['qc-2', 'qc-3', 'qc-4', 'qc-5']) await submit(id);
+    for (const id of ['qc-2', 'qc-3', 'qc-4', 'qc-5']) await eventOf(id, 'run.queued');
+    expect((await waiting()).sort()).toEqual(['qc-2', 'qc-3', 'qc-4', 'qc-5']);
+
+    // the operator's cancel (agentmesh runs cancel): a planner ends the waiting run and answers
+    const cancelled = await cancelRun(f.client, 'qc-2', { prefix: f.prefix, reason: 'not needed' });
+    expect(cancelled).toMatchObject({ run_id: 'qc-2', state: 'finished', status: 'cancelled', queued: true });
+    expect(cancelTookEffect(cancelled!)).toBe(true);
+    expect(await eventOf('qc-2', 'run.completed')).toMatchObject({
+      status: 'cancelled',
+      reason: 'cancelled: not needed',
+    });
+    expect(board.of('qc-1').some((e) => e.type === 'run.completed')).toBe(false);
+    expect((await waiting()).sort()).toEqual(['qc-3', 'qc-4', 'qc-5']);
+
+    // again: the answer of a finished run, nothing else happens
+    const again = await cancelRun(f.client, 'qc-2', { prefix: f.prefix });
+    expect(again).toMatchObject({ state: 'finished', status: 'cancelled' });
+    expect(again?.queued).toBeUndefined();
+    expect(cancelTookEffect(again!)).toBe(false);
+
+    // another tenant cannot cancel it, nor learn that it exists
+    const ask = (tenant: string, runId: string) =>
+      requestJson(
+        f.client,
+        tenantSubjects(f.prefix, tenant).run(runId, 'cancel'),
+        { reason: 'mine' },
+        TenantCancelReplySchema,
+        { timeoutMs: 10_000 },
+      );
+    const refused = await ask('intruder', 'qc-3').catch((error: unknown) => error);
+    expect(isAgentMeshError(refused, 'not_found')).toBe(true);
+    const unknown = await ask('intruder', 'qc-nobody').catch((error: unknown) => error);
+    expect((refused as Error).message.replace('qc-3', 'X')).toBe(
+      (unknown as Error).message.replace('qc-nobody', 'X'),
+    );
+    expect(await waiting()).toContain('qc-3');
+
+    // the tenant's own cancel through its API, and a plain publish on runs.<id>.cancel
+    expect(await ask(TENANT, 'qc-4')).toEqual({
+      run_id: 'qc-4',
+      state: 'finished',
+      cancelled: true,
+      status: 'cancelled',
+      queued: true,
+    });
+    f.client.publish(subjects(f.prefix).runCancel('qc-5'), encodeJson({ reason: 'published' }));
+    expect(await eventOf('qc-5', 'run.completed')).toMatchObject({ status: 'cancelled' });
+    await until('qc-5 out of the waiting count', async () => !(await waiting()).includes('qc-5'));
+    expect(await waiting()).toEqual(['qc-3']);
+
+    await sendApprovalDecision(
+      f.client,
+      'qc-1',
+      { approval_id: (requested as { approval_id: string }).approval_id, decision: 'approve', by: 'test' },
+      { prefix: f.prefix },
+    );
+    expect(await eventOf('qc-3', 'run.completed')).toMatchObject({ status: 'done' });
+    const index = (id: string, type: RunEvent['type']) =>
+      all.findIndex((e) => e.run_id === id && e.type === type);
+    expect(index('qc-3', 'run.started')).toBeGreaterThan(index('qc-1', 'run.completed'));
+    expect(await waiting()).toEqual([]);
+
+    for (const id of ['qc-2', 'qc-4', 'qc-5']) {
+      const types = board.of(id).map((e) => e.type);
+      expect(types).toEqual(['run.accepted', 'run.queued', 'run.completed']);
+      expect(f.mesh.invocations.filter((i) => i.run_id === id)).toEqual([]);
+    }
+    expect(f.mesh.invocations.filter((i) => i.run_id === 'qc-3')).toHaveLength(1);
+  }, 120_000);
+});
