@@ -31,7 +31,7 @@ function controlReply(runId: string, duplicate: boolean | undefined) {
   return duplicate === true ? { run_id: runId, ok: true, duplicate } : { run_id: runId, ok: true };
 }
 
-const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
+const LIVE_STATUSES = new Set(['accepted', 'queued', 'running', 'awaiting_approval', 'paused', 'unknown']);
 
 /** What each route does; every run route first checks that the run is the caller's tenant's (else 404). */
 export class GatewayHandlers {
