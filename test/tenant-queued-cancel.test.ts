@@ -6,6 +6,7 @@
  */
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
+  NatsBus,
   RunEventSchema,
   TenantCancelReplySchema,
   encodeJson,
@@ -20,12 +21,19 @@ import {
 import {
   cancelRun,
   cancelTookEffect,
+  readRunEvents,
   sendApprovalDecision,
   submitRun,
   tenantWaitingBucket,
 } from '@agentmesh/planner';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
+import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
-import { EventBoard, until } from './helpers/wait.js';
+import { startNatsServer } from './helpers/nats-server.js';
+import { EventBoard, until, waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const TIMEOUT_MS = 60_000;
@@ -149,5 +157,71 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
       expect(f.mesh.invocations.filter((i) => i.run_id === id)).toEqual([]);
     }
     expect(f.mesh.invocations.filter((i) => i.run_id === 'qc-3')).toHaveLength(1);
+  }, 120_000);
+});
+
+describe('cancel of a queued run under deploy/nats/nats.conf', () => {
+  it('the ops user cancels a waiting run with agentmesh runs cancel; the planner ends it within its grants', async () => {
+    const passwords = deployPasswords();
+    const nats = await startNatsServer({ configFile: DEPLOY_NATS_CONF });
+    const dir = mkdtempSync(join(tmpdir(), 'tqc-auth-'));
+    const config = join(dir, 'agentmesh.yaml');
+    writeFileSync(config, 'tenants:\n  acme: { max_concurrent_runs: 1, max_queued_runs: 10 }\n');
+    const as = (user: DeployUser) => deployUserEnv(nats.url, user, passwords[user]);
+    const started: ActorProcess[] = [];
+    const client = await NatsBus.connect(nats.url, { user: 'client', pass: passwords.client });
+    const prefix = { prefix: 'agentmesh' };
+    try {
+      started.push(await startActor(['catalog'], as('catalog')));
+      const planner = await startActor(['planner', '--config', config], as('planner'));
+      started.push(planner);
+      const run = (id: string, delayMs: number) =>
+        submitRun(
+          client,
+          { id, task: 'auth', identity: { tenant: 'acme' }, script: [{ text: 'ok', delay_ms: delayMs }] },
+          prefix,
+        );
+      await run('auth-hold', 60_000);
+      await run('auth-queued', 0);
+      await waitForRunEvent(client, 'auth-hold', (e) => e.type === 'run.started', {
+        ...prefix,
+        timeoutMs: TIMEOUT_MS,
+      });
+      await waitForRunEvent(client, 'auth-queued', (e) => e.type === 'run.queued', {
+        ...prefix,
+        timeoutMs: TIMEOUT_MS,
+      });
+      const cancel = await runAgentmesh(['runs', 'cancel', 'auth-queued', '--reason', 'ops'], {
+        env: as('ops'),
+      });
+      expect(cancel.stderr).toBe('');
+      expect(cancel.stdout).toContain('run auth-queued was waiting in the queue of tenant acme: cancelled');
+      expect(await waitForRunEnd(client, 'auth-queued', { ...prefix, timeoutMs: TIMEOUT_MS })).toMatchObject({
+        type: 'run.completed',
+        status: 'cancelled',
+      });
+      await run('auth-after', 0);
+      await waitForRunEvent(client, 'auth-after', (e) => e.type === 'run.queued', {
+        ...prefix,
+        timeoutMs: TIMEOUT_MS,
+      });
+      const stop = await runAgentmesh(['runs', 'cancel', 'auth-hold'], { env: as('ops') });
+      expect(stop.stdout).toContain('cancel sent to run auth-hold');
+      expect(await waitForRunEnd(client, 'auth-hold', { ...prefix, timeoutMs: TIMEOUT_MS })).toMatchObject({
+        status: 'cancelled',
+      });
+      // auth-after waited behind auth-queued: once it ran, the planner had taken auth-queued and dropped it
+      expect(await waitForRunEnd(client, 'auth-after', { ...prefix, timeoutMs: TIMEOUT_MS })).toMatchObject({
+        status: 'done',
+      });
+      const events = await readRunEvents(client, 'auth-queued', prefix);
+      expect(events.map((e) => e.type)).toEqual(['run.accepted', 'run.queued', 'run.completed']);
+      expect(planner.logs()).not.toMatch(/permission|violation/i);
+    } finally {
+      for (const a of started) await a.stop('SIGKILL').catch(() => undefined);
+      await client.close();
+      await nats.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 });
