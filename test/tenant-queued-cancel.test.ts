@@ -21,6 +21,7 @@ import {
 import {
   cancelRun,
   cancelTookEffect,
+  openRunRecords,
   readRunEvents,
   sendApprovalDecision,
   submitRun,
@@ -88,9 +89,9 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
     // the 1st run holds the tenant's only slot until the test approves its tool call
     await submit('qc-1', { approvals: { require: ['math.calc'] } });
     const requested = await eventOf('qc-1', 'approval.requested');
-    for (const id of ['qc-2', 'qc-3', 'qc-4', 'qc-5']) await submit(id);
-    for (const id of ['qc-2', 'qc-3', 'qc-4', 'qc-5']) await eventOf(id, 'run.queued');
-    expect((await waiting()).sort()).toEqual(['qc-2', 'qc-3', 'qc-4', 'qc-5']);
+    for (const id of ['qc-2', 'qc-6', 'qc-3', 'qc-4', 'qc-5']) await submit(id);
+    for (const id of ['qc-2', 'qc-6', 'qc-3', 'qc-4', 'qc-5']) await eventOf(id, 'run.queued');
+    expect((await waiting()).sort()).toEqual(['qc-2', 'qc-3', 'qc-4', 'qc-5', 'qc-6']);
 
     // the operator's cancel (agentmesh runs cancel): a planner ends the waiting run and answers
     const cancelled = await cancelRun(f.client, 'qc-2', { prefix: f.prefix, reason: 'not needed' });
@@ -101,7 +102,7 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
       reason: 'cancelled: not needed',
     });
     expect(board.of('qc-1').some((e) => e.type === 'run.completed')).toBe(false);
-    expect((await waiting()).sort()).toEqual(['qc-3', 'qc-4', 'qc-5']);
+    expect((await waiting()).sort()).toEqual(['qc-3', 'qc-4', 'qc-5', 'qc-6']);
 
     // again: the answer of a finished run, nothing else happens
     const again = await cancelRun(f.client, 'qc-2', { prefix: f.prefix });
@@ -137,7 +138,19 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
     f.client.publish(subjects(f.prefix).runCancel('qc-5'), encodeJson({ reason: 'published' }));
     expect(await eventOf('qc-5', 'run.completed')).toMatchObject({ status: 'cancelled' });
     await until('qc-5 out of the waiting count', async () => !(await waiting()).includes('qc-5'));
-    expect(await waiting()).toEqual(['qc-3']);
+    expect((await waiting()).sort()).toEqual(['qc-3', 'qc-6']);
+
+    // a canceller that stopped right after its compare-and-set: the planner that takes the run stores its end
+    const now = new Date().toISOString();
+    await (
+      await openRunRecords(f.client, f.prefix)
+    ).create(
+      'qc-6',
+      encodeJson({
+        ...{ schema_version: 1, run_id: 'qc-6', planner_id: 'gone', state: 'finished', status: 'cancelled' },
+        ...{ accepted_at: now, finished_at: now, tenant: TENANT, cancel_requested: 'its planner died' },
+      }),
+    );
 
     await sendApprovalDecision(
       f.client,
@@ -146,12 +159,16 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
       { prefix: f.prefix },
     );
     expect(await eventOf('qc-3', 'run.completed')).toMatchObject({ status: 'done' });
+    expect(await eventOf('qc-6', 'run.completed')).toMatchObject({
+      status: 'cancelled',
+      reason: 'cancelled: its planner died',
+    });
     const index = (id: string, type: RunEvent['type']) =>
       all.findIndex((e) => e.run_id === id && e.type === type);
     expect(index('qc-3', 'run.started')).toBeGreaterThan(index('qc-1', 'run.completed'));
     expect(await waiting()).toEqual([]);
 
-    for (const id of ['qc-2', 'qc-4', 'qc-5']) {
+    for (const id of ['qc-2', 'qc-4', 'qc-5', 'qc-6']) {
       const types = board.of(id).map((e) => e.type);
       expect(types).toEqual(['run.accepted', 'run.queued', 'run.completed']);
       expect(f.mesh.invocations.filter((i) => i.run_id === id)).toEqual([]);

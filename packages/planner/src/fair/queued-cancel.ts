@@ -8,7 +8,7 @@ import {
 } from '@agentmesh/protocol';
 import { runRecord, type RunRecord } from '../model/record.js';
 import type { EventPublisher } from '../run/ports.js';
-import { RunEventSink, runCompleted } from '../run/events.js';
+import { storeCancelledWhileQueued } from '../infra/queued-end.js';
 import type { QueuedSet } from './queued-set.js';
 
 /** What a cancel found for a run that may wait in its tenant's queue. */
@@ -61,11 +61,7 @@ export async function cancelQueuedRun(
     if (isAgentMeshError(error, ErrorCode.Conflict)) return { kind: 'recorded' };
     throw error;
   }
-  const publisher = deps.eventPublisher(runId);
-  new RunEventSink(runId, publisher.publish, { lastSeq: last.seq }).emit(
-    runCompleted('cancelled', `cancelled: ${reason}`, undefined),
-  );
-  await publisher.flush();
+  await storeCancelledWhileQueued(deps, runId, last.seq, reason);
   await deps.waiting.remove(last.tenant, runId).catch((error: unknown) => {
     deps.logger.warn(
       { run_id: runId, tenant: last.tenant, err: (error as Error).message },
