@@ -95,7 +95,11 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
 
     // the operator's cancel (agentmesh runs cancel): a planner ends the waiting run and answers
     const cancelled = await cancelRun(f.client, 'qc-2', { prefix: f.prefix, reason: 'not needed' });
-    expect(cancelled).toMatchObject({ run_id: 'qc-2', state: 'finished', status: 'cancelled', queued: true });
+    expect(cancelled).toMatchObject({
+      ...{ run_id: 'qc-2', state: 'finished', status: 'cancelled', queued: true },
+      ...{ task: 'queued cancel', tenant: TENANT, cancel_requested: 'not needed' },
+    });
+    expect(cancelled?.accepted_at).toBe(board.of('qc-2')[0]!.ts);
     expect(cancelTookEffect(cancelled!)).toBe(true);
     expect(await eventOf('qc-2', 'run.completed')).toMatchObject({
       status: 'cancelled',

@@ -287,7 +287,7 @@ export class Planner {
       records: this.stores!.records,
       plannerId: this.id,
       logger: this.logger,
-      lastStoredEvent: (id: string) => this.infra.lastStoredEvent(id),
+      readRunEvents: (id: string) => this.infra.readRunEvents(id),
       eventPublisher: (id: string) => this.infra.eventPublisher(id),
       waiting: new QueuedSet(() => this.waitingRuns()),
     };

@@ -24,7 +24,8 @@ export interface QueuedCancelDeps {
   records: KvStore;
   plannerId: string;
   logger: Logger;
-  lastStoredEvent(runId: string): Promise<RunEvent | undefined>;
+  /** The run's stored events (a waiting run has two: `run.accepted`, `run.queued`). */
+  readRunEvents(runId: string): Promise<RunEvent[]>;
   eventPublisher(runId: string): EventPublisher;
   /** The bounded tenants' waiting runs (`max_queued_runs`). */
   waiting: QueuedSet;
@@ -45,13 +46,17 @@ export async function cancelQueuedRun(
   tenant?: string,
 ): Promise<QueuedCancel> {
   if ((await deps.records.get(runId)) !== null) return { kind: 'recorded' };
-  const last = await deps.lastStoredEvent(runId);
+  const events = await deps.readRunEvents(runId);
+  const last = events.at(-1);
   if (last?.type !== 'run.queued' || (tenant !== undefined && last.tenant !== tenant))
     return { kind: 'not_queued' };
+  const accepted = events[0]?.type === 'run.accepted' ? events[0] : undefined;
   const record = runRecord({
     run_id: runId,
     planner_id: deps.plannerId,
     status: 'cancelled',
+    accepted_at: accepted?.ts,
+    task: accepted?.task.slice(0, 200),
     tenant: last.tenant,
     cancel_requested: reason,
   });

@@ -101,7 +101,7 @@ export function cancelTookEffect(run: CancelledRun): boolean {
 }
 
 /** How long a cancel waits for a planner to end a run waiting in its tenant's queue. */
-const QUEUED_CANCEL_TIMEOUT_MS = 5_000;
+const QUEUED_CANCEL_TIMEOUT_MS = 10_000;
 
 /**
  * Cancels a run wherever it runs: publishes on `runs.<id>.cancel` (the owning planner stops it now) and marks its
