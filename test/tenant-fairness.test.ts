@@ -231,9 +231,11 @@ describe('fair intake across 2 planners', () => {
     if (intoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - intoMinute + 50));
     await heldRun(f, 'rate-hold', 'rated');
     await eventOf(f, 'rate-hold', 'approval.requested');
-    for (const id of ['rate-1', 'rate-2', 'rate-3']) await submit(f, id, 'rated');
+    // two planners dispatch submissions concurrently: rate-3 goes in only once the other two took their slots
+    for (const id of ['rate-1', 'rate-2']) await submit(f, id, 'rated');
     await eventOf(f, 'rate-1', 'run.queued');
     await eventOf(f, 'rate-2', 'run.queued');
+    await submit(f, 'rate-3', 'rated');
     const refused = await eventOf(f, 'rate-3', 'run.failed');
     expect(refused).toMatchObject({ error: { code: 'rate_limited', details: { runs_per_minute: 3 } } });
     expect(f.board.of('rate-3').some((e) => e.type === 'run.queued')).toBe(false);

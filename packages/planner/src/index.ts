@@ -89,7 +89,16 @@ export {
   type LeaseClaim,
 } from './durable/index.js';
 export type { ToolBatch, BatchCall } from './model/snapshot.js';
-export { listRuns, listForks, showRun, cancelRun, type RunDetails, type RunFork } from './infra/run-admin.js';
+export {
+  listRuns,
+  listForks,
+  showRun,
+  cancelRun,
+  cancelTookEffect,
+  type CancelledRun,
+  type RunDetails,
+  type RunFork,
+} from './infra/run-admin.js';
 export { ForkRefusal, forkPoints, forkState } from './forks/index.js';
 export type { ForkStart } from './model/fork.js';
 export {

@@ -31,6 +31,9 @@ import { DRAIN_HANDOFF } from './durable/keepers.js';
 import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type IntakeDelivery, type PlannerInfra } from './infra/backend.js';
 import { FairIntake } from './fair/fair-intake.js';
+import { cancelQueuedRun, type QueuedCancel } from './fair/queued-cancel.js';
+import { QueuedSet } from './fair/queued-set.js';
+import { parseRecord } from './model/record.js';
 import { openTenantWaiting, openTriggerStore } from './infra/backend.js';
 import {
   IdleDaemons,
@@ -263,10 +266,32 @@ export class Planner {
       refuse: (delivery, runId, error) => this.track(this.intake.refuse(delivery, runId, error)),
       admitSubmission: (delivery, request, runId) => this.intake.checkQuota(delivery, request, runId),
       storeQueued: (runId, request, queued) => this.intake.storeQueued(runId, request, queued),
-      waitingRuns: () => (this.tenantWaiting ??= openTenantWaiting(this.bus, this.prefix)),
+      waitingRuns: () => this.waitingRuns(),
+      finished: async (runId) => {
+        const entry = await this.stores!.records.get(runId);
+        return entry !== null && parseRecord(entry.value).state === 'finished';
+      },
     });
     fair.start();
     return () => fair.stop();
+  }
+
+  private waitingRuns(): Promise<KvStore> {
+    return (this.tenantWaiting ??= openTenantWaiting(this.bus, this.prefix));
+  }
+
+  /** Cancels a run waiting in its tenant's queue (fair intake only; docs/tenancy.md). */
+  private cancelQueued(runId: string, reason: string, tenant?: string): Promise<QueuedCancel> {
+    if (!this.fairIntake) return Promise.resolve({ kind: 'not_queued' });
+    const deps = {
+      records: this.stores!.records,
+      plannerId: this.id,
+      logger: this.logger,
+      readRunEvents: (id: string) => this.infra.readRunEvents(id),
+      eventPublisher: (id: string) => this.infra.eventPublisher(id),
+      waiting: new QueuedSet(() => this.waitingRuns()),
+    };
+    return cancelQueuedRun(deps, runId, reason, tenant);
   }
 
   /** Throws `invalid_config` (saying how to fix it) when a run like `request` could not reach a model. */
@@ -358,6 +383,8 @@ export class Planner {
       records: stores.records,
       readEvents: (runId) => this.infra.readRunEvents(runId),
       pendingApprovals: approvals && (() => approvals.list()),
+      cancelQueued: async (runId, reason, tenant) =>
+        (await this.cancelQueued(runId, reason, tenant)).kind === 'cancelled',
       sessions: () => this.sessionStore(),
     });
   }
@@ -489,6 +516,16 @@ export class Planner {
     const found = this.cancel(runId, reason);
     if (found) this.logger.info({ run_id: runId, reason }, 'run cancelled');
     if (msg.reply !== undefined && found) respondJson(this.bus, msg, { run_id: runId, cancelled: true });
+    // every planner hears a cancel: the one whose compare-and-set ends a waiting run answers
+    if (!found && this.fairIntake)
+      void this.cancelQueued(runId, reason)
+        .then((outcome) => {
+          if (outcome.kind === 'cancelled' && msg.reply !== undefined)
+            respondJson(this.bus, msg, { run_id: runId, cancelled: true, queued: true, status: 'cancelled' });
+        })
+        .catch((error: unknown) =>
+          this.logger.warn({ run_id: runId, err: (error as Error).message }, 'queued run not cancelled'),
+        );
   }
 }
 

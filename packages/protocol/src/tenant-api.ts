@@ -66,11 +66,23 @@ export const TenantRunShowReplySchema = z.object({
     .nullable(),
 });
 
-/** `runs.<id>.cancel`: the body of `runs.<id>.cancel`; the answer says what the run's record held. */
+/**
+ * `runs.<id>.cancel`: the answer says what the run's record held; `queued: true` when the run still waited in its
+ * tenant's queue and this cancel ended it (`state: finished`, `status: cancelled`: it never starts).
+ */
 export const TenantCancelReplySchema = z.object({
   run_id: z.string(),
   state: z.enum(['running', 'finished']),
   cancelled: z.boolean(),
+  status: z.string().optional(),
+  queued: z.boolean().optional(),
+});
+
+/** The answer of a planner to a request on `runs.<id>.cancel` (one that stopped the run, or ended it queued). */
+export const RunCancelReplySchema = z.object({
+  run_id: z.string(),
+  cancelled: z.boolean(),
+  queued: z.boolean().optional(),
   status: z.string().optional(),
 });
 

@@ -131,9 +131,12 @@ export async function tenantCancel(
     ctx.io.stderr.write(`agentmesh runs: no run "${runId}" is known for tenant "${tenant}"\n`);
     return 1;
   }
-  const message = reply.cancelled
-    ? `cancel sent to run ${runId}`
-    : `run ${runId} already finished (${reply.status ?? 'finished'}): nothing to cancel`;
+  const message =
+    reply.queued === true
+      ? `run ${runId} was waiting in the queue of tenant ${tenant}: cancelled, it will not start`
+      : reply.cancelled
+        ? `cancel sent to run ${runId}`
+        : `run ${runId} already finished (${reply.status ?? 'finished'}): nothing to cancel`;
   ctx.io.stdout.write(ctx.args.values['json'] === true ? `${JSON.stringify(reply)}\n` : `${message}\n`);
   return 0;
 }

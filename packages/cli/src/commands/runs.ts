@@ -1,4 +1,12 @@
-import { cancelRun, forkPoints, formatRunTree, listRuns, runTree, showRun } from '@agentmesh/planner';
+import {
+  cancelRun,
+  cancelTookEffect,
+  forkPoints,
+  formatRunTree,
+  listRuns,
+  runTree,
+  showRun,
+} from '@agentmesh/planner';
 import { newRequestId, type Backend } from '@agentmesh/protocol';
 import { intFlag, stringFlag, usageError as usage } from '../args.js';
 import { suggestion } from '../suggest.js';
@@ -134,14 +142,14 @@ async function cancelVerb(ctx: CommandContext, bus: Backend, id: string): Promis
     ctx.io.stderr.write(`agentmesh runs: no run "${id}" is known\n`);
     return 1;
   }
+  const cancelled = cancelTookEffect(record);
   const message =
-    record.state === 'finished'
-      ? `run ${id} already finished (${record.status ?? 'finished'}): nothing to cancel`
-      : `cancel sent to run ${id} (planner ${record.planner_id})`;
-  ctx.io.stdout.write(
-    ctx.args.values['json'] === true
-      ? `${JSON.stringify({ run_id: id, state: record.state, cancelled: record.state !== 'finished' })}\n`
-      : `${message}\n`,
-  );
+    record.queued === true
+      ? `run ${id} was waiting in the queue of tenant ${record.tenant ?? 'default'}: cancelled, it will not start`
+      : record.state === 'finished'
+        ? `run ${id} already finished (${record.status ?? 'finished'}): nothing to cancel`
+        : `cancel sent to run ${id} (planner ${record.planner_id})`;
+  const json = { run_id: id, state: record.state, cancelled, ...(record.queued ? { queued: true } : {}) };
+  ctx.io.stdout.write(ctx.args.values['json'] === true ? `${JSON.stringify(json)}\n` : `${message}\n`);
   return 0;
 }

@@ -19,7 +19,7 @@ import {
   type Logger,
   type RunEvent,
 } from '@agentmesh/protocol';
-import { cancelRun, sendApprovalDecision, submitRun } from '@agentmesh/planner';
+import { cancelRun, cancelTookEffect, sendApprovalDecision, submitRun } from '@agentmesh/planner';
 import { accessToken, allowedHosts } from '../http-access.js';
 import { acceptTokenLink, checkAccess, HttpError, type ConsoleAccess } from './guard.js';
 import type { RunIndex } from './run-index.js';
@@ -230,7 +230,7 @@ class ConsoleRoutes {
     if (bus.kind === 'nats') {
       const record = await cancelRun(bus, runId, { prefix, reason, requestId: newRequestId() });
       if (record === null) throw new HttpError(404, `no run "${runId}" is known`);
-      return sendJson(res, 200, { run_id: runId, cancelled: record.state !== 'finished' });
+      return sendJson(res, 200, { run_id: runId, cancelled: cancelTookEffect(record) });
     }
     bus.publish(this.subjects.runCancel(runId), encodeJson({ reason }));
     sendJson(res, 200, { run_id: runId, cancelled: true });

@@ -9,7 +9,7 @@ import {
   requestJson,
   subjects,
 } from '@agentmesh/protocol';
-import { cancelRun, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
+import { cancelRun, cancelTookEffect, sendApprovalDecision, sendRunControl } from '@agentmesh/planner';
 import { agUiFormat, aiSdkFormat, chooseFormat } from './formats/index.js';
 import { HttpError, parseBody, readJsonObject, sendJson } from './http.js';
 import { agUiRunBody, aiSdkRunBody } from './chat-adapters.js';
@@ -31,7 +31,7 @@ function controlReply(runId: string, duplicate: boolean | undefined) {
   return duplicate === true ? { run_id: runId, ok: true, duplicate } : { run_id: runId, ok: true };
 }
 
-const LIVE_STATUSES = new Set(['accepted', 'running', 'awaiting_approval', 'paused', 'unknown']);
+const LIVE_STATUSES = new Set(['accepted', 'queued', 'running', 'awaiting_approval', 'paused', 'unknown']);
 
 /** What each route does; every run route first checks that the run is the caller's tenant's (else 404). */
 export class GatewayHandlers {
@@ -161,7 +161,7 @@ export class GatewayHandlers {
         reason,
         requestId: body.request_id ?? newRequestId(),
       });
-      if (record?.state === 'finished') throw finished(run.run_id, 'cancel');
+      if (record !== null && !cancelTookEffect(record)) throw finished(run.run_id, 'cancel');
     } else bus.publish(subjects(prefix).runCancel(run.run_id), encodeJson({ reason }));
     sendJson(ctx.res, 200, { run_id: run.run_id, ok: true });
   }

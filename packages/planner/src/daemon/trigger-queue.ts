@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   AgentMeshError,
   ErrorCode,
@@ -21,7 +22,17 @@ interface QueueMeta {
   dropped: number;
   /** The daemon waits for a wake source (for `agentmesh runs list`). */
   idle?: boolean;
+  /**
+   * Seqs reserved for recent requests, so a retry finds its own reservation: `<hash of the request id>.<seq>.<unix
+   * seconds>` entries separated by spaces, oldest first (one string: every read of the queue parses it for free).
+   */
+  reserved?: string;
 }
+
+/** How long a request's reservation is remembered for a retry of it (its sender retries within its deadline). */
+const RESERVATION_TTL_S = 60;
+/** The most reservations one daemon's queue remembers (the newest are kept). */
+const MAX_RESERVATIONS = 64;
 
 export interface QueuedTrigger {
   seq: number;
@@ -84,9 +95,15 @@ export class TriggerQueue {
 
   /**
    * Appends a trigger; fails with `not_found` for a run that is not a live daemon, `payload_too_large` above
-   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}.
+   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}. With a
+   * `requestId`, a retry of a request whose write landed (its answer was lost) finds the seq it reserved and writes
+   * the same trigger there, or nothing once the daemon took it: the trigger is queued once.
    */
-  async enqueue(runId: string, trigger: Trigger): Promise<{ seq: number; depth: number }> {
+  async enqueue(
+    runId: string,
+    trigger: Trigger,
+    requestId?: string,
+  ): Promise<{ seq: number; depth: number }> {
     const body = encodeJson(trigger);
     if (body.length > this.maxTriggerBytes)
       throw new AgentMeshError(
@@ -94,26 +111,35 @@ export class TriggerQueue {
         `trigger for run ${runId} of ${body.length} bytes exceeds the limit of ${this.maxTriggerBytes} bytes`,
         { retryable: false, details: { size: body.length, max_bytes: this.maxTriggerBytes } },
       );
-    const reserved = await retry(() => this.reserve(runId), {
+    const key = requestId === undefined ? undefined : requestKey(requestId);
+    const reserved = await retry(() => this.reserve(runId, key), {
       attempts: 20,
       timeoutMs: 5_000,
       retryable: isConflict,
     });
-    await this.kv.put(itemKey(runId, reserved.seq), body);
-    return reserved;
+    if (!reserved.taken) await this.kv.put(itemKey(runId, reserved.seq), body);
+    return { seq: reserved.seq, depth: reserved.depth };
   }
 
-  private async reserve(runId: string): Promise<{ seq: number; depth: number }> {
+  private async reserve(
+    runId: string,
+    key: string | undefined,
+  ): Promise<{ seq: number; depth: number; taken: boolean }> {
     const { meta, revision } = await this.meta(runId);
     const depth = meta.next - meta.head;
+    const again = key === undefined ? undefined : reservedSeq(meta.reserved, key);
+    if (again !== undefined) return { seq: again, depth, taken: again <= meta.head };
     if (depth >= Math.min(meta.capacity, this.maxPending)) {
       await this.kv
         .update(metaKey(runId), encodeJson({ ...meta, dropped: meta.dropped + 1 }), revision)
         .catch(() => undefined);
       throw this.refusal(runId, meta.capacity, depth);
     }
-    await this.kv.update(metaKey(runId), encodeJson({ ...meta, next: meta.next + 1 }), revision);
-    return { seq: meta.next + 1, depth: depth + 1 };
+    const seq = meta.next + 1;
+    const next: QueueMeta = { ...meta, next: seq };
+    if (key !== undefined) next.reserved = remember(meta.reserved, key, seq);
+    await this.kv.update(metaKey(runId), encodeJson(next), revision);
+    return { seq, depth: depth + 1, taken: false };
   }
 
   private refusal(runId: string, capacity: number, depth: number): AgentMeshError {
@@ -229,6 +255,31 @@ export class TriggerQueue {
     const meta = parseJson(entry.value, 'trigger queue') as QueueMeta;
     return { meta: assertKnownSchema(`trigger queue of run ${runId}`, meta), revision: entry.revision };
   }
+}
+
+function requestKey(requestId: string): string {
+  return createHash('sha256').update(requestId).digest('hex').slice(0, 16);
+}
+
+/** The seq reserved for `key`, when the reservations hold it. */
+function reservedSeq(reserved: string | undefined, key: string): number | undefined {
+  const at = reserved === undefined ? -1 : reserved.indexOf(`${key}.`);
+  if (at < 0 || (at > 0 && reserved![at - 1] !== ' ')) return undefined;
+  const seq = Number(reserved!.slice(at + key.length + 1).split('.', 1)[0]);
+  return Number.isInteger(seq) ? seq : undefined;
+}
+
+/** The reservations with `key` -> `seq` added; those older than the TTL and the oldest beyond the cap left out. */
+function remember(reserved: string | undefined, key: string, seq: number): string {
+  const now = Math.floor(Date.now() / 1000);
+  const kept = (reserved ?? '')
+    .split(' ')
+    .filter(
+      (entry) => entry !== '' && now - Number(entry.slice(entry.lastIndexOf('.') + 1)) < RESERVATION_TTL_S,
+    )
+    .slice(-(MAX_RESERVATIONS - 1));
+  kept.push(`${key}.${seq}.${now}`);
+  return kept.join(' ');
 }
 
 /**

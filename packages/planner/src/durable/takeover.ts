@@ -10,6 +10,7 @@ import type { RunSnapshot } from '../model/snapshot.js';
 import { CheckpointWriter, readCheckpoint } from './checkpoint.js';
 import { isNewerSchema, newerSchemaError, schemaVersionOf, SCHEMA_VERSION } from '../model/versions.js';
 import type { PlannerInfra, Settlement } from '../infra/backend.js';
+import { finishCancelledWhileQueued } from '../infra/queued-end.js';
 import { leaseKeeper, recordedOrigin } from './keepers.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';
@@ -77,6 +78,11 @@ async function takeAndRun(
   }
   if (claim.kind === 'finished') {
     log.info({ status: claim.record.status }, 'run already finished: not run again');
+    // cancelled while it waited in its tenant's queue: its final event, if its canceller stopped before storing it
+    if (ids.queuedSeq !== undefined)
+      await finishCancelledWhileQueued(deps.infra, claim.record).catch((error: unknown) =>
+        log.warn({ err: (error as Error).message }, 'final event of a run cancelled while queued not stored'),
+      );
     return { kind: 'ack' };
   }
   if (claim.kind === 'held') {

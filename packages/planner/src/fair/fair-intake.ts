@@ -61,6 +61,8 @@ export interface FairIntakeDeps {
   ): Promise<{ kind: 'ack' } | { kind: 'nak'; delayMs: number } | undefined>;
   /** The bucket of bounded tenants' waiting runs (`max_queued_runs`). */
   waitingRuns: () => Promise<KvStore>;
+  /** True when the run's record says it ended (e.g. it was cancelled while it waited). */
+  finished(runId: string): Promise<boolean>;
   /**
    * Stores `run.accepted` and `run.queued` for a run that waits (once: a redelivery finds them stored) and returns
    * the seq of the last event stored for the run.
@@ -145,6 +147,8 @@ export class FairIntake {
     const admission = this.deps.admission(delivery);
     if (!admission.ok) return void this.deps.deliver(delivery);
     const { request, runId } = admission;
+    // a submission delivered again after its run was queued and cancelled (or ended) is not queued again
+    if (item.deliveries > 1 && (await this.deps.finished(runId))) return item.ack();
     if (request.parent !== undefined) return this.startChild(delivery, item);
     const place = this.tq.placement(request);
     const maxQueued = this.tq.maxQueued(place.tenant);

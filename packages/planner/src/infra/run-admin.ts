@@ -3,13 +3,15 @@ import {
   ErrorCode,
   encodeJson,
   isAgentMeshError,
+  requestJson,
+  RunCancelReplySchema,
   subjects,
   type Backend,
   type RunEvent,
   readEntries,
 } from '@agentmesh/protocol';
 import { parseRecord } from '../model/record.js';
-import { readRunEvents } from './backend.js';
+import { lastStoredEvent, readRunEvents } from './backend.js';
 import {
   openRunRecords,
   readRunRecord,
@@ -90,28 +92,49 @@ export async function showRun(
   return { record, events, transcript, forks };
 }
 
+/** A cancel's view of the run: its record as it was, with `queued` when the run waited and this cancel ended it. */
+export type CancelledRun = RunRecord & { queued?: true };
+
+/** Whether a cancel took effect: the run was running, or waited in its tenant's queue and ended now. */
+export function cancelTookEffect(run: CancelledRun): boolean {
+  return run.queued === true || run.state !== 'finished';
+}
+
+/** How long a cancel waits for a planner to end a run waiting in its tenant's queue. */
+const QUEUED_CANCEL_TIMEOUT_MS = 10_000;
+
 /**
  * Cancels a run wherever it runs: publishes on `runs.<id>.cancel` (the owning planner stops it now) and marks its
  * record, so a planner that takes the run over after a failover cancels it too. Returns the record as it was, or
- * null for an unknown run id. With `publishFirst` the cancel is published at once, before the record is read (a
- * parent stopping its children: they stop now, the mark is for a planner that takes one over). Sending it again is
- * safe (the mark is set once; `requestId` travels in the cancel message for the logs).
+ * null for an unknown run id. A run waiting in its tenant's queue (fair intake: no record yet, `run.queued` last)
+ * is ended by a planner at once: the answer is its record, finished `cancelled`, with `queued: true`. With
+ * `publishFirst` the cancel is published at once, before the record is read (a parent stopping its children: they
+ * stop now, the mark is for a planner that takes one over). Sending it again is safe (the mark is set once;
+ * `requestId` travels in the cancel message for the logs).
  */
 export async function cancelRun(
   bus: Backend,
   runId: string,
   options: { prefix?: string; reason?: string; publishFirst?: boolean; requestId?: string } = {},
-): Promise<RunRecord | null> {
+): Promise<CancelledRun | null> {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const reason = options.reason ?? 'cancel requested';
   const body = options.requestId === undefined ? { reason } : { reason, request_id: options.requestId };
   const publish = () => bus.publish(subjects(prefix).runCancel(runId), encodeJson(body));
   if (options.publishFirst === true) publish();
   const kv = await openRunRecords(bus, prefix);
+  let asked: { waiting: boolean; ended?: boolean; error?: unknown } | undefined;
   for (let attempt = 1; ; attempt++) {
     const entry = await kv.get(runId);
-    if (entry === null) return null;
+    if (entry === null) {
+      if (asked?.error !== undefined) throw asked.error;
+      if (asked !== undefined) return null;
+      asked = await cancelWaiting(bus, prefix, runId, body);
+      if (!asked.waiting) return null;
+      continue;
+    }
     const record = parseRecord(entry.value);
+    if (asked?.ended === true) return { ...record, queued: true };
     if (record.state === 'finished') return record;
     try {
       await kv.update(runId, encodeJson({ ...record, cancel_requested: reason }), entry.revision);
@@ -121,5 +144,29 @@ export async function cancelRun(
     } catch (error) {
       if (!isAgentMeshError(error, ErrorCode.Conflict) || attempt >= 10) throw error;
     }
+  }
+}
+
+/**
+ * A run without a record that waits in its tenant's queue is ended by the planners (they write its final event and
+ * its tenant's waiting count): asks them on `runs.<id>.cancel`. `waiting` when the run waited; `ended` when a
+ * planner ended it; `error` when none answered.
+ */
+async function cancelWaiting(
+  bus: Backend,
+  prefix: string,
+  runId: string,
+  body: { reason: string; request_id?: string },
+): Promise<{ waiting: boolean; ended?: boolean; error?: unknown }> {
+  if (!bus.durable) return { waiting: false };
+  const last = await lastStoredEvent(bus, runId, prefix);
+  if (last?.type !== 'run.queued') return { waiting: false };
+  try {
+    const reply = await requestJson(bus, subjects(prefix).runCancel(runId), body, RunCancelReplySchema, {
+      timeoutMs: QUEUED_CANCEL_TIMEOUT_MS,
+    });
+    return { waiting: true, ended: reply.queued === true };
+  } catch (error) {
+    return { waiting: true, ended: false, error };
   }
 }

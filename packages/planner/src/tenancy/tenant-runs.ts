@@ -32,6 +32,8 @@ export interface TenantRunDeps {
   readEvents: (runId: string) => Promise<RunEvent[]>;
   /** The approvals waiting across the fleet (absent when this planner has no approvals). */
   pendingApprovals?: (() => Promise<{ run_id: string }[]>) | undefined;
+  /** Ends a run of `tenant` waiting in its queue (fair intake): true when this call cancelled it. */
+  cancelQueued?: ((runId: string, reason: string, tenant: string) => Promise<boolean>) | undefined;
 }
 
 /**
@@ -178,13 +180,19 @@ export async function pendingForTenant(deps: TenantRunDeps, tenant: string) {
   return { pending: all.filter((a) => owned.get(a.run_id) === true) };
 }
 
-/** `runs.<id>.cancel`: marks the record and stops the run, as `agentmesh runs cancel` does. */
+/**
+ * `runs.<id>.cancel`: marks the record and stops the run, as `agentmesh runs cancel` does. A run still waiting in the
+ * tenant's queue ends at once (`queued: true`); another tenant's waiting run is `not_found` like any other.
+ */
 export async function cancelForTenant(deps: TenantRunDeps, tenant: string, runId: string, msg: BusMessage) {
   const body = msg.data.length === 0 ? {} : decodeMessage(CancelRequestSchema, msg.data, 'cancel request');
+  const reason = body.reason ?? `cancelled by tenant ${tenant}`;
+  if ((await deps.records.get(runId)) === null && (await deps.cancelQueued?.(runId, reason, tenant)) === true)
+    return { run_id: runId, state: 'finished', cancelled: true, status: 'cancelled', queued: true };
   await ownedRecord(deps.records, runId, tenant);
   const record = await cancelRun(deps.bus, runId, {
     prefix: deps.prefix,
-    reason: body.reason ?? `cancelled by tenant ${tenant}`,
+    reason,
     ...(body.request_id === undefined ? {} : { requestId: body.request_id }),
   });
   if (record === null)
