@@ -270,8 +270,8 @@ async function submitToAccepted(natsUrl, quick) {
   await floorChain.measure({ count: size, warmup: 50 });
   const [ourBlocks, floorBlocks] = await alternated(
     [
-      async () => ({ p50_us: pick(await ourBlock(size), 0.5) }),
-      () => floorChain.measure({ count: size, warmup: 10 }),
+      () => withCpu(size, async () => ({ p50_us: pick(await ourBlock(size), 0.5) })),
+      () => withCpu(size + 10, () => floorChain.measure({ count: size, warmup: 10 })),
     ],
     blocks,
   );
@@ -279,6 +279,11 @@ async function submitToAccepted(natsUrl, quick) {
   const acceptedP50 = median(ourBlocks.map((b) => b.p50_us));
   const floorP50 = median(floorBlocks.map((b) => b.p50_us));
   const acceptedVsFloor = pairedRatio(ourBlocks, floorBlocks, 'p50_us');
+  const floorCpu = figure(
+    'submit -> run.accepted floor: CPU per submit (bare nats.js chain)',
+    median(floorBlocks.map((b) => b.cpu_us)),
+    'us',
+  );
   const p99Samples = await ourBlock(quick ? 50 : 200);
   echo.unsubscribe();
   await planner.drain();
@@ -322,7 +327,26 @@ async function submitToAccepted(natsUrl, quick) {
       floorFigure,
       acceptedVsFloor,
     ),
+    floorCpu,
+    figure(
+      'submit -> run.accepted CPU per submit (submitter, planner and its 1-turn run) vs its bare nats.js floor',
+      median(ourBlocks.map((b) => b.cpu_us)),
+      'us',
+      floorCpu,
+      pairedRatio(ourBlocks, floorBlocks, 'cpu_us'),
+    ),
   ];
+}
+
+/**
+ * Runs `block` and adds the CPU time this process spent on it, per operation (`count` operations), as `cpu_us`: the
+ * submitter, the planner and its runs, or the bare chain's submitter and taker, all share this process.
+ */
+async function withCpu(count, block) {
+  const before = process.cpuUsage();
+  const result = await block();
+  const used = process.cpuUsage(before);
+  return { ...result, cpu_us: (used.user + used.system) / count };
 }
 
 /**

@@ -33,13 +33,17 @@ export class CheckpointWriter {
   private chain: Promise<void> = Promise.resolve();
   private version = 0;
   private written = 0;
+  /** False while no checkpoint of the run can be stored: none was found, none written, no earlier owner. */
+  private mayBeStored: boolean;
 
   constructor(
     private readonly store: KvStore,
     private readonly lease: RunLease,
     private revision: number | undefined,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.mayBeStored = revision !== undefined || lease.epoch > 1;
+  }
 
   /** Resolves once a checkpoint at least as new as `snapshot` now is stored. */
   write(snapshot: Readonly<RunSnapshot>): Promise<void> {
@@ -62,6 +66,7 @@ export class CheckpointWriter {
       snapshot: snapshot as RunSnapshot,
     };
     const data = encodeJson(body);
+    this.mayBeStored = true;
     for (let attempt = 1; ; attempt++) {
       this.lease.assertOwned();
       try {
@@ -102,9 +107,13 @@ export class CheckpointWriter {
     }
   }
 
-  /** Removes the checkpoint of a finished run. */
+  /**
+   * Removes the checkpoint of a finished run. A run that never had one (it ended before its first checkpoint, on the
+   * planner that created its record) writes nothing: a delete would store a marker for the bucket's TTL.
+   */
   async clear(runId: string): Promise<void> {
     await this.chain;
+    if (!this.mayBeStored) return;
     await this.store.delete(runId).catch(() => undefined);
   }
 }
