@@ -94,7 +94,6 @@ function handOverWire(wire: WireInvocation, maxBytes: number, checked: boolean):
   return wire;
 }
 
-
 export function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendResult> {
   return new Promise<SendResult>((resolve, reject) => {
     const watch = router.watch(send, resolve);

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { MemoryBus } from './memory-bus.js';
 import { NatsBus } from './nats-bus.js';
@@ -316,6 +316,39 @@ describe('NatsBus specifics', () => {
       expect(after.outBytes - before.outBytes).toBe(bodies.reduce((n, b) => n + Buffer.byteLength(b), 0) + 3);
     } finally {
       await bus.close();
+    }
+  });
+
+  it('writes a message without headers as a frame of its own, which another connection reads as sent', async () => {
+    const bus = await NatsBus.connect(inject('natsUrl'));
+    const reader = await NatsBus.connect(inject('natsUrl'));
+    try {
+      const subject = `frames.${process.pid}.a`;
+      const got: { reply: string | undefined; text: string; headers: unknown }[] = [];
+      const all = new Promise<void>((resolve) =>
+        reader.subscribe(subject, (msg) => {
+          got.push({ reply: msg.reply, text: msg.text(), headers: msg.headers?.['x-am'] });
+          if (got.length === 4) resolve();
+        }),
+      );
+      await reader.flush();
+      const viaNatsCore = vi.spyOn(bus.nc, 'publish');
+      bus.publish(subject, 'grüße');
+      bus.publish(subject, '', { reply: '_INBOX.frames.1' });
+      bus.publish(subject, Uint8Array.of(0x7b, 0x7d));
+      bus.publish(subject, 'with headers', { headers: { 'x-am': '1' } });
+      await all;
+      expect(got).toEqual([
+        { reply: undefined, text: 'grüße', headers: undefined },
+        { reply: '_INBOX.frames.1', text: '', headers: undefined },
+        { reply: undefined, text: '{}', headers: undefined },
+        { reply: undefined, text: 'with headers', headers: '1' },
+      ]);
+      // only the message with headers went through nats-core's publish: its protocol handler still has what frames need
+      expect(viaNatsCore).toHaveBeenCalledTimes(1);
+    } finally {
+      await bus.close();
+      await reader.close();
     }
   });
 

@@ -93,6 +93,27 @@ export interface NatsBusOptions {
   replicas?: number;
 }
 
+/** What {@link NatsBus} writes frames through: nats-core's protocol handler (not part of its public API). */
+interface ProtocolFrames {
+  sendCommand(frame: Uint8Array): void;
+  outBytes: number;
+  outMsgs: number;
+  /** Set by nats-core once a drain allows no more publishing. */
+  noMorePublishing: boolean;
+}
+
+/** nats-core's protocol handler, when it still has the members {@link ProtocolFrames} names. */
+function protocolFrames(nc: NatsConnection): ProtocolFrames | undefined {
+  const protocol = (nc as unknown as { protocol?: Partial<ProtocolFrames> }).protocol;
+  return protocol !== undefined &&
+    typeof protocol.sendCommand === 'function' &&
+    typeof protocol.outBytes === 'number' &&
+    typeof protocol.outMsgs === 'number' &&
+    typeof protocol.noMorePublishing === 'boolean'
+    ? (protocol as ProtocolFrames)
+    : undefined;
+}
+
 function replicasOf(replicas: number | undefined): number {
   if (replicas === undefined) return 1;
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5)
@@ -145,6 +166,8 @@ export class NatsBus implements Backend {
   /** Where the handle starts in a reply subject: `<inbox prefix>.<secret><handle token>`. */
   private readonly handleAt: number;
   private readonly pending = new SlotTable<PendingRequest>();
+  /** nats-core's protocol handler, when it has the parts {@link sendFrame} needs; else messages go through publish. */
+  private readonly frames: ProtocolFrames | undefined;
   private muxSub: NatsSubscription | undefined;
   /** One timer for every pending request, armed for the earliest deadline it knows of. */
   private expiry: NodeJS.Timeout | undefined;
@@ -164,6 +187,7 @@ export class NatsBus implements Backend {
     readonly replicas: number,
     enforceReplicas: boolean,
   ) {
+    this.frames = protocolFrames(nc);
     this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
     this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
     this.parts = new NatsBackendParts(this, replicas, enforceReplicas, logger);
@@ -291,6 +315,10 @@ export class NatsBus implements Backend {
     reply: string | undefined,
     headers: BusHeaders | undefined,
   ): void {
+    if (headers === undefined && this.frames !== undefined && !this.frames.noMorePublishing) {
+      this.sendFrame(this.frames, subject, bytes, reply);
+      return;
+    }
     const h = toNatsHeaders(headers);
     this.nc.publish(
       subject,
@@ -301,6 +329,30 @@ export class NatsBus implements Backend {
           : { reply }
         : { headers: h, ...(reply === undefined ? {} : { reply }) },
     );
+  }
+
+  /**
+   * Writes a message without headers as one `PUB` frame, what nats-core's publish would write: its protocol line
+   * encoded with `Buffer.write` rather than a TextEncoder, and line, body and CRLF in one buffer rather than three
+   * nats-core joins again before writing (about 1 us a message).
+   */
+  private sendFrame(
+    frames: ProtocolFrames,
+    subject: string,
+    bytes: Uint8Array,
+    reply: string | undefined,
+  ): void {
+    const size = bytes.length;
+    const line = reply === undefined ? `PUB ${subject} ${size}\r\n` : `PUB ${subject} ${reply} ${size}\r\n`;
+    const head = Buffer.byteLength(line, 'utf8');
+    const frame = Buffer.allocUnsafe(head + size + 2);
+    frame.write(line, 0, 'utf8');
+    frame.set(bytes, head);
+    frame[head + size] = 13;
+    frame[head + size + 1] = 10;
+    frames.outBytes += size;
+    frames.outMsgs++;
+    frames.sendCommand(frame);
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
