@@ -352,6 +352,17 @@ describe('NatsBus specifics', () => {
     }
   });
 
+  it('makes inboxes unique with 12 random characters, not a 22-character nuid (they are in every call three times)', async () => {
+    const bus = await NatsBus.connect(inject('natsUrl'));
+    try {
+      const inboxes = new Set(Array.from({ length: 1000 }, () => bus.createInbox()));
+      expect(inboxes.size).toBe(1000);
+      for (const inbox of inboxes) expect(inbox).toMatch(/^_INBOX\.[A-Za-z0-9_-]{12}$/);
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('says clearly when NATS is unreachable', async () => {
     const error = await NatsBus.connect('nats://127.0.0.1:1', { connectTimeoutMs: 500 }).catch(
       (e: unknown) => e,
