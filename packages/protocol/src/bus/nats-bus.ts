@@ -25,6 +25,7 @@ import type {
 } from '../backend/types.js';
 import { NatsBackendParts } from '../backend/nats-backend.js';
 import { NatsBusSubscription, NatsMessage, busError, toNatsHeaders } from './nats-message.js';
+import { protocolFrames, sendFrame, type ProtocolFrames } from './nats-frames.js';
 import type {
   BusHeaders,
   BusMessage,
@@ -101,27 +102,6 @@ export interface NatsBusOptions {
  */
 function inboxToken(): string {
   return randomBytes(9).toString('base64url');
-}
-
-/** What {@link NatsBus} writes frames through: nats-core's protocol handler (not part of its public API). */
-interface ProtocolFrames {
-  sendCommand(frame: Uint8Array): void;
-  outBytes: number;
-  outMsgs: number;
-  /** Set by nats-core once a drain allows no more publishing. */
-  noMorePublishing: boolean;
-}
-
-/** nats-core's protocol handler, when it still has the members {@link ProtocolFrames} names. */
-function protocolFrames(nc: NatsConnection): ProtocolFrames | undefined {
-  const protocol = (nc as unknown as { protocol?: Partial<ProtocolFrames> }).protocol;
-  return protocol !== undefined &&
-    typeof protocol.sendCommand === 'function' &&
-    typeof protocol.outBytes === 'number' &&
-    typeof protocol.outMsgs === 'number' &&
-    typeof protocol.noMorePublishing === 'boolean'
-    ? (protocol as ProtocolFrames)
-    : undefined;
 }
 
 function replicasOf(replicas: number | undefined): number {
@@ -326,7 +306,7 @@ export class NatsBus implements Backend {
     headers: BusHeaders | undefined,
   ): void {
     if (headers === undefined && this.frames !== undefined && !this.frames.noMorePublishing) {
-      this.sendFrame(this.frames, subject, bytes, reply);
+      sendFrame(this.frames, subject, bytes, reply);
       return;
     }
     const h = toNatsHeaders(headers);
@@ -339,30 +319,6 @@ export class NatsBus implements Backend {
           : { reply }
         : { headers: h, ...(reply === undefined ? {} : { reply }) },
     );
-  }
-
-  /**
-   * Writes a message without headers as one `PUB` frame, what nats-core's publish would write: its protocol line
-   * encoded with `Buffer.write` rather than a TextEncoder, and line, body and CRLF in one buffer rather than three
-   * nats-core joins again before writing (about 1 us a message).
-   */
-  private sendFrame(
-    frames: ProtocolFrames,
-    subject: string,
-    bytes: Uint8Array,
-    reply: string | undefined,
-  ): void {
-    const size = bytes.length;
-    const line = reply === undefined ? `PUB ${subject} ${size}\r\n` : `PUB ${subject} ${reply} ${size}\r\n`;
-    const head = Buffer.byteLength(line, 'utf8');
-    const frame = Buffer.allocUnsafe(head + size + 2);
-    frame.write(line, 0, 'utf8');
-    frame.set(bytes, head);
-    frame[head + size] = 13;
-    frame[head + size + 1] = 10;
-    frames.outBytes += size;
-    frames.outMsgs++;
-    frames.sendCommand(frame);
   }
 
   subscribe(subject: string, handler: MessageHandler, options: SubscribeOptions = {}): Subscription {
