@@ -64,7 +64,7 @@ async function waitForRuns(bus: NatsBus, ids: string[], timeoutMs: number): Prom
   return { finals, events };
 }
 
-/** How many of `ids` the planner process owns (a planner's id carries its pid), once it owns any. */
+/** How many of `ids` the planner process owns (a planner's id carries its pid) and has logged as started, once any. */
 async function runsHeldBy(
   bus: NatsBus,
   planner: ActorProcess,
@@ -75,7 +75,16 @@ async function runsHeldBy(
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const records = await Promise.all(ids.map((id) => readRunRecord(bus, id).catch(() => null)));
-    const held = records.filter((r) => r?.state !== 'finished' && r?.planner_id.includes(marker)).length;
+    const owned = ids.filter(
+      (_, i) => records[i]?.state !== 'finished' && records[i]?.planner_id.includes(marker),
+    );
+    // a run moves as resumed only once its owner logged that it started: owned and not started yet, it starts afresh
+    const started = await Promise.all(
+      owned.map(async (id) =>
+        (await readRunEvents(bus, id).catch(() => [])).some((e) => e.type === 'run.started'),
+      ),
+    );
+    const held = started.filter(Boolean).length;
     if (held > 0 || Date.now() > deadline) return held;
     await sleep(100);
   }

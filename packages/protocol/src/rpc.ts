@@ -57,7 +57,8 @@ export function serve<S extends z.ZodType, R>(options: ServeOptions<S, R>): Subs
 /** Replies with a JSON body; a reply that is too large becomes a `payload_too_large` error reply. */
 export function respondJson(bus: Bus, msg: BusMessage, value: unknown, headers?: BusHeaders): void {
   const text = JSON.stringify(value ?? null);
-  const size = Buffer.byteLength(text, 'utf8');
+  // at most 3 bytes a UTF-16 unit: a reply that short is counted once, by the bus as it encodes it
+  const size = text.length * 3 <= bus.maxPayload ? 0 : Buffer.byteLength(text, 'utf8');
   if (size > bus.maxPayload) {
     respondError(bus, msg, {
       code: ErrorCode.PayloadTooLarge,

@@ -96,6 +96,8 @@ class ClientCall {
   private target: string | undefined;
   private readonly idempotencyKey: string;
   private readonly deadline: number;
+  /** Date.now() when the call began: the first send's clock. */
+  private readonly began: number;
   private readonly lostAfterMs: number;
   private readonly noRespondersMs: number;
   private readonly onProgress: ((progress: ToolProgress) => void) | undefined;
@@ -115,7 +117,8 @@ class ClientCall {
     this.idempotencyKey = body.idempotency_key ?? `${body.run_id}:${body.call_id}`;
     this.subject = toolSubject(options.prefix ?? DEFAULT_PREFIX, body.tool);
     this.timeoutMs = options.timeoutMs ?? 60_000;
-    this.deadline = Date.now() + this.timeoutMs;
+    this.began = Date.now();
+    this.deadline = this.began + this.timeoutMs;
     this.lostAfterMs = Math.max(50, options.lostAfterMs ?? 3000);
     this.noRespondersMs = options.noRespondersMs ?? 2000;
     this.attempt = body.attempt ?? 1;
@@ -161,10 +164,10 @@ class ClientCall {
    * answered at once, settles the caller's promise with no promise in between.
    */
   firstSend(): Promise<ToolOutcome> {
-    const now = Date.now();
+    const now = this.began;
     if (this.deadline - now <= 0) return this.resend(this.timedOut());
     const failed = (error: unknown) => this.resend(AgentMeshError.from(error));
-    return sendOnce(this.router.bus, this.router, this.send(now)).then((result) => {
+    return sendOnce(this.router.bus, this.router, this.send(now, true)).then((result) => {
       try {
         if (result.kind === 'outcome') return this.answered(result);
         if (result.kind === 'error') throw this.sendFailed(result.error);
@@ -188,7 +191,8 @@ class ClientCall {
     });
   }
 
-  private send(now: number): Send {
+  /** `checked`: the invocation was checked in this turn (the first send, made as the call begins). */
+  private send(now: number, checked = false): Send {
     this.sends++;
     const target = this.target;
     this.target = undefined;
@@ -196,6 +200,7 @@ class ClientCall {
       subject: this.subject,
       target,
       invocation: this.body,
+      checked,
       attempt: this.attempt,
       idempotencyKey: this.idempotencyKey,
       idempotent: this.options.idempotent === true,

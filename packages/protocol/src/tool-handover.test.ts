@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ToolOutcomeSchema, type ToolOutcome } from './schemas.js';
-import { OUTCOME_OBJECTS, handOverOutcome, takeHandedOverOutcome } from './tool-handover.js';
+import { HandOverMarks, OUTCOME_OBJECTS, handOverOutcome, takeHandedOverOutcome } from './tool-handover.js';
 
 const outcome = (extra: Partial<ToolOutcome> = {}): ToolOutcome => ({
   call_id: 'c-1',
@@ -58,5 +58,20 @@ describe('handOverOutcome', () => {
     expect(takeHandedOverOutcome(made)).toBe(true);
     expect(takeHandedOverOutcome(made)).toBe(false);
     expect(takeHandedOverOutcome({ ...made })).toBe(false);
+  });
+});
+
+describe('HandOverMarks', () => {
+  it('lets each marked value be taken once, in any order, and nothing unmarked', () => {
+    const marks = new HandOverMarks();
+    const [a, b, c] = [{ n: 1 }, { n: 2 }, { n: 3 }];
+    marks.mark(a);
+    marks.mark(b);
+    marks.mark(c);
+    expect(marks.take({ n: 2 })).toBe(false);
+    expect(marks.take(a)).toBe(true);
+    expect(marks.take(c)).toBe(true);
+    expect(marks.take(b)).toBe(true);
+    for (const taken of [a, b, c, null, 'a']) expect(marks.take(taken)).toBe(false);
   });
 });

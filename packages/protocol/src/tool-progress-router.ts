@@ -17,6 +17,8 @@ export interface Send {
   /** One worker's own subject to send to instead (it said it has room), or undefined. */
   target: string | undefined;
   invocation: ToolInvocationInput;
+  /** The invocation was checked against `ToolInvocationSchema` in this same turn (the first send of a call). */
+  checked: boolean;
   attempt: number;
   idempotencyKey: string;
   idempotent: boolean;

@@ -18,7 +18,7 @@ import {
   type ToolInvocationInput,
 } from './schemas.js';
 import { withToolCallTraceHeaders } from './telemetry/run-tracer.js';
-import { takeHandedOverOutcome } from './tool-handover.js';
+import { HandOverMarks, takeHandedOverOutcome } from './tool-handover.js';
 import type { CallWatch, ProgressRouter, Send, SendResult } from './tool-progress-router.js';
 
 /** A tool invocation as a client sends it. */
@@ -58,6 +58,13 @@ function wireInvocation(send: Send, progressSubject: string): WireInvocation {
   return wire;
 }
 
+/**
+ * Wire invocations made by {@link handOverWire} from an invocation checked in the same turn, which no worker took yet:
+ * valid by construction (the checked invocation's fields, copied, and the send's own), so the worker that takes one
+ * only fills in its defaults (see {@link parseToolInvocation}).
+ */
+const handedOverInvocations = new HandOverMarks();
+
 /** Room for the member names, quotes and numbers of a wire invocation, beyond its strings and objects. */
 const WIRE_FRAME_BYTES = 512;
 
@@ -67,7 +74,7 @@ const WIRE_FRAME_BYTES = 512;
  * the JSON text) when those cannot be copied or the whole may exceed `maxBytes` (strings count 6 bytes a character,
  * as jsonCopy counts them).
  */
-function handOverWire(wire: WireInvocation, maxBytes: number): WireInvocation | undefined {
+function handOverWire(wire: WireInvocation, maxBytes: number, checked: boolean): WireInvocation | undefined {
   const strings =
     wire.call_id.length +
     wire.run_id.length +
@@ -83,6 +90,7 @@ function handOverWire(wire: WireInvocation, maxBytes: number): WireInvocation | 
     if (identity === NOT_COPIED) return undefined;
     wire.identity = identity as WireInvocation['identity'];
   }
+  if (checked) handedOverInvocations.mark(wire);
   return wire;
 }
 
@@ -98,7 +106,8 @@ export function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<
         send.invocation,
       );
       // an in-process bus gets the invocation as a value, with no JSON text in between
-      const handed = bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload);
+      const handed =
+        bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload, send.checked);
       request =
         handed !== undefined && bus.requestValue !== undefined
           ? bus.requestValue(send.target ?? send.subject, handed, options)
@@ -152,6 +161,8 @@ export function parseToolInvocation(
   code: string = ErrorCode.InvalidMessage,
   copy = false,
 ): ToolInvocation {
+  if (handedOverInvocations.take(value))
+    return withDefaults((copy ? Object.assign({}, value) : value) as Partial<ToolInvocation>);
   if (typeof value === 'object' && value !== null && !Object.hasOwn(value, '__proto__')) {
     const candidate = (copy ? Object.assign({}, value) : value) as Partial<ToolInvocation>;
     if (candidate.identity === undefined) candidate.identity = { tenant: 'default' };
@@ -159,6 +170,13 @@ export function parseToolInvocation(
     if (invocationCheck(candidate) && isCheckedToolName(candidate.tool)) return candidate as ToolInvocation;
   }
   return validate(ToolInvocationSchema, value, what, code);
+}
+
+/** A wire invocation made in this process with its defaults filled in (it is the receiver's to change). */
+function withDefaults(wire: Partial<ToolInvocation>): ToolInvocation {
+  if (wire.identity === undefined) wire.identity = { tenant: 'default' };
+  if (wire.attempt === undefined) wire.attempt = 1;
+  return wire as ToolInvocation;
 }
 
 /**

@@ -56,12 +56,14 @@ export class Attempt implements Deadline {
     private readonly call: AbortScope,
     private readonly deadlines: Deadlines,
     private readonly limit: { timeoutMs: number; attempt: number },
+    /** performance.now() when the attempt starts, when the caller has it at hand. */
+    startedAt: number = performance.now(),
   ) {
     this.promise = new Promise<unknown>((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
     });
-    this.at = performance.now() + limit.timeoutMs;
+    this.at = startedAt + limit.timeoutMs;
     this.deadline = deadlines.add(this);
     call.addAbortListener(this.abort);
   }

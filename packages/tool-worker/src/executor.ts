@@ -174,7 +174,14 @@ export class Executor {
   private attempt(run: CallRun, attempt: number): Promise<unknown> {
     const { tool, call, invocation } = run;
     if (call.aborted) return Promise.reject(call.reason as Error);
-    const current = new Attempt(tool, call, this.deadlines, { timeoutMs: run.timeoutMs, attempt });
+    // the first attempt starts as the call does: its clock is the call's
+    const current = new Attempt(
+      tool,
+      call,
+      this.deadlines,
+      { timeoutMs: run.timeoutMs, attempt },
+      attempt === 1 ? run.t0 : performance.now(),
+    );
     try {
       let running: Promise<unknown>;
       if (tool.cpu !== undefined && this.pool !== undefined) {

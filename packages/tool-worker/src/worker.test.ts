@@ -493,6 +493,29 @@ describe('ToolWorker on the in-process bus', () => {
     await bus.close();
   });
 
+  it('checks an invocation handed over by anything but a first send of invokeTool', async () => {
+    const { bus } = await startWorker([mathCalcTool()]);
+    const forged = { ...call('math.calc', { lhs: 2, rhs: 3, op: 'add' }), identity: { tenant: 5 } };
+    const reply = await bus.requestValue!(s.toolInvoke('math.calc'), forged);
+    expect(reply.headers?.['am-status']).toBe('error');
+    expect(JSON.parse(reply.text())).toMatchObject({
+      error: { code: 'invalid_message', message: expect.stringMatching(/identity/) },
+    });
+  });
+
+  it('checks a re-sent invocation again: the caller may have changed it since its first send', async () => {
+    const { bus } = await startWorker([sleepTool()], { concurrency: 1 });
+    const firstStart = whenStarted();
+    const first = invokeTool(bus, call('test.sleep', { ms: 50 }), firstStart);
+    await firstStart.seen;
+    const second = call('test.sleep', { ms: 1 });
+    // turned away busy, it is sent again once the first call frees the worker, after this change
+    const resent = invokeTool(bus, second);
+    (second as Record<string, unknown>)['identity'] = { tenant: 5 };
+    await expect(resent).rejects.toMatchObject({ code: 'invalid_message' });
+    expect(await first).toMatchObject({ is_error: false });
+  });
+
   it('sends what JSON would change, or what may be too large to hand over, as JSON text', async () => {
     const echo = defineTool({
       name: 'test.echo_at',

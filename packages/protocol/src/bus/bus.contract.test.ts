@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { MemoryBus } from './memory-bus.js';
 import { NatsBus } from './nats-bus.js';
@@ -314,6 +314,50 @@ describe('NatsBus specifics', () => {
       const after = bus.nc.stats();
       expect(after.outMsgs - before.outMsgs).toBe(bodies.length + 1);
       expect(after.outBytes - before.outBytes).toBe(bodies.reduce((n, b) => n + Buffer.byteLength(b), 0) + 3);
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it('writes a message without headers as a frame of its own, which another connection reads as sent', async () => {
+    const bus = await NatsBus.connect(inject('natsUrl'));
+    const reader = await NatsBus.connect(inject('natsUrl'));
+    try {
+      const subject = `frames.${process.pid}.a`;
+      const got: { reply: string | undefined; text: string; headers: unknown }[] = [];
+      const all = new Promise<void>((resolve) =>
+        reader.subscribe(subject, (msg) => {
+          got.push({ reply: msg.reply, text: msg.text(), headers: msg.headers?.['x-am'] });
+          if (got.length === 4) resolve();
+        }),
+      );
+      await reader.flush();
+      const viaNatsCore = vi.spyOn(bus.nc, 'publish');
+      bus.publish(subject, 'grüße');
+      bus.publish(subject, '', { reply: '_INBOX.frames.1' });
+      bus.publish(subject, Uint8Array.of(0x7b, 0x7d));
+      bus.publish(subject, 'with headers', { headers: { 'x-am': '1' } });
+      await all;
+      expect(got).toEqual([
+        { reply: undefined, text: 'grüße', headers: undefined },
+        { reply: '_INBOX.frames.1', text: '', headers: undefined },
+        { reply: undefined, text: '{}', headers: undefined },
+        { reply: undefined, text: 'with headers', headers: '1' },
+      ]);
+      // only the message with headers went through nats-core's publish: its protocol handler still has what frames need
+      expect(viaNatsCore).toHaveBeenCalledTimes(1);
+    } finally {
+      await bus.close();
+      await reader.close();
+    }
+  });
+
+  it('makes inboxes unique with 12 random characters, not a 22-character nuid (they are in every call three times)', async () => {
+    const bus = await NatsBus.connect(inject('natsUrl'));
+    try {
+      const inboxes = new Set(Array.from({ length: 1000 }, () => bus.createInbox()));
+      expect(inboxes.size).toBe(1000);
+      for (const inbox of inboxes) expect(inbox).toMatch(/^_INBOX\.[A-Za-z0-9_-]{12}$/);
     } finally {
       await bus.close();
     }

@@ -1,5 +1,6 @@
 import { connect } from '@nats-io/transport-node';
-import { PermissionViolationError, nuid } from '@nats-io/nats-core';
+import { randomBytes } from 'node:crypto';
+import { PermissionViolationError } from '@nats-io/nats-core';
 import type { ConnectionOptions, NatsConnection, Subscription as NatsSubscription } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
@@ -24,6 +25,7 @@ import type {
 } from '../backend/types.js';
 import { NatsBackendParts } from '../backend/nats-backend.js';
 import { NatsBusSubscription, NatsMessage, busError, toNatsHeaders } from './nats-message.js';
+import { protocolFrames, sendFrame, type ProtocolFrames } from './nats-frames.js';
 import type {
   BusHeaders,
   BusMessage,
@@ -44,7 +46,6 @@ import {
   invalidSubjectError,
   isPublishableSubject,
   noRespondersError,
-  payloadSize,
   timeoutError,
 } from './shared.js';
 
@@ -92,6 +93,15 @@ export interface NatsBusOptions {
    * created with 1 and existing ones keep theirs (never scaled down by a client that did not ask).
    */
   replicas?: number;
+}
+
+/**
+ * The token that makes an inbox unique: 12 random base64url characters (72 bits), 10 fewer than a nuid. An inbox
+ * needs only to be unique (the reply secret, not this, keeps a reply from being forged), and it is in each call three
+ * times: in the request's and the reply's protocol lines, and as the progress subject in the request.
+ */
+function inboxToken(): string {
+  return randomBytes(9).toString('base64url');
 }
 
 function replicasOf(replicas: number | undefined): number {
@@ -146,6 +156,8 @@ export class NatsBus implements Backend {
   /** Where the handle starts in a reply subject: `<inbox prefix>.<secret><handle token>`. */
   private readonly handleAt: number;
   private readonly pending = new SlotTable<PendingRequest>();
+  /** nats-core's protocol handler, when it has the parts {@link sendFrame} needs; else messages go through publish. */
+  private readonly frames: ProtocolFrames | undefined;
   private muxSub: NatsSubscription | undefined;
   /** One timer for every pending request, armed for the earliest deadline it knows of. */
   private expiry: NodeJS.Timeout | undefined;
@@ -165,7 +177,8 @@ export class NatsBus implements Backend {
     readonly replicas: number,
     enforceReplicas: boolean,
   ) {
-    this.inboxPrefix = `${replyPrefix}.${nuid.next()}`;
+    this.frames = protocolFrames(nc);
+    this.inboxPrefix = `${replyPrefix}.${inboxToken()}`;
     this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
     this.parts = new NatsBackendParts(this, replicas, enforceReplicas, logger);
     void this.watchStatus();
@@ -259,36 +272,47 @@ export class NatsBus implements Backend {
     }
   }
 
-  /** Checks what a caller publishes: an open bus, a subject that cannot break the protocol line, the size limit. */
-  private checkOutgoing(subject: string, data: BusPayload, reply: string | undefined): number {
+  /**
+   * Checks what a caller publishes: an open bus, a subject that cannot break the protocol line, the size limit; and
+   * returns the body as bytes.
+   */
+  private checkOutgoing(subject: string, data: BusPayload, reply: string | undefined): Uint8Array {
     if (this.closed || this.nc.isClosed()) throw closedError();
     if (!isPublishableSubject(subject)) throw invalidSubjectError(subject);
     if (reply !== undefined && !isPublishableSubject(reply)) throw invalidSubjectError(reply);
-    const size = payloadSize(data);
-    assertPayloadSize(subject, size, this.maxPayload);
-    return size;
-  }
-
-  publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
-    const size = this.checkOutgoing(subject, data, options.reply);
-    this.send(subject, data, size, options.reply, options.headers);
+    return this.sized(subject, data);
   }
 
   /**
-   * Publishes a checked message through nats-core's public publish. A string body is encoded here with
-   * `Buffer.from`, which costs about half of the TextEncoder nats-core would use.
+   * A body as the bytes that go out, within the size limit. A string is encoded once, with `Buffer.from` (about half
+   * the cost of the TextEncoder nats-core would use), and its size is the length of what that made.
    */
+  private sized(subject: string, data: BusPayload): Uint8Array {
+    const bytes = typeof data !== 'string' ? data : data.length === 0 ? EMPTY : Buffer.from(data, 'utf8');
+    assertPayloadSize(subject, bytes.length, this.maxPayload);
+    return bytes;
+  }
+
+  publish(subject: string, data: BusPayload, options: PublishOptions = {}): void {
+    const bytes = this.checkOutgoing(subject, data, options.reply);
+    this.send(subject, bytes, options.reply, options.headers);
+  }
+
+  /** Publishes a checked message through nats-core's public publish. */
   private send(
     subject: string,
-    data: BusPayload,
-    size: number,
+    bytes: Uint8Array,
     reply: string | undefined,
     headers: BusHeaders | undefined,
   ): void {
+    if (headers === undefined && this.frames !== undefined && !this.frames.noMorePublishing) {
+      sendFrame(this.frames, subject, bytes, reply);
+      return;
+    }
     const h = toNatsHeaders(headers);
     this.nc.publish(
       subject,
-      size === 0 ? EMPTY : typeof data === 'string' ? Buffer.from(data, 'utf8') : data,
+      bytes.length === 0 ? EMPTY : bytes,
       h === undefined
         ? reply === undefined
           ? undefined
@@ -383,9 +407,9 @@ export class NatsBus implements Backend {
   };
 
   request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
-    let size: number;
+    let bytes: Uint8Array;
     try {
-      size = this.checkOutgoing(subject, data, undefined);
+      bytes = this.checkOutgoing(subject, data, undefined);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -415,7 +439,7 @@ export class NatsBus implements Backend {
         signal.addEventListener('abort', p.onAbort, { once: true });
       }
       try {
-        this.send(subject, data, size, p.reply, options.headers);
+        this.send(subject, bytes, p.reply, options.headers);
       } catch (error) {
         this.settle(handle, p);
         reject(AgentMeshError.from(error, ErrorCode.Unavailable));
@@ -434,9 +458,7 @@ export class NatsBus implements Backend {
       );
       return false;
     }
-    const size = payloadSize(data);
-    assertPayloadSize(reply, size, this.maxPayload);
-    this.send(reply, data, size, undefined, options?.headers);
+    this.send(reply, this.sized(reply, data), undefined, options?.headers);
     return true;
   }
 
@@ -475,7 +497,7 @@ export class NatsBus implements Backend {
   }
 
   createInbox(): string {
-    return `${this.replyPrefix}.${nuid.next()}`;
+    return `${this.replyPrefix}.${inboxToken()}`;
   }
 
   kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
