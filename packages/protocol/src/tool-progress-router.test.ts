@@ -13,6 +13,7 @@ const send = (callId: string): Send => ({
   remainingMs: 10_000,
   lostAfterMs: 10_000,
   now: Date.now(),
+  checked: false,
   signal: undefined,
   onProgress: undefined,
 });
