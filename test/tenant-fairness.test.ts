@@ -4,13 +4,12 @@
  * orders a tenant's waiting runs, `max_queued_runs` refuses with `queue_full`, and a planner killed -9 while runs
  * wait loses none and starts none twice.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   NOOP_METRICS,
-  NatsBus,
   RunEventSchema,
   createActorMetrics,
   setProcessMetrics,
@@ -23,8 +22,7 @@ import { readRunEvents, sendApprovalDecision, submitRun } from '@agentmesh/plann
 import { cleanEnv, runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 import { EventBoard, waitForRunEnd } from './helpers/wait.js';
-import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
-import { startNatsServer } from './helpers/nats-server.js';
+import { startDeployFleet } from './helpers/deploy-nats.js';
 
 const natsUrl = inject('natsUrl');
 const TIMEOUT_MS = 60_000;
@@ -326,18 +324,10 @@ describe('fair intake across 2 planners', () => {
 
 describe('fair intake under deploy/nats/nats.conf', () => {
   it('the planner user may run the fair intake: a capped tenant queues and every run completes', async () => {
-    const passwords = deployPasswords();
-    const nats = await startNatsServer({ configFile: DEPLOY_NATS_CONF });
-    const dir = mkdtempSync(join(tmpdir(), 'tf-auth-'));
-    const config = join(dir, 'agentmesh.yaml');
-    writeFileSync(config, 'tenants:\n  acme: { max_concurrent_runs: 1, max_queued_runs: 10 }\n');
-    const as = (user: DeployUser) => deployUserEnv(nats.url, user, passwords[user]);
-    const started: ActorProcess[] = [];
-    const client = await NatsBus.connect(nats.url, { user: 'client', pass: passwords.client });
+    const { client, planner, dispose } = await startDeployFleet(
+      'tenants:\n  acme: { max_concurrent_runs: 1, max_queued_runs: 10 }\n',
+    );
     try {
-      started.push(await startActor(['catalog'], as('catalog')));
-      const planner = await startActor(['planner', '--config', config], as('planner'));
-      started.push(planner);
       const ids = ['auth-0', 'auth-1', 'auth-2'];
       for (const id of ids)
         await submitRun(
@@ -360,10 +350,7 @@ describe('fair intake under deploy/nats/nats.conf', () => {
       expect(queued.filter(Boolean).length).toBeGreaterThanOrEqual(1);
       expect(planner.logs()).not.toMatch(/permission|violation/i);
     } finally {
-      for (const a of started) await a.stop('SIGKILL').catch(() => undefined);
-      await client.close();
-      await nats.dispose();
-      rmSync(dir, { recursive: true, force: true });
+      await dispose();
     }
   }, 120_000);
 });

@@ -6,7 +6,6 @@
  */
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import {
-  NatsBus,
   RunEventSchema,
   TenantCancelReplySchema,
   encodeJson,
@@ -27,13 +26,9 @@ import {
   submitRun,
   tenantWaitingBucket,
 } from '@agentmesh/planner';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { runAgentmesh, startActor, type ActorProcess } from './helpers/cli.js';
-import { DEPLOY_NATS_CONF, deployPasswords, deployUserEnv, type DeployUser } from './helpers/deploy-nats.js';
+import { runAgentmesh } from './helpers/cli.js';
+import { startDeployFleet } from './helpers/deploy-nats.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
-import { startNatsServer } from './helpers/nats-server.js';
 import { EventBoard, until, waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
@@ -183,19 +178,11 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
 
 describe('cancel of a queued run under deploy/nats/nats.conf', () => {
   it('the ops user cancels a waiting run with agentmesh runs cancel; the planner ends it within its grants', async () => {
-    const passwords = deployPasswords();
-    const nats = await startNatsServer({ configFile: DEPLOY_NATS_CONF });
-    const dir = mkdtempSync(join(tmpdir(), 'tqc-auth-'));
-    const config = join(dir, 'agentmesh.yaml');
-    writeFileSync(config, 'tenants:\n  acme: { max_concurrent_runs: 1, max_queued_runs: 10 }\n');
-    const as = (user: DeployUser) => deployUserEnv(nats.url, user, passwords[user]);
-    const started: ActorProcess[] = [];
-    const client = await NatsBus.connect(nats.url, { user: 'client', pass: passwords.client });
+    const { client, planner, as, dispose } = await startDeployFleet(
+      'tenants:\n  acme: { max_concurrent_runs: 1, max_queued_runs: 10 }\n',
+    );
     const prefix = { prefix: 'agentmesh' };
     try {
-      started.push(await startActor(['catalog'], as('catalog')));
-      const planner = await startActor(['planner', '--config', config], as('planner'));
-      started.push(planner);
       const run = (id: string, delayMs: number) =>
         submitRun(
           client,
@@ -239,10 +226,7 @@ describe('cancel of a queued run under deploy/nats/nats.conf', () => {
       expect(events.map((e) => e.type)).toEqual(['run.accepted', 'run.queued', 'run.completed']);
       expect(planner.logs()).not.toMatch(/permission|violation/i);
     } finally {
-      for (const a of started) await a.stop('SIGKILL').catch(() => undefined);
-      await client.close();
-      await nats.dispose();
-      rmSync(dir, { recursive: true, force: true });
+      await dispose();
     }
   }, 120_000);
 });

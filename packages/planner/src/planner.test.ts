@@ -429,7 +429,13 @@ describe('a burst of runs', () => {
       const finals = await Promise.all(
         Array.from({ length: 300 }, (_, i) =>
           m.planner.execute(
-            { id: `burst-${i}`, task: 'add', script: [{ tool_calls: [add(i, 1)] }, { text: 'done' }] },
+            {
+              id: `burst-${i}`,
+              task: 'add',
+              // a scope of its own per run: runs of one scope set up together share one list request
+              deferred: [`scope${i}.*`],
+              script: [{ tool_calls: [add(i, 1)] }, { text: 'done' }],
+            },
             { onEvent },
           ),
         ),
@@ -461,7 +467,13 @@ describe('a burst of runs', () => {
     try {
       const finals = await Promise.all(
         Array.from({ length: 64 }, (_, i) =>
-          planner.execute({ id: `held-${i}`, task: 'wait', script: [{ text: 'done' }] }),
+          planner.execute({
+            id: `held-${i}`,
+            task: 'wait',
+            // a scope of its own per run, so each asks the catalog (runs of one scope share one request)
+            deferred: [`scope${i}.*`],
+            script: [{ text: 'done' }],
+          }),
         ),
       );
       expect(finals.filter((f) => f.type === 'run.completed' && f.status === 'done')).toHaveLength(64);
