@@ -37,9 +37,19 @@ export class Admission {
     return this.calls;
   }
 
-  /** Takes a call (counted until {@link leave}), or returns the `busy` answer that refuses it. */
-  admit(tool: string, cpuPool: CpuPool | undefined): ErrorPayload | undefined {
-    const cpuFull = cpuPool?.saturated === true;
+  /**
+   * Takes a call (counted until {@link leave}), or returns the `busy` answer that refuses it. A CPU-bound call sent
+   * to this worker by name (`invoke`, its own subject for the tool, was the call's subject) may wait in the pool's
+   * named overflow. A `busy` answer that offers a notice names `invoke`, so that a caller whose call another replica
+   * turned away may send it here by name.
+   */
+  admit(
+    tool: string,
+    cpuPool: CpuPool | undefined,
+    named?: { invoke: string; byName: boolean },
+  ): ErrorPayload | undefined {
+    const cpuFull =
+      cpuPool !== undefined && (named?.byName === true ? cpuPool.saturatedForNamed : cpuPool.saturated);
     if (this.state === 'running' && this.calls < this.concurrency && !cpuFull) {
       this.calls++;
       if (cpuPool !== undefined) {
@@ -53,6 +63,9 @@ export class Admission {
     }
     const offers = this.state === 'running';
     if (offers) this.owe(tool, cpuPool, 1);
+    // named only when a call sent by name would be taken: a CPU call its pool's named overflow has room for
+    const nameable =
+      offers && named !== undefined && cpuFull && this.calls < this.concurrency && !cpuPool.saturatedForNamed;
     actorMetrics().toolCallRefused(tool);
     return {
       code: ErrorCode.Busy,
@@ -63,7 +76,9 @@ export class Admission {
             ? `worker ${this.workerId} has all ${cpuPool?.threads} CPU threads busy and its queue full; try another replica`
             : `worker ${this.workerId} has ${this.calls} calls in flight (limit ${this.concurrency}); try another replica`,
       retryable: true,
-      details: offers ? { worker_id: this.workerId, tool, offers } : { worker_id: this.workerId, tool },
+      details: offers
+        ? { worker_id: this.workerId, tool, offers, ...(nameable ? { invoke: named.invoke } : {}) }
+        : { worker_id: this.workerId, tool },
     };
   }
 

@@ -42,6 +42,12 @@ export interface CpuPoolOptions {
   threads?: number;
   /** CPU calls that may wait for a thread beyond those running (default: the thread count). */
   queueDepth?: number;
+  /**
+   * CPU calls sent to this worker by name (its own subject) that may wait beyond `queueDepth` (default: threads +
+   * queueDepth): a caller names a worker when its replicas turned the call away full, so queueing it here beats
+   * sending it round again.
+   */
+  namedDepth?: number;
   idleTimeoutMs?: number;
 }
 
@@ -53,12 +59,14 @@ export class CpuPool {
   private pool: Piscina | undefined;
   readonly threads: number;
   readonly queueDepth: number;
+  readonly namedDepth: number;
   private readonly idleTimeoutMs: number;
   private tasks = 0;
 
   constructor(options: CpuPoolOptions = {}) {
     this.threads = Math.max(1, options.threads ?? availableParallelism());
     this.queueDepth = Math.max(0, options.queueDepth ?? this.threads);
+    this.namedDepth = Math.max(0, options.namedDepth ?? this.threads + this.queueDepth);
     this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
   }
 
@@ -106,6 +114,11 @@ export class CpuPool {
    */
   get saturated(): boolean {
     return this.tasks >= this.threads + this.queueDepth;
+  }
+
+  /** Whether the pool is full even for a call sent to this worker by name: its queue and the named overflow. */
+  get saturatedForNamed(): boolean {
+    return this.tasks >= this.threads + this.queueDepth + this.namedDepth;
   }
 
   /** CPU calls the pool would still take before it is saturated, counting `arriving` more about to be handed to it. */
