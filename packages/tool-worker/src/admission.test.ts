@@ -186,4 +186,34 @@ describe('Admission owes the callers it turned away a word once it has room', ()
     room = 2;
     expect(admission.leave()).toEqual([{ tool: 't.cpu', free: 2 }]);
   });
+
+  it('queues a CPU call sent by name in the named overflow, and names its own subject only while that has room', () => {
+    let tasks = 0;
+    const pool = {
+      threads: 1,
+      get saturated() {
+        return tasks >= 2;
+      },
+      get saturatedForNamed() {
+        return tasks >= 3;
+      },
+      room: (arriving = 0) => 2 - tasks - arriving,
+      waiting: () => 0,
+    } as unknown as CpuPool;
+    const admission = new Admission('w1', 8);
+    admission.state = 'running';
+    const shared = { invoke: 't.cpu.Wme', byName: false };
+    const byName = { invoke: 't.cpu.Wme', byName: true };
+    for (; tasks < 2; tasks++) expect(admission.admit('t.cpu', pool, shared)).toBeUndefined();
+    expect(admission.admit('t.cpu', pool, shared)).toMatchObject({
+      code: 'busy',
+      details: { worker_id: 'w1', offers: true, invoke: 't.cpu.Wme' },
+    });
+    expect(admission.admit('t.cpu', pool, byName)).toBeUndefined();
+    tasks++;
+    const full = admission.admit('t.cpu', pool, byName);
+    expect(full).toMatchObject({ code: 'busy', details: { offers: true } });
+    expect(full?.details).not.toHaveProperty('invoke');
+    expect(admission.admit('t.cpu', pool, shared)?.details).not.toHaveProperty('invoke');
+  });
 });
