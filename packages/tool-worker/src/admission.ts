@@ -9,6 +9,12 @@ export interface RoomFor {
   free: number;
 }
 
+/** How a call reached the worker: `invoke` is its own subject for the tool, `byName` whether the call came on it. */
+export interface CallRoute {
+  invoke: string;
+  byName: boolean;
+}
+
 /**
  * Which calls a worker takes: at most `concurrency` in flight, CPU-bound calls only while the thread pool's queue
  * has room, none unless it is running. A refused call is answered `busy` at once (retryable: it never started), so
@@ -43,11 +49,7 @@ export class Admission {
    * named overflow. A `busy` answer that offers a notice names `invoke`, so that a caller whose call another replica
    * turned away may send it here by name.
    */
-  admit(
-    tool: string,
-    cpuPool: CpuPool | undefined,
-    named?: { invoke: string; byName: boolean },
-  ): ErrorPayload | undefined {
+  admit(tool: string, cpuPool: CpuPool | undefined, named?: CallRoute): ErrorPayload | undefined {
     const cpuFull =
       cpuPool !== undefined && (named?.byName === true ? cpuPool.saturatedForNamed : cpuPool.saturated);
     if (this.state === 'running' && this.calls < this.concurrency && !cpuFull) {

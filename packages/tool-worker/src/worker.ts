@@ -27,7 +27,7 @@ import {
   type ToolSpec,
   traceToolExecution,
 } from '@agentmesh/protocol';
-import { Admission } from './admission.js';
+import { Admission, type CallRoute } from './admission.js';
 import type { RunCallScope } from './attempt.js';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts } from './artifacts.js';
 import { AbortScope, ProgressHub } from './call-scope.js';
@@ -379,15 +379,11 @@ export class ToolWorker {
     return this.executeParsed(parseToolInvocation(input, 'tool invocation', ErrorCode.InvalidRequest, true));
   }
 
-  private onInvoke(
-    tool: Tool<any, any>,
-    msg: BusMessage,
-    named: { invoke: string; byName: boolean },
-  ): Promise<void> | void {
+  private onInvoke(tool: Tool<any, any>, msg: BusMessage, route: CallRoute): Promise<void> | void {
     const refused = this.admission.admit(
       tool.name,
       tool.cpu === undefined ? undefined : this.executor.cpuPool,
-      named,
+      route,
     );
     if (refused !== undefined) return respondError(this.bus, msg, refused);
     return this.answerInvoke(tool, msg);
