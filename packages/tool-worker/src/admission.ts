@@ -54,13 +54,13 @@ export class Admission {
       cpuPool !== undefined && (named?.byName === true ? cpuPool.saturatedForNamed : cpuPool.saturated);
     if (this.state === 'running' && this.calls < this.concurrency && !cpuFull) {
       this.calls++;
-      if (cpuPool !== undefined) {
-        this.cpuPool = cpuPool;
-        actorMetrics().setAdmissionQueueDepth(cpuPool.waiting(1));
-      }
+      if (cpuPool === undefined) return undefined;
+      this.cpuPool = cpuPool;
+      cpuPool.hold();
+      actorMetrics().setAdmissionQueueDepth(cpuPool.waiting());
       // a full thread pool owes a word even before it turns anyone away: another replica may have, and a CPU call
       // is long enough for a notice per call to cost nothing (a fast tool at its concurrency limit would pay per call)
-      if (cpuPool !== undefined && cpuPool.room(1) <= 0) this.owe(tool, cpuPool, 0);
+      if (cpuPool.room() <= 0) this.owe(tool, cpuPool, 0);
       return undefined;
     }
     const offers = this.state === 'running';
@@ -85,12 +85,13 @@ export class Admission {
   }
 
   /**
-   * Ends an admitted call. Returns the owed tools the worker now has room for, or undefined: the worker tells their
+   * Ends an admitted call (`cpuPool`: the pool it was admitted for, if CPU-bound). Returns the owed tools the worker now has room for, or undefined: the worker tells their
    * waiting callers. Each notice counts as answering `free` of the calls turned away; a tool stays owed until its
    * notices have answered them all, so a long queue of waiting callers is woken one freed slot after another.
    */
-  leave(): RoomFor[] | undefined {
+  leave(cpuPool?: CpuPool): RoomFor[] | undefined {
     this.calls--;
+    cpuPool?.release();
     if (this.cpuPool !== undefined) actorMetrics().setAdmissionQueueDepth(this.cpuPool.waiting());
     if (this.owed.size === 0) return undefined;
     if (this.state !== 'running') {

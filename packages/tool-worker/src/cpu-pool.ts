@@ -62,6 +62,7 @@ export class CpuPool {
   readonly namedDepth: number;
   private readonly idleTimeoutMs: number;
   private tasks = 0;
+  private held = 0;
 
   constructor(options: CpuPoolOptions = {}) {
     this.threads = Math.max(1, options.threads ?? availableParallelism());
@@ -109,26 +110,43 @@ export class CpuPool {
   }
 
   /**
+   * Counts a call admitted for the pool until {@link release}: from its admission, before its task reaches the pool
+   * (a burst of calls is admitted in one event loop turn, before any of them runs), until it has left.
+   */
+  hold(): void {
+    this.held++;
+  }
+
+  release(): void {
+    this.held = Math.max(0, this.held - 1);
+  }
+
+  /** CPU calls held or running now: the admitted ones, or more when calls run without admission (embedded). */
+  private get load(): number {
+    return Math.max(this.tasks, this.held);
+  }
+
+  /**
    * Whether every thread is busy and the queue is full: the worker then answers new CPU calls `busy`, so that the
    * queue group's other replicas take them and CPU work spreads evenly.
    */
   get saturated(): boolean {
-    return this.tasks >= this.threads + this.queueDepth;
+    return this.load >= this.threads + this.queueDepth;
   }
 
   /** Whether the pool is full even for a call sent to this worker by name: its queue and the named overflow. */
   get saturatedForNamed(): boolean {
-    return this.tasks >= this.threads + this.queueDepth + this.namedDepth;
+    return this.load >= this.threads + this.queueDepth + this.namedDepth;
   }
 
-  /** CPU calls the pool would still take before it is saturated, counting `arriving` more about to be handed to it. */
-  room(arriving = 0): number {
-    return this.threads + this.queueDepth - this.tasks - arriving;
+  /** CPU calls the pool would still take before it is saturated. */
+  room(): number {
+    return this.threads + this.queueDepth - this.load;
   }
 
-  /** CPU calls waiting for a thread now, counting `arriving` more that are about to be handed to the pool. */
-  waiting(arriving = 0): number {
-    return Math.max(0, this.tasks + arriving - this.threads);
+  /** CPU calls waiting for a thread now. */
+  waiting(): number {
+    return Math.max(0, this.load - this.threads);
   }
 
   /** Threads alive right now. */

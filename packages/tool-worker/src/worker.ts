@@ -419,7 +419,9 @@ export class ToolWorker {
             );
       this.respondOutcome(msg, outcome);
     } finally {
-      this.capacity.announce(this.admission.leave());
+      this.capacity.announce(
+        this.admission.leave(tool.cpu === undefined ? undefined : this.executor.cpuPool),
+      );
     }
   }
 
