@@ -45,13 +45,13 @@ export class Admission {
 
   /**
    * Takes a call (counted until {@link leave}), or returns the `busy` answer that refuses it. A CPU-bound call sent
-   * to this worker by name (`invoke`, its own subject for the tool, was the call's subject) may wait in the pool's
-   * named overflow. A `busy` answer that offers a notice names `invoke`, so that a caller whose call another replica
-   * turned away may send it here by name.
+   * to this worker by name (its `route` came by its own subject for the tool) may wait in the pool's named overflow.
+   * A `busy` answer that offers a notice names that subject (`invoke`) while the overflow has room, so that a caller
+   * whose call another replica turned away may send it here by name.
    */
-  admit(tool: string, cpuPool: CpuPool | undefined, named?: CallRoute): ErrorPayload | undefined {
+  admit(tool: string, cpuPool: CpuPool | undefined, route?: CallRoute): ErrorPayload | undefined {
     const cpuFull =
-      cpuPool !== undefined && (named?.byName === true ? cpuPool.saturatedForNamed : cpuPool.saturated);
+      cpuPool !== undefined && (route?.byName === true ? cpuPool.saturatedForNamed : cpuPool.saturated);
     if (this.state === 'running' && this.calls < this.concurrency && !cpuFull) {
       this.calls++;
       if (cpuPool === undefined) return undefined;
@@ -67,7 +67,7 @@ export class Admission {
     if (offers) this.owe(tool, cpuPool, 1);
     // named only when a call sent by name would be taken: a CPU call its pool's named overflow has room for
     const nameable =
-      offers && named !== undefined && cpuFull && this.calls < this.concurrency && !cpuPool.saturatedForNamed;
+      offers && route !== undefined && cpuFull && this.calls < this.concurrency && !cpuPool.saturatedForNamed;
     actorMetrics().toolCallRefused(tool);
     return {
       code: ErrorCode.Busy,
@@ -79,14 +79,14 @@ export class Admission {
             : `worker ${this.workerId} has ${this.calls} calls in flight (limit ${this.concurrency}); try another replica`,
       retryable: true,
       details: offers
-        ? { worker_id: this.workerId, tool, offers, ...(nameable ? { invoke: named.invoke } : {}) }
+        ? { worker_id: this.workerId, tool, offers, ...(nameable ? { invoke: route.invoke } : {}) }
         : { worker_id: this.workerId, tool },
     };
   }
 
   /**
-   * Ends an admitted call (`cpuPool`: the pool it was admitted for, if CPU-bound). Returns the owed tools the worker now has room for, or undefined: the worker tells their
-   * waiting callers. Each notice counts as answering `free` of the calls turned away; a tool stays owed until its
+   * Ends an admitted call (`cpuPool`: the pool it was admitted for, if CPU-bound). Returns the owed tools the worker
+   * now has room for, or undefined: the worker tells their waiting callers. Each notice counts as answering `free` of the calls turned away; a tool stays owed until its
    * notices have answered them all, so a long queue of waiting callers is woken one freed slot after another.
    */
   leave(cpuPool?: CpuPool): RoomFor[] | undefined {
