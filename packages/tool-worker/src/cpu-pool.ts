@@ -139,14 +139,14 @@ export class CpuPool {
     return this.load >= this.threads + this.queueDepth + this.namedDepth;
   }
 
-  /** CPU calls the pool would still take before it is saturated. */
-  room(): number {
-    return this.threads + this.queueDepth - this.load;
+  /** CPU calls the pool would still take before it is saturated, counting `arriving` more about to be handed to it. */
+  room(arriving = 0): number {
+    return this.threads + this.queueDepth - this.load - arriving;
   }
 
-  /** CPU calls waiting for a thread now. */
-  waiting(): number {
-    return Math.max(0, this.load - this.threads);
+  /** CPU calls waiting for a thread now, counting `arriving` more that are about to be handed to the pool. */
+  waiting(arriving = 0): number {
+    return Math.max(0, this.load + arriving - this.threads);
   }
 
   /** Threads alive right now. */
