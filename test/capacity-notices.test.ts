@@ -38,10 +38,22 @@ let observer: Backend;
 const buses: Backend[] = [];
 const workers: ToolWorker[] = [];
 
-async function startWorker(tools: Tool<any, any>[], concurrency: number): Promise<ToolWorker> {
+async function startWorker(
+  tools: Tool<any, any>[],
+  concurrency: number,
+  threads?: number,
+): Promise<ToolWorker> {
   const bus = await connectBus({ natsUrl });
   buses.push(bus);
-  const worker = new ToolWorker({ bus, tools, prefix, logger: silentLogger(), register: false, concurrency });
+  const worker = new ToolWorker({
+    bus,
+    tools,
+    prefix,
+    logger: silentLogger(),
+    register: false,
+    concurrency,
+    ...(threads === undefined ? {} : { threads }),
+  });
   await worker.start();
   await bus.flush();
   workers.push(worker);
@@ -68,6 +80,14 @@ async function watchTool(tool: string) {
   await observer.flush();
   return { sends, notices, stop: () => subs.forEach((sub) => sub.unsubscribe()) };
 }
+
+const hashTool = (name: string) =>
+  defineTool({
+    name,
+    description: 'Hashes on a thread.',
+    input: z.object({ rounds: z.number(), bytes: z.number(), seed: z.string().optional() }),
+    cpu: { module: new URL('./fixtures/worker-cpu-task.mjs', import.meta.url), export: 'hashRounds' },
+  });
 
 let seq = 0;
 const call = (tool: string, ms: number) =>
@@ -117,6 +137,39 @@ describe('capacity notices', () => {
     expect(seen.notices.length).toBeGreaterThan(0);
     // 8 calls wait up to 450 ms: polling at 25-50 ms would send each of them again about 12 times
     expect(seen.sends.length).toBeLessThan(12 * 4);
+  });
+
+  it('send a CPU call a full replica turned away by name to a full peer, which queues it: no round of the queue group', async () => {
+    // 1 thread and 1 queued call each: 8 calls are 2 running, 2 queued and 4 turned away at first
+    const a = await startWorker([hashTool('cap.cpu')], 16, 1);
+    const b = await startWorker([hashTool('cap.cpu')], 16, 1);
+    const seen = await watchTool('cap.cpu');
+    const outcomes = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        invokeTool(
+          caller,
+          {
+            call_id: `cap-${++seq}`,
+            run_id: 'run-cap',
+            tool: 'cap.cpu',
+            arguments: { rounds: 400, bytes: 1 << 20, seed: String(i) },
+          },
+          { prefix },
+        ),
+      ),
+    );
+    seen.stop();
+    expect(outcomes.every((o) => !o.is_error)).toBe(true);
+    const byWorker = new Map<string, number>();
+    for (const o of outcomes) byWorker.set(o.worker_id, (byWorker.get(o.worker_id) ?? 0) + 1);
+    // each holds at most 4 (1 running, 1 queued, 2 named): all 8 are placed before the first ends
+    expect(byWorker.get(a.workerId)).toBe(4);
+    expect(byWorker.get(b.workerId)).toBe(4);
+    expect(a.cpuThreads + b.cpuThreads).toBeLessThanOrEqual(2);
+    const toQueueGroup = seen.sends.filter((send) => send.subject === s.toolInvoke('cap.cpu')).length;
+    // each call turned away goes to a peer by name at once; sent round the queue group again and then woken by a
+    // notice, the 4 would take 17 sends or so, 13 at the least
+    expect(toQueueGroup).toBeLessThanOrEqual(12);
   });
 
   it('wake a long queue of waiting calls one freed slot after another, not on their backoff', async () => {

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MemoryBus } from './bus/memory-bus.js';
 import { publishJson } from './rpc.js';
 import { CapacityWaiters } from './tool-capacity.js';
@@ -62,5 +62,55 @@ describe('CapacityWaiters', () => {
     controller.abort();
     expect(await waiting).toBeUndefined();
     expect(waiters.waiting).toBe(0);
+  });
+});
+
+describe('CapacityWaiters: full peers to name', () => {
+  const busy = (worker: string, invoke?: string) => ({
+    worker_id: worker,
+    tool: 'math.calc',
+    offers: true,
+    ...(invoke === undefined ? {} : { invoke }),
+  });
+  afterEach(() => vi.useRealTimers());
+
+  it('names another worker that turned a call away and queues by name, never the one that just refused', () => {
+    const { waiters } = setup();
+    expect(waiters.noteBusy(TOOL, busy('a', `${TOOL}.Wa`))).toBe('a');
+    expect(waiters.fullPeer(TOOL, 'a')).toBeUndefined();
+    expect(waiters.noteBusy(TOOL, busy('b', `${TOOL}.Wb`))).toBe('b');
+    expect(waiters.fullPeer(TOOL, 'b')).toBe(`${TOOL}.Wa`);
+    expect(waiters.fullPeer(TOOL, 'a')).toBe(`${TOOL}.Wb`);
+    // the least recently named first: calls turned away together spread over the peers
+    waiters.noteBusy(TOOL, busy('c', `${TOOL}.Wc`));
+    expect([waiters.fullPeer(TOOL, 'x'), waiters.fullPeer(TOOL, 'x'), waiters.fullPeer(TOOL, 'x')]).toEqual([
+      `${TOOL}.Wa`,
+      `${TOOL}.Wb`,
+      `${TOOL}.Wc`,
+    ]);
+    expect(waiters.fullPeer('agentmesh.tool.invoke.math.other', 'x')).toBeUndefined();
+  });
+
+  it('forgets a worker whose busy answer names no subject, or a subject not its own for this tool', () => {
+    const { waiters } = setup();
+    waiters.noteBusy(TOOL, busy('a', `${TOOL}.Wa`));
+    waiters.noteBusy(TOOL, busy('a'));
+    expect(waiters.fullPeer(TOOL, 'x')).toBeUndefined();
+    for (const invoke of ['agentmesh.tool.invoke.math.other.Wa', `${TOOL}.lowercase`, `${TOOL}.Wa.deeper`]) {
+      waiters.noteBusy(TOOL, busy('a', invoke));
+      expect(waiters.fullPeer(TOOL, 'x')).toBeUndefined();
+    }
+    expect(waiters.noteBusy(TOOL, { tool: 'math.calc' })).toBeUndefined();
+    expect(waiters.noteBusy(TOOL, undefined)).toBeUndefined();
+  });
+
+  it('forgets a full peer after a second', () => {
+    vi.useFakeTimers();
+    const { waiters } = setup();
+    waiters.noteBusy(TOOL, busy('a', `${TOOL}.Wa`));
+    vi.advanceTimersByTime(900);
+    expect(waiters.fullPeer(TOOL, 'x')).toBe(`${TOOL}.Wa`);
+    vi.advanceTimersByTime(200);
+    expect(waiters.fullPeer(TOOL, 'x')).toBeUndefined();
   });
 });

@@ -5,6 +5,11 @@ import { WORKER_SUBJECT_TOKEN } from './subjects.js';
 
 /** How long a capacity subscription outlives its last waiter, so that a busy stretch does not subscribe per call. */
 const IDLE_UNSUBSCRIBE_MS = 5_000;
+/** How long a worker that turned a call away full is remembered as a peer to name for the calls of its tool. */
+const FULL_PEER_MS = 1_000;
+/** Full workers remembered per tool, and tools with any remembered. */
+const MAX_FULL_PEERS = 64;
+const MAX_TOOLS_WITH_PEERS = 1_024;
 
 interface Waiter {
   wake(invoke: string | undefined): void;
@@ -25,6 +30,8 @@ const checkCapacity = outputCheck(ToolCapacitySchema);
  */
 export class CapacityWaiters {
   private readonly listeners = new Map<string, Listener>();
+  /** By tool subject: the workers that turned a call away `busy` lately (by worker id), their own subject and when. */
+  private readonly fullPeers = new Map<string, Map<string, { invoke: string; at: number }>>();
 
   constructor(private readonly bus: Bus) {}
 
@@ -60,6 +67,53 @@ export class CapacityWaiters {
     });
   }
 
+  /**
+   * Remembers the worker that gave a `busy` answer (its `details`) to a call of the tool served on `toolSubject`, as
+   * a full peer to name when the answer named the worker's own subject (it queues a call sent to it by name), or
+   * forgets it when the answer did not. Returns the worker's id.
+   */
+  noteBusy(toolSubject: string, details: Record<string, unknown> | undefined): string | undefined {
+    const workerId = details?.['worker_id'];
+    if (typeof workerId !== 'string') return undefined;
+    const invoke = details?.['invoke'];
+    let peers = this.fullPeers.get(toolSubject);
+    if (typeof invoke !== 'string' || !isWorkerSubject(invoke, toolSubject)) {
+      peers?.delete(workerId);
+      return workerId;
+    }
+    if (peers === undefined) {
+      if (this.fullPeers.size >= MAX_TOOLS_WITH_PEERS) this.fullPeers.clear();
+      this.fullPeers.set(toolSubject, (peers = new Map()));
+    }
+    peers.delete(workerId);
+    if (peers.size >= MAX_FULL_PEERS) peers.clear();
+    peers.set(workerId, { invoke, at: Date.now() });
+    return workerId;
+  }
+
+  /**
+   * The own subject of a worker of the tool served on `toolSubject`, other than `except` (the one that just turned
+   * the call away), that turned a call away lately and said it queues a call sent to it by name: the call waits
+   * there instead of going round the queue group again. The least recently named, so that calls turned away
+   * together spread over the peers.
+   */
+  fullPeer(toolSubject: string, except: string | undefined): string | undefined {
+    const peers = this.fullPeers.get(toolSubject);
+    if (peers === undefined) return undefined;
+    const now = Date.now();
+    for (const [workerId, peer] of peers) {
+      if (now - peer.at > FULL_PEER_MS) {
+        peers.delete(workerId);
+        continue;
+      }
+      if (workerId === except) continue;
+      peers.delete(workerId);
+      peers.set(workerId, peer);
+      return peer.invoke;
+    }
+    return undefined;
+  }
+
   /** Calls waiting now, for tests and metrics. */
   get waiting(): number {
     let n = 0;
@@ -88,15 +142,17 @@ export class CapacityWaiters {
   }
 }
 
+/** Whether `subject` is one worker's own subject for the tool served on `toolSubject`. */
+function isWorkerSubject(subject: string, toolSubject: string): boolean {
+  return (
+    subject.startsWith(`${toolSubject}.`) && WORKER_SUBJECT_TOKEN.test(subject.slice(toolSubject.length + 1))
+  );
+}
+
 function wakeFor(msg: BusMessage, toolSubject: string, waiters: Set<Waiter>): void {
   if (waiters.size === 0) return;
   const notice = readNotice(msg);
-  if (
-    notice === undefined ||
-    !notice.invoke.startsWith(`${toolSubject}.`) ||
-    !WORKER_SUBJECT_TOKEN.test(notice.invoke.slice(toolSubject.length + 1))
-  )
-    return;
+  if (notice === undefined || !isWorkerSubject(notice.invoke, toolSubject)) return;
   let room = notice.free;
   for (const waiter of waiters) {
     if (room-- <= 0) break;

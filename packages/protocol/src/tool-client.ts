@@ -289,19 +289,28 @@ class ClientCall {
     return undefined;
   }
 
-  /** Waits before the next send: until a worker that turned the call away says it has room, or the delay is over. */
+  /**
+   * Waits before the next send: not at all when another worker of the tool, full too, can be named (see
+   * {@link CapacityWaiters.fullPeer}); else until a worker that turned the call away says it has room, or the delay
+   * is over.
+   */
   private async pause(
     delayMs: number,
     error: AgentMeshError,
     signal: AbortSignal | undefined,
   ): Promise<void> {
     if (error.code !== ErrorCode.Busy || !offersCapacity(error)) return sleep(delayMs, signal);
-    this.target = await capacityWaiters(this.router.bus).wait(
-      subjects(this.options.prefix).toolCapacity(this.body.tool),
-      this.subject,
-      delayMs,
-      signal,
-    );
+    const waiters = capacityWaiters(this.router.bus);
+    const refuser = waiters.noteBusy(this.subject, error.details);
+    this.target = waiters.fullPeer(this.subject, refuser);
+    if (this.target !== undefined) return;
+    this.target =
+      (await waiters.wait(
+        subjects(this.options.prefix).toolCapacity(this.body.tool),
+        this.subject,
+        delayMs,
+        signal,
+      )) ?? waiters.fullPeer(this.subject, refuser);
   }
 
   /** The error the caller gets once no more sends are made. */

@@ -15,7 +15,7 @@ import {
   type ToolProgress,
 } from '@agentmesh/protocol';
 import { Admission } from './admission.js';
-import type { CpuPool } from './cpu-pool.js';
+import { CpuPool } from './cpu-pool.js';
 import { defineTool } from './define-tool.js';
 import { ToolWorker } from './worker.js';
 
@@ -172,8 +172,10 @@ describe('Admission owes the callers it turned away a word once it has room', ()
       get saturated() {
         return room <= 0;
       },
-      room: (arriving = 0) => room - arriving,
+      room: () => room,
       waiting: () => 0,
+      hold: () => undefined,
+      release: () => undefined,
     } as unknown as CpuPool;
     const admission = new Admission('w1', 8);
     admission.state = 'running';
@@ -185,5 +187,39 @@ describe('Admission owes the callers it turned away a word once it has room', ()
     expect(admission.admit('t.io', undefined)).toBeUndefined();
     room = 2;
     expect(admission.leave()).toEqual([{ tool: 't.cpu', free: 2 }]);
+  });
+
+  it('queues a CPU call sent by name in the named overflow, and names its own subject only while that has room', () => {
+    // 1 thread, 1 queued, 2 more by name; no thread starts: admission alone fills it
+    const pool = new CpuPool({ threads: 1, queueDepth: 1 });
+    const admission = new Admission('w1', 8);
+    admission.state = 'running';
+    const shared = { invoke: 't.cpu.Wme', byName: false };
+    const byName = { invoke: 't.cpu.Wme', byName: true };
+    for (let i = 0; i < 2; i++) expect(admission.admit('t.cpu', pool, shared)).toBeUndefined();
+    expect(admission.admit('t.cpu', pool, shared)).toMatchObject({
+      code: 'busy',
+      details: { worker_id: 'w1', offers: true, invoke: 't.cpu.Wme' },
+    });
+    expect(admission.admit('t.cpu', pool, byName)).toBeUndefined();
+    expect(admission.admit('t.cpu', pool, byName)).toBeUndefined();
+    const full = admission.admit('t.cpu', pool, byName);
+    expect(full).toMatchObject({ code: 'busy', details: { offers: true } });
+    expect(full?.details).not.toHaveProperty('invoke');
+    expect(admission.admit('t.cpu', pool, shared)?.details).not.toHaveProperty('invoke');
+    // room again only once the calls beyond threads and queue have left
+    for (let i = 0; i < 2; i++) expect(admission.leave(pool)).toBeUndefined();
+    expect(admission.leave(pool)).toEqual([{ tool: 't.cpu', free: 1 }]);
+  });
+
+  it('counts a burst of CPU calls admitted in one turn against the pool before any of them runs', () => {
+    const pool = new CpuPool({ threads: 1, queueDepth: 1 });
+    const admission = new Admission('w1', 64);
+    admission.state = 'running';
+    const answers = Array.from({ length: 8 }, () => admission.admit('t.cpu', pool));
+    expect(answers.filter((a) => a === undefined)).toHaveLength(2);
+    expect(pool.waiting()).toBe(1);
+    expect(admission.leave(pool)).toEqual([{ tool: 't.cpu', free: 1 }]);
+    expect(pool.room()).toBe(1);
   });
 });

@@ -9,6 +9,12 @@ export interface RoomFor {
   free: number;
 }
 
+/** How a call reached the worker: `invoke` is its own subject for the tool, `byName` whether the call came on it. */
+export interface CallRoute {
+  invoke: string;
+  byName: boolean;
+}
+
 /**
  * Which calls a worker takes: at most `concurrency` in flight, CPU-bound calls only while the thread pool's queue
  * has room, none unless it is running. A refused call is answered `busy` at once (retryable: it never started), so
@@ -37,22 +43,31 @@ export class Admission {
     return this.calls;
   }
 
-  /** Takes a call (counted until {@link leave}), or returns the `busy` answer that refuses it. */
-  admit(tool: string, cpuPool: CpuPool | undefined): ErrorPayload | undefined {
-    const cpuFull = cpuPool?.saturated === true;
+  /**
+   * Takes a call (counted until {@link leave}), or returns the `busy` answer that refuses it. A CPU-bound call sent
+   * to this worker by name (its `route` came by its own subject for the tool) may wait in the pool's named overflow.
+   * A `busy` answer that offers a notice names that subject (`invoke`) while the overflow has room, so that a caller
+   * whose call another replica turned away may send it here by name.
+   */
+  admit(tool: string, cpuPool: CpuPool | undefined, route?: CallRoute): ErrorPayload | undefined {
+    const cpuFull =
+      cpuPool !== undefined && (route?.byName === true ? cpuPool.saturatedForNamed : cpuPool.saturated);
     if (this.state === 'running' && this.calls < this.concurrency && !cpuFull) {
       this.calls++;
-      if (cpuPool !== undefined) {
-        this.cpuPool = cpuPool;
-        actorMetrics().setAdmissionQueueDepth(cpuPool.waiting(1));
-      }
+      if (cpuPool === undefined) return undefined;
+      this.cpuPool = cpuPool;
+      cpuPool.hold();
+      actorMetrics().setAdmissionQueueDepth(cpuPool.waiting());
       // a full thread pool owes a word even before it turns anyone away: another replica may have, and a CPU call
       // is long enough for a notice per call to cost nothing (a fast tool at its concurrency limit would pay per call)
-      if (cpuPool !== undefined && cpuPool.room(1) <= 0) this.owe(tool, cpuPool, 0);
+      if (cpuPool.room() <= 0) this.owe(tool, cpuPool, 0);
       return undefined;
     }
     const offers = this.state === 'running';
     if (offers) this.owe(tool, cpuPool, 1);
+    // named only when a call sent by name would be taken: a CPU call its pool's named overflow has room for
+    const nameable =
+      offers && route !== undefined && cpuFull && this.calls < this.concurrency && !cpuPool.saturatedForNamed;
     actorMetrics().toolCallRefused(tool);
     return {
       code: ErrorCode.Busy,
@@ -63,17 +78,20 @@ export class Admission {
             ? `worker ${this.workerId} has all ${cpuPool?.threads} CPU threads busy and its queue full; try another replica`
             : `worker ${this.workerId} has ${this.calls} calls in flight (limit ${this.concurrency}); try another replica`,
       retryable: true,
-      details: offers ? { worker_id: this.workerId, tool, offers } : { worker_id: this.workerId, tool },
+      details: offers
+        ? { worker_id: this.workerId, tool, offers, ...(nameable ? { invoke: route.invoke } : {}) }
+        : { worker_id: this.workerId, tool },
     };
   }
 
   /**
-   * Ends an admitted call. Returns the owed tools the worker now has room for, or undefined: the worker tells their
-   * waiting callers. Each notice counts as answering `free` of the calls turned away; a tool stays owed until its
+   * Ends an admitted call (`cpuPool`: the pool it was admitted for, if CPU-bound). Returns the owed tools the worker
+   * now has room for, or undefined: the worker tells their waiting callers. Each notice counts as answering `free` of the calls turned away; a tool stays owed until its
    * notices have answered them all, so a long queue of waiting callers is woken one freed slot after another.
    */
-  leave(): RoomFor[] | undefined {
+  leave(cpuPool?: CpuPool): RoomFor[] | undefined {
     this.calls--;
+    cpuPool?.release();
     if (this.cpuPool !== undefined) actorMetrics().setAdmissionQueueDepth(this.cpuPool.waiting());
     if (this.owed.size === 0) return undefined;
     if (this.state !== 'running') {

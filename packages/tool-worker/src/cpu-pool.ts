@@ -42,6 +42,12 @@ export interface CpuPoolOptions {
   threads?: number;
   /** CPU calls that may wait for a thread beyond those running (default: the thread count). */
   queueDepth?: number;
+  /**
+   * CPU calls sent to this worker by name (its own subject) that may wait beyond `queueDepth` (default: threads +
+   * queueDepth): a caller names a worker when its replicas turned the call away full, so queueing it here beats
+   * sending it round again.
+   */
+  namedDepth?: number;
   idleTimeoutMs?: number;
 }
 
@@ -53,12 +59,15 @@ export class CpuPool {
   private pool: Piscina | undefined;
   readonly threads: number;
   readonly queueDepth: number;
+  readonly namedDepth: number;
   private readonly idleTimeoutMs: number;
   private tasks = 0;
+  private held = 0;
 
   constructor(options: CpuPoolOptions = {}) {
     this.threads = Math.max(1, options.threads ?? availableParallelism());
     this.queueDepth = Math.max(0, options.queueDepth ?? this.threads);
+    this.namedDepth = Math.max(0, options.namedDepth ?? this.threads + this.queueDepth);
     this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
   }
 
@@ -101,21 +110,43 @@ export class CpuPool {
   }
 
   /**
+   * Counts a call admitted for the pool until {@link release}: from its admission, before its task reaches the pool
+   * (a burst of calls is admitted in one event loop turn, before any of them runs), until it has left.
+   */
+  hold(): void {
+    this.held++;
+  }
+
+  release(): void {
+    this.held = Math.max(0, this.held - 1);
+  }
+
+  /** CPU calls held or running now: the admitted ones, or more when calls run without admission (embedded). */
+  private get load(): number {
+    return Math.max(this.tasks, this.held);
+  }
+
+  /**
    * Whether every thread is busy and the queue is full: the worker then answers new CPU calls `busy`, so that the
    * queue group's other replicas take them and CPU work spreads evenly.
    */
   get saturated(): boolean {
-    return this.tasks >= this.threads + this.queueDepth;
+    return this.load >= this.threads + this.queueDepth;
+  }
+
+  /** Whether the pool is full even for a call sent to this worker by name: its queue and the named overflow. */
+  get saturatedForNamed(): boolean {
+    return this.load >= this.threads + this.queueDepth + this.namedDepth;
   }
 
   /** CPU calls the pool would still take before it is saturated, counting `arriving` more about to be handed to it. */
   room(arriving = 0): number {
-    return this.threads + this.queueDepth - this.tasks - arriving;
+    return this.threads + this.queueDepth - this.load - arriving;
   }
 
   /** CPU calls waiting for a thread now, counting `arriving` more that are about to be handed to the pool. */
   waiting(arriving = 0): number {
-    return Math.max(0, this.tasks + arriving - this.threads);
+    return Math.max(0, this.load + arriving - this.threads);
   }
 
   /** Threads alive right now. */

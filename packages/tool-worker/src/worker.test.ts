@@ -13,6 +13,7 @@ import {
   silentLogger,
   subjects,
   type Backend,
+  type ToolOutcome,
   type ToolProgress,
 } from '@agentmesh/protocol';
 import { defineTool, type Tool } from './define-tool.js';
@@ -578,6 +579,42 @@ describe('ToolWorker on the in-process bus', () => {
       ),
     );
     expect([await first, ...rest].every((o) => !o.is_error)).toBe(true);
+  });
+
+  it('queues a CPU call sent to it by name beyond its full queue, and names its own subject only while it would', async () => {
+    const hash = defineTool({
+      name: 'test.hash',
+      description: 'Hashes on a thread.',
+      input: z.object({ rounds: z.number(), bytes: z.number(), seed: z.string().optional() }),
+      cpu: { module: CPU_FIXTURE, export: 'hashRounds' },
+    });
+    // 1 thread, no queue: a named overflow of 1
+    const { bus, worker } = await startWorker([hash], { threads: 1, cpuQueueDepth: 0 });
+    const firstStart = whenStarted();
+    const first = invokeTool(bus, call('test.hash', { rounds: 400, bytes: 65_536 }), firstStart);
+    await firstStart.seen;
+    const busy = JSON.parse(
+      (
+        await bus.request(
+          s.toolInvoke('test.hash'),
+          JSON.stringify(call('test.hash', { rounds: 1, bytes: 1 })),
+        )
+      ).text(),
+    ) as { error: { code: string; details: { invoke?: string } } };
+    expect(busy.error).toMatchObject({ code: 'busy', details: { worker_id: worker.workerId, offers: true } });
+    const invoke = busy.error.details.invoke!;
+    expect(invoke.startsWith(`${s.toolInvoke('test.hash')}.W`)).toBe(true);
+    // sent by name, the call waits for the thread; a second one finds the overflow full and is not named again
+    const named = bus.request(invoke, JSON.stringify(call('test.hash', { rounds: 1, bytes: 1 })));
+    const refused = JSON.parse(
+      (await bus.request(invoke, JSON.stringify(call('test.hash', { rounds: 1, bytes: 1 })))).text(),
+    ) as { error: { code: string; details: Record<string, unknown> } };
+    expect(refused.error.code).toBe('busy');
+    expect(refused.error.details['invoke']).toBeUndefined();
+    expect(worker.cpuThreads).toBeLessThanOrEqual(1);
+    const outcome = JSON.parse((await named).text()) as ToolOutcome;
+    expect(outcome).toMatchObject({ is_error: false, worker_id: worker.workerId });
+    expect((await first).is_error).toBe(false);
   });
 
   it('stops a runaway CPU handler and a runaway regex on their threads; the pool stays healthy', async () => {

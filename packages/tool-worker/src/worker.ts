@@ -27,7 +27,7 @@ import {
   type ToolSpec,
   traceToolExecution,
 } from '@agentmesh/protocol';
-import { Admission } from './admission.js';
+import { Admission, type CallRoute } from './admission.js';
 import type { RunCallScope } from './attempt.js';
 import { ARTIFACT_FETCH_MAX_BYTES, TenantArtifacts } from './artifacts.js';
 import { AbortScope, ProgressHub } from './call-scope.js';
@@ -258,10 +258,14 @@ export class ToolWorker {
   }
 
   private subscribeTool(tool: Tool<any, any>): void {
-    const onInvoke = (msg: BusMessage) => this.onInvoke(tool, msg);
+    const invoke = this.capacity.subjectFor(tool.name);
+    const shared = { invoke, byName: false };
+    const byName = { invoke, byName: true };
     this.subs.tools.set(tool.name, [
-      this.bus.subscribe(this.subjects.toolInvoke(tool.name), onInvoke, { queue: toolQueueGroup(tool.name) }),
-      this.bus.subscribe(this.capacity.subjectFor(tool.name), onInvoke),
+      this.bus.subscribe(this.subjects.toolInvoke(tool.name), (msg) => this.onInvoke(tool, msg, shared), {
+        queue: toolQueueGroup(tool.name),
+      }),
+      this.bus.subscribe(invoke, (msg) => this.onInvoke(tool, msg, byName)),
     ]);
   }
 
@@ -375,10 +379,11 @@ export class ToolWorker {
     return this.executeParsed(parseToolInvocation(input, 'tool invocation', ErrorCode.InvalidRequest, true));
   }
 
-  private onInvoke(tool: Tool<any, any>, msg: BusMessage): Promise<void> | void {
+  private onInvoke(tool: Tool<any, any>, msg: BusMessage, route: CallRoute): Promise<void> | void {
     const refused = this.admission.admit(
       tool.name,
       tool.cpu === undefined ? undefined : this.executor.cpuPool,
+      route,
     );
     if (refused !== undefined) return respondError(this.bus, msg, refused);
     return this.answerInvoke(tool, msg);
@@ -414,7 +419,9 @@ export class ToolWorker {
             );
       this.respondOutcome(msg, outcome);
     } finally {
-      this.capacity.announce(this.admission.leave());
+      this.capacity.announce(
+        this.admission.leave(tool.cpu === undefined ? undefined : this.executor.cpuPool),
+      );
     }
   }
 
