@@ -60,6 +60,7 @@ async function readControls(
 ): Promise<{ paused: boolean; marked: boolean; inputs: PendingInput[] } | undefined> {
   try {
     const runId = ctx.state.run_id;
+    if (!(await store.mayHaveControls(runId))) return { paused: false, marked: false, inputs: [] };
     const [paused, marked] = await Promise.all([store.paused(runId), store.hasInputMarker(runId)]);
     return { paused, marked, inputs: marked ? await store.inputs(runId) : [] };
   } catch (error) {

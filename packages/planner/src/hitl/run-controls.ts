@@ -59,6 +59,15 @@ export class RunControlStore {
     return key;
   }
 
+  /**
+   * False when the bucket holds nothing at all under the run (one read of the bucket at one instant, so neither a
+   * pause nor an input marker existed then): the loop's per-turn check, before it reads each. True when it cannot
+   * tell (a store without the one-read check, a failed read).
+   */
+  async mayHaveControls(runId: string): Promise<boolean> {
+    return this.kv.mayHaveKeys === undefined ? true : this.kv.mayHaveKeys(`${runId}.>`);
+  }
+
   /** True when inputs may be waiting (one KV get, no listing: the loop's per-turn check). */
   async hasInputMarker(runId: string): Promise<boolean> {
     return (await this.kv.get(`${runId}.has_input`)) !== null;

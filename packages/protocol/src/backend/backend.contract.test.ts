@@ -54,6 +54,17 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       expect(await (await backend.kv(unique('kv'))).get('a.one')).toBeNull();
     });
 
+    it('tells in one read whether any key under a prefix holds something', async () => {
+      const kv = await backend.kv(unique('kv'));
+      expect(await kv.mayHaveKeys!('run-1.>')).toBe(false);
+      await kv.put('run-2.paused', enc.encode('p'));
+      await kv.put('run-10.paused', enc.encode('p'));
+      expect(await kv.mayHaveKeys!('run-1.>')).toBe(false);
+      await kv.put('run-1.has_input', enc.encode('i'));
+      expect(await kv.mayHaveKeys!('run-1.>')).toBe(true);
+      expect(await kv.mayHaveKeys!('run-1.paused')).toBe(false);
+    });
+
     it('lists each key once while another writer keeps writing', async () => {
       const kv = await backend.kv(unique('kv'));
       const keys = Array.from({ length: 20 }, (_, i) => `run.k${i}`);

@@ -1,4 +1,4 @@
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager, MsgRequest } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { mapLimited } from '../concurrency.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
@@ -33,6 +33,11 @@ export interface KvStore {
    * each with `get`, which returns null for it.
    */
   keys(filter?: string): Promise<string[]>;
+  /**
+   * False when no key matching `filter` holds anything, read in one request; true when one may (a deleted key's
+   * marker counts, and so does a failed read). A store without it leaves the caller to read each key.
+   */
+  mayHaveKeys?(filter: string): Promise<boolean>;
   /** Calls `onEntry` for current values (unless `updatesOnly`) and every later change, in revision order. */
   watch(onEntry: (entry: KvEntry) => void, options?: KvWatchOptions): Promise<KvWatcher>;
 }
@@ -145,6 +150,20 @@ export class NatsKvStore implements KvStore {
     });
     return Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(this.subjectPrefix.length));
   }
+  /**
+   * The first message of the bucket's stream on a matching subject, in one stream message get (`next_by_subj`; the
+   * direct get takes one subject, not a filter): none means no such key.
+   */
+  async mayHaveKeys(filter: string): Promise<boolean> {
+    try {
+      // the server takes `next_by_subj` on STREAM.MSG.GET as on a direct get; the client types it on the latter only
+      const next = { seq: 0, next_by_subj: this.subjectPrefix + filter } as unknown as MsgRequest;
+      const first = await this.jsm.streams.getMessage(`KV_${this.bucket}`, next);
+      return first !== null;
+    } catch {
+      return true;
+    }
+  }
   async watch(onEntry: (entry: KvEntry) => void, options: KvWatchOptions = {}): Promise<KvWatcher> {
     const { known } = options;
     const iter = await this.kv.watch({
@@ -233,6 +252,9 @@ export class MemoryKvStore implements KvStore {
   async keys(filter?: string): Promise<string[]> {
     this.expire();
     return [...this.entries.keys()].filter((k) => filter === undefined || subjectMatches(filter, k));
+  }
+  async mayHaveKeys(filter: string): Promise<boolean> {
+    return (await this.keys(filter)).length > 0;
   }
   async watch(onEntry: (entry: KvEntry) => void, options: KvWatchOptions = {}): Promise<KvWatcher> {
     if (!options.updatesOnly)
