@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { AgentMeshError, ErrorCode } from '../errors.js';
 import { MemoryBus } from './memory-bus.js';
 import { NatsBus } from './nats-bus.js';
@@ -319,7 +319,7 @@ describe('NatsBus specifics', () => {
     }
   });
 
-  it('writes a message without headers as a frame of its own, which another connection reads as sent', async () => {
+  it('publishes bodies, empty bodies, reply subjects and headers that another connection reads as sent', async () => {
     const bus = await NatsBus.connect(inject('natsUrl'));
     const reader = await NatsBus.connect(inject('natsUrl'));
     try {
@@ -332,7 +332,6 @@ describe('NatsBus specifics', () => {
         }),
       );
       await reader.flush();
-      const viaNatsCore = vi.spyOn(bus.nc, 'publish');
       bus.publish(subject, 'grüße');
       bus.publish(subject, '', { reply: '_INBOX.frames.1' });
       bus.publish(subject, Uint8Array.of(0x7b, 0x7d));
@@ -344,8 +343,6 @@ describe('NatsBus specifics', () => {
         { reply: undefined, text: '{}', headers: undefined },
         { reply: undefined, text: 'with headers', headers: '1' },
       ]);
-      // only the message with headers went through nats-core's publish: its protocol handler still has what frames need
-      expect(viaNatsCore).toHaveBeenCalledTimes(1);
     } finally {
       await bus.close();
       await reader.close();

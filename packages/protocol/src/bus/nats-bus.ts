@@ -25,7 +25,6 @@ import type {
 } from '../backend/types.js';
 import { NatsBackendParts } from '../backend/nats-backend.js';
 import { NatsBusSubscription, NatsMessage, busError, toNatsHeaders } from './nats-message.js';
-import { protocolFrames, sendFrame, type ProtocolFrames } from './nats-frames.js';
 import type {
   BusHeaders,
   BusMessage,
@@ -156,8 +155,6 @@ export class NatsBus implements Backend {
   /** Where the handle starts in a reply subject: `<inbox prefix>.<secret><handle token>`. */
   private readonly handleAt: number;
   private readonly pending = new SlotTable<PendingRequest>();
-  /** nats-core's protocol handler, when it has the parts {@link sendFrame} needs; else messages go through publish. */
-  private readonly frames: ProtocolFrames | undefined;
   private muxSub: NatsSubscription | undefined;
   /** One timer for every pending request, armed for the earliest deadline it knows of. */
   private expiry: NodeJS.Timeout | undefined;
@@ -177,7 +174,6 @@ export class NatsBus implements Backend {
     readonly replicas: number,
     enforceReplicas: boolean,
   ) {
-    this.frames = protocolFrames(nc);
     this.inboxPrefix = `${replyPrefix}.${inboxToken()}`;
     this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
     this.parts = new NatsBackendParts(this, replicas, enforceReplicas, logger);
@@ -305,10 +301,6 @@ export class NatsBus implements Backend {
     reply: string | undefined,
     headers: BusHeaders | undefined,
   ): void {
-    if (headers === undefined && this.frames !== undefined && !this.frames.noMorePublishing) {
-      sendFrame(this.frames, subject, bytes, reply);
-      return;
-    }
     const h = toNatsHeaders(headers);
     this.nc.publish(
       subject,
