@@ -6,7 +6,7 @@ import { capacityWaiters } from './tool-capacity.js';
 import type { ToolInvocation, ToolInvocationInput, ToolOutcome, ToolProgress } from './schemas.js';
 import { DEFAULT_PREFIX, subjects } from './subjects.js';
 import { progressRouter, type ProgressRouter, type Send, type SendResult } from './tool-progress-router.js';
-import { checkInvocationInput, sendOnce } from './tool-wire.js';
+import { checkInvocationInput, sendOnce, sendWatched } from './tool-wire.js';
 
 export { parseToolInvocation } from './tool-wire.js';
 
@@ -166,17 +166,27 @@ class ClientCall {
   firstSend(): Promise<ToolOutcome> {
     const now = this.began;
     if (this.deadline - now <= 0) return this.resend(this.timedOut());
-    const failed = (error: unknown) => this.resend(AgentMeshError.from(error));
-    return sendOnce(this.router.bus, this.router, this.send(now, true)).then((result) => {
+    return new Promise<ToolOutcome>((resolve) => {
       try {
-        if (result.kind === 'outcome') return this.answered(result);
-        if (result.kind === 'error') throw this.sendFailed(result.error);
-        this.workerLost(result);
+        sendWatched(this.router.bus, this.router, this.send(now, true), (result) =>
+          resolve(this.afterFirstSend(result)),
+        );
       } catch (error) {
-        return failed(error);
+        resolve(this.resend(AgentMeshError.from(error)));
       }
-      return this.sendUntilAnswered().catch(failed);
-    }, failed);
+    });
+  }
+
+  private afterFirstSend(result: SendResult): ToolOutcome | Promise<ToolOutcome> {
+    const failed = (error: unknown) => this.resend(AgentMeshError.from(error));
+    try {
+      if (result.kind === 'outcome') return this.answered(result);
+      if (result.kind === 'error') throw this.sendFailed(result.error);
+      this.workerLost(result);
+    } catch (error) {
+      return failed(error);
+    }
+    return this.sendUntilAnswered().catch(failed);
   }
 
   /** Sends the call (again at once after a lost worker, when that is safe) until an outcome or an error. */

@@ -18,6 +18,17 @@ const send = (callId: string): Send => ({
   onProgress: undefined,
 });
 
+const outcome = (callId: string) => ({
+  call_id: callId,
+  tool: 'math.calc',
+  worker_id: 'w1',
+  is_error: false,
+  output: 5,
+  preview: '5',
+  elapsed_ms: 1,
+  attempts: 1,
+});
+
 describe('ProgressRouter', () => {
   let bus: MemoryBus;
   afterEach(async () => {
@@ -49,6 +60,20 @@ describe('ProgressRouter', () => {
     router.unwatch(mine);
     router.unwatch(other);
     expect(settled).toEqual([]);
+  });
+
+  it('settles a call once: a reply failing after the call was taken as lost does not reach it again', () => {
+    bus = new MemoryBus();
+    const router = new ProgressRouter(bus);
+    const settled: SendResult['kind'][] = [];
+    const watch = router.watch(send('c1'), (r) => settled.push(r.kind));
+    router.settle(watch, { kind: 'lost', workerId: 'w1', why: 'no heartbeat', dedup: false });
+    router.settle(watch, { kind: 'outcome', outcome: outcome('c1'), sawStarted: true });
+    // the same slot, watched again for another call, is settled by its own watch only
+    const next = router.watch(send('c2'), (r) => settled.push(r.kind));
+    router.settle(watch, { kind: 'outcome', outcome: outcome('c1'), sawStarted: true });
+    router.settle(next, { kind: 'outcome', outcome: outcome('c2'), sawStarted: true });
+    expect(settled).toEqual(['lost', 'outcome']);
   });
 
   it('draws secrets of 144 bits that do not repeat', () => {

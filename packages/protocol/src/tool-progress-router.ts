@@ -97,12 +97,12 @@ export class ProgressRouter {
     this.entries.delete(watch.handle);
   }
 
-  /** Ends the watch and settles its call (the first settlement wins). */
+  /** Ends the watch and settles its call; only the first settlement reaches the call. */
   settle(watch: CallWatch, result: SendResult): void {
-    this.entries.delete(watch.handle);
+    const watched = this.entries.delete(watch.handle);
     if (result.kind === 'outcome' && watch.nonIdempotent)
       this.learn(watch.toolSubject, result.outcome.dedup === 'shared');
-    watch.resolve(result);
+    if (watched) watch.resolve(result);
   }
 
   /**

@@ -96,32 +96,49 @@ function handOverWire(wire: WireInvocation, maxBytes: number, checked: boolean):
 
 export function sendOnce(bus: Bus, router: ProgressRouter, send: Send): Promise<SendResult> {
   return new Promise<SendResult>((resolve, reject) => {
-    const watch = router.watch(send, resolve);
-    const signal = send.signal;
-    let request: Promise<BusMessage>;
     try {
-      const wire = wireInvocation(send, watch.subject);
-      const options = withToolCallTraceHeaders(
-        signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
-        send.invocation,
-      );
-      // an in-process bus gets the invocation as a value, with no JSON text in between
-      const handed =
-        bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload, send.checked);
-      request =
-        handed !== undefined && bus.requestValue !== undefined
-          ? bus.requestValue(send.target ?? send.subject, handed, options)
-          : bus.request(send.target ?? send.subject, JSON.stringify(wire), options);
+      sendWatched(bus, router, send, resolve);
     } catch (error) {
-      router.unwatch(watch);
       reject(error as Error);
-      return;
     }
-    request.then(
-      (reply) => router.settle(watch, replyResult(reply, watch)),
-      (error: unknown) => router.settle(watch, { kind: 'error', error: AgentMeshError.from(error) }),
-    );
   });
+}
+
+/**
+ * Sends once and gives `settled` the result, once: the outcome, an error, or a lost worker. Throws (watching nothing)
+ * when the send cannot be made. {@link sendOnce} as a callback, for a caller that makes the one promise its own caller
+ * gets.
+ */
+export function sendWatched(
+  bus: Bus,
+  router: ProgressRouter,
+  send: Send,
+  settled: (result: SendResult) => void,
+): void {
+  const watch = router.watch(send, settled);
+  const signal = send.signal;
+  let request: Promise<BusMessage>;
+  try {
+    const wire = wireInvocation(send, watch.subject);
+    const options = withToolCallTraceHeaders(
+      signal === undefined ? { timeoutMs: send.remainingMs } : { timeoutMs: send.remainingMs, signal },
+      send.invocation,
+    );
+    // an in-process bus gets the invocation as a value, with no JSON text in between
+    const handed =
+      bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload, send.checked);
+    request =
+      handed !== undefined && bus.requestValue !== undefined
+        ? bus.requestValue(send.target ?? send.subject, handed, options)
+        : bus.request(send.target ?? send.subject, JSON.stringify(wire), options);
+  } catch (error) {
+    router.unwatch(watch);
+    throw error;
+  }
+  request.then(
+    (reply) => router.settle(watch, replyResult(reply, watch)),
+    (error: unknown) => router.settle(watch, { kind: 'error', error: AgentMeshError.from(error) }),
+  );
 }
 
 function replyResult(reply: BusMessage, watch: CallWatch): SendResult {

@@ -40,6 +40,8 @@ interface CallRun {
   args: unknown;
   timeoutMs: number;
   t0: number;
+  /** The attempts made so far. */
+  attempts: number;
   progress: CallProgress | undefined;
   logger: () => Logger;
 }
@@ -82,62 +84,101 @@ export class Executor {
     );
   }
 
-  /** Runs the call to its outcome and releases its scope; never rejects (failures are error outcomes). */
-  async run(
+  /**
+   * Runs the call to its outcome and releases its scope; never rejects (failures are error outcomes). One promise
+   * chain from the first attempt to the outcome: no async frame, and an outcome known at once (arguments refused)
+   * comes back without a promise.
+   */
+  run(
     tool: Tool<any, any>,
     invocation: ToolInvocation,
     call: RunCallScope,
     sharedDedup = false,
-  ): Promise<ToolOutcome> {
-    const t0 = performance.now();
-    const progress = this.openProgress(invocation, sharedDedup);
-    let logger: Logger | undefined;
-    const callLogger = () =>
-      (logger ??= this.options.logger.child({
-        run_id: invocation.run_id,
-        call_id: invocation.call_id,
-        tool: tool.name,
-      }));
-    let attempts = 1;
+  ): ToolOutcome | Promise<ToolOutcome> {
+    const run = this.openRun(tool, invocation, call, sharedDedup);
+    let first: Promise<unknown>;
     try {
-      const timeoutMs = Math.min(invocation.timeout_ms ?? tool.policy.timeout_ms, tool.policy.timeout_ms);
-      const run: CallRun = {
-        tool,
-        invocation,
-        call,
-        args: undefined,
-        timeoutMs,
-        t0,
-        progress,
-        logger: callLogger,
-      };
       run.args = tool.parseArguments(invocation.arguments);
-      let output: unknown;
-      try {
-        output = await this.attempt(run, 1);
-      } catch (error) {
-        output = await this.retryAttempts(run, error, (n) => (attempts = n));
-      }
-      const made = this.successOutcome(run, output, attempts);
-      const outcome = made instanceof Promise ? await made : made;
-      if (this.options.logger.isLevelEnabled('debug'))
-        callLogger().debug({ attempts, elapsed_ms: outcome.elapsed_ms }, 'tool call completed');
-      return outcome;
+      first = this.attempt(run, 1);
     } catch (error) {
-      const outcome = this.errorOutcome(invocation, error, attempts, performance.now() - t0);
-      callLogger().info({ code: outcome.error?.code, attempts: outcome.attempts }, 'tool call failed');
-      return outcome;
-    } finally {
-      progress?.close();
-      call.release();
+      return this.failed(run, error);
     }
+    return first.then(
+      (output) => this.succeeded(run, output),
+      (error: unknown) => this.retried(run, error),
+    );
+  }
+
+  private openRun(
+    tool: Tool<any, any>,
+    invocation: ToolInvocation,
+    call: RunCallScope,
+    sharedDedup: boolean,
+  ): CallRun {
+    const t0 = performance.now();
+    let logger: Logger | undefined;
+    return {
+      tool,
+      invocation,
+      call,
+      args: undefined,
+      timeoutMs: Math.min(invocation.timeout_ms ?? tool.policy.timeout_ms, tool.policy.timeout_ms),
+      t0,
+      attempts: 1,
+      progress: this.openProgress(invocation, sharedDedup),
+      logger: () =>
+        (logger ??= this.options.logger.child({
+          run_id: invocation.run_id,
+          call_id: invocation.call_id,
+          tool: tool.name,
+        })),
+    };
+  }
+
+  /** After a failed first attempt: the policy's retries, then the outcome. */
+  private async retried(run: CallRun, first: unknown): Promise<ToolOutcome> {
+    let output: unknown;
+    try {
+      output = await this.retryAttempts(run, first);
+    } catch (error) {
+      return this.failed(run, error);
+    }
+    return this.succeeded(run, output);
+  }
+
+  private succeeded(run: CallRun, output: unknown): ToolOutcome | Promise<ToolOutcome> {
+    let made: ToolOutcome | Promise<ToolOutcome>;
+    try {
+      made = this.successOutcome(run, output, run.attempts);
+    } catch (error) {
+      return this.failed(run, error);
+    }
+    if (!(made instanceof Promise)) return this.completed(run, made);
+    return made.then(
+      (outcome) => this.completed(run, outcome),
+      (error: unknown) => this.failed(run, error),
+    );
+  }
+
+  private completed(run: CallRun, outcome: ToolOutcome): ToolOutcome {
+    if (this.options.logger.isLevelEnabled('debug'))
+      run.logger().debug({ attempts: run.attempts, elapsed_ms: outcome.elapsed_ms }, 'tool call completed');
+    closeRun(run);
+    return outcome;
+  }
+
+  private failed(run: CallRun, error: unknown): ToolOutcome {
+    const outcome = this.errorOutcome(run.invocation, error, run.attempts, performance.now() - run.t0);
+    run.logger().info({ code: outcome.error?.code, attempts: outcome.attempts }, 'tool call failed');
+    closeRun(run);
+    return outcome;
   }
 
   /**
    * After a failed first attempt: retries by the tool's policy through the shared {@link retry} helper (the first
    * failure stands in as its attempt 1), or throws the failure when the policy does not retry it.
    */
-  private retryAttempts(run: CallRun, first: unknown, counted: (attempt: number) => void): Promise<unknown> {
+  private retryAttempts(run: CallRun, first: unknown): Promise<unknown> {
     const { tool, call } = run;
     const policy = tool.policy;
     const retryable = (error: unknown): boolean => {
@@ -150,7 +191,7 @@ export class Executor {
     return retry(
       (attempt) => {
         if (attempt === 1) return Promise.reject(first as Error);
-        counted(attempt);
+        run.attempts = attempt;
         return this.attempt(run, attempt);
       },
       {
@@ -302,6 +343,12 @@ export class Executor {
       attempts,
     };
   }
+}
+
+/** Ends a call's progress notices and takes it off its worker's list. */
+function closeRun(run: CallRun): void {
+  run.progress?.close();
+  run.call.release();
 }
 
 function round(ms: number): number {

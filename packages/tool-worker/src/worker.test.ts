@@ -190,6 +190,34 @@ describe('ToolWorker on the in-process bus', () => {
     });
   });
 
+  it('frees its slot with every answer: an outcome, a failed handler, refused arguments, a malformed or misrouted invocation', async () => {
+    const flaky = defineTool({
+      name: 'test.flaky',
+      description: 'Fails when asked to.',
+      input: z.object({ fail: z.boolean() }),
+      handler: ({ fail }) => {
+        if (fail) throw new Error('asked to fail');
+        return 'ok';
+      },
+    });
+    const { bus, worker } = await startWorker([flaky], { concurrency: 1 });
+    const subject = 'agentmesh.tool.invoke.test.flaky';
+    const answers = [
+      (await invokeTool(bus, call('test.flaky', { fail: false }))).is_error,
+      (await invokeTool(bus, call('test.flaky', { fail: true }))).error?.code,
+      (await invokeTool(bus, call('test.flaky', { fail: 'no' }))).error?.code,
+      await requestJson(bus, subject, { call_id: 7 }, ToolOutcomeSchema).catch(
+        (e: { code: string }) => e.code,
+      ),
+      (await requestJson(bus, subject, call('test.other', {}), ToolOutcomeSchema)).error?.code,
+    ];
+    expect(answers).toEqual([false, 'tool_error', 'invalid_arguments', 'invalid_message', 'unknown_tool']);
+    expect(worker.inFlight).toBe(0);
+    // one slot: a call that was never let go would keep this one waiting on busy until its deadline
+    const last = await invokeTool(bus, call('test.flaky', { fail: false }), { timeoutMs: 2000 });
+    expect(last).toMatchObject({ is_error: false, output: 'ok' });
+  });
+
   it('times a call out per attempt, even when the handler ignores its signal', async () => {
     const { bus } = await startWorker([sleepTool('test.stuck', { timeoutMs: 60, honourSignal: false })]);
     const c = call('test.stuck', { ms: 2000 });

@@ -389,40 +389,69 @@ export class ToolWorker {
     return this.answerInvoke(tool, msg);
   }
 
-  private async answerInvoke(tool: Tool<any, any>, msg: BusMessage): Promise<void> {
+  /**
+   * Answers an admitted call and leaves admission once it is answered. Not an async function: an outcome known at once
+   * is answered in this turn, and one that takes a while through one promise, not several.
+   */
+  private answerInvoke(tool: Tool<any, any>, msg: BusMessage): Promise<void> | void {
+    let outcome: ToolOutcome | Promise<ToolOutcome> | undefined;
     try {
-      let invocation: ToolInvocation;
-      try {
-        const what = `invocation of ${tool.name}`;
-        invocation = parseToolInvocation(msg.value ?? parseJson(msg.text(), what), what);
-      } catch (error) {
-        const payload = toErrorPayload(error);
-        const callId = rawCallId(msg.data);
-        if (callId !== undefined) payload.details = { ...payload.details, call_id: callId };
-        respondError(this.bus, msg, payload);
-        return;
-      }
-      const outcome =
-        invocation.tool === tool.name
-          ? await traceToolExecution(msg.headers, invocation, this.workerId, () =>
-              this.executeParsed(invocation),
-            )
-          : this.executor.errorOutcome(
-              invocation,
-              new AgentMeshError(
-                ErrorCode.UnknownTool,
-                `invocation for tool "${invocation.tool}" arrived on the subject of "${tool.name}"`,
-                { retryable: false },
-              ),
-              1,
-              0,
-            );
-      this.respondOutcome(msg, outcome);
-    } finally {
-      this.capacity.announce(
-        this.admission.leave(tool.cpu === undefined ? undefined : this.executor.cpuPool),
-      );
+      outcome = this.invokeOutcome(tool, msg);
+    } catch (error) {
+      this.leave(tool);
+      throw error;
     }
+    if (!(outcome instanceof Promise)) return this.answered(tool, msg, outcome);
+    return outcome.then(
+      (made) => this.answered(tool, msg, made),
+      (error: unknown) => {
+        this.leave(tool);
+        throw error;
+      },
+    );
+  }
+
+  /** The outcome of an admitted call, or undefined when its invocation was refused (and answered so). */
+  private invokeOutcome(
+    tool: Tool<any, any>,
+    msg: BusMessage,
+  ): ToolOutcome | Promise<ToolOutcome> | undefined {
+    let invocation: ToolInvocation;
+    try {
+      const what = `invocation of ${tool.name}`;
+      invocation = parseToolInvocation(msg.value ?? parseJson(msg.text(), what), what);
+    } catch (error) {
+      const payload = toErrorPayload(error);
+      const callId = rawCallId(msg.data);
+      if (callId !== undefined) payload.details = { ...payload.details, call_id: callId };
+      respondError(this.bus, msg, payload);
+      return undefined;
+    }
+    if (invocation.tool === tool.name)
+      return traceToolExecution(msg.headers, invocation, this.workerId, () => this.executeParsed(invocation));
+    return this.executor.errorOutcome(
+      invocation,
+      new AgentMeshError(
+        ErrorCode.UnknownTool,
+        `invocation for tool "${invocation.tool}" arrived on the subject of "${tool.name}"`,
+        { retryable: false },
+      ),
+      1,
+      0,
+    );
+  }
+
+  private answered(tool: Tool<any, any>, msg: BusMessage, outcome: ToolOutcome | undefined): void {
+    try {
+      if (outcome !== undefined) this.respondOutcome(msg, outcome);
+    } finally {
+      this.leave(tool);
+    }
+  }
+
+  /** Leaves admission (a CPU-bound call also its hold on the thread pool) and tells waiting callers of the room. */
+  private leave(tool: Tool<any, any>): void {
+    this.capacity.announce(this.admission.leave(tool.cpu === undefined ? undefined : this.executor.cpuPool));
   }
 
   /**
