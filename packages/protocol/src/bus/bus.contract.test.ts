@@ -323,7 +323,7 @@ describe('NatsBus specifics', () => {
     const bus = await NatsBus.connect(inject('natsUrl'));
     const reader = await NatsBus.connect(inject('natsUrl'));
     try {
-      const subject = `frames.${process.pid}.a`;
+      const subject = `published.${process.pid}.a`;
       const got: { reply: string | undefined; text: string; headers: unknown }[] = [];
       const all = new Promise<void>((resolve) =>
         reader.subscribe(subject, (msg) => {
@@ -333,13 +333,13 @@ describe('NatsBus specifics', () => {
       );
       await reader.flush();
       bus.publish(subject, 'grüße');
-      bus.publish(subject, '', { reply: '_INBOX.frames.1' });
+      bus.publish(subject, '', { reply: '_INBOX.published.1' });
       bus.publish(subject, Uint8Array.of(0x7b, 0x7d));
       bus.publish(subject, 'with headers', { headers: { 'x-am': '1' } });
       await all;
       expect(got).toEqual([
         { reply: undefined, text: 'grüße', headers: undefined },
-        { reply: '_INBOX.frames.1', text: '', headers: undefined },
+        { reply: '_INBOX.published.1', text: '', headers: undefined },
         { reply: undefined, text: '{}', headers: undefined },
         { reply: undefined, text: 'with headers', headers: '1' },
       ]);
