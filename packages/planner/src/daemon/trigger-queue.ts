@@ -22,17 +22,14 @@ interface QueueMeta {
   dropped: number;
   /** The daemon waits for a wake source (for `agentmesh runs list`). */
   idle?: boolean;
-  /**
-   * Seqs reserved for recent requests, so a retry finds its own reservation: `<hash of the request id>.<seq>.<unix
-   * seconds>` entries separated by spaces, oldest first (one string: every read of the queue parses it for free).
-   */
-  reserved?: string;
+  /** Seqs reserved for recent requests (hash of the request id -> [seq, ms]): a retry finds its own reservation. */
+  reserved?: Record<string, [number, number]>;
 }
 
 /** How long a request's reservation is remembered for a retry of it (its sender retries within its deadline). */
-const RESERVATION_TTL_S = 60;
+const RESERVATION_TTL_MS = 5 * 60_000;
 /** The most reservations one daemon's queue remembers (the newest are kept). */
-const MAX_RESERVATIONS = 64;
+const MAX_RESERVATIONS = 256;
 
 export interface QueuedTrigger {
   seq: number;
@@ -127,7 +124,7 @@ export class TriggerQueue {
   ): Promise<{ seq: number; depth: number; taken: boolean }> {
     const { meta, revision } = await this.meta(runId);
     const depth = meta.next - meta.head;
-    const again = key === undefined ? undefined : reservedSeq(meta.reserved, key);
+    const again = key === undefined ? undefined : meta.reserved?.[key]?.[0];
     if (again !== undefined) return { seq: again, depth, taken: again <= meta.head };
     if (depth >= Math.min(meta.capacity, this.maxPending)) {
       await this.kv
@@ -258,28 +255,20 @@ export class TriggerQueue {
 }
 
 function requestKey(requestId: string): string {
-  return createHash('sha256').update(requestId).digest('hex').slice(0, 16);
+  return createHash('sha256').update(requestId).digest('hex').slice(0, 24);
 }
 
-/** The seq reserved for `key`, when the reservations hold it. */
-function reservedSeq(reserved: string | undefined, key: string): number | undefined {
-  const at = reserved === undefined ? -1 : reserved.indexOf(`${key}.`);
-  if (at < 0 || (at > 0 && reserved![at - 1] !== ' ')) return undefined;
-  const seq = Number(reserved!.slice(at + key.length + 1).split('.', 1)[0]);
-  return Number.isInteger(seq) ? seq : undefined;
-}
-
-/** The reservations with `key` -> `seq` added; those older than the TTL and the oldest beyond the cap left out. */
-function remember(reserved: string | undefined, key: string, seq: number): string {
-  const now = Math.floor(Date.now() / 1000);
-  const kept = (reserved ?? '')
-    .split(' ')
-    .filter(
-      (entry) => entry !== '' && now - Number(entry.slice(entry.lastIndexOf('.') + 1)) < RESERVATION_TTL_S,
-    )
+/** The reservations with `key` -> `seq` added, those older than {@link RESERVATION_TTL_MS} and the oldest beyond the cap left out. */
+function remember(
+  reserved: QueueMeta['reserved'],
+  key: string,
+  seq: number,
+): Record<string, [number, number]> {
+  const now = Date.now();
+  const kept = Object.entries(reserved ?? {})
+    .filter(([, [, at]]) => now - at < RESERVATION_TTL_MS)
     .slice(-(MAX_RESERVATIONS - 1));
-  kept.push(`${key}.${seq}.${now}`);
-  return kept.join(' ');
+  return Object.fromEntries([...kept, [key, [seq, now]]]);
 }
 
 /**
