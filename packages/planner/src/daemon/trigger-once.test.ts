@@ -67,23 +67,6 @@ describe('a trigger whose write landed but whose answer was lost', () => {
   });
 });
 
-describe('the reservations a trigger queue remembers', () => {
-  it('keeps the newest 256 request ids, so the meta record stays small', async () => {
-    const kv = new MemoryKvStore();
-    const queue = new TriggerQueue(kv, { maxPendingPerDaemon: 1_000 });
-    await queue.open('d', 1_000);
-    for (let n = 1; n <= 300; n++) await queue.enqueue('d', { kind: 'job', n }, `rq-${n}`);
-    const meta = JSON.parse(new TextDecoder().decode((await kv.get('d.meta'))!.value)) as {
-      reserved: Record<string, [number, number]>;
-    };
-    const seqs = Object.values(meta.reserved).map(([seq]) => seq);
-    expect(seqs).toHaveLength(256);
-    expect(Math.min(...seqs)).toBe(45);
-    expect(await queue.enqueue('d', { kind: 'job', n: 300 }, 'rq-300')).toMatchObject({ seq: 300 });
-    expect(await queue.enqueue('d', { kind: 'job' })).toMatchObject({ seq: 301 });
-  });
-});
-
 describe('a trigger sent on NATS whose answer was lost', () => {
   const natsUrl = inject('natsUrl');
   const prefix = `ttrigonce${Math.random().toString(16).slice(2, 10)}`;
