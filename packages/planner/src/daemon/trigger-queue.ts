@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   AgentMeshError,
   ErrorCode,
@@ -22,14 +21,7 @@ interface QueueMeta {
   dropped: number;
   /** The daemon waits for a wake source (for `agentmesh runs list`). */
   idle?: boolean;
-  /** Seqs reserved for recent requests (hash of the request id -> [seq, ms]): a retry finds its own reservation. */
-  reserved?: Record<string, [number, number]>;
 }
-
-/** How long a request's reservation is remembered for a retry of it (its sender retries within its deadline). */
-const RESERVATION_TTL_MS = 5 * 60_000;
-/** The most reservations one daemon's queue remembers (the newest are kept). */
-const MAX_RESERVATIONS = 256;
 
 export interface QueuedTrigger {
   seq: number;
@@ -92,15 +84,9 @@ export class TriggerQueue {
 
   /**
    * Appends a trigger; fails with `not_found` for a run that is not a live daemon, `payload_too_large` above
-   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}. With a
-   * `requestId`, a retry of a request whose write landed (its answer was lost) finds the seq it reserved and writes
-   * the same trigger there, or nothing once the daemon took it: the trigger is queued once.
+   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}.
    */
-  async enqueue(
-    runId: string,
-    trigger: Trigger,
-    requestId?: string,
-  ): Promise<{ seq: number; depth: number }> {
+  async enqueue(runId: string, trigger: Trigger): Promise<{ seq: number; depth: number }> {
     const body = encodeJson(trigger);
     if (body.length > this.maxTriggerBytes)
       throw new AgentMeshError(
@@ -108,35 +94,26 @@ export class TriggerQueue {
         `trigger for run ${runId} of ${body.length} bytes exceeds the limit of ${this.maxTriggerBytes} bytes`,
         { retryable: false, details: { size: body.length, max_bytes: this.maxTriggerBytes } },
       );
-    const key = requestId === undefined ? undefined : requestKey(requestId);
-    const reserved = await retry(() => this.reserve(runId, key), {
+    const reserved = await retry(() => this.reserve(runId), {
       attempts: 20,
       timeoutMs: 5_000,
       retryable: isConflict,
     });
-    if (!reserved.taken) await this.kv.put(itemKey(runId, reserved.seq), body);
-    return { seq: reserved.seq, depth: reserved.depth };
+    await this.kv.put(itemKey(runId, reserved.seq), body);
+    return reserved;
   }
 
-  private async reserve(
-    runId: string,
-    key: string | undefined,
-  ): Promise<{ seq: number; depth: number; taken: boolean }> {
+  private async reserve(runId: string): Promise<{ seq: number; depth: number }> {
     const { meta, revision } = await this.meta(runId);
     const depth = meta.next - meta.head;
-    const again = key === undefined ? undefined : meta.reserved?.[key]?.[0];
-    if (again !== undefined) return { seq: again, depth, taken: again <= meta.head };
     if (depth >= Math.min(meta.capacity, this.maxPending)) {
       await this.kv
         .update(metaKey(runId), encodeJson({ ...meta, dropped: meta.dropped + 1 }), revision)
         .catch(() => undefined);
       throw this.refusal(runId, meta.capacity, depth);
     }
-    const seq = meta.next + 1;
-    const next: QueueMeta = { ...meta, next: seq };
-    if (key !== undefined) next.reserved = remember(meta.reserved, key, seq);
-    await this.kv.update(metaKey(runId), encodeJson(next), revision);
-    return { seq, depth: depth + 1, taken: false };
+    await this.kv.update(metaKey(runId), encodeJson({ ...meta, next: meta.next + 1 }), revision);
+    return { seq: meta.next + 1, depth: depth + 1 };
   }
 
   private refusal(runId: string, capacity: number, depth: number): AgentMeshError {
@@ -252,23 +229,6 @@ export class TriggerQueue {
     const meta = parseJson(entry.value, 'trigger queue') as QueueMeta;
     return { meta: assertKnownSchema(`trigger queue of run ${runId}`, meta), revision: entry.revision };
   }
-}
-
-function requestKey(requestId: string): string {
-  return createHash('sha256').update(requestId).digest('hex').slice(0, 24);
-}
-
-/** The reservations with `key` -> `seq` added, those older than {@link RESERVATION_TTL_MS} and the oldest beyond the cap left out. */
-function remember(
-  reserved: QueueMeta['reserved'],
-  key: string,
-  seq: number,
-): Record<string, [number, number]> {
-  const now = Date.now();
-  const kept = Object.entries(reserved ?? {})
-    .filter(([, [, at]]) => now - at < RESERVATION_TTL_MS)
-    .slice(-(MAX_RESERVATIONS - 1));
-  return Object.fromEntries([...kept, [key, [seq, now]]]);
 }
 
 /**
