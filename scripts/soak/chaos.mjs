@@ -210,6 +210,8 @@ function daemonSummary(d) {
   return {
     sent: d.sent.length,
     lost: d.sent.filter((n) => !seen.includes(n)).length,
+    // the triggers not seen in a `daemon.woken` that come before the last one seen: not a backlog still queued
+    lost_before_last_woken: d.sent.filter((n) => !seen.includes(n) && n < Math.max(-1, ...seen)).slice(0, 8),
     twice: seen.length - new Set(seen).size,
     twice_sample: woken
       .filter((e) => seen.filter((n) => n === e.trigger?.n).length > 1)
