@@ -4,15 +4,9 @@ import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { NatsBus, silentLogger, streamNames } from '@agentmesh/protocol';
-import {
-  DEFAULT_LEASE_MS,
-  Planner,
-  checkpointsBucket,
-  runsBucket,
-  submitRun,
-  transcriptsBucket,
-} from '@agentmesh/planner';
+import { NatsBus, silentLogger } from '@agentmesh/protocol';
+import { DEFAULT_LEASE_MS, Planner, submitRun } from '@agentmesh/planner';
+import { deleteFleetStreams } from './fleet-streams.mjs';
 import { figure } from './lib.mjs';
 import { miniCatalog } from './embedded-mesh.mjs';
 
@@ -90,16 +84,7 @@ export async function run({ natsUrl, quick }) {
     for (let i = 0; i < (quick ? 3 : 7); i++) samples.push(await oneFailover(bus, natsUrl, prefix, i));
   } finally {
     stopCatalog();
-    const jsm = await bus.jetstreamManager();
-    const names = streamNames(prefix);
-    for (const st of [
-      names.runs,
-      names.events,
-      `KV_${runsBucket(prefix)}`,
-      `KV_${checkpointsBucket(prefix)}`,
-      `OBJ_${transcriptsBucket(prefix)}`,
-    ])
-      await jsm.streams.delete(st).catch(() => undefined);
+    await deleteFleetStreams(bus, prefix);
     await bus.close();
   }
   samples.sort((a, b) => a - b);

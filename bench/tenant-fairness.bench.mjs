@@ -4,15 +4,9 @@
 // submissions, where the small runs also wait for the dispatch of the flood out of the shared runs.submit FIFO.
 // Also submit -> run.accepted with tenants configured beside the same fleet without tenants (one planner each).
 import { performance } from 'node:perf_hooks';
-import { NatsBus, silentLogger, streamNames, subjects } from '@agentmesh/protocol';
-import {
-  Planner,
-  checkpointsBucket,
-  runsBucket,
-  submitRun,
-  tenantWaitingBucket,
-  transcriptsBucket,
-} from '@agentmesh/planner';
+import { NatsBus, silentLogger, subjects } from '@agentmesh/protocol';
+import { Planner, submitRun } from '@agentmesh/planner';
+import { deleteFleetStreams } from './fleet-streams.mjs';
 import { figure } from './lib.mjs';
 import { miniCatalog } from './embedded-mesh.mjs';
 
@@ -53,17 +47,7 @@ async function fleet(natsUrl, prefix, count, tenants) {
       sub.unsubscribe();
       for (const p of planners) await p.drain();
       stopCatalog();
-      const jsm = await bus.jetstreamManager();
-      const names = streamNames(prefix);
-      for (const st of [
-        names.runs,
-        names.events,
-        `KV_${runsBucket(prefix)}`,
-        `KV_${checkpointsBucket(prefix)}`,
-        `KV_${tenantWaitingBucket(prefix)}`,
-        `OBJ_${transcriptsBucket(prefix)}`,
-      ])
-        await jsm.streams.delete(st).catch(() => undefined);
+      await deleteFleetStreams(bus, prefix);
       for (const b of buses) await b.close();
       await bus.close();
     },
