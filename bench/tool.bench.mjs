@@ -74,6 +74,7 @@ export async function overNats(natsUrl, quick, cores) {
   const ours = await startContender('agentmesh', natsUrl, prefix, undefined, cores);
   const raw = await startContender('raw', natsUrl, prefix, ours.sample, cores);
   const mol = await startContender('moleculer', natsUrl, prefix, undefined, cores);
+  const bare = await startContender('floor', natsUrl, prefix, ours.sample, cores);
   // many short blocks of calls, contenders alternated block by block; each figure is the median over blocks, each
   // ratio the median of the ratios of two contenders in the same block (a best-of-3 moved the @1 ratio by 1.5x
   // between runs; a burst of load from another process lasts longer than a block, so it spoils few of them)
@@ -89,12 +90,12 @@ export async function overNats(natsUrl, quick, cores) {
   try {
     for (const [concurrency, count, blocks] of plans) {
       const at = `@${concurrency} in flight`;
-      const order = [raw, mol, ours];
-      const [rawB, molB, oursB] = await alternated(
+      const order = [raw, mol, ours, bare];
+      const [rawB, molB, oursB, bareB] = await alternated(
         order.map((c) => () => c.measure({ count, concurrency })),
         blocks,
       );
-      const [rawR, molR, oursR] = [rawB, molB, oursB].map(medianResult);
+      const [rawR, molR, oursR, bareR] = [rawB, molB, oursB, bareB].map(medianResult);
       figures.push(...latencyFigures(`raw nc.request ${at}`, rawR));
       figures.push(
         ...latencyFigures(`moleculer call ${at}`, molR, `raw nc.request ${at}`, rawR, [molB, rawB]),
@@ -112,9 +113,37 @@ export async function overNats(natsUrl, quick, cores) {
         );
       figures.push(vsMoleculer('throughput', 'throughput', 'ops/s'));
       figures.push(vsMoleculer('p50', 'p50_us', 'us'), vsMoleculer('p99', 'p99_us', 'us'));
+      // the floor beside the target: the bare round trip (publish, one literal reply subscription, no timer), and
+      // what each contender adds to it, in us (p50) and in calls a second
+      const floorName = `nats round trip floor ${at}`;
+      figures.push(...latencyFigures(floorName, bareR));
+      const overFloor = (blocksOf, label) =>
+        figure(
+          `${label} ${at} p50 over the floor`,
+          median(blocksOf.map((r, i) => r.p50_us - bareB[i].p50_us)),
+          'us',
+        );
+      figures.push(
+        overFloor(oursB, 'agentmesh tool call'),
+        overFloor(molB, 'moleculer call'),
+        figure(
+          `agentmesh tool call ${at} throughput vs the floor`,
+          oursR.throughput,
+          'ops/s',
+          { name: `${floorName} throughput`, value: bareR.throughput },
+          pairedRatio(oursB, bareB, 'throughput'),
+        ),
+        figure(
+          `moleculer call ${at} throughput vs the floor`,
+          molR.throughput,
+          'ops/s',
+          { name: `${floorName} throughput`, value: bareR.throughput },
+          pairedRatio(molB, bareB, 'throughput'),
+        ),
+      );
     }
   } finally {
-    await Promise.all([ours, raw, mol].map((c) => c.stop()));
+    await Promise.all([ours, raw, mol, bare].map((c) => c.stop()));
   }
   return figures;
 }

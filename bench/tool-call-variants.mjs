@@ -1,0 +1,370 @@
+// Experiment behind docs/benchmarks.md "Issue 37, third sitting": where a request/reply over NATS spends its time at
+// 1 and 64 in flight, and why Moleculer's transporter beats a raw nc.request. Each variant runs in a process of its
+// own (caller and server in it, two connections); not part of `npm run bench`. Against a nats-server with JetStream:
+//   node bench/tool-call-variants.mjs NATS_URL ROUNDS v1,v2,...   variants alternated over rounds: @1 p50, CPU a
+//                                   call, @64 throughput and p99 (SERVER_PID=... adds the server's CPU a call)
+//   node bench/tool-call-variants.mjs --trace VARIANT NATS_URL [N]  at 1 in flight, the median time of each leg:
+//                                   request on the wire, server read -> write, reply on the wire, caller read -> write
+//   node bench/tool-call-variants.mjs --one VARIANT NATS_URL CONCURRENCY COUNT   (PROF=file.cpuprofile to profile)
+//   node bench/tool-call-variants.mjs --tail VARIANT NATS_URL CONCURRENCY COUNT  (how much of the tail is GC)
+// Pin it to the core the server does not use (taskset -c 1) as `npm run bench` does.
+import { fork } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { measure, median, pinToCores } from './lib.mjs';
+
+const SELF = fileURLToPath(import.meta.url);
+/** PAD=n pads the request by n bytes (does size matter at 1 in flight? not up to 1 KB). */
+const PAD = process.env.PAD ? 'x'.repeat(Number(process.env.PAD)) : undefined;
+const REQUEST = Buffer.from(
+  JSON.stringify({
+    ...(PAD ? { pad: PAD } : {}),
+    call_id: 'c-123456',
+    run_id: 'run-bench',
+    tool: 'math.calc',
+    arguments: { lhs: 2, rhs: 3, op: 'add' },
+    idempotency_key: 'run-bench:c-1',
+    progress_subject: '_INBOX.abcdefghijklmnopqrstuv.1',
+  }),
+);
+const REPLY = Buffer.from(
+  JSON.stringify({
+    call_id: 'c-123456',
+    tool: 'math.calc',
+    is_error: false,
+    content: { result: 5 },
+    worker_id: 'worker-abcdefgh',
+    duration_ms: 0,
+    attempt: 1,
+  }),
+);
+
+async function v3() {
+  return import('@nats-io/transport-node');
+}
+async function v2() {
+  return import('nats');
+}
+
+/** `lib` connect; `reply`: how replies come back ('request' | 'literal' | 'wild'); `timer`: a setTimeout a call. */
+async function variant(lib, reply, timer, extra = {}) {
+  const { connect } = lib === 'v2' ? await v2() : await v3();
+  const natsUrl = process.argv[4];
+  const subject = `exp${process.pid}.svc`;
+  const { queueGroup, ...opts } = extra;
+  const client = await connect({ servers: natsUrl, noAsyncTraces: true, ...opts });
+  const server = await connect({ servers: natsUrl, noAsyncTraces: true, ...opts });
+  if (reply === 'request') {
+    server.subscribe(subject, { callback: (_e, m) => m.respond(REPLY) });
+    await server.flush();
+    return { conns: [client, server], call: () => client.request(subject, REQUEST, { timeout: 5000 }) };
+  }
+  // the id travels in the first 8 bytes of the body (as Moleculer's does inside its JSON)
+  server.subscribe(subject, {
+    ...(extra.queueGroup ? { queue: 'q' } : {}),
+    callback: (_e, m) => {
+      const out = Buffer.allocUnsafe(8 + REPLY.length);
+      out.set(m.data.subarray(0, 8), 0);
+      out.set(REPLY, 8);
+      server.publish(m.reply, out);
+    },
+  });
+  const pending = new Map();
+  const inbox = `_INBOX.exp${process.pid}`;
+  const onReply = (_e, m) => {
+    const id = Buffer.from(m.data.buffer, m.data.byteOffset, 8).toString('latin1');
+    const p = pending.get(id);
+    if (p === undefined) return;
+    pending.delete(id);
+    if (p.t !== undefined) clearTimeout(p.t);
+    p.resolve(m);
+  };
+  client.subscribe(reply === 'literal' ? inbox : `${inbox}.*`, { callback: onReply });
+  await server.flush();
+  await client.flush();
+  let seq = 0;
+  return {
+    conns: [client, server],
+    call: () =>
+      new Promise((resolve, reject) => {
+        const id = (++seq).toString(36).padStart(8, '0');
+        const p = { resolve, t: undefined };
+        if (timer) p.t = setTimeout(() => (pending.delete(id), reject(new Error('timeout'))), 5000);
+        pending.set(id, p);
+        const body = Buffer.allocUnsafe(8 + REQUEST.length);
+        body.write(id, 0, 'latin1');
+        body.set(REQUEST, 8);
+        client.publish(subject, body, {
+          reply: reply === 'literal' ? inbox : reply === 'wild-const' ? `${inbox}.fixed` : `${inbox}.${id}`,
+        });
+      }),
+  };
+}
+
+async function agentmesh(pendingLimit) {
+  const { NatsBus, invokeTool, silentLogger } = await import('@agentmesh/protocol');
+  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
+  const natsUrl = process.argv[4];
+  const prefix = `exp${process.pid}`;
+  const workerBus = await NatsBus.connect(natsUrl);
+  const clientBus = await NatsBus.connect(natsUrl);
+  if (pendingLimit !== undefined)
+    for (const bus of [workerBus, clientBus]) bus.nc.protocol.pendingLimit = pendingLimit;
+  const worker = new ToolWorker({
+    bus: workerBus,
+    tools: [mathCalcTool()],
+    prefix,
+    logger: silentLogger(),
+    register: false,
+    concurrency: 256,
+  });
+  await worker.start();
+  await workerBus.flush();
+  let seq = 0;
+  const args = { lhs: 2, rhs: 3, op: 'add' };
+  return {
+    stats: () => ({ worker: workerBus.nc.stats(), client: clientBus.nc.stats() }),
+    conns: [clientBus.nc, workerBus.nc],
+    call: () =>
+      invokeTool(
+        clientBus,
+        { call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args },
+        { prefix },
+      ),
+  };
+}
+
+async function moleculer() {
+  const { ServiceBroker } = (await import('moleculer')).default;
+  const natsUrl = process.argv[4];
+  const broker = (nodeID) =>
+    new ServiceBroker({ namespace: `exp${process.pid}`, nodeID, transporter: natsUrl, logger: false });
+  const server = broker('mol-server');
+  server.createService({
+    name: 'math',
+    actions: { calc: (ctx) => ({ result: ctx.params.lhs + ctx.params.rhs }) },
+  });
+  const client = broker('mol-client');
+  await server.start();
+  await client.start();
+  await client.waitForServices(['math'], 10_000);
+  return {
+    conns: [client.transit.tx.client, server.transit.tx.client],
+    call: () => client.call('math.calc', { lhs: 2, rhs: 3, op: 'add' }),
+  };
+}
+
+const VARIANTS = {
+  agentmesh: () => agentmesh(),
+  'agentmesh-32k': () => agentmesh(32 * 1024),
+  'agentmesh-1m': () => agentmesh(1024 * 1024),
+  'agentmesh-4k': () => agentmesh(4 * 1024),
+  'agentmesh-2k': () => agentmesh(2 * 1024),
+  moleculer,
+  'v3-request': () => variant('v3', 'request'),
+  'v3-literal': () => variant('v3', 'literal', false),
+  'v3-literal-timer': () => variant('v3', 'literal', true),
+  'v3-wild': () => variant('v3', 'wild', false),
+  'v3-literal-queue': () => variant('v3', 'literal', false, { queueGroup: true }),
+  'v3-wild-queue': () => variant('v3', 'wild', false, { queueGroup: true }),
+  'v3-wild-const': () => variant('v3', 'wild-const', false),
+  'v3-wild-timer': () => variant('v3', 'wild', true),
+  'v2-request': () => variant('v2', 'request'),
+  'v2-literal': () => variant('v2', 'literal', false),
+  'v2-wild-timer': () => variant('v2', 'wild', true),
+};
+
+async function child(name) {
+  const v = await VARIANTS[name]();
+  process.on('message', async (msg) => {
+    if (msg.stop) process.exit(0);
+    const before = process.cpuUsage();
+    const r = await measure(v.call, msg);
+    const cpu = process.cpuUsage(before);
+    process.send({ ...r, cpu_us: (cpu.user + cpu.system) / (msg.count + Math.min(200, msg.count)) });
+  });
+  process.send({ ready: true });
+}
+
+async function driver(natsUrl, rounds, names) {
+  const kids = [];
+  for (const name of names) {
+    const c = fork(SELF, ['--child', name, natsUrl], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    pinToCores(c.pid, process.env.CORES ?? '1');
+    await new Promise((r) => c.once('message', r));
+    kids.push(c);
+  }
+  const ask = (c, m) => new Promise((r) => (c.once('message', r), c.send(m)));
+  const res = names.map(() => ({ p50: [], cpu: [], tput: [], p99: [], srv: [], srv1: [] }));
+  const serverPid = process.env.SERVER_PID;
+  const serverCpu = () => {
+    if (!serverPid) return 0;
+    const f = readFileSync(`/proc/${serverPid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10_000; // clock ticks (100/s) in us
+  };
+  for (let b = 0; b < rounds; b++)
+    for (let i = 0; i < names.length; i++) {
+      const k = (b + i) % names.length;
+      const s1 = serverCpu();
+      const one = await ask(kids[k], { count: 2000, concurrency: 1 });
+      res[k].srv1.push((serverCpu() - s1) / 2200);
+      const s0 = serverCpu();
+      const many = await ask(kids[k], { count: 3000, concurrency: 64 });
+      res[k].srv.push((serverCpu() - s0) / 3200);
+      res[k].p50.push(one.p50_us);
+      res[k].cpu.push(one.cpu_us);
+      res[k].tput.push(many.throughput);
+      res[k].p99.push(many.p99_us);
+    }
+  for (const c of kids) c.send({ stop: true });
+  const f = (x) => x.toFixed(0).padStart(7);
+  console.log(
+    'variant'.padEnd(20),
+    '@1 p50 us',
+    'cpu/call us',
+    '@64 ops/s',
+    '@64 p99 us',
+    'srv us/call@64',
+    'srv us/call@1',
+  );
+  names.forEach((n, i) =>
+    console.log(
+      n.padEnd(20),
+      f(median(res[i].p50)),
+      f(median(res[i].cpu)),
+      f(median(res[i].tput)),
+      f(median(res[i].p99)),
+      f(median(res[i].srv)),
+      f(median(res[i].srv1)),
+    ),
+  );
+}
+
+async function tail(call, count, concurrency) {
+  // per-call start/end and GC pauses: how much of the tail overlaps a garbage collection
+  const { PerformanceObserver, performance } = await import('node:perf_hooks');
+  const gcs = [];
+  const obs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) gcs.push([e.startTime, e.startTime + e.duration, e.detail?.kind]);
+  });
+  obs.observe({ entryTypes: ['gc'] });
+  const t0 = new Float64Array(count);
+  const t1 = new Float64Array(count);
+  let next = 0;
+  async function lane() {
+    for (;;) {
+      const i = next++;
+      if (i >= count) return;
+      t0[i] = performance.now();
+      await call();
+      t1[i] = performance.now();
+    }
+  }
+  await Promise.all(Array.from({ length: concurrency }, lane));
+  await new Promise((r) => setTimeout(r, 50));
+  obs.disconnect();
+  const lat = Array.from(t0, (s, i) => t1[i] - s);
+  const sorted = [...lat].sort((a, b) => a - b);
+  const p = (q, a) => (a[Math.floor(q * a.length)] * 1000).toFixed(0);
+  const inGc = (i) => gcs.some(([a, b]) => a < t1[i] && b > t0[i]);
+  const clean = lat.filter((_, i) => !inGc(i)).sort((a, b) => a - b);
+  const gcMs = gcs.reduce((s, [a, b]) => s + b - a, 0);
+  console.log(
+    `p50 ${p(0.5, sorted)} p99 ${p(0.99, sorted)} p99-without-gc-overlap ${p(0.99, clean)} (${count - clean.length} calls overlap gc)`,
+    `gc: ${gcs.length} pauses, ${gcMs.toFixed(1)} ms, max ${Math.max(...gcs.map(([a, b]) => b - a)).toFixed(2)} ms; wall ${(t1.reduce((m, x) => Math.max(m, x), 0) - t0[0]).toFixed(0)} ms`,
+  );
+}
+
+async function trace(v, count) {
+  // when each connection reads and writes, at 1 in flight: caller = client conn, server = responder conn
+  const { performance } = await import('node:perf_hooks');
+  const ev = [];
+  const idle = [];
+  v.conns.forEach((nc, who) => {
+    const t = nc.protocol.transport;
+    const send = t.send.bind(t);
+    t.send = (frame) => {
+      const at = performance.now();
+      ev.push([at, who, 'w']);
+      send(frame);
+      if (process.env.IDLE) setImmediate(() => idle.push(performance.now() - at));
+    };
+    t.socket.on('data', () => ev.push([performance.now(), who, 'r']));
+  });
+  for (let i = 0; i < count; i++) await v.call();
+  // cycle: C.w -> S.r -> S.w -> C.r -> C.w
+  const S = [],
+    C = [],
+    N1 = [],
+    N2 = [];
+  for (let i = 0; i + 4 < ev.length; i++) {
+    const [a, b, c, d, e] = ev.slice(i, i + 5);
+    if (
+      a[1] === 0 &&
+      a[2] === 'w' &&
+      b[1] === 1 &&
+      b[2] === 'r' &&
+      c[1] === 1 &&
+      c[2] === 'w' &&
+      d[1] === 0 &&
+      d[2] === 'r' &&
+      e[1] === 0 &&
+      e[2] === 'w'
+    ) {
+      N1.push(b[0] - a[0]);
+      S.push(c[0] - b[0]);
+      N2.push(d[0] - c[0]);
+      C.push(e[0] - d[0]);
+    }
+  }
+  const med = (a) => (median(a) * 1000).toFixed(1);
+  console.log(
+    `cycles ${S.length}/${count}: request on the wire ${med(N1)} us, server read->write ${med(S)} us, reply on the wire ${med(N2)} us, caller read->next write ${med(C)} us${idle.length ? `, write->check phase ${med(idle)} us` : ''}`,
+  );
+}
+
+if (process.argv[2] === '--child') await child(process.argv[3]);
+else if (process.argv[2] === '--trace') {
+  const v = await VARIANTS[process.argv[3]]();
+  for (let i = 0; i < 2000; i++) await v.call();
+  await trace(v, Number(process.argv[5] ?? 5000));
+  process.exit(0);
+} else if (process.argv[2] === '--tail') {
+  const v = await VARIANTS[process.argv[3]]();
+  await measure(v.call, { count: 5000, concurrency: 64 });
+  for (let i = 0; i < 3; i++) await tail(v.call, Number(process.argv[6]), Number(process.argv[5]));
+  process.exit(0);
+} else if (process.argv[2] === '--one') {
+  // --one VARIANT NATS_URL CONCURRENCY COUNT: one variant measured once in this process (for --cpu-prof)
+  const v = await VARIANTS[process.argv[3]]();
+  const opts = { concurrency: Number(process.argv[5]), count: Number(process.argv[6]) };
+  await measure(v.call, opts);
+  const inspector = process.env.PROF ? await import('node:inspector/promises') : undefined;
+  const session = inspector && new inspector.Session();
+  if (session) {
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 100 });
+    await session.post('Profiler.start');
+  }
+  const before = process.cpuUsage();
+  const r = await measure(v.call, opts);
+  const cpu = process.cpuUsage(before);
+  if (session) {
+    const { profile } = await session.post('Profiler.stop');
+    (await import('node:fs')).writeFileSync(process.env.PROF, JSON.stringify(profile));
+  }
+  if (v.stats) console.log(JSON.stringify(v.stats()));
+  console.log(
+    process.argv[3],
+    JSON.stringify(r),
+    'cpu us/call',
+    (cpu.user + cpu.system) / (opts.count + Math.min(200, opts.count)),
+  );
+  process.exit(0);
+} else
+  await driver(
+    process.argv[2],
+    Number(process.argv[3] ?? 5),
+    (process.argv[4] ?? Object.keys(VARIANTS).join(',')).split(','),
+  );
