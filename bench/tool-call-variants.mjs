@@ -269,8 +269,21 @@ async function tail(call, count, concurrency) {
   const inGc = (i) => gcs.some(([a, b]) => a < t1[i] && b > t0[i]);
   const clean = lat.filter((_, i) => !inGc(i)).sort((a, b) => a - b);
   const gcMs = gcs.reduce((s, [a, b]) => s + b - a, 0);
+  // the slowest 1%: in how many separate stalls (windows of overlapping calls) do they fall?
+  const cut = sorted[Math.floor(0.99 * count)];
+  const slow = lat
+    .map((l, i) => [t0[i], t1[i], l])
+    .filter(([, , l]) => l >= cut)
+    .sort((a, b) => a[0] - b[0]);
+  let stalls = 0;
+  let end = -Infinity;
+  for (const [a, b] of slow) {
+    if (a > end) stalls++;
+    end = Math.max(end, b);
+  }
   console.log(
     `p50 ${p(0.5, sorted)} p99 ${p(0.99, sorted)} p99-without-gc-overlap ${p(0.99, clean)} (${count - clean.length} calls overlap gc)`,
+    `slowest 1% (${slow.length} calls) in ${stalls} stalls;`,
     `gc: ${gcs.length} pauses, ${gcMs.toFixed(1)} ms, max ${Math.max(...gcs.map(([a, b]) => b - a)).toFixed(2)} ms; wall ${(t1.reduce((m, x) => Math.max(m, x), 0) - t0[0]).toFixed(0)} ms`,
   );
 }

@@ -104,6 +104,58 @@ describe('ToolWorker over NATS', () => {
     });
   });
 
+  it('refuses a hostile reply as invalid_message naming the tool, and a late outcome does not reach the next call', async () => {
+    // a fake "worker" on a tool of its own: the first call gets text that is not JSON, the second an object that is no
+    // outcome, the third nothing until it timed out (then its outcome, late), the fourth its outcome
+    const tool = 'test.hostile_replier';
+    const held: { reply: () => void }[] = [];
+    let n = 0;
+    const sub = bus.subscribe(
+      s.toolInvoke(tool),
+      (msg) => {
+        const body = JSON.parse(msg.text()) as { call_id: string };
+        const k = ++n;
+        const outcome = JSON.stringify({
+          call_id: body.call_id,
+          tool,
+          worker_id: 'fake',
+          is_error: false,
+          output: { n: k },
+          preview: '{}',
+          elapsed_ms: 0,
+          attempts: 1,
+        });
+        if (k === 1) bus.respond(msg, '{"call_id": ');
+        else if (k === 2) bus.respond(msg, JSON.stringify({ call_id: body.call_id, output: 'x' }));
+        else if (k === 3) held.push({ reply: () => bus.respond(msg, outcome) });
+        else {
+          held.shift()?.reply();
+          bus.respond(msg, outcome);
+        }
+      },
+      { queue: `tool.${tool}` },
+    );
+    await bus.flush();
+    const options = { prefix, lostAfterMs: 60_000 };
+    await expect(invokeTool(bus, call(tool, {}), options)).rejects.toMatchObject({
+      code: 'invalid_message',
+      message: expect.stringMatching(/not valid JSON/),
+    });
+    await expect(invokeTool(bus, call(tool, {}), options)).rejects.toMatchObject({
+      code: 'invalid_message',
+      message: expect.stringMatching(new RegExp(`invalid outcome of ${tool}`)),
+    });
+    const late = call(tool, {});
+    await expect(invokeTool(bus, late, { ...options, timeoutMs: 150 })).rejects.toMatchObject({
+      code: 'timeout',
+      details: { call_id: late.call_id },
+    });
+    const next = call(tool, {});
+    const outcome = await invokeTool(bus, next, options);
+    expect(outcome).toMatchObject({ call_id: next.call_id, output: { n: 4 } });
+    sub.unsubscribe();
+  });
+
   it('keeps big outputs in the JetStream object store, readable by their tenant only', async () => {
     const outcome = await invokeTool(
       bus,

@@ -92,6 +92,41 @@ function busContract(name: string, makeBus: () => Promise<Bus>) {
       sub.unsubscribe();
     });
 
+    it('gives a request only its own reply: a late reply after a timeout, a guessed or unknown reply subject and a malformed one are ignored', async () => {
+      const subject = unique('routing');
+      const held: BusMessage[] = [];
+      const arrived: (() => void)[] = [];
+      const sub = other.subscribe(subject, (m) => {
+        held.push(m);
+        arrived.shift()?.();
+      });
+      await other.flush();
+      const next = () => new Promise<void>((resolve) => arrived.push(resolve));
+      const firstHeld = next();
+      const timedOut = await bus.request(subject, 'first', { timeoutMs: 100 }).catch((e: unknown) => e);
+      expect((timedOut as AgentMeshError).code).toBe(ErrorCode.Timeout);
+      await firstHeld;
+      const secondHeld = next();
+      const second = bus.request(subject, 'second', { timeoutMs: 10_000 });
+      await secondHeld;
+      const [late, current] = held as [BusMessage, BusMessage];
+      const reply = current.reply!;
+      // the same reply prefix with another secret or handle: what a responder of another call could guess
+      const cut = reply.lastIndexOf('.') + 1;
+      const guessedSecret = `${reply.slice(0, cut)}${'A'.repeat(24)}${reply.slice(cut + 24)}`;
+      other.respond(late, 'late');
+      for (const forged of [
+        guessedSecret,
+        `${reply}0`,
+        `${reply.slice(0, cut)}x`,
+        `${reply.slice(0, cut)}${reply.slice(cut, cut + 24)}1_999999`,
+      ])
+        other.publish(forged, 'forged');
+      other.respond(current, 'right');
+      expect((await second).text()).toBe('right');
+      sub.unsubscribe();
+    });
+
     it('carries non-ASCII subjects and empty, binary and text payloads byte for byte, both ways', async () => {
       const subject = `${unique('bytes')}.grüße.日本`;
       const sub = other.subscribe(subject, (m) => void other.respond(m, m.data));
