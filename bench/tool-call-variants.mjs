@@ -122,7 +122,39 @@ async function agentmesh(pendingLimit) {
   await workerBus.flush();
   let seq = 0;
   const args = { lhs: 2, rhs: 3, op: 'add' };
+  const marks = [];
+  if (process.env.MARKS) {
+    // timestamps inside the worker's and the caller's path (monkey-patched, this experiment only)
+    const { performance } = await import('node:perf_hooks');
+    const wrap = (obj, name, label) => {
+      const f = obj[name];
+      obj[name] = function (...a) {
+        marks.push([performance.now(), label]);
+        return f.apply(this, a);
+      };
+    };
+    wrap(worker, 'onInvoke', 'w.onInvoke');
+    wrap(worker.executor, 'run', 'w.run');
+    wrap(worker, 'respondOutcome', 'w.respond');
+    if (process.env.MARKS === '2') {
+      wrap(worker, 'executeParsed', 'w.executeParsed');
+      wrap(worker, 'answered', 'w.answered');
+      wrap(worker.executor, 'attempt', 'w.attempt');
+      wrap(worker.executor, 'succeeded', 'w.succeeded');
+      wrap(worker.executor, 'completed', 'w.completed');
+      wrap(clientBus, 'respond', 'w.bus.respond');
+      wrap(workerBus, 'respond', 'w.bus.respond');
+      wrap(workerBus.nc, 'publish', 'w.nc.publish');
+      wrap(clientBus.nc, 'publish', 'c.nc.publish');
+    }
+    wrap(clientBus, 'request', 'c.request');
+    const { progressRouter } = await import(
+      new URL('../packages/protocol/dist/tool-progress-router.js', import.meta.url).href
+    );
+    wrap(progressRouter(clientBus), 'settle', 'c.settle');
+  }
   return {
+    marks: process.env.MARKS ? marks : undefined,
     stats: () => ({ worker: workerBus.nc.stats(), client: clientBus.nc.stats() }),
     conns: [clientBus.nc, workerBus.nc],
     call: () =>
@@ -299,11 +331,17 @@ async function trace(v, count) {
     t.send = (frame) => {
       const at = performance.now();
       ev.push([at, who, 'w']);
+      v.marks?.push([at, `${who}.w`]);
       send(frame);
       if (process.env.IDLE) setImmediate(() => idle.push(performance.now() - at));
     };
-    t.socket.on('data', () => ev.push([performance.now(), who, 'r']));
+    t.socket.on('data', () => {
+      const at = performance.now();
+      ev.push([at, who, 'r']);
+      v.marks?.push([at, `${who}.r`]);
+    });
   });
+  if (v.marks) v.marks.length = 0;
   for (let i = 0; i < count; i++) await v.call();
   // cycle: C.w -> S.r -> S.w -> C.r -> C.w
   const S = [],
@@ -331,6 +369,16 @@ async function trace(v, count) {
     }
   }
   const med = (a) => (median(a) * 1000).toFixed(1);
+  if (v.marks?.length) {
+    // median time from each mark to the next, by pair of labels
+    const gaps = new Map();
+    for (let i = 1; i < v.marks.length; i++) {
+      const k = `${v.marks[i - 1][1]} -> ${v.marks[i][1]}`;
+      if (!gaps.has(k)) gaps.set(k, []);
+      gaps.get(k).push(v.marks[i][0] - v.marks[i - 1][0]);
+    }
+    for (const [k, g] of gaps) if (g.length > count / 2) console.log(`  ${k}: ${med(g)} us (${g.length})`);
+  }
   console.log(
     `cycles ${S.length}/${count}: request on the wire ${med(N1)} us, server read->write ${med(S)} us, reply on the wire ${med(N2)} us, caller read->next write ${med(C)} us${idle.length ? `, write->check phase ${med(idle)} us` : ''}`,
   );
