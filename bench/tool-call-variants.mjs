@@ -409,8 +409,10 @@ else if (process.argv[2] === '--trace') {
     await session.post('Profiler.start');
   }
   const before = process.cpuUsage();
+  const elu0 = performance.eventLoopUtilization();
   const r = await measure(v.call, opts);
   const cpu = process.cpuUsage(before);
+  const elu = performance.eventLoopUtilization(elu0).utilization;
   if (session) {
     const { profile } = await session.post('Profiler.stop');
     (await import('node:fs')).writeFileSync(process.env.PROF, JSON.stringify(profile));
@@ -420,7 +422,9 @@ else if (process.argv[2] === '--trace') {
     process.argv[3],
     JSON.stringify(r),
     'cpu us/call',
-    (cpu.user + cpu.system) / (opts.count + Math.min(200, opts.count)),
+    ((cpu.user + cpu.system) / (opts.count + Math.min(200, opts.count))).toFixed(1),
+    'event loop busy',
+    elu.toFixed(2),
   );
   process.exit(0);
 } else
