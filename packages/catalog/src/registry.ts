@@ -1,7 +1,7 @@
 import { AgentMeshError, ErrorCode, parseJson, type ToolSpec } from '@agentmesh/protocol';
-import { specCanonicalJson } from './canonical.js';
+import { CanonicalBytes, SpecTexts } from './canonical.js';
 
-export { canonicalJson, hashCanonical, specCanonicalJson, specHash } from './canonical.js';
+export { SpecTexts, canonicalJson, hashCanonical, specCanonicalJson, specHash } from './canonical.js';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
 export interface WorkerRecord {
@@ -190,23 +190,33 @@ export class ToolRegistry {
   }
 }
 
-const utf8 = new TextEncoder();
-
-/** The record as JSON, each spec written once (its canonical JSON) rather than stringified a second time. */
-export function encodeRecord(record: WorkerRecord, canonical: Map<string, string>): Uint8Array {
-  let tools = '';
-  for (const { hash, spec, since } of record.tools) {
-    const text = canonical.get(hash) ?? specCanonicalJson(spec);
-    if (tools.length > 0) tools += ',';
-    tools += `{"hash":"${hash}","spec":${text}${since === undefined ? '' : `,"since":${since}`}}`;
-  }
+/**
+ * The record as JSON bytes, each spec's canonical JSON copied from `texts` (the bytes its hash was computed from) or,
+ * for a spec missing there, written again; no spec is stringified twice.
+ */
+export function encodeRecord(record: WorkerRecord, texts: SpecTexts = new SpecTexts()): Uint8Array {
   const head = JSON.stringify({
     worker_id: record.worker_id,
     ttl_ms: record.ttl_ms,
     registered_at: record.registered_at,
     ...(record.role === undefined ? {} : { role: record.role }),
   });
-  return utf8.encode(`${head.slice(0, -1)},"tools":[${tools}]}`);
+  const out = new CanonicalBytes(3 * head.length + texts.size + 128 * record.tools.length + 64);
+  out.utf8(head.slice(0, -1));
+  out.ascii(',"tools":[');
+  record.tools.forEach(({ hash, spec, since }, i) => {
+    out.ascii(i === 0 ? '{"hash":' : ',{"hash":');
+    out.string(hash);
+    out.ascii(',"spec":');
+    texts.writeTo(out, hash, spec);
+    if (since !== undefined) {
+      out.ascii(',"since":');
+      out.value(since);
+    }
+    out.ascii('}');
+  });
+  out.ascii(']}');
+  return out.view(0, out.length);
 }
 
 /** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */
