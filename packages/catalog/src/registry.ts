@@ -1,7 +1,10 @@
 import { AgentMeshError, ErrorCode, parseJson, type ToolSpec } from '@agentmesh/protocol';
-import { CanonicalBytes, SpecTexts } from './canonical.js';
+import { CanonicalBytes } from './canonical-bytes.js';
+import { SpecTexts } from './spec-texts.js';
 
-export { SpecTexts, canonicalJson, hashCanonical, specCanonicalJson, specHash } from './canonical.js';
+export { canonicalJson, hashCanonical } from './canonical.js';
+export { specCanonicalJson, specHash } from './canonical-bytes.js';
+export { SpecTexts } from './spec-texts.js';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
 export interface WorkerRecord {
