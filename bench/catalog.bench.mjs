@@ -8,11 +8,9 @@ import { runInNewContext } from 'node:vm';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
 import { Kvm } from '@nats-io/kv';
-import { Catalog, createToolIndex, specHash } from '@agentmesh/catalog';
+import { Catalog, checkRegister, createToolIndex, specHash } from '@agentmesh/catalog';
 import {
   CatalogRegisterReplySchema,
-  CatalogRegisterSchema,
-  fastValidator,
   parseJson,
   MemoryBus,
   NatsBus,
@@ -265,12 +263,11 @@ async function registrationFigures({ natsUrl, catalogBus, client, kv, tools, gc,
   ];
 }
 
-const checkRegister = fastValidator(CatalogRegisterSchema);
-
 /**
- * The part of a registration no catalog can skip: parse the request, check it against the register schema (the
- * catalog's compiled validator) and fingerprint each spec (sha256 of its canonical JSON, which conflict detection
- * compares across workers and replicas).
+ * The part of a registration no catalog can skip: parse the request, check it with the catalog's own compiled
+ * register validator (tool names included) and fingerprint each spec with the catalog's primitive (sha256 of its
+ * canonical JSON, written as bytes; conflict detection compares it across workers and replicas, and every record
+ * stores it).
  */
 export function checkedFloor(data) {
   const request = checkRegister(parseJson(data, 'register request'), 'register request');

@@ -245,6 +245,27 @@ describe('ToolRegistry', () => {
     expect(registry.live('json.format')).toMatchObject({ hash: h2, workers: ['b'] });
   });
 
+  it('keeps one claim per worker and version, whatever a foreign record repeats, and drops them with the record', () => {
+    const registry = new ToolRegistry();
+    const v1 = spec('1', 'one');
+    const h1 = specHash(v1);
+    const twice = record('a', [
+      { hash: h1, spec: v1 },
+      { hash: h1, spec: v1 },
+    ]);
+    registry.setWorker('workers.a', twice, 1);
+    registry.setWorker('workers.b', record('b', [{ hash: h1, spec: v1 }]), 2);
+    expect(registry.winner('json.format', '1')).toEqual({ hash: h1, workers: ['a', 'b'] });
+    registry.setWorker('workers.a', record('a', [{ hash: h1, spec: v1 }]), 3);
+    expect(registry.live('json.format')?.workers).toEqual(['a', 'b']);
+    registry.setWorker('workers.a', undefined, 4);
+    expect(registry.live('json.format')?.workers).toEqual(['b']);
+    registry.setWorker('workers.b', undefined, 5);
+    expect(registry.live('json.format')).toBeUndefined();
+    expect(registry.liveVersions('json.format')).toEqual([]);
+    expect(registry.spec(h1)).toBeUndefined();
+  });
+
   it('serves the newest live version and falls back as workers leave', () => {
     const registry = new ToolRegistry();
     const v1 = spec('1', 'old');
