@@ -7,6 +7,7 @@ import {
   type Logger,
 } from '@agentmesh/protocol';
 import type { CatalogBucket } from './bucket.js';
+import type { DeferredIndex } from './deferred-index.js';
 import { conflictRejection } from './rejections.js';
 import { foreignWorkerError, type RegistrationPolicy } from './role-policy.js';
 import { screenRegistration } from './screen.js';
@@ -38,6 +39,8 @@ export interface RegistrarOptions {
   logger: Logger;
   /** The ttl of a worker that asks for none. */
   workerTtlMs: number;
+  /** Held while a registration is under way, so the search index catches up after a burst, not inside it. */
+  index?: Pick<DeferredIndex, 'hold'>;
 }
 
 /** Takes workers' registrations: screens their specs and writes each worker's record to the bucket. */
@@ -51,6 +54,19 @@ export class Registrar {
    * own write comes back through the watch, drops the losing tools from its record and reports them rejected.
    */
   async register(
+    request: CatalogRegister,
+    role: string | undefined,
+    namespaces: readonly string[] | undefined,
+  ): Promise<CatalogRegisterReply> {
+    const release = this.options.index?.hold();
+    try {
+      return await this.registerHeld(request, role, namespaces);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async registerHeld(
     request: CatalogRegister,
     role: string | undefined,
     namespaces: readonly string[] | undefined,
