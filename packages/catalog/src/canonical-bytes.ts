@@ -39,6 +39,8 @@ SHORT_ESCAPES[13] = 114; // \r
 export class CanonicalBytes {
   bytes: Buffer;
   length = 0;
+  /** Whether {@link CanonicalBytes.spec} met an undefined member on its fast path. */
+  private missing = false;
 
   constructor(capacity = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(capacity);
@@ -67,6 +69,8 @@ export class CanonicalBytes {
       this.value(spec);
       return;
     }
+    const start = this.length;
+    this.missing = false;
     this.member('{"cpu_bound":', spec.cpu_bound);
     this.member(',"description":', spec.description);
     this.member(',"idempotent":', spec.idempotent);
@@ -92,6 +96,10 @@ export class CanonicalBytes {
     this.member(',"timeout_ms":', spec.timeout_ms);
     this.member(',"version":', spec.version);
     this.ascii('}');
+    if (!this.missing) return;
+    // a member the schema requires is undefined (a spec no validator saw): the generic writer leaves it out
+    this.length = start;
+    this.value(spec);
   }
 
   /** Any JSON value, as {@link canonicalJson} writes it. */
@@ -174,6 +182,7 @@ export class CanonicalBytes {
   }
 
   private member(prefix: string, v: unknown): void {
+    if (v === undefined) this.missing = true;
     this.ascii(prefix);
     this.value(v);
   }
