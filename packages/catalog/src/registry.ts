@@ -93,12 +93,16 @@ export class ToolRegistry {
     }
     if (record !== undefined) {
       const worker = record.worker_id;
-      const tools = record.tools.map(({ hash, spec, since }) =>
-        since === undefined
-          ? { hash, spec: this.retain(hash, spec) }
-          : { hash, spec: this.retain(hash, spec), since },
-      );
-      this.workers.set(worker, { record: { ...record, tools }, revision });
+      // a tool whose spec is the one kept for its hash (a first claim) is kept as it came, not copied
+      let copied = false;
+      const tools = record.tools.map((tool) => {
+        const { hash, spec, since } = tool;
+        const kept = this.retain(hash, spec);
+        if (kept === spec) return tool;
+        copied = true;
+        return since === undefined ? { hash, spec: kept } : { hash, spec: kept, since };
+      });
+      this.workers.set(worker, { record: copied ? { ...record, tools } : record, revision });
       this.workerByKey.set(key, worker);
       for (const { hash, spec, since } of tools) {
         this.claim({ version: spec.version, worker, hash, revision: since ?? revision }, spec.name);

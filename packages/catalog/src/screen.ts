@@ -24,11 +24,9 @@ export function screenRegistration(
 ): Screened {
   const workerId = request.worker_id;
   const out: Screened = { accepted: [], rejected: [], texts: new SpecTexts() };
-  const seen = new Set<string>();
   const sameName = new SameName(request.tools, registry.worker(workerId));
   for (const spec of request.tools) {
-    const id = `${spec.name}@${spec.version}`;
-    if (seen.has(id)) {
+    if (sameName.repeats(spec)) {
       out.rejected.push(
         registerRejection(
           spec,
@@ -38,7 +36,6 @@ export function screenRegistration(
       );
       continue;
     }
-    seen.add(id);
     if (!inNamespaces(spec.name, namespaces)) {
       out.rejected.push(outsideRoleRejection(spec, workerId, role ?? '', namespaces ?? []));
       continue;
