@@ -1,6 +1,7 @@
 // The catalog: tool search p50/p99 at 1,000 and 10,000 tools in-process (next to a plain async call) and over NATS
 // (next to a raw NATS request/reply of the same request), registering 10,000 tools over NATS (next to writing the
-// same records straight to KV), and the memory 10,000 tools take (next to the specs as plain objects).
+// same records straight to KV and to two floors, in alternated blocks), and the memory 10,000 tools take (next to the
+// specs as plain objects).
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
@@ -8,11 +9,9 @@ import { runInNewContext } from 'node:vm';
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
 import { Kvm } from '@nats-io/kv';
-import { Catalog, createToolIndex, specHash } from '@agentmesh/catalog';
+import { Catalog, checkRegister, createToolIndex, specHash } from '@agentmesh/catalog';
 import {
   CatalogRegisterReplySchema,
-  CatalogRegisterSchema,
-  fastValidator,
   parseJson,
   MemoryBus,
   NatsBus,
@@ -21,7 +20,7 @@ import {
   silentLogger,
   subjects,
 } from '@agentmesh/protocol';
-import { figure, latencyFigures, measure } from './lib.mjs';
+import { alternated, figure, latencyFigures, measure, median, pairedRatio } from './lib.mjs';
 
 export const title = 'Catalog: tool search, registration, memory';
 
@@ -158,9 +157,7 @@ async function registrationFloor(natsUrl, tools, check = () => undefined) {
     await responder.flush();
     const warm = tools.slice(0, 1000).map((t) => ({ ...t, name: `warm${t.name}` }));
     await registerAll(client, prefix, warm);
-    const t0 = performance.now();
-    await registerAll(client, prefix, tools);
-    return performance.now() - t0;
+    return await timed(() => registerAll(client, prefix, tools));
   } finally {
     sub.unsubscribe();
     const jsm = await client.jetstreamManager();
@@ -169,12 +166,129 @@ async function registrationFloor(natsUrl, tools, check = () => undefined) {
   }
 }
 
-const checkRegister = fastValidator(CatalogRegisterSchema);
+/** The wall time of `run` and the CPU time this process (every thread) spent meanwhile, in ms. */
+async function timed(run) {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await run();
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { ms, cpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/** The same 100 records of 100 specs written straight to a KV bucket, 8 in flight (records already encoded). */
+async function rawPutsOnce(kv, records) {
+  let next = 0;
+  return timed(() =>
+    Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < records.length) {
+          const i = next++;
+          await kv.put(`workers.w${i}`, records[i]);
+        }
+      }),
+    ),
+  );
+}
+
+/** One timed registration of `tools` through a fresh catalog and bucket, warmed on 1,000 other tools as the floors are. */
+async function registerOnce(catalogBus, client, tools) {
+  const id = randomUUID().slice(0, 8);
+  const prefix = `benchreg${id}`;
+  const bucket = `bench_reg_${id}`;
+  const catalog = new Catalog({ bus: catalogBus, prefix, bucket, logger: silentLogger() });
+  try {
+    await catalog.start();
+    const warm = tools
+      .slice(0, 1000)
+      .map((t) => ({ ...t, name: `warm${t.name}`, namespace: `warm${t.namespace}` }));
+    await registerAll(client, prefix, warm, { workerPrefix: 'warm-w' });
+    const result = await timed(() => registerAll(client, prefix, tools));
+    if (catalog.toolNames().length !== tools.length + warm.length)
+      throw new Error(`catalog holds ${catalog.toolNames().length} tools`);
+    return result;
+  } finally {
+    await catalog.stop();
+    const jsm = await catalogBus.jetstreamManager();
+    await jsm.streams.delete(`KV_${bucket}`).catch(() => undefined);
+  }
+}
 
 /**
- * The part of a registration no catalog can skip: parse the request, check it against the register schema (the
- * catalog's compiled validator) and fingerprint each spec (sha256 of its canonical JSON, which conflict detection
- * compares across workers and replicas).
+ * Registration against its floors, alternated in blocks (each block runs the raw puts, the catalog, the bare floor
+ * and the floor + checks once, each block starting with the next one, after a full garbage collection): each figure
+ * is the median of its blocks and each ratio the median of the ratios within a block.
+ */
+async function registrationFigures({ natsUrl, catalogBus, client, kv, tools, gc, blocks }) {
+  const records = [];
+  for (let i = 0; i < tools.length; i += 100)
+    records.push(
+      encodeJson({
+        worker_id: `raw-w${i}`,
+        tools: tools.slice(i, i + 100).map((spec) => ({ hash: 'x'.repeat(64), spec })),
+      }),
+    );
+  // every path warmed first, as every other figure here is: 10 puts, and 10,000 other tools through a throwaway catalog
+  for (let i = 0; i < 10; i++) await kv.put(`warm.w${i}`, records[i]);
+  await warmRegistration(natsUrl);
+  const collected = (run) => async () => {
+    gc();
+    return run();
+  };
+  const [puts, registered, floor, checked] = await alternated(
+    [
+      collected(() => rawPutsOnce(kv, records)),
+      collected(() => registerOnce(catalogBus, client, tools)),
+      collected(() => registrationFloor(natsUrl, tools)),
+      collected(() => registrationFloor(natsUrl, tools, checkedFloor)),
+    ],
+    blocks,
+  );
+  const wall = (rs) => rs.map((r) => r.ms);
+  const cpu = (rs) => rs.map((r) => r.cpuMs);
+  const ms = (name, values, baseline, baselineValues) =>
+    figure(name, median(values), 'ms', baseline, baseline && pairedRatio(values, baselineValues, (v) => v));
+  const rawPuts = ms('100 raw KV puts of 100-spec records, 8 in flight', wall(puts));
+  const register = ms(
+    'register 10,000 tools over NATS (100 workers x 100)',
+    wall(registered),
+    rawPuts,
+    wall(puts),
+  );
+  const bare = ms(
+    'register floor: the same 100 requests put to KV unparsed by a bare responder',
+    wall(floor),
+    rawPuts,
+    wall(puts),
+  );
+  const withChecks = ms(
+    'register floor + checks: the bare responder parses, validates and hashes each request before the put',
+    wall(checked),
+    bare,
+    wall(floor),
+  );
+  // the same blocks in CPU time of this process (client and responder share it), which load disturbs far less
+  const bareCpu = ms('register floor, CPU of the process', cpu(floor));
+  const checkedCpu = ms('register floor + checks, CPU of the process', cpu(checked), bareCpu, cpu(floor));
+  return [
+    rawPuts,
+    register,
+    bare,
+    withChecks,
+    ms('register 10,000 tools vs register floor', wall(registered), bare, wall(floor)),
+    ms('register 10,000 tools vs its floor + checks', wall(registered), withChecks, wall(checked)),
+    bareCpu,
+    checkedCpu,
+    ms('register 10,000 tools, CPU of the process', cpu(registered), bareCpu, cpu(floor)),
+    ms('register 10,000 tools vs its floor + checks, CPU', cpu(registered), checkedCpu, cpu(checked)),
+  ];
+}
+
+/**
+ * The part of a registration no catalog can skip: parse the request, check it with the catalog's own compiled
+ * register validator (tool names included) and fingerprint each spec with the catalog's primitive (sha256 of its
+ * canonical JSON, written as bytes; conflict detection compares it across workers and replicas, and every record
+ * stores it).
  */
 export function checkedFloor(data) {
   const request = checkRegister(parseJson(data, 'register request'), 'register request');
@@ -215,7 +329,8 @@ export async function run({ natsUrl, quick }) {
     );
   }
 
-  // registration and search over NATS
+  // registration over NATS, alternated with its floors; then search over NATS
+  const gc = gcFunction();
   const id = randomUUID().slice(0, 8);
   const prefix = `benchcat${id}`;
   const bucket = `bench_catalog_${id}`;
@@ -228,44 +343,14 @@ export async function run({ natsUrl, quick }) {
   try {
     await catalog.start();
     const tools = syntheticTools(10000);
-
-    // the floor: the same 100 records of 100 specs written straight to a KV bucket, 8 in flight
     const kv = await new Kvm(raw).create(rawBucket, { history: 1 });
-    const records = [];
-    for (let i = 0; i < tools.length; i += 100)
-      records.push(
-        encodeJson({
-          worker_id: `raw-w${i}`,
-          tools: tools.slice(i, i + 100).map((spec) => ({ hash: 'x'.repeat(64), spec })),
-        }),
-      );
-    // both paths warmed first, as every other figure here is: 10 puts, and 10,000 other tools through a throwaway catalog
-    for (let i = 0; i < 10; i++) await kv.put(`warm.w${i}`, records[i]);
-    await warmRegistration(natsUrl);
-    let nextPut = 0;
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: 8 }, async () => {
-        while (nextPut < records.length) {
-          const i = nextPut++;
-          await kv.put(`workers.w${i}`, records[i]);
-        }
-      }),
+    figures.push(
+      ...(await registrationFigures({ natsUrl, catalogBus, client, kv, tools, gc, blocks: quick ? 3 : 5 })),
     );
-    const rawPuts = figure('100 raw KV puts of 100-spec records, 8 in flight', performance.now() - t0, 'ms');
 
-    const t1 = performance.now();
     await registerAll(client, prefix, tools);
-    const registered = figure(
-      'register 10,000 tools over NATS (100 workers x 100)',
-      performance.now() - t1,
-      'ms',
-      rawPuts,
-    );
     if (catalog.toolNames().length !== 10000)
       throw new Error(`catalog holds ${catalog.toolNames().length} tools`);
-    figures.push(rawPuts, registered);
-
     const request = encodeJson({ query: queries[0], limit: 10, deferred_only: false });
     rawResponder.subscribe('bench.catalog.raw', { callback: (_e, m) => m.respond(m.data) });
     await rawResponder.flush();
@@ -285,24 +370,6 @@ export async function run({ natsUrl, quick }) {
       ),
     );
     figures.push(figure('search over NATS minus raw round trip, p50', natsR.p50_us - rawR.p50_us, 'us'));
-    // after the searches, so the catalog's search index has caught up and does not run meanwhile
-    const floor = figure(
-      'register floor: the same 100 requests put to KV unparsed by a bare responder',
-      await registrationFloor(natsUrl, tools),
-      'ms',
-      rawPuts,
-    );
-    const checked = figure(
-      'register floor + checks: the bare responder parses, validates and hashes each request before the put',
-      await registrationFloor(natsUrl, tools, checkedFloor),
-      'ms',
-      floor,
-    );
-    figures.push(
-      floor,
-      checked,
-      figure('register 10,000 tools vs its floor + checks', registered.value, 'ms', checked),
-    );
   } finally {
     await catalog.stop();
     const jsm = await catalogBus.jetstreamManager();
@@ -312,7 +379,6 @@ export async function run({ natsUrl, quick }) {
   }
 
   // memory for 10,000 tools
-  const gc = gcFunction();
   const specs = await heapDelta(gc, () => JSON.parse(JSON.stringify(syntheticTools(10000))));
   const specsFigure = figure('heap: 10,000 specs as plain objects', specs.bytes / 1048576, 'MiB');
   const indexMem = await heapDelta(gc, () => {

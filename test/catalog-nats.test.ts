@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { Catalog } from '@agentmesh/catalog';
+import { Catalog, CatalogKeys, canonicalJson } from '@agentmesh/catalog';
 import {
   CatalogGetReplySchema,
   CatalogHeartbeatReplySchema,
@@ -155,6 +155,65 @@ describe('catalog on a real nats-server', () => {
     expect(newVersion.rejected).toEqual([]);
     const got = await requestJson(client, s.catalogGet, { name: 'crypto.sha256' }, CatalogGetReplySchema);
     expect(got.tool.version).toBe('2');
+  });
+
+  it('a spec equal up to key order through another replica is one tool, and records keep the hash older catalogs compute', async () => {
+    const ctx = isolated();
+    const [a, b] = [await startCatalog(ctx), await startCatalog(ctx)];
+    const client = await bus();
+    const s = subjects(ctx.prefix);
+    const spec = {
+      ...byName('crypto.sha256'),
+      description: 'SHA-256 of a text: ü, 😀, a tab\t and a "quote"',
+    };
+    /** The same value, every object's keys in the reverse order, as another worker may send it. */
+    const reversed = (v: unknown): unknown =>
+      Array.isArray(v)
+        ? v.map(reversed)
+        : typeof v === 'object' && v !== null
+          ? Object.fromEntries(
+              Object.entries(v)
+                .reverse()
+                .map(([k, x]) => [k, reversed(x)]),
+            )
+          : v;
+    const register = (workerId: string, tool: unknown) =>
+      requestJson(
+        client,
+        s.catalogRegister,
+        { worker_id: workerId, tools: [tool] },
+        CatalogRegisterReplySchema,
+      );
+    expect((await register('w-a', spec)).accepted).toEqual(['crypto.sha256']);
+    await until(
+      'both replicas to hold the tool',
+      () => a.toolNames().length === 1 && b.toolNames().length === 1,
+    );
+    // a queue group picks the replica: whichever answers, it learned w-a's claim from the bucket or made it itself
+    for (let i = 0; i < 4; i++) {
+      const reply = await register(`w-b${i}`, reversed(spec));
+      expect(reply.rejected).toEqual([]);
+      expect(reply.accepted).toEqual(['crypto.sha256']);
+    }
+    const conflict = await register('w-c', {
+      ...reversed(spec),
+      description: 'another contract',
+    } as ToolSpec);
+    expect(conflict.rejected[0]?.error).toMatchObject({ code: 'conflict' });
+    const got = await requestJson(client, s.catalogGet, { name: 'crypto.sha256' }, CatalogGetReplySchema);
+    expect(got.workers.sort()).toEqual(['w-a', 'w-b0', 'w-b1', 'w-b2', 'w-b3']);
+    // the stored record: JSON whose hash is the sha256 of the generic canonical JSON (what every catalog computes)
+    const kv = await (await bus()).kv(ctx.bucket);
+    const entry = await kv.get(CatalogKeys.worker('w-b0'));
+    const record = JSON.parse(Buffer.from(entry!.value).toString('utf8')) as {
+      worker_id: string;
+      tools: { hash: string; spec: ToolSpec }[];
+    };
+    expect(record.worker_id).toBe('w-b0');
+    expect(record.tools[0]!.spec).toEqual(spec);
+    expect(record.tools[0]!.hash).toBe(
+      createHash('sha256').update(canonicalJson(spec), 'utf8').digest('hex'),
+    );
   });
 
   it('conflicting registrations racing on two replicas: exactly one spec wins, everywhere', async () => {

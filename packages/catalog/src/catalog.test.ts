@@ -204,6 +204,12 @@ describe('Catalog on the in-process bus', () => {
     const reply = await register('w1', [TOOLS[0]!, TOOLS[0]!]);
     expect(reply.accepted).toEqual(['crypto.sha256']);
     expect(reply.rejected[0]?.error.message).toMatch(/appears twice/);
+    // two versions of one name are not a repeat; the second copy of the first version is
+    const v2 = { ...TOOLS[0]!, version: '2' };
+    const versions = await register('w2', [TOOLS[0]!, v2, { ...TOOLS[0]!, description: 'other' }]);
+    expect(versions.accepted).toEqual(['crypto.sha256', 'crypto.sha256']);
+    expect(versions.rejected).toHaveLength(1);
+    expect(versions.rejected[0]?.error.message).toMatch(/version "1" appears twice/);
   });
 
   it('a worker may change its own spec when nobody else serves it', async () => {

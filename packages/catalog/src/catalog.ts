@@ -129,7 +129,7 @@ export class Catalog {
     });
     const { registry } = this.tools;
     const parts = { bucket: this.bucket, registry, logger: this.logger, workerTtlMs };
-    this.registrar = new Registrar({ ...parts, policy: this.policy });
+    this.registrar = new Registrar({ ...parts, policy: this.policy, index: this.tools.index });
     this.liveness = new WorkerLiveness({
       ...parts,
       bus: options.bus,

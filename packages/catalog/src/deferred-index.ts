@@ -3,13 +3,16 @@ import type { ToolIndex } from './search/tool-index.js';
 
 /**
  * The search index, updated lazily: registering many tools only records the changes, and the index catches up once
- * changes have stopped for `settleMs` (one timer per quiet period, not one per tool) or before the next read.
+ * changes have stopped for `settleMs` and no registration is under way (one timer per quiet period, not one per
+ * tool), or before the next read. Holding it during a registration keeps the catch-up out of a burst even when the
+ * process stalls for `settleMs` between two registrations (a loaded machine), where it would delay every reply.
  */
 export class DeferredIndex {
   /** name -> spec to add, or null to remove */
   private readonly pending = new Map<string, ToolSpec | null>();
   private timer: NodeJS.Timeout | undefined;
   private lastChange = 0;
+  private held = 0;
 
   constructor(
     private readonly index: ToolIndex,
@@ -34,6 +37,17 @@ export class DeferredIndex {
     return this.index;
   }
 
+  /** Keeps the timer from catching up until the returned release is called (a read still catches up at once). */
+  hold(): () => void {
+    this.held++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.held--;
+    };
+  }
+
   /** Stops the catch-up timer (pending changes stay recorded). */
   stop(): void {
     clearTimeout(this.timer);
@@ -43,7 +57,8 @@ export class DeferredIndex {
   private settle(delayMs: number): void {
     this.timer = setTimeout(() => {
       const quietFor = performance.now() - this.lastChange;
-      if (quietFor < this.settleMs) this.settle(this.settleMs - quietFor);
+      if (this.held > 0) this.settle(this.settleMs);
+      else if (quietFor < this.settleMs) this.settle(this.settleMs - quietFor);
       else this.current();
     }, delayMs);
     this.timer.unref();

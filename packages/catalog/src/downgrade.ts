@@ -37,6 +37,17 @@ export class SameName {
     group(this.inRequest, tools);
   }
 
+  /** Whether a spec before `spec` in the registration has its name and version. */
+  repeats(spec: ToolSpec): boolean {
+    const same = this.requested(spec.name);
+    if (same.length < 2) return false;
+    for (const other of same) {
+      if (other === spec) return false;
+      if (other.version === spec.version) return true;
+    }
+    return false;
+  }
+
   /** The specs of `name` in the registration. */
   requested(name: string): readonly ToolSpec[] {
     return this.inRequest.get(name) ?? [];

@@ -38,3 +38,4 @@ export {
   type RegistrationRoles,
 } from './role-policy.js';
 export { droppedSafety } from './downgrade.js';
+export { checkRegister } from './registration.js';

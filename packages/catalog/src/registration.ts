@@ -7,10 +7,17 @@ import {
   type Logger,
 } from '@agentmesh/protocol';
 import type { CatalogBucket } from './bucket.js';
+import type { DeferredIndex } from './deferred-index.js';
 import { conflictRejection } from './rejections.js';
 import { foreignWorkerError, type RegistrationPolicy } from './role-policy.js';
 import { screenRegistration } from './screen.js';
-import { CatalogKeys, encodeRecord, type ToolRegistry, type WorkerRecord } from './registry.js';
+import {
+  CatalogKeys,
+  encodeRecord,
+  type SpecTexts,
+  type ToolRegistry,
+  type WorkerRecord,
+} from './registry.js';
 
 /**
  * Register requests are checked by an ajv validator compiled once from the schema (a request that fails it, or lacks
@@ -32,6 +39,8 @@ export interface RegistrarOptions {
   logger: Logger;
   /** The ttl of a worker that asks for none. */
   workerTtlMs: number;
+  /** Held while a registration is under way, so the search index catches up after a burst, not inside it. */
+  index?: Pick<DeferredIndex, 'hold'>;
 }
 
 /** Takes workers' registrations: screens their specs and writes each worker's record to the bucket. */
@@ -49,13 +58,26 @@ export class Registrar {
     role: string | undefined,
     namespaces: readonly string[] | undefined,
   ): Promise<CatalogRegisterReply> {
+    const release = this.options.index?.hold();
+    try {
+      return await this.registerHeld(request, role, namespaces);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async registerHeld(
+    request: CatalogRegister,
+    role: string | undefined,
+    namespaces: readonly string[] | undefined,
+  ): Promise<CatalogRegisterReply> {
     const { registry, policy, bucket } = this.options;
     const workerId = request.worker_id;
     const owner = registry.worker(workerId);
     if (policy.scoped && owner !== undefined && owner.role !== role)
       throw foreignWorkerError(workerId, role, owner.role);
     const ttlMs = request.ttl_ms ?? this.options.workerTtlMs;
-    const { accepted, rejected, canonical } = screenRegistration(request, role, namespaces, registry);
+    const { accepted, rejected, texts } = screenRegistration(request, role, namespaces, registry);
     const key = CatalogKeys.worker(workerId);
     let record: WorkerRecord = {
       worker_id: workerId,
@@ -64,9 +86,9 @@ export class Registrar {
       ...(role === undefined ? {} : { role }),
       tools: accepted,
     };
-    const written = this.write(key, record, canonical);
+    const written = this.write(key, record, texts);
     // the texts are in the record's bytes now: dropped before the round trip rather than carried across it
-    canonical.clear();
+    texts.clear();
     let revision = await written;
     await bucket.echoOf(revision);
     const lost = new Set<string>();
@@ -78,18 +100,18 @@ export class Registrar {
     }
     if (lost.size > 0) {
       record = { ...record, tools: record.tools.filter((t) => !lost.has(t.hash)) };
-      revision = await this.write(key, record, canonical);
+      revision = await this.write(key, record, texts);
     }
     this.log(workerId, record.tools.length, rejected);
     return { accepted: record.tools.map((t) => t.spec.name), rejected, ttl_ms: ttlMs };
   }
 
   /**
-   * Writes a worker record, its specs spliced in from the canonical JSON their hashes were computed from (a spec
-   * missing from `canonical` is written again); the record is encoded before this returns.
+   * Writes a worker record, its specs copied from the canonical JSON bytes their hashes were computed from (a spec
+   * missing from `texts` is written again); the record is encoded before this returns.
    */
-  private write(key: string, record: WorkerRecord, canonical: Map<string, string>): Promise<number> {
-    return this.options.bucket.write(key, encodeRecord(record, canonical), record);
+  private write(key: string, record: WorkerRecord, texts: SpecTexts): Promise<number> {
+    return this.options.bucket.write(key, encodeRecord(record, texts), record);
   }
 
   private log(workerId: string, accepted: number, rejected: CatalogRegisterReply['rejected']): void {

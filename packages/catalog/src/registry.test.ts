@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
+  SpecTexts,
   ToolRegistry,
   canonicalJson,
   compareVersions,
@@ -117,6 +119,73 @@ describe('ToolRegistry', () => {
     expect(specCanonicalJson(grown)).toContain('"extra":{"a":2,"b":1}');
   });
 
+  it('writes and hashes the bytes of the generic canonical JSON, whatever the strings and numbers hold', () => {
+    let seed = 7;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const units = [
+      0, 8, 9, 10, 12, 13, 31, 32, 34, 47, 92, 127, 128, 0x7ff, 0x800, 0x2028, 0xd7ff, 0xd83d, 0xde00, 0xdbff,
+      0xdc00, 0xdfff, 0xe000, 0xfeff, 0xffff,
+    ];
+    const text = () =>
+      String.fromCharCode(
+        ...Array.from({ length: Math.floor(next() * 12) }, () =>
+          next() < 0.5 ? 97 + Math.floor(next() * 26) : units[Math.floor(next() * units.length)]!,
+        ),
+      );
+    const numbers = [
+      0,
+      -0,
+      1,
+      -1,
+      9,
+      10,
+      99,
+      100,
+      2147483647,
+      -2147483648,
+      2147483648,
+      2 ** 53,
+      -(2 ** 31) - 1,
+      1.5,
+      -0.25,
+      1e21,
+      1e-7,
+      123456789.125,
+      NaN,
+      Infinity,
+    ];
+    for (let i = 0; i < 200; i++) {
+      const schema: Record<string, unknown> = {};
+      for (let k = 0; k < 1 + Math.floor(next() * 20); k++)
+        schema[text()] =
+          next() < 0.3
+            ? numbers[Math.floor(next() * numbers.length)]
+            : next() < 0.5
+              ? [text(), { [text()]: text(), b: null }, true]
+              : text();
+      const s = {
+        ...spec(text() || 'v', text() || 'd'),
+        input_schema: schema,
+        tags: [text(), text()],
+      } as ToolSpec;
+      const expected = canonicalJson(s);
+      expect(specCanonicalJson(s)).toBe(expected);
+      expect(specHash(s)).toBe(createHash('sha256').update(expected, 'utf8').digest('hex'));
+      const texts = new SpecTexts();
+      expect(texts.add(s)).toBe(specHash(s));
+    }
+    // a spec no validator saw, a required member undefined: left out, as the generic writer leaves it out
+    const { cpu_bound: _dropped, ...rest } = spec('1', 'x');
+    const unvalidated = { ...rest, cpu_bound: undefined } as unknown as ToolSpec;
+    expect(specCanonicalJson(unvalidated)).toBe(canonicalJson(unvalidated));
+    // members JSON leaves out or turns to null are written as the generic writer writes them
+    const odd = {
+      ...spec('1', 'x'),
+      input_schema: { u: undefined, f: () => 1, a: [undefined, () => 1, NaN] },
+    } as unknown as ToolSpec;
+    expect(specCanonicalJson(odd)).toBe(canonicalJson(odd));
+  });
+
   it('encodes a record the same whether its canonical texts are handed in or written again', () => {
     const v1 = spec('1', 'one');
     const v2 = spec('2', 'two');
@@ -124,13 +193,10 @@ describe('ToolRegistry', () => {
       { hash: specHash(v1), spec: v1 },
       { hash: specHash(v2), spec: v2, since: 3 },
     ];
-    const withTexts = encodeRecord(
-      record('w', tools),
-      new Map(tools.map((t) => [t.hash, specCanonicalJson(t.spec)])),
-    );
-    expect(Buffer.from(encodeRecord(record('w', tools), new Map())).equals(Buffer.from(withTexts))).toBe(
-      true,
-    );
+    const texts = new SpecTexts();
+    expect(tools.map((t) => texts.add(t.spec))).toEqual(tools.map((t) => t.hash));
+    const withTexts = encodeRecord(record('w', tools), texts);
+    expect(Buffer.from(encodeRecord(record('w', tools))).equals(Buffer.from(withTexts))).toBe(true);
     expect(JSON.parse(Buffer.from(withTexts).toString('utf8'))).toEqual(record('w', tools));
   });
 
@@ -181,6 +247,27 @@ describe('ToolRegistry', () => {
     expect(registry.live('json.format')).toMatchObject({ hash: h1, workers: ['a'] });
     registry.setWorker('workers.a', undefined, 12);
     expect(registry.live('json.format')).toMatchObject({ hash: h2, workers: ['b'] });
+  });
+
+  it('keeps one claim per worker and version, whatever a foreign record repeats, and drops them with the record', () => {
+    const registry = new ToolRegistry();
+    const v1 = spec('1', 'one');
+    const h1 = specHash(v1);
+    const twice = record('a', [
+      { hash: h1, spec: v1 },
+      { hash: h1, spec: v1 },
+    ]);
+    registry.setWorker('workers.a', twice, 1);
+    registry.setWorker('workers.b', record('b', [{ hash: h1, spec: v1 }]), 2);
+    expect(registry.winner('json.format', '1')).toEqual({ hash: h1, workers: ['a', 'b'] });
+    registry.setWorker('workers.a', record('a', [{ hash: h1, spec: v1 }]), 3);
+    expect(registry.live('json.format')?.workers).toEqual(['a', 'b']);
+    registry.setWorker('workers.a', undefined, 4);
+    expect(registry.live('json.format')?.workers).toEqual(['b']);
+    registry.setWorker('workers.b', undefined, 5);
+    expect(registry.live('json.format')).toBeUndefined();
+    expect(registry.liveVersions('json.format')).toEqual([]);
+    expect(registry.spec(h1)).toBeUndefined();
   });
 
   it('serves the newest live version and falls back as workers leave', () => {

@@ -1,7 +1,10 @@
 import { AgentMeshError, ErrorCode, parseJson, type ToolSpec } from '@agentmesh/protocol';
-import { specCanonicalJson } from './canonical.js';
+import { CanonicalBytes } from './canonical-bytes.js';
+import { SpecTexts } from './spec-texts.js';
 
-export { canonicalJson, hashCanonical, specCanonicalJson, specHash } from './canonical.js';
+export { canonicalJson, hashCanonical } from './canonical.js';
+export { specCanonicalJson, specHash } from './canonical-bytes.js';
+export { SpecTexts } from './spec-texts.js';
 
 /** What the catalog keeps per worker in the KV bucket (`workers.<id>`): the worker and the specs it serves. */
 export interface WorkerRecord {
@@ -51,6 +54,8 @@ export const CatalogKeys = {
 } as const;
 
 interface Claim {
+  version: string;
+  worker: string;
   hash: string;
   /** KV revision of the worker record: when two workers claim one name and version with different specs, the
    * earlier revision wins on every replica alike. */
@@ -64,47 +69,67 @@ interface Claim {
 export class ToolRegistry {
   private readonly workers = new Map<string, { record: WorkerRecord; revision: number }>();
   private readonly workerByKey = new Map<string, string>();
-  /** name -> version -> worker id -> claim */
-  private readonly claims = new Map<string, Map<string, Map<string, Claim>>>();
+  /**
+   * name -> its claims, one per worker and version. A flat list rather than maps by version and worker: nearly every
+   * name has one or a few claims, and 10,000 names registered at once cost 20,000 maps that way.
+   */
+  private readonly claims = new Map<string, Claim[]>();
   private readonly specs = new Map<string, { spec: ToolSpec; refs: number }>();
 
   /** Applies a worker key change (record absent = deleted); returns the affected tool names. */
-  setWorker(key: string, record: WorkerRecord | undefined, revision: number): string[] {
+  setWorker(key: string, record: WorkerRecord | undefined, revision: number): ReadonlySet<string> {
     const affected = new Set<string>();
     const previousId = this.workerByKey.get(key);
     const previous = previousId === undefined ? undefined : this.workers.get(previousId);
     if (previous !== undefined) {
+      const worker = previous.record.worker_id;
       for (const { hash, spec } of previous.record.tools) {
-        const versions = this.claims.get(spec.name);
-        const byWorker = versions?.get(spec.version);
-        byWorker?.delete(previous.record.worker_id);
-        if (byWorker?.size === 0) versions!.delete(spec.version);
-        if (versions?.size === 0) this.claims.delete(spec.name);
+        this.unclaim(spec.name, spec.version, worker);
         this.release(hash);
         affected.add(spec.name);
       }
-      this.workers.delete(previous.record.worker_id);
+      this.workers.delete(worker);
       this.workerByKey.delete(key);
     }
     if (record !== undefined) {
-      const tools = record.tools.map(({ hash, spec, since }) =>
-        since === undefined
-          ? { hash, spec: this.retain(hash, spec) }
-          : { hash, spec: this.retain(hash, spec), since },
-      );
-      const stored = { ...record, tools };
-      this.workers.set(record.worker_id, { record: stored, revision });
-      this.workerByKey.set(key, record.worker_id);
+      const worker = record.worker_id;
+      // a tool whose spec is the one kept for its hash (a first claim) is kept as it came, not copied
+      let copied = false;
+      const tools = record.tools.map((tool) => {
+        const { hash, spec, since } = tool;
+        const kept = this.retain(hash, spec);
+        if (kept === spec) return tool;
+        copied = true;
+        return since === undefined ? { hash, spec: kept } : { hash, spec: kept, since };
+      });
+      this.workers.set(worker, { record: copied ? { ...record, tools } : record, revision });
+      this.workerByKey.set(key, worker);
       for (const { hash, spec, since } of tools) {
-        let versions = this.claims.get(spec.name);
-        if (versions === undefined) this.claims.set(spec.name, (versions = new Map()));
-        let byWorker = versions.get(spec.version);
-        if (byWorker === undefined) versions.set(spec.version, (byWorker = new Map()));
-        byWorker.set(record.worker_id, { hash, revision: since ?? revision });
+        this.claim({ version: spec.version, worker, hash, revision: since ?? revision }, spec.name);
         affected.add(spec.name);
       }
     }
-    return [...affected];
+    return affected;
+  }
+
+  /** Adds a claim on `name`, in place of the worker's claim on the same version if it had one. */
+  private claim(claim: Claim, name: string): void {
+    const list = this.claims.get(name);
+    if (list === undefined) {
+      this.claims.set(name, [claim]);
+      return;
+    }
+    const at = list.findIndex((c) => c.worker === claim.worker && c.version === claim.version);
+    if (at >= 0) list.splice(at, 1);
+    list.push(claim);
+  }
+
+  private unclaim(name: string, version: string, worker: string): void {
+    const list = this.claims.get(name);
+    if (list === undefined) return;
+    const at = list.findIndex((c) => c.worker === worker && c.version === version);
+    if (at >= 0) list.splice(at, 1);
+    if (list.length === 0) this.claims.delete(name);
   }
 
   private retain(hash: string, spec: ToolSpec): ToolSpec {
@@ -128,8 +153,12 @@ export class ToolRegistry {
 
   /** The revision at which `workerId` first claimed exactly this spec, if it still does. */
   claimedSince(workerId: string, name: string, version: string, hash: string): number | undefined {
-    const claim = this.claims.get(name)?.get(version)?.get(workerId);
-    return claim?.hash === hash ? claim.revision : undefined;
+    const list = this.claims.get(name);
+    if (list === undefined) return undefined;
+    for (const claim of list)
+      if (claim.worker === workerId && claim.version === version)
+        return claim.hash === hash ? claim.revision : undefined;
+    return undefined;
   }
 
   *allWorkers(): IterableIterator<WorkerRecord> {
@@ -138,20 +167,24 @@ export class ToolRegistry {
 
   /** The spec that serves (name, version): the one claimed by the earliest worker record; undefined if none. */
   winner(name: string, version: string): { hash: string; workers: string[] } | undefined {
-    const byWorker = this.claims.get(name)?.get(version);
-    if (byWorker === undefined || byWorker.size === 0) return undefined;
+    const list = this.claims.get(name);
+    if (list === undefined) return undefined;
     let first: Claim | undefined;
-    for (const claim of byWorker.values())
-      if (first === undefined || claim.revision < first.revision) first = claim;
+    for (const claim of list)
+      if (claim.version === version && (first === undefined || claim.revision < first.revision))
+        first = claim;
+    if (first === undefined) return undefined;
     const workers: string[] = [];
-    for (const [id, claim] of byWorker) if (claim.hash === first!.hash) workers.push(id);
-    return { hash: first!.hash, workers: workers.sort() };
+    for (const claim of list)
+      if (claim.version === version && claim.hash === first.hash) workers.push(claim.worker);
+    return { hash: first.hash, workers: workers.length > 1 ? workers.sort() : workers };
   }
 
   /** Other workers serving (name, version) with a spec other than `hash`, grouped by their spec. */
   conflicts(name: string, version: string, hash: string, workerId: string): SpecConflict | undefined {
-    const byWorker = this.claims.get(name)?.get(version);
-    if (byWorker === undefined || (byWorker.size === 1 && byWorker.has(workerId))) return undefined;
+    const list = this.claims.get(name);
+    if (list === undefined || !list.some((c) => c.version === version && c.worker !== workerId))
+      return undefined;
     const win = this.winner(name, version);
     if (win === undefined || win.hash === hash) return undefined;
     const workers = win.workers.filter((w) => w !== workerId);
@@ -164,49 +197,67 @@ export class ToolRegistry {
 
   /** Every live version of `name`, oldest first (a rollout shows two). */
   liveVersions(name: string): LiveTool[] {
-    const versions = this.claims.get(name);
-    if (versions === undefined) return [];
+    const list = this.claims.get(name);
+    if (list === undefined) return [];
     const out: LiveTool[] = [];
-    for (const version of versions.keys()) {
-      const win = this.winner(name, version);
-      const spec = win === undefined ? undefined : this.spec(win.hash);
-      if (win !== undefined && spec !== undefined) out.push({ spec, hash: win.hash, workers: win.workers });
+    const seen: string[] = [];
+    for (const { version } of list) {
+      if (seen.includes(version)) continue;
+      seen.push(version);
+      const tool = this.liveVersion(name, version);
+      if (tool !== undefined) out.push(tool);
     }
-    return out.sort((a, b) => compareVersions(a.spec.version, b.spec.version));
+    return out.length > 1 ? out.sort((a, b) => compareVersions(a.spec.version, b.spec.version)) : out;
   }
 
   /** The newest live version of `name`. */
   live(name: string): LiveTool | undefined {
-    const versions = this.claims.get(name);
-    if (versions === undefined) return undefined;
+    const list = this.claims.get(name);
+    if (list === undefined) return undefined;
     let newest: LiveTool | undefined;
-    for (const version of versions.keys()) {
+    for (const { version } of list) {
       if (newest !== undefined && compareVersions(version, newest.spec.version) <= 0) continue;
-      const win = this.winner(name, version);
-      const spec = win === undefined ? undefined : this.spec(win.hash);
-      if (win !== undefined && spec !== undefined) newest = { spec, hash: win.hash, workers: win.workers };
+      newest = this.liveVersion(name, version) ?? newest;
     }
     return newest;
   }
+
+  private liveVersion(name: string, version: string): LiveTool | undefined {
+    const win = this.winner(name, version);
+    const spec = win === undefined ? undefined : this.spec(win.hash);
+    return win === undefined || spec === undefined
+      ? undefined
+      : { spec, hash: win.hash, workers: win.workers };
+  }
 }
 
-const utf8 = new TextEncoder();
-
-/** The record as JSON, each spec written once (its canonical JSON) rather than stringified a second time. */
-export function encodeRecord(record: WorkerRecord, canonical: Map<string, string>): Uint8Array {
-  let tools = '';
-  for (const { hash, spec, since } of record.tools) {
-    const text = canonical.get(hash) ?? specCanonicalJson(spec);
-    if (tools.length > 0) tools += ',';
-    tools += `{"hash":"${hash}","spec":${text}${since === undefined ? '' : `,"since":${since}`}}`;
-  }
+/**
+ * The record as JSON bytes, each spec's canonical JSON copied from `texts` (the bytes its hash was computed from) or,
+ * for a spec missing there, written again; no spec is stringified twice.
+ */
+export function encodeRecord(record: WorkerRecord, texts: SpecTexts = new SpecTexts()): Uint8Array {
   const head = JSON.stringify({
     worker_id: record.worker_id,
     ttl_ms: record.ttl_ms,
     registered_at: record.registered_at,
     ...(record.role === undefined ? {} : { role: record.role }),
   });
-  return utf8.encode(`${head.slice(0, -1)},"tools":[${tools}]}`);
+  const out = new CanonicalBytes(3 * head.length + texts.size + 128 * record.tools.length + 64);
+  out.utf8(head.slice(0, -1));
+  out.ascii(',"tools":[');
+  record.tools.forEach(({ hash, spec, since }, i) => {
+    out.ascii(i === 0 ? '{"hash":' : ',{"hash":');
+    out.string(hash);
+    out.ascii(',"spec":');
+    texts.writeTo(out, hash, spec);
+    if (since !== undefined) {
+      out.ascii(',"since":');
+      out.value(since);
+    }
+    out.ascii('}');
+  });
+  out.ascii(']}');
+  return out.view(0, out.length);
 }
 
 /** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */

@@ -1,14 +1,14 @@
 import type { CatalogRegister, CatalogRegisterReply } from '@agentmesh/protocol';
 import { SameName, downgradeRejection } from './downgrade.js';
 import { conflictRejection, registerRejection } from './rejections.js';
-import { hashCanonical, specCanonicalJson, type ToolRegistry, type WorkerRecord } from './registry.js';
+import { SpecTexts, type ToolRegistry, type WorkerRecord } from './registry.js';
 import { inNamespaces, outsideRoleRejection } from './role-policy.js';
 
-/** The specs of a registration the catalog takes, the ones it refuses, and the canonical JSON of each by hash. */
+/** The specs of a registration the catalog takes, the ones it refuses, and the canonical JSON of those it hashed. */
 export interface Screened {
   accepted: WorkerRecord['tools'];
   rejected: CatalogRegisterReply['rejected'];
-  canonical: Map<string, string>;
+  texts: SpecTexts;
 }
 
 /**
@@ -23,12 +23,10 @@ export function screenRegistration(
   registry: ToolRegistry,
 ): Screened {
   const workerId = request.worker_id;
-  const out: Screened = { accepted: [], rejected: [], canonical: new Map() };
-  const seen = new Set<string>();
+  const out: Screened = { accepted: [], rejected: [], texts: new SpecTexts() };
   const sameName = new SameName(request.tools, registry.worker(workerId));
   for (const spec of request.tools) {
-    const id = `${spec.name}@${spec.version}`;
-    if (seen.has(id)) {
+    if (sameName.repeats(spec)) {
       out.rejected.push(
         registerRejection(
           spec,
@@ -38,7 +36,6 @@ export function screenRegistration(
       );
       continue;
     }
-    seen.add(id);
     if (!inNamespaces(spec.name, namespaces)) {
       out.rejected.push(outsideRoleRejection(spec, workerId, role ?? '', namespaces ?? []));
       continue;
@@ -49,9 +46,7 @@ export function screenRegistration(
       keepOwnClaim(out, registry, workerId, spec.name, spec.version);
       continue;
     }
-    const text = specCanonicalJson(spec);
-    const hash = hashCanonical(text);
-    out.canonical.set(hash, text);
+    const hash = out.texts.add(spec);
     const conflict = registry.conflicts(spec.name, spec.version, hash, workerId);
     if (conflict !== undefined) {
       out.rejected.push(conflictRejection(spec, hash, workerId, conflict.workers, conflict.hash));

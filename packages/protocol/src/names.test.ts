@@ -32,6 +32,13 @@ describe('canonical tool names', () => {
     expect(() => assertToolName(name)).toThrow(why);
   });
 
+  it('bounds the provider alias at 64 characters exactly', () => {
+    const atLimit = `a${'.a'.repeat(21)}`;
+    expect(toProviderAlias(atLimit)).toHaveLength(64);
+    expect(toolNameProblem(atLimit)).toBeUndefined();
+    expect(toolNameProblem(`${atLimit}b`)).toMatch(/provider name/);
+  });
+
   it('maps the contract example', () => {
     expect(toProviderAlias('fs.read_file')).toBe('fs__read_file');
     expect(fromProviderAlias('fs__read_file')).toBe('fs.read_file');

@@ -16,9 +16,16 @@ export function toolNameProblem(name: unknown): string | undefined {
   if (name.includes('__')) return `tool name "${name}" contains "__", which is reserved for provider aliases`;
   if (!TOOL_NAME_PATTERN.test(name))
     return `tool name "${name}" must be lowercase dotted segments like "fs.read_file" (${TOOL_NAME_PATTERN.source})`;
-  if (toProviderAlias(name).length > 64)
+  if (providerAliasLength(name) > 64)
     return `tool name "${name}" becomes longer than 64 characters as a provider name`;
   return undefined;
+}
+
+/** The length of {@link toProviderAlias}(name), counted without building it: each `.` becomes two characters. */
+function providerAliasLength(name: string): number {
+  let length = name.length;
+  for (let i = 0; i < name.length; i++) if (name.charCodeAt(i) === 46) length++;
+  return length;
 }
 
 export function isToolName(name: unknown): name is string {
