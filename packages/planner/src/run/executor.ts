@@ -195,7 +195,10 @@ export class RunExecutor {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
     }
-    if (sink.lastSeq === 0) sink.emit(runAccepted(request, io.choice));
+    if (sink.lastSeq === 0) {
+      sink.emit(runAccepted(request, io.choice));
+      await this.acceptanceStored(io);
+    }
     const resumed =
       io.keeper.resume !== undefined &&
       io.keeper.resume.queued !== true &&
@@ -238,6 +241,17 @@ export class RunExecutor {
     } finally {
       this.config.active.end(runId);
     }
+  }
+
+  /**
+   * On a durable event log a new run is set up only once its `run.accepted` is stored: the submitter hears the
+   * acceptance before the run's setup (its tool list, `run.started`, the first model turn) takes the event loop, and
+   * the process handles the I/O that came in meanwhile (other deliveries, acknowledgements) before that setup too.
+   */
+  private async acceptanceStored(io: RunIo): Promise<void> {
+    if (!this.config.bus.durable) return;
+    await io.publisher.flush();
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   /** Builds the run's context: its snapshot (new or resumed), its tools, its system prompt; warns at run start. */
