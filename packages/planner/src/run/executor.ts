@@ -195,10 +195,8 @@ export class RunExecutor {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
     }
-    if (sink.lastSeq === 0) {
-      sink.emit(runAccepted(request, io.choice));
-      await this.acceptanceStored(io);
-    }
+    const fresh = sink.lastSeq === 0;
+    if (fresh) sink.emit(runAccepted(request, io.choice));
     const resumed =
       io.keeper.resume !== undefined &&
       io.keeper.resume.queued !== true &&
@@ -207,7 +205,6 @@ export class RunExecutor {
     const effective = checkpointed
       ? { limits: checkpointed, clamped: [] }
       : effectiveLimits(this.config.defaults, request);
-    sink.emit(runStarted(this.config.plannerId, resumed, effective));
     const timeoutMs = effective.limits.timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
     const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
@@ -220,6 +217,9 @@ export class RunExecutor {
       cancel: (reason) => this.config.active.cancel(runId, reason),
     });
     try {
+      // the run is cancellable (and fenced) while its acceptance is stored: it is in the active runs already
+      if (fresh) await this.acceptanceStored(io);
+      sink.emit(runStarted(this.config.plannerId, resumed, effective));
       io.leaveSetup = await this.setups.enter();
       const ctx = await this.prepare(io, run);
       const final = await runLoop(ctx);
