@@ -66,8 +66,7 @@ export async function startBusIntake(
       settle: async () => undefined,
     };
     void (async () => {
-      // a free slot is taken at once: the next pull then leaves in the same write as the delivery's first request
-      const release = options.slots.tryAcquire() ?? (await options.slots.acquire());
+      const release = await options.slots.acquire();
       try {
         await options.onDelivery(delivery);
       } finally {
