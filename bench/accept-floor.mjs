@@ -11,13 +11,16 @@ import { measure } from './lib.mjs';
 
 const record = new TextEncoder().encode('{"state":"running"}');
 const event = new TextEncoder().encode('{"type":"run.accepted","seq":1}');
+const finished = new TextEncoder().encode('{"state":"finished","status":"done"}');
 
 /**
  * Sets the bare chain up; `measure(options)` times submits through it (see lib.mjs `measure`), `stop()` removes its
- * streams. Kept open, so that blocks of it can alternate with blocks of the planner's figure.
+ * streams. Kept open, so that blocks of it can alternate with blocks of the planner's figure. With `tail`, each taken
+ * request then ends as a durable run ends after its last event: its record is updated to finished (compare-and-set),
+ * then the request is acked with a confirmation; the submitter's next submit overlaps that end.
  */
-export async function bareAcceptChain(natsUrl, prefix, payload) {
-  const p = `${prefix}_floor`;
+export async function bareAcceptChain(natsUrl, prefix, payload, { tail = false } = {}) {
+  const p = `${prefix}_floor${tail ? '_tail' : ''}`;
   const submitter = await connect({ servers: natsUrl, noAsyncTraces: true });
   const taker = await connect({ servers: natsUrl, noAsyncTraces: true });
   const jsm = await jetstreamManager(taker);
@@ -36,9 +39,12 @@ export async function bareAcceptChain(natsUrl, prefix, payload) {
   const stopped = new AbortController();
   const take = async (m) => {
     const id = m.headers?.get('Nats-Msg-Id') ?? String(m.seq);
-    await kv.create(id, record);
+    const revision = await kv.create(id, record);
     await js.publish(`${p}.events.${id}`, event, { msgID: `${id}:1`, expect: { lastSubjectSequence: 0 } });
-    m.ack();
+    if (!tail) return m.ack();
+    // the durable ordering of a run's end, after its last event: the record says finished, then the request is acked
+    await kv.update(id, finished, revision);
+    await m.ackAck();
   };
   const taking = (async () => {
     while (!stopped.signal.aborted) {

@@ -115,8 +115,12 @@ export class RunIntake {
         settlement = { kind: 'leave' };
         return;
       }
-      // a run from a tenant's queue was counted against its rate when it was submitted; its budget is checked again
-      const outOfQuota = await this.checkQuota(delivery, request, runId, !queuedRun(delivery));
+      // a run from a tenant's queue was counted against its rate when it was submitted; its budget is checked again.
+      // Without quotas nothing is awaited: the run record's create leaves before the intake's next pull
+      const outOfQuota =
+        this.deps.quotas === undefined
+          ? undefined
+          : await this.checkQuota(delivery, request, runId, !queuedRun(delivery));
       if (outOfQuota !== undefined) {
         settlement = outOfQuota;
         return;

@@ -110,7 +110,8 @@ export async function startQueueIntake(
   const stopping = new AbortController();
   const loop = async () => {
     for (let failures = 0; !stopping.signal.aborted;) {
-      const release = await options.slots.acquire();
+      // a free slot is taken at once: the next pull then leaves in the same write as the delivery's first request
+      const release = options.slots.tryAcquire() ?? (await options.slots.acquire());
       if (stopping.signal.aborted) {
         release();
         break;

@@ -195,7 +195,8 @@ export class RunExecutor {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
     }
-    if (sink.lastSeq === 0) sink.emit(runAccepted(request, io.choice));
+    const fresh = sink.lastSeq === 0;
+    if (fresh) sink.emit(runAccepted(request, io.choice));
     const resumed =
       io.keeper.resume !== undefined &&
       io.keeper.resume.queued !== true &&
@@ -204,7 +205,6 @@ export class RunExecutor {
     const effective = checkpointed
       ? { limits: checkpointed, clamped: [] }
       : effectiveLimits(this.config.defaults, request);
-    sink.emit(runStarted(this.config.plannerId, resumed, effective));
     const timeoutMs = effective.limits.timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
     const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
@@ -217,6 +217,9 @@ export class RunExecutor {
       cancel: (reason) => this.config.active.cancel(runId, reason),
     });
     try {
+      // the run is cancellable (and fenced) while its acceptance is stored: it is in the active runs already
+      if (fresh) await this.acceptanceStored(io);
+      sink.emit(runStarted(this.config.plannerId, resumed, effective));
       io.leaveSetup = await this.setups.enter();
       const ctx = await this.prepare(io, run);
       const final = await runLoop(ctx);
@@ -238,6 +241,17 @@ export class RunExecutor {
     } finally {
       this.config.active.end(runId);
     }
+  }
+
+  /**
+   * On a durable event log a new run is set up only once its `run.accepted` is stored: the submitter hears the
+   * acceptance before the run's setup (its tool list, `run.started`, the first model turn) takes the event loop, and
+   * the process handles the I/O that came in meanwhile (other deliveries, acknowledgements) before that setup too.
+   */
+  private async acceptanceStored(io: RunIo): Promise<void> {
+    if (!this.config.bus.durable) return;
+    await io.publisher.flush();
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   /** Builds the run's context: its snapshot (new or resumed), its tools, its system prompt; warns at run start. */

@@ -110,9 +110,14 @@ export class NatsWorkQueue implements WorkQueue {
 }
 
 class NatsWorkConsumer implements WorkConsumer {
+  /** Ends the last pull (its one message came): at the next pull, or on the next turn of the event loop. */
+  private endLastPull: (() => void) | undefined;
+
   constructor(private readonly consumer: Consumer) {}
 
   async next(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkItem | undefined> {
+    // the last pull's unsubscribe goes out in the same write as this one's subscribe
+    this.endLastPull?.();
     if (options.signal?.aborted) return undefined;
     const batch = await this.consumer.fetch({
       max_messages: 1,
@@ -126,7 +131,12 @@ class NatsWorkConsumer implements WorkConsumer {
     } finally {
       options.signal?.removeEventListener('abort', stop);
       // the pull ends after its one message anyway: its cleanup (unsubscribe, timers) waits until the delivery is on its way
-      setImmediate(stop);
+      const later = setImmediate(stop);
+      this.endLastPull = () => {
+        this.endLastPull = undefined;
+        clearImmediate(later);
+        stop();
+      };
     }
   }
 
