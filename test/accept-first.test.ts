@@ -74,7 +74,9 @@ describe('acceptance first', () => {
     const runId = 'acf-run-1';
     const held = gate(runId);
     const lists: number[] = [];
-    const listening = client.subscribe(subjects(prefix).catalogList, () => lists.push(Date.now()));
+    const listening = client.subscribe(subjects(prefix).catalogList, () => {
+      lists.push(Date.now());
+    });
     await client.nc.flush();
     await submitRun(client, { id: runId, task: 'hello', script: [{ text: 'hi' }] }, { prefix });
     await until('the append of run.accepted', () => held.held, 20_000);

@@ -196,7 +196,7 @@ describe('catalog on a real nats-server', () => {
       expect(reply.accepted).toEqual(['crypto.sha256']);
     }
     const conflict = await register('w-c', {
-      ...reversed(spec),
+      ...(reversed(spec) as ToolSpec),
       description: 'another contract',
     } as ToolSpec);
     expect(conflict.rejected[0]?.error).toMatchObject({ code: 'conflict' });
