@@ -168,26 +168,29 @@ function threadCpuMs(pid) {
 }
 
 /**
- * The CPU a batch took in `processes` (their pids), read before and after it from /proc: the tool threads of the
- * worker processes (in each, the thread other than its main one that used the most) and all the rest, the caller's
- * and nats-server's included. Undefined when /proc or a pid is missing.
+ * The CPU a batch took, read before and after it from /proc: the tool threads of the `workers` processes (in each,
+ * the thread other than its main one that used the most), and the rest of the CPU of the caller, of nats-server and
+ * of the workers (pids `caller`, `server` and `workers`). Only the elapsed time when /proc or a pid is missing.
  */
-async function batchCpu(processes, workers, run) {
-  const pids = [...processes, ...workers];
+async function batchCpu({ caller, server, workers }, run) {
+  const pids = [caller, server, ...workers];
   const before = pids.map(threadCpuMs);
   const elapsed = await run();
   const after = pids.map(threadCpuMs);
   if (before.includes(undefined) || after.includes(undefined)) return { elapsed };
-  let tool = 0;
-  let rest = 0;
-  pids.forEach((pid, i) => {
-    const used = [...after[i]].map(([tid, ms]) => ({ tid, ms: ms - (before[i].get(tid) ?? 0) }));
-    const threads = used.filter((t) => t.tid !== String(pid)).sort((a, b) => b.ms - a.ms);
-    const toolMs = i >= processes.length ? (threads[0]?.ms ?? 0) : 0;
-    tool += toolMs;
-    rest += used.reduce((sum, t) => sum + t.ms, 0) - toolMs;
+  const used = pids.map((pid, i) => {
+    const threads = [...after[i]].map(([tid, ms]) => ({ tid, ms: ms - (before[i].get(tid) ?? 0) }));
+    const all = threads.reduce((sum, t) => sum + t.ms, 0);
+    const tool = i < 2 ? 0 : Math.max(0, ...threads.filter((t) => t.tid !== String(pid)).map((t) => t.ms));
+    return { all, tool };
   });
-  return { elapsed, tool, rest };
+  const workersRest = used.slice(2).reduce((sum, u) => sum + u.all - u.tool, 0);
+  return {
+    elapsed,
+    tool: used.slice(2).reduce((sum, u) => sum + u.tool, 0),
+    rest: used[0].all + used[1].all + workersRest,
+    parts: { caller: used[0].all, server: used[1].all, workers: workersRest },
+  };
 }
 
 const BARE_THREAD = `
@@ -291,11 +294,14 @@ export async function cpuScaling(natsUrl, quick, serverPid) {
       const children = await Promise.all(Array.from({ length: workers }, () => spawnWorker(natsUrl, prefix)));
       fleets.push({ prefix, children });
     }
-    const callers = [process.pid, serverPid];
-    const pidsOf = (fleet) => fleet.children.map((c) => c.pid);
+    const pids = (fleet) => ({
+      caller: process.pid,
+      server: serverPid,
+      workers: fleet.children.map((c) => c.pid),
+    });
     const contenders = [
-      () => batchCpu(callers, pidsOf(fleets[0]), () => batch(fleets[0].prefix)),
-      () => batchCpu(callers, pidsOf(fleets[1]), () => counted(fleets[1].prefix)),
+      () => batchCpu(pids(fleets[0]), () => batch(fleets[0].prefix)),
+      () => batchCpu(pids(fleets[1]), () => counted(fleets[1].prefix)),
       () => split([fleets[0].prefix, fleets[2].prefix]).then((elapsed) => ({ elapsed })),
       () => timed(bare.one).then((elapsed) => ({ elapsed })),
       () => timed(bare.two).then((elapsed) => ({ elapsed })),
@@ -365,6 +371,13 @@ function cpuFigures([one, two, even, bareOne, bareTwo], sendsOfTwo, busiestOfTwo
         '2 worker processes: CPU outside the tool threads per batch (caller, nats-server, event loops)',
         median(two.map((r) => r.rest)),
         'ms',
+      ),
+      ...[
+        ['caller', 'the caller'],
+        ['server', 'nats-server'],
+        ['workers', "the workers' event loops and helper threads"],
+      ].map(([part, who]) =>
+        figure(`2 worker processes: CPU of ${who} per batch`, median(two.map((r) => r.parts[part])), 'ms'),
       ),
       figure('2 worker processes: tool-thread CPU per batch', median(two.map((r) => r.tool)), 'ms', {
         name: '1 worker process: tool-thread CPU per batch',
