@@ -4,9 +4,11 @@
 // worker processes; and an embedded call next to a plain function, LangChain's tool.invoke and OpenAI Agents'
 // invokeFunctionTool on the same tool. Every baseline is measured in the same run.
 import { fork, spawn } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { MemoryBus, NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
 import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
@@ -25,15 +27,16 @@ export const title = 'Tools: a call through a worker vs raw NATS, Moleculer, CPU
 
 const WORKER_FIXTURE = fileURLToPath(new URL('../test/fixtures/worker-process.mjs', import.meta.url));
 const CONTENDER = fileURLToPath(new URL('./tool-call-contender.mjs', import.meta.url));
+const CPU_TASK = new URL('../test/fixtures/worker-cpu-task.mjs', import.meta.url);
 const args = { lhs: 2, rhs: 3, op: 'add' };
 const calc = ({ lhs, rhs, op }) => ({
   result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
 });
 
-export async function run({ natsUrl, quick, cores }) {
+export async function run({ natsUrl, quick, cores, serverPid }) {
   const figures = [];
   figures.push(...(await overNats(natsUrl, quick, cores)));
-  figures.push(...(await cpuScaling(natsUrl, quick)));
+  figures.push(...(await cpuScaling(natsUrl, quick, serverPid)));
   figures.push(...(await embedded(quick)));
   return figures;
 }
@@ -177,7 +180,85 @@ async function spawnWorker(natsUrl, prefix) {
   return child;
 }
 
-export async function cpuScaling(natsUrl, quick) {
+/** The CPU time (ms) each thread of process `pid` has used, by thread id, from /proc (Linux); undefined elsewhere. */
+function threadCpuMs(pid) {
+  if (pid === undefined) return undefined;
+  try {
+    const threads = new Map();
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      threads.set(
+        tid,
+        Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e6,
+      );
+    return threads;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The CPU a batch took, read before and after it from /proc: the tool threads of the `workers` processes (in each,
+ * the thread other than its main one that used the most), and the rest of the CPU of the caller, of nats-server and
+ * of the workers (pids `caller`, `server` and `workers`). Only the elapsed time when /proc or a pid is missing.
+ */
+async function batchCpu({ caller, server, workers }, run) {
+  const pids = [caller, server, ...workers];
+  const before = pids.map(threadCpuMs);
+  const elapsed = await run();
+  const after = pids.map(threadCpuMs);
+  if (before.includes(undefined) || after.includes(undefined)) return { elapsed };
+  const used = pids.map((pid, i) => {
+    const threads = [...after[i]].map(([tid, ms]) => ({ tid, ms: ms - (before[i].get(tid) ?? 0) }));
+    const all = threads.reduce((sum, t) => sum + t.ms, 0);
+    const tool = i < 2 ? 0 : Math.max(0, ...threads.filter((t) => t.tid !== String(pid)).map((t) => t.ms));
+    return { all, tool };
+  });
+  const workersRest = used.slice(2).reduce((sum, u) => sum + u.all - u.tool, 0);
+  return {
+    elapsed,
+    tool: used.slice(2).reduce((sum, u) => sum + u.tool, 0),
+    rest: used[0].all + used[1].all + workersRest,
+    parts: { caller: used[0].all, server: used[1].all, workers: workersRest },
+  };
+}
+
+const BARE_THREAD = `
+const { parentPort, workerData } = require('node:worker_threads');
+const task = import(workerData.task);
+parentPort.on('message', async ({ calls, work }) => {
+  const { hashRounds } = await task;
+  for (let i = 0; i < calls; i++) hashRounds({ ...work, seed: String(i) });
+  parentPort.postMessage(calls);
+});`;
+
+/** Two plain worker threads that run the bench's hashing with nothing around it: the machine's own 2-core speedup. */
+function bareThreads(work) {
+  const threads = [0, 1].map(
+    () => new Worker(BARE_THREAD, { eval: true, workerData: { task: CPU_TASK.href } }),
+  );
+  const run = (thread, calls) =>
+    new Promise((resolve) => {
+      thread.once('message', resolve);
+      thread.postMessage({ calls, work });
+    });
+  return {
+    one: () => run(threads[0], 8),
+    two: () => Promise.all([run(threads[0], 4), run(threads[1], 4)]),
+    stop: () => Promise.all(threads.map((t) => t.terminate())),
+  };
+}
+
+/**
+ * 8 CPU-bound calls on 1 worker process, on 2 (the queue group and the workers' busy answers spread them), split
+ * 4 + 4 by the caller over 2 (the ceiling of any dispatch), and the same hashing on 2 bare threads against 1 (the
+ * machine's floor). The fleets stay up; each round runs every contender once, each round starting with the next one,
+ * and each ratio is the median of the ratios of two contenders in the same round: load from other processes that
+ * lasts a few seconds spoils a few rounds, not a figure (best of 6 batches moved the speedup 1.87-1.93x between
+ * quiet runs). With /proc, the CPU of every process in a 2-process batch gives the speedup's ceiling: on 2 cores
+ * that both hash, the CPU spent outside the tool threads (caller, nats-server, the workers' event loops) comes out
+ * of the hashing's time.
+ */
+export async function cpuScaling(natsUrl, quick, serverPid) {
   const bus = await NatsBus.connect(natsUrl);
   const work = { rounds: quick ? 60 : 150, bytes: 1024 * 1024 };
   let seq = 0;
@@ -229,10 +310,9 @@ export async function cpuScaling(natsUrl, quick) {
       }),
     );
   const split = (prefixes) => timed(() => Promise.all(prefixes.map(lanes)));
-  // The fleets stay up and their batches alternate, so that all see the same machine load; the best batch of each
-  // counts, since load from other processes only ever slows a batch down (and hurts 2 busy cores more than 1).
   const fleets = [];
-  const best = [Infinity, Infinity, Infinity];
+  const bare = bareThreads(work);
+  let rounds;
   try {
     for (const [name, workers] of [
       ['w1', 1],
@@ -243,37 +323,69 @@ export async function cpuScaling(natsUrl, quick) {
       const children = await Promise.all(Array.from({ length: workers }, () => spawnWorker(natsUrl, prefix)));
       fleets.push({ prefix, children });
     }
-    const measures = [
-      () => batch(fleets[0].prefix),
-      () => counted(fleets[1].prefix),
-      () => split([fleets[0].prefix, fleets[2].prefix]),
+    const pids = (fleet) => ({
+      caller: process.pid,
+      server: serverPid,
+      workers: fleet.children.map((c) => c.pid),
+    });
+    const contenders = [
+      () => batchCpu(pids(fleets[0]), () => batch(fleets[0].prefix)),
+      () => batchCpu(pids(fleets[1]), () => counted(fleets[1].prefix)),
+      () => split([fleets[0].prefix, fleets[2].prefix]).then((elapsed) => ({ elapsed })),
+      () => timed(bare.one).then((elapsed) => ({ elapsed })),
+      () => timed(bare.two).then((elapsed) => ({ elapsed })),
     ];
-    for (const m of measures) await m();
-    for (let i = 0; i < (quick ? 2 : 6); i++)
-      for (const [f, m] of measures.entries()) best[f] = Math.min(best[f], await m());
+    await alternated(contenders, 1);
+    sendsOfTwo.length = 0;
+    busiestOfTwo.length = 0;
+    rounds = await alternated(contenders, quick ? 5 : 11);
   } finally {
     const exited = fleets.flatMap((fleet) =>
       fleet.children.map((c) => (c.exitCode !== null ? undefined : new Promise((r) => c.once('exit', r)))),
     );
     for (const fleet of fleets) for (const c of fleet.children) c.kill('SIGTERM');
     // the next figures (embedded calls) are measured only once these processes are gone
-    await Promise.all(exited);
+    await Promise.all([...exited, bare.stop()]);
     await bus.close();
   }
-  const [one, two, even] = best;
-  const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-  const base = figure('8 CPU-bound calls, 1 worker process', one, 'ms');
-  return [
+  return cpuFigures(rounds, sendsOfTwo, busiestOfTwo);
+}
+
+/** The value at quantile `q` of `values`. */
+function quantile(values, q) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))];
+}
+
+function cpuFigures([one, two, even, bareOne, bareTwo], sendsOfTwo, busiestOfTwo) {
+  const ms = (r) => r.elapsed;
+  const speedups = one.map((r, i) => r.elapsed / two[i].elapsed);
+  const base = figure('8 CPU-bound calls, 1 worker process', median(one.map(ms)), 'ms');
+  const figures = [
     base,
-    figure('8 CPU-bound calls, 2 worker processes', two, 'ms', base),
-    figure('speedup of 2 worker processes over 1', one / two, 'x'),
     figure(
-      '8 CPU-bound calls split 4 + 4 by the caller over 2 worker processes (dispatch ceiling)',
-      even,
+      '8 CPU-bound calls, 2 worker processes',
+      median(two.map(ms)),
       'ms',
       base,
+      pairedRatio(two, one, ms),
     ),
-    figure('speedup of the even split over 1 worker process', one / even, 'x'),
+    figure('speedup of 2 worker processes over 1', median(speedups), 'x'),
+    figure('speedup of 2 worker processes over 1: 25th percentile of rounds', quantile(speedups, 0.25), 'x'),
+    figure('speedup of 2 worker processes over 1: 75th percentile of rounds', quantile(speedups, 0.75), 'x'),
+    figure(
+      '8 CPU-bound calls split 4 + 4 by the caller over 2 worker processes (dispatch ceiling)',
+      median(even.map(ms)),
+      'ms',
+      base,
+      pairedRatio(even, one, ms),
+    ),
+    figure('speedup of the even split over 1 worker process', pairedRatio(one, even, ms), 'x'),
+    figure(
+      'speedup of bare threads, 2 over 1, on the same hashing (machine floor)',
+      pairedRatio(bareOne, bareTwo, ms),
+      'x',
+    ),
     // the even split sends 8 and serves 4 on each worker
     figure('2 worker processes: sends per batch of 8 CPU-bound calls (median)', median(sendsOfTwo), 'sends'),
     figure(
@@ -282,6 +394,33 @@ export async function cpuScaling(natsUrl, quick) {
       'calls',
     ),
   ];
+  if (two.every((r) => r.rest !== undefined) && one.every((r) => r.tool !== undefined))
+    figures.push(
+      figure(
+        '2 worker processes: CPU outside the tool threads per batch (caller, nats-server, event loops)',
+        median(two.map((r) => r.rest)),
+        'ms',
+      ),
+      ...[
+        ['caller', 'the caller'],
+        ['server', 'nats-server'],
+        ['workers', "the workers' event loops and helper threads"],
+      ].map(([part, who]) =>
+        figure(`2 worker processes: CPU of ${who} per batch`, median(two.map((r) => r.parts[part])), 'ms'),
+      ),
+      figure('2 worker processes: tool-thread CPU per batch', median(two.map((r) => r.tool)), 'ms', {
+        name: '1 worker process: tool-thread CPU per batch',
+        value: median(one.map((r) => r.tool)),
+      }),
+      // a batch on 2 cores takes at least half of all the CPU it uses, a batch on 1 process at least its tool
+      // thread's: CPU time, which load from other processes moves far less than wall time, bounds the speedup
+      figure(
+        'speedup bound from CPU time (1 process: its tool thread; 2 processes: half of all their CPU)',
+        median(one.map((r, i) => r.tool / ((two[i].tool + two[i].rest) / 2))),
+        'x',
+      ),
+    );
+  return figures;
 }
 
 /**

@@ -48,19 +48,24 @@ export interface CpuPoolOptions {
    * sending it round again.
    */
   namedDepth?: number;
+  /**
+   * @deprecated No effect: the pool's threads stay up from its first CPU call until {@link CpuPool.destroy} (a thread
+   * torn down when idle made the next CPU call wait for a new one, tens of milliseconds).
+   */
   idleTimeoutMs?: number;
 }
 
 /**
- * The piscina pool of one worker. An aborted task that is already running has its thread terminated (and replaced),
- * so a runaway handler or regex does not keep spinning after its timeout or cancel.
+ * The piscina pool of one worker. Its threads all start with the first CPU call and stay warm while the worker runs,
+ * so a call never waits for a thread to start (a thread and the tool's module take tens of milliseconds), after an
+ * idle spell or while a burst fills the pool. An aborted task that is already running has its thread terminated and
+ * replaced at once, so a runaway handler or regex does not keep spinning after its timeout or cancel.
  */
 export class CpuPool {
   private pool: Piscina | undefined;
   readonly threads: number;
   readonly queueDepth: number;
   readonly namedDepth: number;
-  private readonly idleTimeoutMs: number;
   private tasks = 0;
   private held = 0;
 
@@ -68,18 +73,20 @@ export class CpuPool {
     this.threads = Math.max(1, options.threads ?? availableParallelism());
     this.queueDepth = Math.max(0, options.queueDepth ?? this.threads);
     this.namedDepth = Math.max(0, options.namedDepth ?? this.threads + this.queueDepth);
-    this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
   }
 
-  /** The piscina pool, made with the first CPU call: a worker that gets none never loads piscina. */
+  /**
+   * The piscina pool, made with the first CPU call (a worker that gets none never loads piscina) with all its threads,
+   * which piscina keeps at that number: it never retires an idle one, and replaces a terminated one at once.
+   */
   private threadPool(): Piscina {
     if (this.pool !== undefined) return this.pool;
     const { Piscina: Pool } = requireCjs('piscina') as typeof import('piscina');
     this.pool = new Pool({
       filename: RUNNER.href,
-      minThreads: 0,
+      minThreads: this.threads,
       maxThreads: this.threads,
-      idleTimeout: this.idleTimeoutMs,
+      idleTimeout: Infinity,
     });
     return this.pool;
   }
