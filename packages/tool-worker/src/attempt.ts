@@ -48,6 +48,9 @@ export class Attempt implements Deadline {
   readonly at: number;
   private readonly deadline: number;
   private settled = false;
+  /** Set when the attempt succeeded: {@link output} is then its checked output. */
+  succeeded = false;
+  output: unknown;
   private resolve!: (output: unknown) => void;
   private reject!: (error: unknown) => void;
 
@@ -99,7 +102,9 @@ export class Attempt implements Deadline {
   readonly succeed = (output: unknown): void => {
     if (!this.end()) return;
     try {
-      this.resolve(this.tool.checkOutput(output));
+      this.output = this.tool.checkOutput(output);
+      this.succeeded = true;
+      this.resolve(this.output);
     } catch (error) {
       this.reject(toToolError(error, this.tool.name));
     }

@@ -99,7 +99,13 @@ export class Executor {
     let first: Promise<unknown>;
     try {
       run.args = tool.parseArguments(invocation.arguments);
-      first = this.attempt(run, 1);
+      if (call.aborted) first = Promise.reject(call.reason as Error);
+      else {
+        const current = this.startAttempt(run, 1);
+        // a handler that answered at once: its outcome in this turn, with no promise step in between
+        if (current.succeeded) return this.succeeded(run, current.output);
+        first = current.promise;
+      }
     } catch (error) {
       return this.failed(run, error);
     }
@@ -213,8 +219,13 @@ export class Executor {
   }
 
   private attempt(run: CallRun, attempt: number): Promise<unknown> {
+    if (run.call.aborted) return Promise.reject(run.call.reason as Error);
+    return this.startAttempt(run, attempt).promise;
+  }
+
+  /** Starts an attempt of a call that is not aborted; a handler that answers at once has settled it on return. */
+  private startAttempt(run: CallRun, attempt: number): Attempt {
     const { tool, call, invocation } = run;
-    if (call.aborted) return Promise.reject(call.reason as Error);
     // the first attempt starts as the call does: its clock is the call's
     const current = new Attempt(
       tool,
@@ -244,13 +255,21 @@ export class Executor {
           logger: run.logger,
           progress: run.progress,
         });
-        running = tool.runHandler(run.args, context);
+        if (tool.callHandler === undefined) running = tool.runHandler(run.args, context);
+        else {
+          const result = tool.callHandler(run.args, context);
+          if (!(result instanceof Promise)) {
+            current.succeed(result);
+            return current;
+          }
+          running = result;
+        }
       }
       running.then(current.succeed, current.fail);
     } catch (error) {
       current.fail(error);
     }
-    return current.promise;
+    return current;
   }
 
   private successOutcome(

@@ -312,6 +312,74 @@ describe('ToolWorker on the in-process bus', () => {
     expect(ran).toBe(false);
   });
 
+  it('answers an idempotent handler that returns at once in the turn its invocation arrives; throws and thenables as before', async () => {
+    let tries = 0;
+    // which replies the worker sent while the bus was still delivering an invocation to it
+    const bus = new MemoryBus();
+    let delivering = false;
+    const inTurn: boolean[] = [];
+    const backend = bus as unknown as Record<'respond' | 'respondValue', (...a: unknown[]) => unknown>;
+    for (const name of ['respond', 'respondValue'] as const) {
+      const f = backend[name].bind(bus);
+      backend[name] = (...a: unknown[]) => (inTurn.push(delivering), f(...a));
+    }
+    const subscribe = bus.subscribe.bind(bus);
+    bus.subscribe = (subject, handler, options) =>
+      subscribe(
+        subject,
+        (msg) => {
+          delivering = true;
+          try {
+            return handler(msg);
+          } finally {
+            delivering = false;
+          }
+        },
+        options,
+      );
+    await startWorker(
+      [
+        defineTool({
+          name: 'test.now',
+          description: 'Answers at once.',
+          input: z.object({}),
+          idempotent: true,
+          handler: () => ({ n: 1 }),
+        }),
+        defineTool({
+          name: 'test.flaky_now',
+          description: 'Throws at once the first time.',
+          input: z.object({}),
+          idempotent: true,
+          retry: { backoff_ms: 1, max_attempts: 2 },
+          handler: () => {
+            if (++tries === 1) throw Object.assign(new Error('reset'), { code: 'ECONNRESET' });
+            return { tries };
+          },
+        }),
+        defineTool({
+          name: 'test.thenable',
+          description: 'Returns a thenable.',
+          input: z.object({}),
+          handler: () => ({ then: (resolve: (v: unknown) => void) => resolve({ adopted: true }) }),
+        }),
+      ],
+      {},
+      bus,
+    );
+    expect(await invokeTool(bus, call('test.now', {}))).toMatchObject({ is_error: false, output: { n: 1 } });
+    expect(inTurn).toEqual([true]);
+    expect(await invokeTool(bus, call('test.flaky_now', {}))).toMatchObject({
+      is_error: false,
+      attempts: 2,
+      output: { tries: 2 },
+    });
+    expect(await invokeTool(bus, call('test.thenable', {}))).toMatchObject({
+      is_error: false,
+      output: { adopted: true },
+    });
+  });
+
   it('reports output that cannot be JSON as invalid_output', async () => {
     const big = defineTool({
       name: 'test.bigint',
