@@ -74,13 +74,15 @@ export class Executor {
     return this.blobs;
   }
 
-  openProgress(invocation: ToolInvocation, sharedDedup = false): CallProgress | undefined {
+  /** `later`: the caller calls {@link ProgressHub.startAfterTurn} itself if the call goes on past this turn. */
+  openProgress(invocation: ToolInvocation, sharedDedup = false, later = false): CallProgress | undefined {
     if (invocation.progress_subject === undefined) return undefined;
     return this.options.progress.open(
       invocation.progress_subject,
       invocation.call_id,
       invocation.tool,
       sharedDedup,
+      later,
     );
   }
 
@@ -96,6 +98,15 @@ export class Executor {
     sharedDedup = false,
   ): ToolOutcome | Promise<ToolOutcome> {
     const run = this.openRun(tool, invocation, call, sharedDedup);
+    const outcome = this.runOpened(run);
+    // `started` only for a call that goes on past this turn
+    if (outcome instanceof Promise && run.progress?.state === 'pending')
+      this.options.progress.startAfterTurn();
+    return outcome;
+  }
+
+  private runOpened(run: CallRun): ToolOutcome | Promise<ToolOutcome> {
+    const { tool, invocation, call } = run;
     let first: Promise<unknown>;
     try {
       run.args = tool.parseArguments(invocation.arguments);
@@ -131,7 +142,7 @@ export class Executor {
       timeoutMs: Math.min(invocation.timeout_ms ?? tool.policy.timeout_ms, tool.policy.timeout_ms),
       t0,
       attempts: 1,
-      progress: this.openProgress(invocation, sharedDedup),
+      progress: this.openProgress(invocation, sharedDedup, true),
       logger: () =>
         (logger ??= this.options.logger.child({
           run_id: invocation.run_id,

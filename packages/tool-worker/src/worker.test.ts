@@ -380,6 +380,46 @@ describe('ToolWorker on the in-process bus', () => {
     });
   });
 
+  it('sends started for an idempotent call that goes on past its turn, and none for one answered in it', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const { bus } = await startWorker([
+      defineTool({
+        name: 'test.later',
+        description: 'Answers once released.',
+        input: z.object({}),
+        idempotent: true,
+        handler: async () => {
+          await released;
+          return { ok: true };
+        },
+      }),
+      defineTool({
+        name: 'test.at_once',
+        description: 'Answers at once.',
+        input: z.object({}),
+        idempotent: true,
+        handler: () => ({ ok: true }),
+      }),
+    ]);
+    const fromWorker: string[] = [];
+    const watch = bus.subscribe('_INBOX.>', (msg) => {
+      const body = JSON.parse(msg.text()) as { kind?: string; call_id?: string };
+      if (body.kind !== undefined) fromWorker.push(`${body.kind} ${body.call_id}`);
+    });
+    const started = whenStarted();
+    const later = call('test.later', {});
+    const pending = invokeTool(bus, later, started);
+    await started.seen;
+    release();
+    expect(await pending).toMatchObject({ is_error: false });
+    const atOnce = call('test.at_once', {});
+    await invokeTool(bus, atOnce);
+    await new Promise((r) => setImmediate(r));
+    watch.unsubscribe();
+    expect(fromWorker).toEqual([`started ${later.call_id}`]);
+  }, 10_000);
+
   it('reports output that cannot be JSON as invalid_output', async () => {
     const big = defineTool({
       name: 'test.bigint',
