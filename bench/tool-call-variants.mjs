@@ -128,6 +128,7 @@ async function agentmesh(pendingLimit) {
     const { performance } = await import('node:perf_hooks');
     const wrap = (obj, name, label) => {
       const f = obj[name];
+      if (typeof f !== 'function') return; // a method this build does not have
       obj[name] = function (...a) {
         marks.push([performance.now(), label]);
         return f.apply(this, a);
@@ -140,6 +141,7 @@ async function agentmesh(pendingLimit) {
       wrap(worker, 'executeParsed', 'w.executeParsed');
       wrap(worker, 'answered', 'w.answered');
       wrap(worker.executor, 'attempt', 'w.attempt');
+      wrap(worker.executor, 'startAttempt', 'w.startAttempt');
       wrap(worker.executor, 'succeeded', 'w.succeeded');
       wrap(worker.executor, 'completed', 'w.completed');
       wrap(clientBus, 'respond', 'w.bus.respond');
@@ -148,6 +150,7 @@ async function agentmesh(pendingLimit) {
       wrap(clientBus.nc, 'publish', 'c.nc.publish');
     }
     wrap(clientBus, 'request', 'c.request');
+    wrap(clientBus, 'requestCallback', 'c.request');
     const { progressRouter } = await import(
       new URL('../packages/protocol/dist/tool-progress-router.js', import.meta.url).href
     );
