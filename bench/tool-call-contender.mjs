@@ -1,6 +1,6 @@
 // One contender of the tool-call bench in a process of its own: it serves math.calc and calls it one way (`raw`
-// @nats-io request/reply, `floor` the bare round trip under all of them, `moleculer` over its NATS transporter, or
-// `agentmesh` through a tool worker), caller and
+// @nats-io request/reply, `floor` the bare round trip under all of them, `moleculer` over its NATS transporter,
+// `moleculer-params` the same with the action's `params` checked on every call, or `agentmesh` through a tool worker), caller and
 // server in this one process, and measures when the parent asks. A process per contender keeps the JIT and garbage
 // collector state one of them leaves behind from slowing down the next (the raw baseline and agentmesh share
 // nats-core's code, Moleculer brings its own client).
@@ -117,12 +117,28 @@ async function floor(sample) {
   };
 }
 
-async function moleculer() {
+/** math.calc's parameters in Moleculer's own schema language (its built-in fastest-validator checks every call). */
+const CALC_PARAMS = {
+  lhs: 'number',
+  rhs: 'number',
+  op: { type: 'enum', values: ['add', 'sub', 'mul', 'div'] },
+};
+
+/**
+ * Moleculer serving math.calc over its NATS transporter. `withParams` (the `moleculer-params` contender) declares the
+ * action's `params`, so that every call is checked against them as agentmesh checks a typed tool's arguments.
+ */
+async function moleculer(withParams = false) {
   const { ServiceBroker } = (await import('moleculer')).default;
-  const broker = (nodeID) =>
-    new ServiceBroker({ namespace: prefix, nodeID, transporter: natsUrl, logger: false });
+  // a namespace of its own: the two Moleculer contenders must not see (and balance over) each other's nodes
+  const namespace = withParams ? `${prefix}-params` : prefix;
+  const broker = (nodeID) => new ServiceBroker({ namespace, nodeID, transporter: natsUrl, logger: false });
   const server = broker('mol-server');
-  server.createService({ name: 'math', actions: { calc: (ctx) => calc(ctx.params) } });
+  const handler = (ctx) => calc(ctx.params);
+  server.createService({
+    name: 'math',
+    actions: { calc: withParams ? { params: CALC_PARAMS, handler } : handler },
+  });
   const client = broker('mol-client');
   await server.start();
   await client.start();
@@ -136,7 +152,13 @@ async function moleculer() {
   };
 }
 
-const contenders = { agentmesh, raw, floor, moleculer };
+const contenders = {
+  agentmesh,
+  raw,
+  floor,
+  moleculer: () => moleculer(),
+  'moleculer-params': () => moleculer(true),
+};
 let contender;
 process.on('message', (msg) => {
   void (async () => {

@@ -128,6 +128,7 @@ async function agentmesh(pendingLimit) {
     const { performance } = await import('node:perf_hooks');
     const wrap = (obj, name, label) => {
       const f = obj[name];
+      if (typeof f !== 'function') return; // a method this build does not have
       obj[name] = function (...a) {
         marks.push([performance.now(), label]);
         return f.apply(this, a);
@@ -140,6 +141,7 @@ async function agentmesh(pendingLimit) {
       wrap(worker, 'executeParsed', 'w.executeParsed');
       wrap(worker, 'answered', 'w.answered');
       wrap(worker.executor, 'attempt', 'w.attempt');
+      wrap(worker.executor, 'startAttempt', 'w.startAttempt');
       wrap(worker.executor, 'succeeded', 'w.succeeded');
       wrap(worker.executor, 'completed', 'w.completed');
       wrap(clientBus, 'respond', 'w.bus.respond');
@@ -148,6 +150,7 @@ async function agentmesh(pendingLimit) {
       wrap(clientBus.nc, 'publish', 'c.nc.publish');
     }
     wrap(clientBus, 'request', 'c.request');
+    wrap(clientBus, 'requestCallback', 'c.request');
     const { progressRouter } = await import(
       new URL('../packages/protocol/dist/tool-progress-router.js', import.meta.url).href
     );
@@ -166,16 +169,16 @@ async function agentmesh(pendingLimit) {
   };
 }
 
-async function moleculer() {
+/** `withParams`: the action declares its `params`, which Moleculer's built-in fastest-validator checks every call. */
+async function moleculer(withParams = false) {
   const { ServiceBroker } = (await import('moleculer')).default;
   const natsUrl = process.argv[4];
   const broker = (nodeID) =>
     new ServiceBroker({ namespace: `exp${process.pid}`, nodeID, transporter: natsUrl, logger: false });
   const server = broker('mol-server');
-  server.createService({
-    name: 'math',
-    actions: { calc: (ctx) => ({ result: ctx.params.lhs + ctx.params.rhs }) },
-  });
+  const handler = (ctx) => ({ result: ctx.params.lhs + ctx.params.rhs });
+  const params = { lhs: 'number', rhs: 'number', op: { type: 'enum', values: ['add', 'sub', 'mul', 'div'] } };
+  server.createService({ name: 'math', actions: { calc: withParams ? { params, handler } : handler } });
   const client = broker('mol-client');
   await server.start();
   await client.start();
@@ -192,7 +195,8 @@ const VARIANTS = {
   'agentmesh-1m': () => agentmesh(1024 * 1024),
   'agentmesh-4k': () => agentmesh(4 * 1024),
   'agentmesh-2k': () => agentmesh(2 * 1024),
-  moleculer,
+  moleculer: () => moleculer(),
+  'moleculer-params': () => moleculer(true),
   'v3-request': () => variant('v3', 'request'),
   'v3-literal': () => variant('v3', 'literal', false),
   'v3-literal-timer': () => variant('v3', 'literal', true),

@@ -1,6 +1,6 @@
 // One tool call through a tool worker over NATS, next to a raw @nats-io request/reply carrying the same bytes and
-// the same tool served by Moleculer over its NATS transporter (at 1 and 64 in flight, each contender in a process
-// of its own with its caller and server); 8 CPU-bound calls on 1 vs 2
+// the same tool served by Moleculer over its NATS transporter, without and with its `params` validation (at 1 and
+// 64 in flight, each contender in a process of its own with its caller and server); 8 CPU-bound calls on 1 vs 2
 // worker processes; and an embedded call next to a plain function, LangChain's tool.invoke and OpenAI Agents'
 // invokeFunctionTool on the same tool. Every baseline is measured in the same run.
 import { fork, spawn } from 'node:child_process';
@@ -78,6 +78,8 @@ export async function overNats(natsUrl, quick, cores) {
   const raw = await startContender('raw', natsUrl, prefix, ours.sample, cores);
   const mol = await startContender('moleculer', natsUrl, prefix, undefined, cores);
   const bare = await startContender('floor', natsUrl, prefix, ours.sample, cores);
+  // like for like: Moleculer checking each call against the action's `params`, as a typed tool's arguments are
+  const molParams = await startContender('moleculer-params', natsUrl, prefix, undefined, cores);
   // many short blocks of calls, contenders alternated block by block; each figure is the median over blocks, each
   // ratio the median of the ratios of two contenders in the same block (a best-of-3 moved the @1 ratio by 1.5x
   // between runs; a burst of load from another process lasts longer than a block, so it spoils few of them)
@@ -93,12 +95,12 @@ export async function overNats(natsUrl, quick, cores) {
   try {
     for (const [concurrency, count, blocks] of plans) {
       const at = `@${concurrency} in flight`;
-      const order = [raw, mol, ours, bare];
-      const [rawB, molB, oursB, bareB] = await alternated(
+      const order = [raw, mol, ours, bare, molParams];
+      const [rawB, molB, oursB, bareB, molPB] = await alternated(
         order.map((c) => () => c.measure({ count, concurrency })),
         blocks,
       );
-      const [rawR, molR, oursR, bareR] = [rawB, molB, oursB, bareB].map(medianResult);
+      const [rawR, molR, oursR, bareR, molPR] = [rawB, molB, oursB, bareB, molPB].map(medianResult);
       figures.push(...latencyFigures(`raw nc.request ${at}`, rawR));
       figures.push(
         ...latencyFigures(`moleculer call ${at}`, molR, `raw nc.request ${at}`, rawR, [molB, rawB]),
@@ -116,6 +118,21 @@ export async function overNats(natsUrl, quick, cores) {
         );
       figures.push(vsMoleculer('throughput', 'throughput', 'ops/s'));
       figures.push(vsMoleculer('p50', 'p50_us', 'us'), vsMoleculer('p99', 'p99_us', 'us'));
+      const molParamsName = `moleculer call with params validation ${at}`;
+      figures.push(...latencyFigures(molParamsName, molPR, `moleculer call ${at}`, molR, [molPB, molB]));
+      const vsMoleculerParams = (what, key, unit) =>
+        figure(
+          `agentmesh tool call ${at} ${what} vs moleculer with params validation`,
+          oursR[key],
+          unit,
+          { name: `${molParamsName} ${what}`, value: molPR[key] },
+          pairedRatio(oursB, molPB, key),
+        );
+      figures.push(
+        vsMoleculerParams('throughput', 'throughput', 'ops/s'),
+        vsMoleculerParams('p50', 'p50_us', 'us'),
+        vsMoleculerParams('p99', 'p99_us', 'us'),
+      );
       // the floor beside the target: the bare round trip (publish, one literal reply subscription, no timer), and
       // what each contender adds to it, in us (p50) and in calls a second
       const floorName = `nats round trip floor ${at}`;
@@ -146,7 +163,7 @@ export async function overNats(natsUrl, quick, cores) {
       );
     }
   } finally {
-    await Promise.all([ours, raw, mol, bare].map((c) => c.stop()));
+    await Promise.all([ours, raw, mol, bare, molParams].map((c) => c.stop()));
   }
   return figures;
 }

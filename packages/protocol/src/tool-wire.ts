@@ -117,7 +117,7 @@ export function sendWatched(
 ): void {
   const watch = router.watch(send, settled);
   const signal = send.signal;
-  let request: Promise<BusMessage>;
+  let request: Promise<BusMessage> | undefined;
   try {
     const wire = wireInvocation(send, watch.subject);
     const options = withToolCallTraceHeaders(
@@ -127,15 +127,25 @@ export function sendWatched(
     // an in-process bus gets the invocation as a value, with no JSON text in between
     const handed =
       bus.requestValue === undefined ? undefined : handOverWire(wire, bus.maxPayload, send.checked);
-    request =
-      handed !== undefined && bus.requestValue !== undefined
-        ? bus.requestValue(send.target ?? send.subject, handed, options)
-        : bus.request(send.target ?? send.subject, JSON.stringify(wire), options);
+    const subject = send.target ?? send.subject;
+    if (handed !== undefined && bus.requestValue !== undefined)
+      request = bus.requestValue(subject, handed, options);
+    else if (bus.requestCallback === undefined) request = bus.request(subject, JSON.stringify(wire), options);
+    // the reply is taken in the turn it arrives: no promise between the bus and the caller's
+    else
+      bus.requestCallback(subject, JSON.stringify(wire), options, (error, reply) =>
+        router.settle(
+          watch,
+          reply === undefined
+            ? { kind: 'error', error: AgentMeshError.from(error) }
+            : replyResult(reply, watch),
+        ),
+      );
   } catch (error) {
     router.unwatch(watch);
     throw error;
   }
-  request.then(
+  request?.then(
     (reply) => router.settle(watch, replyResult(reply, watch)),
     (error: unknown) => router.settle(watch, { kind: 'error', error: AgentMeshError.from(error) }),
   );

@@ -44,12 +44,17 @@ export class RunCallScope extends AbortScope {
  */
 export class Attempt implements Deadline {
   readonly scope = new AbortScope();
-  readonly promise: Promise<unknown>;
   readonly at: number;
   private readonly deadline: number;
   private settled = false;
-  private resolve!: (output: unknown) => void;
-  private reject!: (error: unknown) => void;
+  /** Set when the attempt succeeded: {@link output} is then its checked output. */
+  succeeded = false;
+  output: unknown;
+  private failure: unknown;
+  /** Made when first asked for: an attempt that settles before anyone waits on it needs none. */
+  private settlement: Promise<unknown> | undefined;
+  private resolve: ((output: unknown) => void) | undefined;
+  private reject: ((error: unknown) => void) | undefined;
 
   constructor(
     private readonly tool: Tool<any, any>,
@@ -59,10 +64,6 @@ export class Attempt implements Deadline {
     /** performance.now() when the attempt starts, when the caller has it at hand. */
     startedAt: number = performance.now(),
   ) {
-    this.promise = new Promise<unknown>((resolve, reject) => {
-      this.resolve = resolve;
-      this.reject = reject;
-    });
     this.at = startedAt + limit.timeoutMs;
     this.deadline = deadlines.add(this);
     call.addAbortListener(this.abort);
@@ -92,18 +93,37 @@ export class Attempt implements Deadline {
     return true;
   }
 
+  /** Settles with the checked output, or rejects with the attempt's failure. */
+  get promise(): Promise<unknown> {
+    if (this.settlement !== undefined) return this.settlement;
+    if (this.succeeded) return (this.settlement = Promise.resolve(this.output));
+    if (this.settled) return (this.settlement = Promise.reject(this.failure as Error));
+    return (this.settlement = new Promise<unknown>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    }));
+  }
+
   readonly fail = (error: unknown): void => {
-    if (this.end()) this.reject(toToolError(error, this.tool.name));
+    if (this.end()) this.failed(toToolError(error, this.tool.name));
   };
 
   readonly succeed = (output: unknown): void => {
     if (!this.end()) return;
     try {
-      this.resolve(this.tool.checkOutput(output));
+      this.output = this.tool.checkOutput(output);
     } catch (error) {
-      this.reject(toToolError(error, this.tool.name));
+      this.failed(toToolError(error, this.tool.name));
+      return;
     }
+    this.succeeded = true;
+    this.resolve?.(this.output);
   };
+
+  private failed(error: AgentMeshError): void {
+    this.failure = error;
+    this.reject?.(error);
+  }
 }
 
 /** What a handler's context is made of. */

@@ -149,11 +149,19 @@ export class ProgressHub {
    * Starts tracking a call: `started` follows at the end of this turn, then heartbeats until it is closed.
    * `sharedDedup` marks `started` with `dedup: 'shared'` (the call runs under a claim in the shared outcome store).
    */
-  open(subject: string, callId: string, tool: string, sharedDedup = false): CallProgress {
+  open(subject: string, callId: string, tool: string, sharedDedup = false, later = false): CallProgress {
     const progress = new CallProgress(this, { subject, callId, tool, sharedDedup });
     this.pending.push(progress);
-    this.flush ??= setImmediate(() => this.flushStarted());
+    if (!later) this.startAfterTurn();
     return progress;
+  }
+
+  /**
+   * Sends `started` for the calls opened so far once this turn is over. A call opened `later` needs this only when it
+   * goes on past its turn: one answered in it never schedules anything.
+   */
+  startAfterTurn(): void {
+    this.flush ??= setImmediate(() => this.flushStarted());
   }
 
   /** Sends `started` for this call at once, if it has not gone out yet. */
@@ -167,6 +175,7 @@ export class ProgressHub {
     if (was === 'pending') {
       // a call answered before its `started` went out (most are) need not wait in the list for the flush
       if (this.pending[this.pending.length - 1] === progress) this.pending.pop();
+      else this.startAfterTurn(); // the flush clears it from the list
       return;
     }
     if (was !== 'active') return;

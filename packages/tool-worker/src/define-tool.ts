@@ -101,6 +101,12 @@ export interface Tool<Args = unknown, Out = unknown> {
   /** Runs the in-process handler once, arguments already parsed. CPU tools run through a worker's pool instead. */
   runHandler(args: Args, ctx: ToolContext): Promise<unknown>;
   /**
+   * {@link runHandler} without the promise around a result the handler returned at once: that result as it is (a
+   * worker then answers in the same turn), a handler's promise or thenable as a promise; throws what the handler
+   * throws. Absent on tools whose handler is not in this process.
+   */
+  callHandler?(args: Args, ctx: ToolContext): unknown;
+  /**
    * Calls the tool in this process: validate, run once, validate the output. For embedding and tests; a CPU tool runs
    * its module on the calling thread here (a {@link ToolWorker} runs it on a thread it can stop).
    */
@@ -141,6 +147,7 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
     );
   const checkOutput = outputChecker<z.output<O>>(definition.output, what);
   const runHandler = handlerRunner<z.output<I>>(definition.handler, cpu, what);
+  const handler = definition.handler;
   return {
     name,
     spec,
@@ -149,6 +156,7 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
     parseArguments,
     checkOutput,
     runHandler,
+    ...(handler === undefined ? {} : { callHandler: handlerCaller(handler) }),
     async invoke(args: unknown, context: Partial<ToolContext> = {}): Promise<z.output<O>> {
       const parsed = parseArguments(args);
       const ctx = localContext(name, context);
@@ -259,6 +267,24 @@ function handlerRunner<Args>(
       return Promise.reject(error as Error);
     }
   };
+}
+
+function handlerCaller<Args>(
+  handler: (args: Args, ctx: ToolContext) => unknown,
+): (args: Args, ctx: ToolContext) => unknown {
+  return (args, ctx) => {
+    const result = handler(args, ctx);
+    if (result instanceof Promise || !isThenable(result)) return result;
+    return Promise.resolve(result);
+  };
+}
+
+function isThenable(value: unknown): boolean {
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 function localContext(tool: string, given: Partial<ToolContext>): ToolContext {

@@ -74,13 +74,15 @@ export class Executor {
     return this.blobs;
   }
 
-  openProgress(invocation: ToolInvocation, sharedDedup = false): CallProgress | undefined {
+  /** `later`: the caller calls {@link ProgressHub.startAfterTurn} itself if the call goes on past this turn. */
+  openProgress(invocation: ToolInvocation, sharedDedup = false, later = false): CallProgress | undefined {
     if (invocation.progress_subject === undefined) return undefined;
     return this.options.progress.open(
       invocation.progress_subject,
       invocation.call_id,
       invocation.tool,
       sharedDedup,
+      later,
     );
   }
 
@@ -96,10 +98,25 @@ export class Executor {
     sharedDedup = false,
   ): ToolOutcome | Promise<ToolOutcome> {
     const run = this.openRun(tool, invocation, call, sharedDedup);
+    const outcome = this.runOpened(run);
+    // `started` only for a call that goes on past this turn
+    if (outcome instanceof Promise && run.progress?.state === 'pending')
+      this.options.progress.startAfterTurn();
+    return outcome;
+  }
+
+  private runOpened(run: CallRun): ToolOutcome | Promise<ToolOutcome> {
+    const { tool, invocation, call } = run;
     let first: Promise<unknown>;
     try {
       run.args = tool.parseArguments(invocation.arguments);
-      first = this.attempt(run, 1);
+      if (call.aborted) first = Promise.reject(call.reason as Error);
+      else {
+        const current = this.startAttempt(run, 1);
+        // a handler that answered at once: its outcome in this turn, with no promise step in between
+        if (current.succeeded) return this.succeeded(run, current.output);
+        first = current.promise;
+      }
     } catch (error) {
       return this.failed(run, error);
     }
@@ -125,7 +142,7 @@ export class Executor {
       timeoutMs: Math.min(invocation.timeout_ms ?? tool.policy.timeout_ms, tool.policy.timeout_ms),
       t0,
       attempts: 1,
-      progress: this.openProgress(invocation, sharedDedup),
+      progress: this.openProgress(invocation, sharedDedup, true),
       logger: () =>
         (logger ??= this.options.logger.child({
           run_id: invocation.run_id,
@@ -213,8 +230,13 @@ export class Executor {
   }
 
   private attempt(run: CallRun, attempt: number): Promise<unknown> {
+    if (run.call.aborted) return Promise.reject(run.call.reason as Error);
+    return this.startAttempt(run, attempt).promise;
+  }
+
+  /** Starts an attempt of a call that is not aborted; a handler that answers at once has settled it on return. */
+  private startAttempt(run: CallRun, attempt: number): Attempt {
     const { tool, call, invocation } = run;
-    if (call.aborted) return Promise.reject(call.reason as Error);
     // the first attempt starts as the call does: its clock is the call's
     const current = new Attempt(
       tool,
@@ -244,13 +266,21 @@ export class Executor {
           logger: run.logger,
           progress: run.progress,
         });
-        running = tool.runHandler(run.args, context);
+        if (tool.callHandler === undefined) running = tool.runHandler(run.args, context);
+        else {
+          const result = tool.callHandler(run.args, context);
+          if (!(result instanceof Promise)) {
+            current.succeed(result);
+            return current;
+          }
+          running = result;
+        }
       }
       running.then(current.succeed, current.fail);
     } catch (error) {
       current.fail(error);
     }
-    return current.promise;
+    return current;
   }
 
   private successOutcome(

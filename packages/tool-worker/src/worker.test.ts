@@ -312,6 +312,114 @@ describe('ToolWorker on the in-process bus', () => {
     expect(ran).toBe(false);
   });
 
+  it('answers an idempotent handler that returns at once in the turn its invocation arrives; throws and thenables as before', async () => {
+    let tries = 0;
+    // which replies the worker sent while the bus was still delivering an invocation to it
+    const bus = new MemoryBus();
+    let delivering = false;
+    const inTurn: boolean[] = [];
+    const backend = bus as unknown as Record<'respond' | 'respondValue', (...a: unknown[]) => unknown>;
+    for (const name of ['respond', 'respondValue'] as const) {
+      const f = backend[name].bind(bus);
+      backend[name] = (...a: unknown[]) => (inTurn.push(delivering), f(...a));
+    }
+    const subscribe = bus.subscribe.bind(bus);
+    bus.subscribe = (subject, handler, options) =>
+      subscribe(
+        subject,
+        (msg) => {
+          delivering = true;
+          try {
+            return handler(msg);
+          } finally {
+            delivering = false;
+          }
+        },
+        options,
+      );
+    await startWorker(
+      [
+        defineTool({
+          name: 'test.now',
+          description: 'Answers at once.',
+          input: z.object({}),
+          idempotent: true,
+          handler: () => ({ n: 1 }),
+        }),
+        defineTool({
+          name: 'test.flaky_now',
+          description: 'Throws at once the first time.',
+          input: z.object({}),
+          idempotent: true,
+          retry: { backoff_ms: 1, max_attempts: 2 },
+          handler: () => {
+            if (++tries === 1) throw Object.assign(new Error('reset'), { code: 'ECONNRESET' });
+            return { tries };
+          },
+        }),
+        defineTool({
+          name: 'test.thenable',
+          description: 'Returns a thenable.',
+          input: z.object({}),
+          handler: () => ({ then: (resolve: (v: unknown) => void) => resolve({ adopted: true }) }),
+        }),
+      ],
+      {},
+      bus,
+    );
+    expect(await invokeTool(bus, call('test.now', {}))).toMatchObject({ is_error: false, output: { n: 1 } });
+    expect(inTurn).toEqual([true]);
+    expect(await invokeTool(bus, call('test.flaky_now', {}))).toMatchObject({
+      is_error: false,
+      attempts: 2,
+      output: { tries: 2 },
+    });
+    expect(await invokeTool(bus, call('test.thenable', {}))).toMatchObject({
+      is_error: false,
+      output: { adopted: true },
+    });
+  });
+
+  it('sends started for an idempotent call that goes on past its turn, and none for one answered in it', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const { bus } = await startWorker([
+      defineTool({
+        name: 'test.later',
+        description: 'Answers once released.',
+        input: z.object({}),
+        idempotent: true,
+        handler: async () => {
+          await released;
+          return { ok: true };
+        },
+      }),
+      defineTool({
+        name: 'test.at_once',
+        description: 'Answers at once.',
+        input: z.object({}),
+        idempotent: true,
+        handler: () => ({ ok: true }),
+      }),
+    ]);
+    const fromWorker: string[] = [];
+    const watch = bus.subscribe('_INBOX.>', (msg) => {
+      const body = JSON.parse(msg.text()) as { kind?: string; call_id?: string };
+      if (body.kind !== undefined) fromWorker.push(`${body.kind} ${body.call_id}`);
+    });
+    const started = whenStarted();
+    const later = call('test.later', {});
+    const pending = invokeTool(bus, later, started);
+    await started.seen;
+    release();
+    expect(await pending).toMatchObject({ is_error: false });
+    const atOnce = call('test.at_once', {});
+    await invokeTool(bus, atOnce);
+    await new Promise((r) => setImmediate(r));
+    watch.unsubscribe();
+    expect(fromWorker).toEqual([`started ${later.call_id}`]);
+  }, 10_000);
+
   it('reports output that cannot be JSON as invalid_output', async () => {
     const big = defineTool({
       name: 'test.bigint',

@@ -437,3 +437,49 @@ describe('NatsBus specifics', () => {
     }
   });
 });
+
+describe('NatsBus requestCallback', () => {
+  it('gives the reply in the turn it arrives, and no_responders, timeout and refusals once, never inside the call', async () => {
+    const url = inject('natsUrl');
+    const responder = await NatsBus.connect(url);
+    const requester = await NatsBus.connect(url);
+    try {
+      const service = unique('cb');
+      responder.subscribe(service, (msg) => void responder.respond(msg, `re ${msg.text()}`));
+      await responder.flush();
+      const ask = (subject: string, body: string, timeoutMs = 5000) =>
+        new Promise<{ error: unknown; reply: string | undefined; calls: number; inCall: boolean }>(
+          (resolve) => {
+            let calls = 0;
+            let inCall = true;
+            requester.requestCallback(subject, body, { timeoutMs }, (error, reply) => {
+              calls++;
+              const seen = { error, reply: reply?.text(), calls, inCall };
+              setTimeout(() => resolve({ ...seen, calls }), 20);
+            });
+            inCall = false;
+          },
+        );
+      expect(await ask(service, 'a')).toMatchObject({
+        error: undefined,
+        reply: 're a',
+        calls: 1,
+        inCall: false,
+      });
+      const none = await ask(unique('nobody'), 'b');
+      expect((none.error as AgentMeshError).code).toBe(ErrorCode.NoResponders);
+      expect(none).toMatchObject({ calls: 1, inCall: false });
+      const silent = unique('silent');
+      requester.subscribe(silent, () => undefined);
+      await requester.flush();
+      const late = await ask(silent, 'c', 100);
+      expect((late.error as AgentMeshError).code).toBe(ErrorCode.Timeout);
+      const refused = await ask('bad subject', 'd');
+      expect(refused).toMatchObject({ calls: 1, inCall: false, reply: undefined });
+      expect(refused.error).toBeInstanceOf(AgentMeshError);
+    } finally {
+      await requester.close();
+      await responder.close();
+    }
+  });
+});

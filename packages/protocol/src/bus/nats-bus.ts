@@ -407,36 +407,72 @@ export class NatsBus implements Backend {
     }
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
+    return new Promise<BusMessage>((resolve, reject) =>
+      this.sendRequest(subject, bytes, options, resolve, reject),
+    );
+  }
+
+  requestCallback(
+    subject: string,
+    data: BusPayload,
+    options: RequestOptions,
+    settled: (error: unknown, reply: BusMessage | undefined) => void,
+  ): void {
+    let bytes: Uint8Array;
+    try {
+      bytes = this.checkOutgoing(subject, data, undefined);
+      if (options.signal?.aborted) throw cancelledError(subject, options.signal.reason);
+    } catch (error) {
+      // as `request` rejects: after this turn, never inside the caller's own call
+      queueMicrotask(() => settled(error, undefined));
+      return;
+    }
+    this.sendRequest(
+      subject,
+      bytes,
+      options,
+      (reply) => settled(undefined, reply),
+      (error) => settled(error, undefined),
+    );
+  }
+
+  /** Sends a checked request whose reply or failure goes to `resolve` or `reject`, once. */
+  private sendRequest(
+    subject: string,
+    bytes: Uint8Array,
+    options: RequestOptions,
+    resolve: (msg: BusMessage) => void,
+    reject: (error: unknown) => void,
+  ): void {
+    const signal = options.signal;
     this.ensureMux();
     const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    return new Promise<BusMessage>((resolve, reject) => {
-      const p: PendingRequest = {
-        subject,
-        resolve,
-        reject,
-        deadline: Date.now() + timeoutMs,
-        timeoutMs,
-        signal,
-        onAbort: undefined,
-        reply: '',
-      };
-      this.armExpiry(p.deadline);
-      const handle = this.pending.add(p);
-      p.reply = `${this.inboxPrefix}.${replySecret()}${SlotTable.token(handle)}`;
-      if (signal) {
-        p.onAbort = () => {
-          this.settle(handle, p);
-          reject(cancelledError(subject, signal.reason));
-        };
-        signal.addEventListener('abort', p.onAbort, { once: true });
-      }
-      try {
-        this.send(subject, bytes, p.reply, options.headers);
-      } catch (error) {
+    const p: PendingRequest = {
+      subject,
+      resolve,
+      reject,
+      deadline: Date.now() + timeoutMs,
+      timeoutMs,
+      signal,
+      onAbort: undefined,
+      reply: '',
+    };
+    this.armExpiry(p.deadline);
+    const handle = this.pending.add(p);
+    p.reply = `${this.inboxPrefix}.${replySecret()}${SlotTable.token(handle)}`;
+    if (signal) {
+      p.onAbort = () => {
         this.settle(handle, p);
-        reject(AgentMeshError.from(error, ErrorCode.Unavailable));
-      }
-    });
+        reject(cancelledError(subject, signal.reason));
+      };
+      signal.addEventListener('abort', p.onAbort, { once: true });
+    }
+    try {
+      this.send(subject, bytes, p.reply, options.headers);
+    } catch (error) {
+      this.settle(handle, p);
+      reject(AgentMeshError.from(error, ErrorCode.Unavailable));
+    }
   }
 
   respond(msg: BusMessage, data: BusPayload, options?: { headers?: BusHeaders }): boolean {

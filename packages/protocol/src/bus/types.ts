@@ -69,6 +69,16 @@ export interface Bus {
   hasSubscribers?(subject: string): boolean;
   subscribe(subject: string, handler: MessageHandler, options?: SubscribeOptions): Subscription;
   request(subject: string, data: BusPayload, options?: RequestOptions): Promise<BusMessage>;
+  /**
+   * {@link request} with a callback instead of a promise: `settled` gets the reply, or the error `request` would
+   * reject with, once, and a reply in the turn it arrives, with no promise step. Optional: without it, `request`.
+   */
+  requestCallback?(
+    subject: string,
+    data: BusPayload,
+    options: RequestOptions,
+    settled: (error: unknown, reply: BusMessage | undefined) => void,
+  ): void;
   /** Answers a message that has a reply subject. */
   respond(msg: BusMessage, data: BusPayload, options?: { headers?: BusHeaders }): boolean;
   /**
