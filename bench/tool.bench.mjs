@@ -287,6 +287,13 @@ export async function cpuScaling(natsUrl, quick, serverPid) {
     if (subject.includes('.tool.invoke.')) spread.sends++;
     return request(subject, data, options);
   };
+  // invokeTool sends with requestCallback where the bus has it
+  const requestCallback = bus.requestCallback?.bind(bus);
+  if (requestCallback !== undefined)
+    bus.requestCallback = (subject, data, options, settled) => {
+      if (subject.includes('.tool.invoke.')) spread.sends++;
+      requestCallback(subject, data, options, settled);
+    };
   const call = (prefix) =>
     invokeTool(
       bus,
@@ -314,6 +321,8 @@ export async function cpuScaling(natsUrl, quick, serverPid) {
     spread.sends = 0;
     spread.perWorker.clear();
     const elapsed = await batch(prefix);
+    if (spread.sends < 8)
+      throw new Error(`counted ${spread.sends} sends for 8 calls: a send path is not counted`);
     sendsOfTwo.push(spread.sends);
     busiestOfTwo.push(Math.max(...spread.perWorker.values()));
     return elapsed;
