@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
@@ -72,6 +72,8 @@ describe('agentmesh startup', () => {
     const packages = packagesOf(modules());
     expect(packages.has('@nats-io/nats-core')).toBe(true);
     expect(SDKS.filter((sdk) => packages.has(sdk))).toEqual([]);
+    // no configuration file and no skills: nothing to parse as YAML
+    expect(packages.has('yaml')).toBe(false);
   });
 
   it('a worker loads no planner, no provider, MCP, A2A or OpenTelemetry SDK, no metrics client, no thread pool yet', async () => {
@@ -86,5 +88,21 @@ describe('agentmesh startup', () => {
     expect(loaded.filter((m) => /packages\/(planner|catalog)\//.test(m))).toEqual([]);
     const packages = packagesOf(loaded);
     expect(SDKS.filter((sdk) => packages.has(sdk))).toEqual([]);
+    expect(packages.has('yaml')).toBe(false);
+  });
+
+  it('a configuration file loads the YAML parser when it is read', async () => {
+    const config = join(dir, 'agentmesh.yaml');
+    writeFileSync(config, 'not_a_setting: 1\n');
+    const { env, modules } = recording();
+    const r = await runAgentmesh(
+      ['run', '--config', config, '--script', 'examples/add.json', 'add 2 and 3'],
+      {
+        env,
+      },
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/not_a_setting/);
+    expect(packagesOf(modules()).has('yaml')).toBe(true);
   });
 });

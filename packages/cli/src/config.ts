@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from './yaml.js';
 import { z } from 'zod';
 import {
   AgentMeshError,

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from '../yaml.js';
 import { AgentMeshError, ErrorCode } from '@agentmesh/protocol';
 import { bearerToken, MIN_TOKEN_LENGTH } from '../http-access.js';
 import { HttpError } from './http.js';

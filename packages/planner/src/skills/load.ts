@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, extname, join } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parseYaml } from './yaml.js';
 import { AgentMeshError, ErrorCode, describeZodError } from '@agentmesh/protocol';
 import { SkillSchema, type Skill, type SkillInput } from '../model/skill.js';
 
