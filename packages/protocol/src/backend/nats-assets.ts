@@ -52,12 +52,32 @@ function assetError(
   );
 }
 
-async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
+/** The stream's info, or undefined when there is no stream of that name. */
+export async function streamInfo(jsm: JetStreamManager, name: string): Promise<StreamInfo | undefined> {
   try {
     return await jsm.streams.info(name);
   } catch (error) {
     if (/not found/i.test((error as Error).message)) return undefined;
     throw error;
+  }
+}
+
+/**
+ * Runs `create` (a KV bucket's or an object store's), and once more when it fails because another process created
+ * the same stream meanwhile: a nats-server checks the name, then (apart) the subjects, so the loser of two creations
+ * at once may hear "subjects overlap" about the very stream the winner made. The second try finds that stream.
+ */
+export async function createRacing<T>(
+  jsm: () => Promise<JetStreamManager>,
+  stream: string,
+  create: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await create();
+  } catch (error) {
+    if (!/subjects overlap/i.test((error as Error)?.message ?? '')) throw error;
+    if ((await streamInfo(await jsm(), stream).catch(() => undefined)) === undefined) throw error;
+    return create();
   }
 }
 
@@ -78,7 +98,12 @@ export async function ensureStream(
       return;
     } catch (error) {
       const transient = natsFailure(error).retryable;
-      if (!/already in use/i.test((error as Error).message))
+      // another process created it meanwhile: a nats-server checks the name, then (apart) the subjects, so the loser
+      // of two creations at once may hear "subjects overlap" about the very stream the winner made
+      const madeMeanwhile =
+        /already in use/i.test((error as Error).message) ||
+        (await streamInfo(jsm, wanted.name).catch(() => undefined)) !== undefined;
+      if (!madeMeanwhile)
         throw new AgentMeshError(
           transient ? ErrorCode.Unavailable : ErrorCode.InvalidConfig,
           `JetStream asset "${wanted.name}": cannot create it with replicas ${wanted.num_replicas ?? 1}: ${(error as Error).message}`,

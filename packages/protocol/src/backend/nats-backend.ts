@@ -10,7 +10,7 @@ import { retry } from '../retry.js';
 import { NatsKvStore, type KvBucketOptions, type KvStore } from '../stores/kv.js';
 import { NatsBlobStore, type BlobBucketOptions, type BlobStore } from '../stores/blobs.js';
 import { KvLeases } from './kv-leases.js';
-import { ensureStream, natsFailure } from './nats-assets.js';
+import { createRacing, ensureStream, natsFailure } from './nats-assets.js';
 import { NatsEventLog } from './nats-event-log.js';
 import { NatsWorkQueue } from './nats-queue.js';
 import type {
@@ -89,16 +89,19 @@ export class NatsBackendParts {
 
   private async openKv(bucket: string, options: KvBucketOptions): Promise<KvStore> {
     const history = options.history ?? 1;
-    const kv = await new Kvm(this.conn.nc)
-      .create(bucket, {
-        history,
-        replicas: this.replicas,
-        ...(options.ttlMs ? { ttl: options.ttlMs } : {}),
-        ...(options.maxBytes ? { max_bytes: options.maxBytes } : {}),
-      })
-      .catch((error: unknown) => {
-        throw createError(`KV_${bucket}`, this.replicas, error);
-      });
+    const kv = await createRacing(
+      () => this.conn.jetstreamManager(),
+      `KV_${bucket}`,
+      () =>
+        new Kvm(this.conn.nc).create(bucket, {
+          history,
+          replicas: this.replicas,
+          ...(options.ttlMs ? { ttl: options.ttlMs } : {}),
+          ...(options.maxBytes ? { max_bytes: options.maxBytes } : {}),
+        }),
+    ).catch((error: unknown) => {
+      throw createError(`KV_${bucket}`, this.replicas, error);
+    });
     const jsm = await this.conn.jetstreamManager();
     await ensureStream(
       jsm,
@@ -120,14 +123,17 @@ export class NatsBackendParts {
   }
 
   private async openBlobs(bucket: string, options: BlobBucketOptions): Promise<BlobStore> {
-    const os = await new Objm(this.conn.nc)
-      .create(bucket, {
-        replicas: this.replicas,
-        ...(options.ttlMs ? { ttl: ms(options.ttlMs) } : {}),
-      })
-      .catch((error: unknown) => {
-        throw createError(`OBJ_${bucket}`, this.replicas, error);
-      });
+    const os = await createRacing(
+      () => this.conn.jetstreamManager(),
+      `OBJ_${bucket}`,
+      () =>
+        new Objm(this.conn.nc).create(bucket, {
+          replicas: this.replicas,
+          ...(options.ttlMs ? { ttl: ms(options.ttlMs) } : {}),
+        }),
+    ).catch((error: unknown) => {
+      throw createError(`OBJ_${bucket}`, this.replicas, error);
+    });
     await ensureStream(
       await this.conn.jetstreamManager(),
       {
