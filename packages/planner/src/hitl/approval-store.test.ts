@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryKvStore } from '@agentmesh/protocol';
+import { MemoryKvStore, type KvEntry } from '@agentmesh/protocol';
 import { ApprovalStore, approvalIdFor } from './approval-store.js';
 
 function store() {
@@ -110,6 +110,34 @@ describe('ApprovalStore', () => {
     const waiting = s.waitForDecision('run-1', approval_id, controller.signal);
     controller.abort();
     await expect(waiting).rejects.toMatchObject({ code: 'cancelled' });
+  });
+
+  it('waitForDecision leaves no unhandled rejection when its signal aborts while the record is being read', async () => {
+    const controller = new AbortController();
+    // a read that takes a turn of the event loop (a NATS round trip), during which the run is cancelled
+    class SlowKv extends MemoryKvStore {
+      override async get(key: string): Promise<KvEntry | null> {
+        if (key.includes('.') && !controller.signal.aborted) {
+          controller.abort();
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        return super.get(key);
+      }
+    }
+    const s = new ApprovalStore(new SlowKv());
+    const { approval_id } = await s.request(call);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      await expect(s.waitForDecision('run-1', approval_id, controller.signal)).rejects.toMatchObject({
+        code: 'cancelled',
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
   });
 
   it('lists pending approvals per run or across runs', async () => {

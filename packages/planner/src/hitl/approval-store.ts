@@ -182,21 +182,25 @@ export class ApprovalStore {
       },
       { key: key(runId, approvalId) },
     );
+    let onAbort: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
-      const onAbort = () =>
+      onAbort = () =>
         reject(
           new AgentMeshError(ErrorCode.Cancelled, 'stopped waiting for an approval', { retryable: false }),
         );
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
-      void decided.finally(() => signal.removeEventListener('abort', onAbort));
     });
+    // awaited only by the race below: an abort while the record is read, or after it was found decided, is no
+    // unhandled rejection (which ends the process)
+    aborted.catch(() => undefined);
     try {
       const current = await this.get(runId, approvalId);
       if (current !== undefined && current.state !== 'pending') return current;
       return await Promise.race([decided, aborted]);
     } finally {
       watcher.stop();
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     }
   }
 }
