@@ -257,11 +257,12 @@ function handlerRunner<Args>(
     };
     return (fn as (a: unknown, c: CpuToolContext) => unknown)(args, cpuContext);
   };
+  if (handler === undefined) return runInline;
+  const call = handlerCaller(handler);
   // Not async: a handler's own promise is handed on as it is, without the extra turns of adopting it.
   return (args, ctx) => {
-    if (handler === undefined) return runInline(args, ctx);
     try {
-      const result = handler(args, ctx);
+      const result = call(args, ctx);
       return result instanceof Promise ? result : Promise.resolve(result);
     } catch (error) {
       return Promise.reject(error as Error);
