@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Copies what the runtime image needs from a built tree: for each npm workspace of the root package.json, its
 // package.json and the paths its "files" field publishes (the built dist/ folder). Used by deploy/Dockerfile:
-//   node deploy/stage-runtime.mjs /stage        (run from the repository root, after `npx tsc -b`)
+//   node deploy/stage-runtime.mjs /stage        (run from the repository root, after `npm run build`)
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 

@@ -16,8 +16,8 @@ export AGENTMESH_IMAGE="${AGENTMESH_IMAGE:-localhost/agentmesh:local}"
 COMPOSE=(podman-compose -p agentmesh-try -f deploy/compose.cluster.yml)
 NATS_SERVERS="nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
 # the host CLI as NATS user `client` (submits runs) and `ops` (agentmesh status)
-as_client() { NATS_USER=client NATS_PASSWORD="${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}" node packages/cli/dist/main.js "$@" --nats "$NATS_SERVERS"; }
-as_ops() { NATS_USER=ops NATS_PASSWORD="${NATS_OPS_PASSWORD:-dev-ops-CHANGE-ME}" node packages/cli/dist/main.js "$@" --nats "$NATS_SERVERS"; }
+as_client() { NATS_USER=client NATS_PASSWORD="${NATS_CLIENT_PASSWORD:-dev-client-CHANGE-ME}" node packages/cli/bin/agentmesh.js "$@" --nats "$NATS_SERVERS"; }
+as_ops() { NATS_USER=ops NATS_PASSWORD="${NATS_OPS_PASSWORD:-dev-ops-CHANGE-ME}" node packages/cli/bin/agentmesh.js "$@" --nats "$NATS_SERVERS"; }
 step() { printf '\n== %s\n' "$*"; }
 
 if ! podman image exists "$NODE_IMAGE" || ! podman image exists "$NATS_IMAGE"; then

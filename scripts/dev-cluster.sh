@@ -18,7 +18,7 @@ usage: scripts/dev-cluster.sh [options]
   --secure           run nats-server with deploy/nats/nats.conf (per-role users, generated passwords)
   --worker-args ARGS extra arguments for every worker, e.g. "--threads 2 --concurrency 16"
   -h, --help         this help
-Environment: AGENTMESH_CLI (command that runs the CLI; default: node packages/cli/dist/main.js),
+Environment: AGENTMESH_CLI (command that runs the CLI; default: node packages/cli/bin/agentmesh.js),
 NATS_SERVER_BIN (nats-server binary), LOG_LEVEL (default info), provider keys for the planner.
 USAGE
 }
@@ -67,7 +67,7 @@ else
     echo 'dev-cluster: packages/cli/dist/main.js is missing: run "npm run build" first' >&2
     exit 2
   fi
-  CLI=(node "$ROOT/packages/cli/dist/main.js")
+  CLI=(node "$ROOT/packages/cli/bin/agentmesh.js")
 fi
 
 STORE="$(mktemp -d "${TMPDIR:-/tmp}/agentmesh-dev-nats.XXXXXX")"

@@ -16,7 +16,7 @@ import { readRunEvents, submitRun } from '@agentmesh/planner';
 import { sleep, spawnActor as spawnProcess, startNats } from './soak/procs.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = join(ROOT, 'packages', 'cli', 'dist', 'main.js');
+const CLI = join(ROOT, 'packages', 'cli', 'bin', 'agentmesh.js');
 const WORKER = join(ROOT, 'test', 'fixtures', 'durable-worker.mjs');
 
 function flag(name, fallback) {

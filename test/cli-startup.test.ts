@@ -27,10 +27,21 @@ let runs = 0;
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** The environment of a child that records every module it loads into a new file, and that file. */
-function recording(extra: Record<string, string> = {}): { env: NodeJS.ProcessEnv; modules: () => string[] } {
+/**
+ * The environment of a child that records every module it loads into a new file, and that file. Unless `bundled`, the
+ * child runs the built modules rather than the bundle, so each module it loads is seen by name.
+ */
+function recording(
+  extra: Record<string, string> = {},
+  bundled = false,
+): { env: NodeJS.ProcessEnv; modules: () => string[] } {
   const log = join(dir, `modules-${++runs}.txt`);
-  const env = cleanEnv({ ...extra, NODE_OPTIONS: `--import=${RECORDER}`, AGENTMESH_MODULE_LOG: log });
+  const env = cleanEnv({
+    ...extra,
+    NODE_OPTIONS: `--import=${RECORDER}`,
+    AGENTMESH_MODULE_LOG: log,
+    AGENTMESH_NO_BUNDLE: bundled ? '0' : '1',
+  });
   return { env, modules: () => [...new Set(readFileSync(log, 'utf8').trim().split('\n'))] };
 }
 
@@ -104,5 +115,33 @@ describe('agentmesh startup', () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/not_a_setting/);
     expect(packagesOf(modules()).has('yaml')).toBe(true);
+  });
+
+  it('the command runs the bundle `npm run build` made: a scripted run loads no agentmesh module, bundled library or SDK on its own', async () => {
+    const { env, modules } = recording({}, true);
+    const r = await runAgentmesh(['run', '--script', 'examples/add.json', '--json', 'add 2 and 3'], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n').at(-1)).toMatch(/"type":"run\.completed"/);
+    const loaded = modules();
+    expect(loaded, 'npm test builds the bundle first: run "npm run build"').toContainEqual(
+      expect.stringMatching(/\/packages\/cli\/dist\/bundle\/main\.js$/),
+    );
+    expect(loaded.filter((m) => /\/packages\/[^/]+\/dist\/(?!bundle\/)/.test(m))).toEqual([]);
+    const packages = packagesOf(loaded);
+    expect(['zod', 'ajv', 'pino', '@nats-io/nats-core'].filter((p) => packages.has(p))).toEqual([]);
+    expect(SDKS.filter((sdk) => packages.has(sdk))).toEqual([]);
+    expect(loaded.length).toBeLessThan(60);
+  });
+
+  it('a worker run from the bundle loads no SDK, metrics client or thread pool before it needs one', async () => {
+    const { env, modules } = recording(
+      { NATS_URL: inject('natsUrl'), AGENTMESH_PREFIX: `startupb${process.pid}` },
+      true,
+    );
+    const worker = await startActor(['worker', '--tools', 'builtin'], env);
+    expect(await worker.stop()).toBe(0);
+    const loaded = modules();
+    expect(loaded).toContainEqual(expect.stringMatching(/\/packages\/cli\/dist\/bundle\/main\.js$/));
+    expect(SDKS.filter((sdk) => packagesOf(loaded).has(sdk))).toEqual([]);
   });
 });

@@ -880,7 +880,7 @@ describe('deploy/Dockerfile and .dockerignore', () => {
     lines.filter((l) => l.startsWith(`${name} `)).map((l) => l.slice(name.length + 1));
   const workspaces = (JSON.parse(read('package.json')) as { workspaces: string[] }).workspaces;
 
-  test('multi-stage on node 22 slim: npm ci and tsc -b, then production dependencies only, non-root', () => {
+  test('multi-stage on node 22 slim: npm ci and npm run build, then production dependencies only, non-root', () => {
     const nodeImage = /^ARG NODE_IMAGE=(\S+)$/m.exec(lines.join('\n'))?.[1];
     expect(nodeImage).toBe('node:22-slim');
     expect(instr('FROM')).toEqual(['${NODE_IMAGE} AS build', '${NODE_IMAGE} AS runtime']);
@@ -889,15 +889,15 @@ describe('deploy/Dockerfile and .dockerignore', () => {
     const buildRuns = lines.slice(0, runtimeStart).filter((l) => l.startsWith('RUN '));
     const runtimeRuns = lines.slice(runtimeStart).filter((l) => l.startsWith('RUN '));
     expect(buildRuns.join('\n')).toMatch(/npm ci\b/);
-    expect(buildRuns.join('\n')).toMatch(/npx tsc -b\b/);
+    expect(buildRuns.join('\n')).toMatch(/npm run build\b/);
     expect(runtimeRuns.join('\n')).toMatch(/npm ci --omit=dev\b/);
     expect(runtimeRuns.join('\n')).not.toMatch(/tsc/);
     expect(runs.length).toBe(buildRuns.length + runtimeRuns.length);
     const users = lines.slice(runtimeStart).filter((l) => l.startsWith('USER '));
     expect(users).toHaveLength(1);
     expect(users[0]).not.toMatch(/^USER (root|0)\b/);
-    expect(instr('ENTRYPOINT')).toEqual(['["node", "packages/cli/dist/main.js"]']);
-    expect(JSON.parse(instr('ENTRYPOINT')[0]!)).toEqual(['node', 'packages/cli/dist/main.js']);
+    expect(instr('ENTRYPOINT')).toEqual(['["node", "packages/cli/bin/agentmesh.js"]']);
+    expect(JSON.parse(instr('ENTRYPOINT')[0]!)).toEqual(['node', 'packages/cli/bin/agentmesh.js']);
     expect(instr('EXPOSE')).toEqual(['8080']);
     expect(lines.join('\n')).toMatch(/AGENTMESH_HEALTH_PORT=8080/);
   });

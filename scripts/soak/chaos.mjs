@@ -21,7 +21,7 @@ import { sleep, spawnActor, startNatsCluster } from './procs.mjs';
 import { chaosDaemon, chaosRun, ledgerEntries, percentile } from './workload.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const CLI = join(ROOT, 'packages', 'cli', 'dist', 'main.js');
+const CLI = join(ROOT, 'packages', 'cli', 'bin', 'agentmesh.js');
 const WORKER = join(ROOT, 'test', 'fixtures', 'durable-worker.mjs');
 const DAEMONS = 2;
 const isFinal = (e) => e.type === 'run.completed' || e.type === 'run.failed';

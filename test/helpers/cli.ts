@@ -3,7 +3,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..');
-export const CLI = join(REPO_ROOT, 'packages', 'cli', 'dist', 'main.js');
+/** The `agentmesh` command as users run it: the bundle `npm run build` makes, or the built modules when it is stale. */
+export const CLI = join(REPO_ROOT, 'packages', 'cli', 'bin', 'agentmesh.js');
 
 /** The environment of a child process with no provider keys and quiet logs, plus `extra`. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
