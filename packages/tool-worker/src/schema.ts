@@ -100,14 +100,43 @@ export function checkValue<T>(
 }
 
 let exact: Ajv2020 | undefined;
+let identityCompiles = 0;
+
+/** How many identity checks this process has compiled, for tests. */
+export function identityCheckCompiles(): number {
+  return identityCompiles;
+}
 
 /**
- * A compiled check that passes exactly the values zod would return unchanged: it exists only when every part of the
- * schema is one JSON Schema renders faithfully (no refinement, transform, string format other than a flagless
- * regex, readonly, lazy, union of objects...). Values it rejects still go through zod. Undefined when there is none.
+ * How many values an identity check hands straight to its fallback before it compiles: ajv takes milliseconds to
+ * compile one, the fallback tens of microseconds a value, and a short-lived worker or CLI run may never call the tool.
  */
-export function identityCheck(schema: z.ZodType): ((value: unknown) => boolean) | undefined {
+export const IDENTITY_COMPILE_AFTER = 32;
+
+/**
+ * A check that passes exactly the values zod would return unchanged: it exists only when every part of the schema is
+ * one JSON Schema renders faithfully (no refinement, transform, string format other than a flagless regex, readonly,
+ * lazy, union of objects...). Values it rejects still go through zod. Undefined when there is none. It answers false
+ * for its first `compileAfter` values, then compiles (once) and checks.
+ */
+export function identityCheck(
+  schema: z.ZodType,
+  compileAfter = IDENTITY_COMPILE_AFTER,
+): ((value: unknown) => boolean) | undefined {
   if (!isExact(schema, new Set())) return undefined;
+  let check: ((value: unknown) => unknown) | undefined;
+  let asked = 0;
+  return (value) => {
+    if (check === undefined) {
+      if (++asked <= compileAfter) return false;
+      check = compileIdentityCheck(schema);
+    }
+    return check(value) === true;
+  };
+}
+
+function compileIdentityCheck(schema: z.ZodType): (value: unknown) => unknown {
+  identityCompiles++;
   try {
     const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
       target: 'draft-2020-12',
@@ -123,10 +152,9 @@ export function identityCheck(schema: z.ZodType): ((value: unknown) => boolean) 
       validateFormats: false,
       validateSchema: false,
     });
-    const check = exact.compile(json);
-    return (value) => check(value) === true;
+    return exact.compile(json);
   } catch {
-    return undefined;
+    return () => false;
   }
 }
 
