@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import type { AgentMeshError } from '@agentmesh/protocol';
 import { defineTool } from './define-tool.js';
-import { IDENTITY_COMPILE_AFTER, compileJsonSchema, identityCheck, identityCheckCompiles } from './schema.js';
+import {
+  IDENTITY_COMPILE_AFTER,
+  compileJsonSchema,
+  identityCheck,
+  identityCheckCompiles,
+  jsonSchemaCompiles,
+} from './schema.js';
 
 describe('compileJsonSchema', () => {
   it('compiles two tool schemas that carry the same $id, each checking its own shape', () => {
@@ -95,5 +102,68 @@ describe('a tool’s argument and output checks', () => {
     expect(before.args[1]).toStrictEqual({ value: { text: 'a', times: 1 } });
     expect(before.args[3]?.error).toMatch(/invalid_arguments: .*text: must be string/);
     expect(before.outputs[1]?.error).toMatch(/invalid_output: .*n:/);
+  });
+});
+
+describe('a tool’s input schema', () => {
+  it('is compiled at the tool’s first call, not where the tool is defined', () => {
+    const compiledBefore = jsonSchemaCompiles();
+    const tool = defineTool({
+      name: 'test.later',
+      description: 'Compiles when called.',
+      input: z.object({ text: z.string().regex(/^[a-z]+$/) }),
+      handler: ({ text }) => text,
+    });
+    expect(jsonSchemaCompiles()).toBe(compiledBefore);
+    expect(() => tool.parseArguments({ text: 'A' })).toThrow(
+      /invalid arguments for test\.later: text: must match pattern/,
+    );
+    expect(tool.parseArguments({ text: 'a' })).toEqual({ text: 'a' });
+    expect(jsonSchemaCompiles()).toBe(compiledBefore + 1);
+  });
+
+  it('with a regex ajv refuses still fails where the tool is defined, with ajv’s own message', () => {
+    const define =
+      (pattern: RegExp, record = false) =>
+      () =>
+        defineTool({
+          name: 'test.badregex',
+          description: 'Carries a regex the u flag refuses.',
+          input: z.object({
+            a: record
+              ? z.record(z.string().regex(pattern), z.string())
+              : z.array(z.string().regex(pattern)).optional(),
+          }),
+          handler: () => 1,
+        });
+    for (const [pattern, record, problem] of [
+      [/[\w-x]/, false, '/[\\w-x]/u: Invalid character class'],
+      [/a{/, false, '/a{/u: Incomplete quantifier'],
+      [/\-/, true, '/\\-/u: Invalid escape'],
+    ] as const) {
+      const error = (() => {
+        try {
+          define(pattern, record)();
+        } catch (caught) {
+          return caught as AgentMeshError;
+        }
+        throw new Error(`${String(pattern)} was accepted`);
+      })();
+      expect(error.code).toBe('invalid_config');
+      expect(error.message).toBe(
+        `the input schema of tool "test.badregex" does not compile: Invalid regular expression: ${problem}`,
+      );
+    }
+  });
+
+  it('does not take data that holds a "pattern" key for a schema', () => {
+    expect(() =>
+      defineTool({
+        name: 'test.data',
+        description: 'A default that looks like a schema.',
+        input: z.object({ filter: z.object({ pattern: z.string() }).default({ pattern: '(' }) }),
+        handler: () => 1,
+      }),
+    ).not.toThrow();
   });
 });
