@@ -214,10 +214,7 @@ export const FAST_CHECK_COMPILE_AFTER = 32;
  * callers check them themselves. A schema JSON Schema cannot express gives a check that always fails. With
  * `deferral` it is compiled later and answers false until then: only for a caller that has a fallback for false.
  */
-export function outputCheck(
-  schema: z.ZodType,
-  deferral?: CompileDeferral,
-): (value: unknown) => boolean {
+export function outputCheck(schema: z.ZodType, deferral?: CompileDeferral): (value: unknown) => boolean {
   return jsonSchemaCheck(schema, 'output', deferral);
 }
 
