@@ -21,7 +21,7 @@ import { LiveTools } from './live-tools.js';
 import { WorkerLiveness } from './liveness.js';
 import { PulseKeys } from './pulses.js';
 import { CatalogQueries } from './queries.js';
-import { Registrar, warmRegisterCheck } from './registration.js';
+import { Registrar } from './registration.js';
 import { CatalogKeys, parseWorkerRecord, type WorkerRecord } from './registry.js';
 import { RegistrationPolicy, type RegistrationRoles } from './role-policy.js';
 import {
@@ -159,7 +159,6 @@ export class Catalog {
     this.signal?.throwIfAborted();
     this.started = true;
     try {
-      warmRegisterCheck();
       await this.bucket.open();
       this.subscriptions = serveCatalog({
         bus: this.bus,

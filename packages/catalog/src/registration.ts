@@ -2,6 +2,7 @@ import {
   CatalogRegisterSchema,
   fastValidator,
   isToolName,
+  itemCount,
   type CatalogRegister,
   type CatalogRegisterReply,
   type Logger,
@@ -20,17 +21,15 @@ import {
 } from './registry.js';
 
 /**
- * Register requests are checked by an ajv validator compiled once from the schema (a request that fails it, or lacks
- * a default, goes through zod, which names the offending field as before): zod copies every one of the specs.
+ * Register requests are checked by an ajv validator compiled from the schema once a few dozen tools have been
+ * registered (until then, and for a request that fails it or lacks a default, zod checks them and names the offending
+ * field): zod copies every one of the specs. A request counts once per tool it carries.
  */
-export const checkRegister = fastValidator(CatalogRegisterSchema, (request) =>
-  request.tools.every((spec) => isToolName(spec.name)),
+export const checkRegister = fastValidator(
+  CatalogRegisterSchema,
+  (request) => request.tools.every((spec) => isToolName(spec.name)),
+  (request) => 1 + itemCount(request, 'tools'),
 );
-
-/** Compiles the register check now (tens of ms) rather than inside the first worker's registration. */
-export function warmRegisterCheck(): void {
-  checkRegister({ worker_id: 'warm', tools: [] }, 'catalog register request');
-}
 
 export interface RegistrarOptions {
   bucket: CatalogBucket;

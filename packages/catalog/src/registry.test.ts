@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ToolSpecSchema, type ToolSpec } from '@agentmesh/protocol';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -282,5 +282,29 @@ describe('ToolRegistry', () => {
     expect(registry.live('json.format')?.spec.description).toBe('old');
     registry.setWorker('workers.old', undefined, 4);
     expect(registry.live('json.format')).toBeUndefined();
+  });
+});
+
+describe('compareVersions, loaded', () => {
+  it('makes no ICU collator until two different versions are compared', async () => {
+    const Collator = Intl.Collator;
+    let made = 0;
+    Intl.Collator = class extends Collator {
+      constructor(...args: ConstructorParameters<typeof Collator>) {
+        super(...args);
+        made++;
+      }
+    } as typeof Intl.Collator;
+    try {
+      vi.resetModules();
+      const fresh = await import('./registry.js');
+      expect(fresh.compareVersions('1', '1')).toBe(0);
+      expect(made).toBe(0);
+      expect(fresh.compareVersions('1.10', '1.9')).toBeGreaterThan(0);
+      expect(fresh.compareVersions('2', '10')).toBeLessThan(0);
+      expect(made).toBe(1);
+    } finally {
+      Intl.Collator = Collator;
+    }
   });
 });

@@ -30,11 +30,13 @@ export interface SpecConflict {
   workers: string[];
 }
 
-const versionCollator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
+/** Made at the first two versions compared: an ICU collator takes milliseconds to make, most processes need none. */
+let versionCollator: Intl.Collator | undefined;
 
 /** Orders versions numerically where they are numbers (`1.10` after `1.9`, `2` after `1`). */
 export function compareVersions(a: string, b: string): number {
   if (a === b) return 0;
+  versionCollator ??= new Intl.Collator('en', { numeric: true, sensitivity: 'base' });
   return versionCollator.compare(a, b) || (a < b ? -1 : 1);
 }
 

@@ -1,5 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { NOT_COPIED, decodeText, jsonCopy, parseJson } from './codec.js';
+import { z } from 'zod';
+import {
+  FAST_CHECK_COMPILE_AFTER,
+  NOT_COPIED,
+  decodeText,
+  fastValidator,
+  itemCount,
+  jsonCopy,
+  outputCheck,
+  parseJson,
+  validate,
+} from './codec.js';
+import { jsonSchemaCompiles } from './json-schema-check.js';
 
 describe('decodeText', () => {
   it('decodes exactly as TextDecoder does: multi-byte text, a leading BOM, malformed and cut sequences', () => {
@@ -89,5 +101,87 @@ describe('jsonCopy', () => {
       delete proto['polluted'];
     }
     expect(jsonCopy({ a: 1 }, 1 << 20)).toEqual({ a: 1 });
+  });
+});
+
+describe('fastValidator', () => {
+  const Schema = z
+    .object({
+      name: z.string().min(1),
+      items: z.array(z.number().int()),
+      mode: z.enum(['a', 'b']).default('a'),
+    })
+    .strict();
+  const valid = { name: 'x', items: [1, 2], mode: 'b' as const };
+  const defaulted = { name: 'y', items: [] };
+  const invalid = [
+    { name: '', items: [1.5], mode: 'c' },
+    { items: 'no' },
+    null,
+    'text',
+    { ...valid, extra: 1 },
+  ];
+
+  /** What each value gives: the value, or the error's code and message. */
+  const answer = (check: (value: unknown, what: string) => unknown, value: unknown) => {
+    try {
+      return { value: check(value, 'thing') };
+    } catch (error) {
+      return { error: `${(error as { code: string }).code}: ${(error as Error).message}` };
+    }
+  };
+
+  it('answers exactly as zod does before and after it compiles, and compiles only past the threshold', () => {
+    const check = fastValidator(Schema);
+    const zod = (value: unknown, what: string) => validate(Schema, value, what);
+    const compiledBefore = jsonSchemaCompiles();
+    for (let call = 1; call <= FAST_CHECK_COMPILE_AFTER + 8; call++) {
+      const value = [valid, defaulted, ...invalid][call % (invalid.length + 2)];
+      expect(answer(check, value)).toStrictEqual(answer(zod, value));
+      expect(jsonSchemaCompiles() - compiledBefore).toBe(call <= FAST_CHECK_COMPILE_AFTER ? 0 : 1);
+    }
+    const passed = { ...valid };
+    expect(check(passed, 'thing')).toBe(passed); // compiled: a value in its output form is returned as it is
+  });
+
+  it('counts a value for what its weight says, so a large request compiles at once', () => {
+    const check = fastValidator(Schema, undefined, (value) => itemCount(value, 'items'));
+    const compiledBefore = jsonSchemaCompiles();
+    expect(check(valid, 'thing')).toStrictEqual(valid);
+    expect(jsonSchemaCompiles()).toBe(compiledBefore);
+    const large = {
+      name: 'z',
+      items: Array.from({ length: FAST_CHECK_COMPILE_AFTER }, (_, i) => i),
+      mode: 'a',
+    };
+    expect(check(large, 'thing')).toBe(large);
+    expect(jsonSchemaCompiles()).toBe(compiledBefore + 1);
+  });
+
+  it('weighs hostile values without throwing', () => {
+    for (const value of [null, undefined, 5, 'items', [], { items: 'no' }, { items: { length: 9 } }])
+      expect(itemCount(value, 'items')).toBe(0);
+    expect(itemCount({ items: [1, 2, 3] }, 'items')).toBe(3);
+  });
+});
+
+describe('outputCheck', () => {
+  it('without a deferral compiles on its first call and passes a valid value then', () => {
+    const check = outputCheck(z.object({ free: z.number().int().min(1) }).strict());
+    const compiledBefore = jsonSchemaCompiles();
+    expect(check({ free: 1 })).toBe(true);
+    expect(jsonSchemaCompiles()).toBe(compiledBefore + 1);
+    expect(check({ free: 0 })).toBe(false);
+    expect(check({ free: 1, extra: true })).toBe(false);
+  });
+
+  it('with a deferral answers "not checked" until it has been asked enough', () => {
+    const check = outputCheck(z.object({ free: z.number() }), { after: 3 });
+    const compiledBefore = jsonSchemaCompiles();
+    expect([1, 2, 3].map(() => check({ free: 1 }))).toEqual([false, false, false]);
+    expect(jsonSchemaCompiles()).toBe(compiledBefore);
+    expect(check({ free: 1 })).toBe(true);
+    expect(check({ free: 'x' })).toBe(false);
+    expect(jsonSchemaCompiles()).toBe(compiledBefore + 1);
   });
 });

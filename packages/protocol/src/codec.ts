@@ -1,6 +1,8 @@
-import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { z } from 'zod';
 import { AgentMeshError, ErrorCode } from './errors.js';
+import { jsonSchemaCheck, type CompileDeferral } from './json-schema-check.js';
+
+export type { CompileDeferral } from './json-schema-check.js';
 
 const encoder = new TextEncoder();
 /** Node's own UTF-8 decoder, which skips the argument checks TextDecoder runs on every call. */
@@ -198,63 +200,53 @@ export function decodeMessage<S extends z.ZodType>(
   return validate(schema, value, what, code);
 }
 
-let checker: Ajv2020 | undefined;
+/**
+ * How many units of work (calls, unless the caller weighs its values) a {@link fastValidator} hands to zod before it
+ * compiles its ajv check: zod parses one message in about 10 us, ajv compiles a message schema in 10-40 ms, so a
+ * short-lived process (a CLI run, a test) never compiles, while a long-lived one compiles within its first few dozen
+ * messages. Zod decides meanwhile, so the answers are the same either way.
+ */
+export const FAST_CHECK_COMPILE_AFTER = 32;
 
 /**
  * An ajv check compiled (once, on first use) from the JSON Schema of a zod schema's output side: it passes only values
  * already in the output form (every default present, no unknown key). Zod refinements are not in the JSON Schema, so
- * callers check them themselves. A schema JSON Schema cannot express gives a check that always fails.
+ * callers check them themselves. A schema JSON Schema cannot express gives a check that always fails. With
+ * `deferral` it is compiled later and answers false until then: only for a caller that has a fallback for false.
  */
-export function outputCheck(schema: z.ZodType): (value: unknown) => boolean {
-  return jsonSchemaCheck(schema, 'output');
+export function outputCheck(schema: z.ZodType, deferral?: CompileDeferral): (value: unknown) => boolean {
+  return jsonSchemaCheck(schema, 'output', deferral);
 }
 
 /**
  * {@link outputCheck} for the input side of a zod schema: fields with a default may be absent. A value that passes is
  * one zod would accept (refinements aside), though zod would still fill in its defaults.
  */
-export function inputCheck(schema: z.ZodType): (value: unknown) => boolean {
-  return jsonSchemaCheck(schema, 'input');
-}
-
-function jsonSchemaCheck(schema: z.ZodType, io: 'input' | 'output'): (value: unknown) => boolean {
-  let check: ValidateFunction | ((value: unknown) => boolean) | undefined;
-  return (value) => {
-    if (check === undefined) {
-      try {
-        const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
-          target: 'draft-2020-12',
-          io,
-          unrepresentable: 'throw',
-        });
-        checker ??= new Ajv2020({
-          strict: false,
-          logger: false,
-          unicode: false,
-          validateFormats: false,
-          validateSchema: false,
-        });
-        check = checker.compile(json);
-      } catch {
-        check = () => false;
-      }
-    }
-    return check(value) === true;
-  };
+export function inputCheck(schema: z.ZodType, deferral?: CompileDeferral): (value: unknown) => boolean {
+  return jsonSchemaCheck(schema, 'input', deferral);
 }
 
 /**
  * {@link validate} for hot paths: a JSON-decoded value that passes {@link outputCheck} (and `refine`, for the zod
  * refinements JSON Schema cannot carry) is returned as it is; anything else goes through zod, which fills defaults,
- * strips unknown keys or throws naming the offending fields.
+ * strips unknown keys or throws naming the offending fields. The check is compiled after
+ * {@link FAST_CHECK_COMPILE_AFTER} calls, or that many units of `weight` (say, one per item a request carries).
  */
 export function fastValidator<S extends z.ZodType>(
   schema: S,
   refine?: (value: z.output<S>) => boolean,
+  weight?: (value: unknown) => number,
 ): (value: unknown, what: string, code?: string) => z.output<S> {
-  const check = outputCheck(schema);
+  const check = outputCheck(schema, { after: FAST_CHECK_COMPILE_AFTER, weight });
   return (value, what, code = ErrorCode.InvalidMessage) =>
     check(value) && (refine === undefined || refine(value as z.output<S>))
       ? (value as z.output<S>)
       : validate(schema, value, what, code);
+}
+
+/** How many items `value[key]` holds when it is an array (0 otherwise): a {@link fastValidator} weight for any value. */
+export function itemCount(value: unknown, key: string): number {
+  if (typeof value !== 'object' || value === null) return 0;
+  const items = (value as Record<string, unknown>)[key];
+  return Array.isArray(items) ? items.length : 0;
 }

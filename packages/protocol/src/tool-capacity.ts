@@ -21,6 +21,7 @@ interface Listener {
   idle: NodeJS.Timeout | undefined;
 }
 
+/** Compiled on its first notice, not deferred: a notice it fails is dropped, there is no zod fallback to decide. */
 const checkCapacity = outputCheck(ToolCapacitySchema);
 
 /**

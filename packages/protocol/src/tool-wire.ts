@@ -1,5 +1,6 @@
 import type { Bus, BusMessage } from './bus/types.js';
 import {
+  FAST_CHECK_COMPILE_AFTER,
   NOT_COPIED,
   fastValidator,
   inputCheck,
@@ -163,8 +164,9 @@ function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
 }
 
 const checkOutcome = fastValidator(ToolOutcomeSchema);
-const invocationCheck = outputCheck(ToolInvocationSchema);
-const invocationInputCheck = inputCheck(ToolInvocationSchema);
+/** Zod parses an invocation until these checks have been asked often enough to be worth compiling. */
+const invocationCheck = outputCheck(ToolInvocationSchema, { after: FAST_CHECK_COMPILE_AFTER });
+const invocationInputCheck = inputCheck(ToolInvocationSchema, { after: FAST_CHECK_COMPILE_AFTER });
 const checkedToolNames = new Set<string>();
 
 function isCheckedToolName(name: unknown): boolean {

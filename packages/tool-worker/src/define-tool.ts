@@ -22,7 +22,7 @@ import {
 import type { ValidateFunction } from 'ajv/dist/2020.js';
 import { TenantArtifacts, type ArtifactStore } from './artifacts.js';
 import { resolvePolicy } from './policy.js';
-import { checkValue, compileJsonSchema, identityCheck, toJsonSchema } from './schema.js';
+import { checkValue, deferredJsonSchema, identityCheck, toJsonSchema } from './schema.js';
 
 /**
  * What a handler gets besides its arguments. None of it appears in a schema: the model never sees or sets it.
@@ -169,7 +169,7 @@ export function defineTool<I extends z.ZodType, O extends z.ZodType = z.ZodUnkno
 function describeTool<I extends z.ZodType, O extends z.ZodType>(
   definition: ToolDefinition<I, O>,
   what: string,
-): { spec: ToolSpec; policy: RetryPolicy; checkInput: ValidateFunction } {
+): { spec: ToolSpec; policy: RetryPolicy; checkInput: () => ValidateFunction } {
   const { name } = definition;
   assertToolName(name);
   if (typeof definition.description !== 'string' || definition.description.trim() === '')
@@ -186,7 +186,7 @@ function describeTool<I extends z.ZodType, O extends z.ZodType>(
     definition.output === undefined
       ? undefined
       : toJsonSchema(definition.output, 'output', `the output schema of ${what}`);
-  const checkInput = compileJsonSchema(inputSchema, `the input schema of ${what}`);
+  const checkInput = deferredJsonSchema(inputSchema, `the input schema of ${what}`);
   const policy = resolvePolicy(definition.retry, definition.timeoutMs);
   const safety = ToolSafetySchema.safeParse(definition.safety ?? {});
   if (!safety.success)

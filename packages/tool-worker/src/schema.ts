@@ -31,8 +31,16 @@ export function toJsonSchema(schema: z.ZodType, io: 'input' | 'output', what: st
   }
 }
 
+let schemaCompiles = 0;
+
+/** How many schemas {@link compileJsonSchema} has compiled in this process, for tests. */
+export function jsonSchemaCompiles(): number {
+  return schemaCompiles;
+}
+
 /** Compiles a JSON Schema once, alone in its ajv; the returned check is reused for every call. */
 export function compileJsonSchema(schema: JsonSchema, what: string): ValidateFunction {
+  schemaCompiles++;
   const { $schema: _ignored, ...body } = schema;
   try {
     return ajv().compile(body);
@@ -44,6 +52,71 @@ export function compileJsonSchema(schema: JsonSchema, what: string): ValidateFun
         retryable: false,
         cause: error,
       },
+    );
+  }
+}
+
+/**
+ * {@link compileJsonSchema} put off until the check is first asked for: a worker or CLI run defines every tool of its
+ * packs and calls few of them, and ajv takes milliseconds a schema (more for the first). What makes a schema derived
+ * from zod fail to compile is a regex the `u` flag ajv uses refuses: that is tried now, so such a tool still fails
+ * with `invalid_config` where it is defined. A JSON Schema keyword ajv refuses (only a `.meta()` override can put one
+ * there) fails with the same error at the first check.
+ */
+export function deferredJsonSchema(schema: JsonSchema, what: string): () => ValidateFunction {
+  assertPatternsCompile(schema, what, 0);
+  let check: ValidateFunction | undefined;
+  return () => (check ??= compileJsonSchema(schema, what));
+}
+
+const SUBSCHEMA: ReadonlySet<string> = new Set([
+  'additionalProperties',
+  'items',
+  'contains',
+  'not',
+  'if',
+  'then',
+  'else',
+  'propertyNames',
+  'unevaluatedProperties',
+  'unevaluatedItems',
+]);
+const SUBSCHEMA_LISTS: ReadonlySet<string> = new Set(['prefixItems', 'anyOf', 'oneOf', 'allOf']);
+const SUBSCHEMA_MAPS: ReadonlySet<string> = new Set([
+  'properties',
+  'patternProperties',
+  '$defs',
+  'definitions',
+  'dependentSchemas',
+]);
+
+/**
+ * Compiles every `pattern` and `patternProperties` key of a schema and its subschemas as ajv will (`u` flag), throwing
+ * as it would. Only schema positions are walked: a `default` or `const` value holding a "pattern" key is data.
+ */
+function assertPatternsCompile(schema: unknown, what: string, depth: number): void {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema) || depth > 64) return;
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'pattern' && typeof value === 'string') tryPattern(value, what);
+    else if (SUBSCHEMA.has(key)) assertPatternsCompile(value, what, depth + 1);
+    else if (SUBSCHEMA_LISTS.has(key) && Array.isArray(value))
+      for (const item of value) assertPatternsCompile(item, what, depth + 1);
+    else if (SUBSCHEMA_MAPS.has(key) && typeof value === 'object' && value !== null)
+      for (const [name, sub] of Object.entries(value)) {
+        if (key === 'patternProperties') tryPattern(name, what);
+        assertPatternsCompile(sub, what, depth + 1);
+      }
+  }
+}
+
+function tryPattern(pattern: string, what: string): void {
+  try {
+    new RegExp(pattern, 'u');
+  } catch (error) {
+    throw new AgentMeshError(
+      ErrorCode.InvalidConfig,
+      `${what} does not compile: ${(error as Error).message}`,
+      { retryable: false, cause: error },
     );
   }
 }
@@ -72,13 +145,14 @@ function describeAjvErrors(errors: ErrorObject[] | null | undefined): string {
  */
 export function checkValue<T>(
   value: unknown,
-  check: ValidateFunction,
+  compiled: () => ValidateFunction,
   schema: z.ZodType<T>,
   code: string,
   what: string,
   pass?: (value: unknown) => boolean,
 ): T {
   if (pass?.(value) === true) return value as T;
+  const check = compiled();
   if (!check(value))
     throw new AgentMeshError(code, `invalid ${what}: ${describeAjvErrors(check.errors)}`, {
       retryable: false,
@@ -100,14 +174,43 @@ export function checkValue<T>(
 }
 
 let exact: Ajv2020 | undefined;
+let identityCompiles = 0;
+
+/** How many identity checks this process has compiled, for tests. */
+export function identityCheckCompiles(): number {
+  return identityCompiles;
+}
 
 /**
- * A compiled check that passes exactly the values zod would return unchanged: it exists only when every part of the
- * schema is one JSON Schema renders faithfully (no refinement, transform, string format other than a flagless
- * regex, readonly, lazy, union of objects...). Values it rejects still go through zod. Undefined when there is none.
+ * How many values an identity check hands straight to its fallback before it compiles: ajv takes milliseconds to
+ * compile one, the fallback tens of microseconds a value, and a short-lived worker or CLI run may never call the tool.
  */
-export function identityCheck(schema: z.ZodType): ((value: unknown) => boolean) | undefined {
+export const IDENTITY_COMPILE_AFTER = 32;
+
+/**
+ * A check that passes exactly the values zod would return unchanged: it exists only when every part of the schema is
+ * one JSON Schema renders faithfully (no refinement, transform, string format other than a flagless regex, readonly,
+ * lazy, union of objects...). Values it rejects still go through zod. Undefined when there is none. It answers false
+ * for its first `compileAfter` values, then compiles (once) and checks.
+ */
+export function identityCheck(
+  schema: z.ZodType,
+  compileAfter = IDENTITY_COMPILE_AFTER,
+): ((value: unknown) => boolean) | undefined {
   if (!isExact(schema, new Set())) return undefined;
+  let check: ((value: unknown) => unknown) | undefined;
+  let asked = 0;
+  return (value) => {
+    if (check === undefined) {
+      if (++asked <= compileAfter) return false;
+      check = compileIdentityCheck(schema);
+    }
+    return check(value) === true;
+  };
+}
+
+function compileIdentityCheck(schema: z.ZodType): (value: unknown) => unknown {
+  identityCompiles++;
   try {
     const { $schema: _ignored, ...json } = z.toJSONSchema(schema, {
       target: 'draft-2020-12',
@@ -123,10 +226,9 @@ export function identityCheck(schema: z.ZodType): ((value: unknown) => boolean) 
       validateFormats: false,
       validateSchema: false,
     });
-    const check = exact.compile(json);
-    return (value) => check(value) === true;
+    return exact.compile(json);
   } catch {
-    return undefined;
+    return () => false;
   }
 }
 

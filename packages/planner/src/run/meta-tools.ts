@@ -7,6 +7,7 @@ import {
   ErrorCode,
   fastValidator,
   isToolName,
+  itemCount,
   requestJsonRetrying,
   toErrorPayload,
   type Bus,
@@ -152,12 +153,14 @@ async function artifactFetch(
 }
 
 /**
- * Every run lists its tools: the reply is checked by a compiled ajv validator (zod only for a reply that fails it, to
- * name the field), with the tool-name rule JSON Schema cannot carry checked here.
+ * Every run lists its tools: the reply is checked by a compiled ajv validator once a few dozen tools have been listed
+ * (zod until then, and for a reply that fails it, to name the field), with the tool-name rule JSON Schema cannot carry
+ * checked here. A reply counts once per tool and spec it carries.
  */
 const checkListReply = fastValidator(
   CatalogListReplySchema,
   (reply) => reply.specs === undefined || reply.specs.every((spec) => isToolName(spec.name)),
+  (reply) => 1 + itemCount(reply, 'tools') + itemCount(reply, 'specs'),
 );
 
 /** How many tool scopes (allow, deferred and always lists) a planner keeps the catalog's last list of. */

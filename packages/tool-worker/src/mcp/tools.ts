@@ -125,7 +125,7 @@ export function mcpTool(options: McpToolOptions): Tool<Record<string, unknown>, 
   const parseArguments = (args: unknown): Record<string, unknown> =>
     checkValue(
       args ?? {},
-      checkInput,
+      () => checkInput,
       anyValue,
       ErrorCode.InvalidArguments,
       `arguments for ${name}`,
@@ -133,7 +133,7 @@ export function mcpTool(options: McpToolOptions): Tool<Record<string, unknown>, 
   const checkOutput = (output: unknown): unknown =>
     checkOutputSchema === undefined || typeof output === 'string'
       ? output
-      : checkValue(output, checkOutputSchema, anyValue, ErrorCode.InvalidOutput, `output of ${name}`);
+      : checkValue(output, () => checkOutputSchema, anyValue, ErrorCode.InvalidOutput, `output of ${name}`);
   const runHandler = async (args: Record<string, unknown>, ctx: ToolContext): Promise<unknown> => {
     const result = await connection.callTool(info.name, args, {
       signal: ctx.signal,

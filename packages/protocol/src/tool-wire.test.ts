@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { FAST_CHECK_COMPILE_AFTER, validate } from './codec.js';
+import { ErrorCode } from './errors.js';
+import { jsonSchemaCompiles } from './json-schema-check.js';
+import { ToolInvocationSchema } from './schemas.js';
+import { checkInvocationInput, parseToolInvocation } from './tool-wire.js';
+
+const valid = () => ({ call_id: 'c1', tool: 'math.calc', arguments: { lhs: 2 }, run_id: 'r1' });
+const values = (): unknown[] => [
+  valid(),
+  { ...valid(), identity: { tenant: 't1', user: 'u' }, attempt: 2, timeout_ms: 500 },
+  { ...valid(), tool: 'Not A Tool' },
+  { ...valid(), attempt: 0 },
+  { ...valid(), extra: true },
+  { call_id: '' },
+  null,
+  'text',
+];
+
+/** What a value gives: the value, or the error's code and message. */
+function answer(parse: (value: unknown) => unknown, value: unknown) {
+  try {
+    return { value: parse(value) };
+  } catch (error) {
+    return { error: `${(error as { code: string }).code}: ${(error as Error).message}` };
+  }
+}
+
+describe('tool invocation checks', () => {
+  it('parse invocations exactly as zod does before and after their checks compile, only past the threshold', () => {
+    const compiledBefore = jsonSchemaCompiles();
+    const zod = (code: string) => (value: unknown) =>
+      validate(ToolInvocationSchema, value, 'tool invocation', code);
+    const parse = (value: unknown) =>
+      parseToolInvocation(value, 'tool invocation', ErrorCode.InvalidMessage, true);
+    let asked = 0; // both checks are asked about every object
+    while (asked <= FAST_CHECK_COMPILE_AFTER + 8)
+      for (const value of values()) {
+        if (typeof value === 'object' && value !== null) asked++;
+        expect(answer(parse, value)).toStrictEqual(answer(zod(ErrorCode.InvalidMessage), value));
+        const input = answer((v) => checkInvocationInput(v as never), value);
+        const expected = answer(zod(ErrorCode.InvalidRequest), value);
+        if ('error' in expected) expect(input).toStrictEqual(expected);
+        else expect(validate(ToolInvocationSchema, input.value, 'again')).toStrictEqual(expected.value);
+        expect(jsonSchemaCompiles() - compiledBefore).toBe(asked <= FAST_CHECK_COMPILE_AFTER ? 0 : 2);
+      }
+    const owned = valid();
+    expect(parseToolInvocation(owned, 'tool invocation')).toBe(owned); // compiled: checked in place
+  });
+});
