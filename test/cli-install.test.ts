@@ -27,12 +27,12 @@ function npm(args: string[], cwd = REPO_ROOT) {
 }
 
 /** Runs the installed `agentmesh` from a folder that is not the repository. */
-function agentmeshFrom(prefix: string, args: string[]) {
+function agentmeshFrom(prefix: string, args: string[], extraEnv: Record<string, string> = {}) {
   const cwd = temp('elsewhere');
   return spawnSync(join(prefix, 'bin', 'agentmesh'), args, {
     cwd,
     encoding: 'utf8',
-    env: { ...cleanEnv(), PATH: `${join(prefix, 'bin')}:${process.env['PATH']}` },
+    env: { ...cleanEnv(extraEnv), PATH: `${join(prefix, 'bin')}:${process.env['PATH']}` },
     timeout: 60_000,
   });
 }
@@ -63,6 +63,15 @@ describe('agentmesh on the PATH, outside the repository', () => {
     const prefix = temp('prefix-packed');
     npm(['install', '-g', '--prefix', prefix, '--prefer-offline', ...tarballs.map((t) => join(packs, t))]);
     expectWorks(prefix);
+    // the tarballs leave out tsc's build info, so the installed command runs its bundle
+    const log = join(temp('modules'), 'modules.txt');
+    const recorder = join(REPO_ROOT, 'test', 'fixtures', 'record-modules.mjs');
+    const version = agentmeshFrom(prefix, ['--version'], {
+      NODE_OPTIONS: `--import=${recorder}`,
+      AGENTMESH_MODULE_LOG: log,
+    });
+    expect(version.status, version.stderr).toBe(0);
+    expect(readFileSync(log, 'utf8')).toMatch(/@agentmesh\/cli\/dist\/bundle\/main\.js$/m);
   }, 300_000);
 });
 
