@@ -16,7 +16,8 @@ for (const ws of root.workspaces) {
   const pkg = JSON.parse(readFileSync(join(ws, 'package.json'), 'utf8'));
   mkdirSync(join(out, ws), { recursive: true });
   cpSync(join(ws, 'package.json'), join(out, ws, 'package.json'));
-  for (const entry of pkg.files ?? []) {
+  // a "!pattern" entry leaves files out of a pack; the staged copy leaves out build info and tests by itself
+  for (const entry of (pkg.files ?? []).filter((e) => !e.startsWith('!'))) {
     const from = join(ws, entry);
     if (!existsSync(from)) {
       console.error(`stage-runtime: ${from} is missing (listed in ${ws}/package.json "files"); build first`);

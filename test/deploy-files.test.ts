@@ -950,7 +950,10 @@ describe('deploy/Dockerfile and .dockerignore', () => {
       for (const w of ws) {
         mkdirSync(join(dir, w, 'dist'), { recursive: true });
         mkdirSync(join(dir, w, 'src'), { recursive: true });
-        writeFileSync(join(dir, w, 'package.json'), JSON.stringify({ name: w, files: ['dist'] }));
+        writeFileSync(
+          join(dir, w, 'package.json'),
+          JSON.stringify({ name: w, files: ['dist', '!dist/.tsbuildinfo'] }),
+        );
         writeFileSync(join(dir, w, 'dist', 'index.js'), 'export {};');
         writeFileSync(join(dir, w, 'dist', '.tsbuildinfo'), '{}');
         writeFileSync(join(dir, w, 'src', 'index.ts'), 'export {};');
