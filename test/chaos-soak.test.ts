@@ -18,7 +18,7 @@ interface ChaosReport {
     runs_wrong: number;
     effects_repeated: number;
     latency_ms: { p99: number };
-    daemons: { sent: number }[];
+    daemons: { sent: number; lost: number; twice: number; alive: boolean; errors: string[] }[];
   };
   rss_mb: Record<string, { max_mb: number }>;
   checks: Record<string, boolean>;
@@ -44,6 +44,13 @@ describe('chaos soak, CI form (60 s)', () => {
       kills: report.kills_by_kind,
       p99_ms: e.latency_ms.p99,
       rss_mb: report.rss_mb,
+      daemons: e.daemons.map((d) => ({
+        sent: d.sent,
+        lost: d.lost,
+        twice: d.twice,
+        alive: d.alive,
+        errors: d.errors,
+      })),
     });
     expect(e.runs_submitted).toBeGreaterThanOrEqual(100);
     expect(report.kills).toBeGreaterThanOrEqual(8);
