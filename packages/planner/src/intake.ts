@@ -15,7 +15,7 @@ import {
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
 import type { TenantQuotas } from './budgets/index.js';
-import { QUEUED_AT_HEADER } from './fair/fair-intake.js';
+import { QUEUED_AT_HEADER, type QueuedPlace } from './fair/fair-intake.js';
 import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.js';
 import { claimRecord } from './durable/keepers.js';
 import { runRecord } from './model/record.js';
@@ -161,7 +161,7 @@ export class RunIntake {
   async storeQueued(
     runId: string,
     request: RunRequest,
-    queued: { tenant: string; priority: number; position: number; redelivered: boolean },
+    queued: QueuedPlace,
   ): Promise<number> {
     if (queued.redelivered) {
       const last = await this.deps.infra.lastStoredEvent(runId);

@@ -70,8 +70,17 @@ export interface FairIntakeDeps {
   storeQueued(
     runId: string,
     request: RunRequest,
-    queued: { tenant: string; priority: number; position: number; redelivered: boolean },
+    queued: QueuedPlace,
   ): Promise<number>;
+}
+
+/** Where a run waits: `submitSeq` is its submission's sequence in the runs stream (its message follows it). */
+export interface QueuedPlace {
+  tenant: string;
+  priority: number;
+  position: number;
+  redelivered: boolean;
+  submitSeq: number;
 }
 
 /**
@@ -200,6 +209,7 @@ export class FairIntake {
         priority: place.priority,
         position: to,
         redelivered: item.deliveries > 1,
+        submitSeq: item.seq,
       });
       headers[QUEUED_SEQ_HEADER] = String(seq);
       await this.tq.waiting(place.tenant, place.priority);
