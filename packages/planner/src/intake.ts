@@ -158,11 +158,7 @@ export class RunIntake {
    * Stores `run.accepted` and `run.queued` for a run that waits in the fair intake and returns the seq of the
    * run's last stored event; a redelivered request finds its events stored and stores none again.
    */
-  async storeQueued(
-    runId: string,
-    request: RunRequest,
-    queued: QueuedPlace,
-  ): Promise<number> {
+  async storeQueued(runId: string, request: RunRequest, queued: QueuedPlace): Promise<number> {
     if (queued.redelivered) {
       const last = await this.deps.infra.lastStoredEvent(runId);
       if (last !== undefined) return last.seq;

@@ -67,11 +67,7 @@ export interface FairIntakeDeps {
    * Stores `run.accepted` and `run.queued` for a run that waits (once: a redelivery finds them stored) and returns
    * the seq of the last event stored for the run.
    */
-  storeQueued(
-    runId: string,
-    request: RunRequest,
-    queued: QueuedPlace,
-  ): Promise<number>;
+  storeQueued(runId: string, request: RunRequest, queued: QueuedPlace): Promise<number>;
 }
 
 /** Where a run waits: `submitSeq` is its submission's sequence in the runs stream (its message follows it). */
