@@ -348,7 +348,7 @@ describe('deploy/nats/nats.conf', () => {
         expect(contractSubjects, subject).toContain(subject);
       } else if (subject.startsWith('$JS.API.')) {
         const m =
-          /^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|MSG\.GET|PURGE)|DIRECT\.GET|CONSUMER\.(?:CREATE|DURABLE\.CREATE|INFO|DELETE|MSG\.NEXT|NAMES|LIST))\.([^.]+)(?:\.(.+))?$/.exec(
+          /^\$JS\.API\.(?:STREAM\.(?:INFO|CREATE|UPDATE|MSG\.GET|MSG\.DELETE|PURGE)|DIRECT\.GET|CONSUMER\.(?:CREATE|DURABLE\.CREATE|INFO|DELETE|MSG\.NEXT|NAMES|LIST))\.([^.]+)(?:\.(.+))?$/.exec(
             subject,
           );
         if (m === null) {
@@ -356,6 +356,8 @@ describe('deploy/nats/nats.conf', () => {
           continue;
         }
         expect(streams.has(m[1]!), `${subject}: stream ${m[1]}`).toBe(true);
+        // messages are deleted from the runs stream only (a cancelled waiting run's, by the planners)
+        if (subject.startsWith('$JS.API.STREAM.MSG.DELETE.')) expect(m[1], subject).toBe(RUNS_STREAM);
         if (m[1] === RUNS_STREAM && subject.startsWith('$JS.API.CONSUMER.'))
           expect(
             fairIntakeGrant(subject) || m[2]?.split('.')[0] === PLANNER_DURABLE,

@@ -1,17 +1,23 @@
 /**
  * Cancel of a run waiting in its tenant's queue (fair intake, real nats-server, 2 planners): the run ends cancelled at
- * once, never starts (no run.started, no tool call), leaves the tenant's `max_queued_runs` count, and the next run
- * starts in its place once the running one ends. Cancel twice answers like a finished run; another tenant's cancel is
- * `not_found`; the tenant API and a plain publish on `runs.<id>.cancel` cancel a waiting run too.
+ * once, never starts (no run.started, no tool call), leaves the tenant's `max_queued_runs` count and its queued count
+ * (`agentmesh status`, the `agentmesh_tenant_queued_runs` gauge: its message is deleted from the queue), and the next
+ * run starts in its place once the running one ends. Cancel twice answers like a finished run; another tenant's cancel
+ * is `not_found`; the tenant API and a plain publish on `runs.<id>.cancel` cancel a waiting run too. A run queued by
+ * an older planner (`run.queued` without `submit_seq`) cancels as before: its message stays until a planner drops it.
  */
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   RunEventSchema,
   TenantCancelReplySchema,
+  createActorMetrics,
   encodeJson,
   isAgentMeshError,
+  openRunEventLog,
+  openRunIntake,
   parseJson,
   requestJson,
+  setProcessMetrics,
   subjects,
   tenantSubjects,
   type RunEvent,
@@ -26,7 +32,7 @@ import {
   submitRun,
   tenantWaitingBucket,
 } from '@agentmesh/planner';
-import { runAgentmesh } from './helpers/cli.js';
+import { cleanEnv, runAgentmesh, type CliResult } from './helpers/cli.js';
 import { startDeployFleet } from './helpers/deploy-nats.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 import { EventBoard, until, waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
@@ -37,6 +43,24 @@ const TENANT = 'capped';
 
 let fleet: NatsFleet | undefined;
 let sub: Subscription | undefined;
+const metrics = createActorMetrics('planner');
+
+beforeAll(() => setProcessMetrics(metrics));
+
+/** The tenant's queued count in `agentmesh status --json` (`tenants: [{tenant, queued, running}]`). */
+async function statusQueued(run: Promise<CliResult>, tenant: string): Promise<number | undefined> {
+  const result = await run;
+  expect(result.stderr).toBe('');
+  const status = JSON.parse(result.stdout) as { tenants: { tenant: string; queued: number }[] };
+  return status.tenants.find((t) => t.tenant === tenant)?.queued;
+}
+
+/** The planners' `agentmesh_tenant_queued_runs` gauge of `tenant`. */
+async function queuedGauge(tenant: string): Promise<number | undefined> {
+  const line = new RegExp(`^agentmesh_tenant_queued_runs\\{[^}]*tenant="${tenant}"[^}]*\\} (\\d+)$`, 'm');
+  const found = line.exec(await metrics.scrape());
+  return found === null ? undefined : Number(found[1]);
+}
 
 afterAll(async () => {
   sub?.unsubscribe();
@@ -87,6 +111,48 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
     for (const id of ['qc-2', 'qc-6', 'qc-3', 'qc-4', 'qc-5']) await submit(id);
     for (const id of ['qc-2', 'qc-6', 'qc-3', 'qc-4', 'qc-5']) await eventOf(id, 'run.queued');
     expect((await waiting()).sort()).toEqual(['qc-2', 'qc-3', 'qc-4', 'qc-5', 'qc-6']);
+    for (const id of ['qc-2', 'qc-6', 'qc-3', 'qc-4', 'qc-5'])
+      expect(board.of(id).find((e) => e.type === 'run.queued')).toMatchObject({
+        submit_seq: expect.any(Number),
+      });
+    const status = () =>
+      statusQueued(
+        runAgentmesh(['status', '--json', '--nats', natsUrl, '--prefix', f.prefix], { env: cleanEnv() }),
+        TENANT,
+      );
+    await until('5 runs queued in agentmesh status', async () => (await status()) === 5);
+
+    // a run queued by an older planner: its run.queued has no submit_seq (events, then its message, as it stored them)
+    const log = await openRunEventLog(f.client, f.prefix);
+    const ts = new Date().toISOString();
+    const oldEvents = [
+      {
+        type: 'run.accepted',
+        run_id: 'qc-old',
+        seq: 1,
+        ts,
+        task: 'queued cancel',
+        identity: { tenant: TENANT },
+      },
+      { type: 'run.queued', run_id: 'qc-old', seq: 2, ts, tenant: TENANT, priority: 3, position: 6 },
+    ];
+    for (const e of oldEvents) await log.append(subjects(f.prefix).runEvents('qc-old'), e.seq, encodeJson(e));
+    await (
+      await openRunIntake(f.client, f.prefix)
+    ).submit(
+      encodeJson({
+        id: 'qc-old',
+        task: 'queued cancel',
+        identity: { tenant: TENANT },
+        script: [{ text: 'no' }],
+      }),
+      {
+        dedupeId: 'q-qc-old',
+        subject: subjects(f.prefix).queuedRuns(TENANT, 3),
+        headers: { 'am-queued-at': String(Date.now()), 'am-queued-seq': '2' },
+      },
+    );
+    await until('the older run queued too', async () => (await status()) === 6);
 
     // the operator's cancel (agentmesh runs cancel): a planner ends the waiting run and answers
     const cancelled = await cancelRun(f.client, 'qc-2', { prefix: f.prefix, reason: 'not needed' });
@@ -102,6 +168,19 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
     });
     expect(board.of('qc-1').some((e) => e.type === 'run.completed')).toBe(false);
     expect((await waiting()).sort()).toEqual(['qc-3', 'qc-4', 'qc-5', 'qc-6']);
+    // its message left the queue with the answer: no planner has room to take it (qc-1 holds the only slot)
+    expect(await status()).toBe(5);
+    await until('the queued gauge counts 5', async () => (await queuedGauge(TENANT)) === 5);
+
+    // the older run cancels as before: answered and ended, its message counted until a planner takes and drops it
+    expect(await cancelRun(f.client, 'qc-old', { prefix: f.prefix, reason: 'old' })).toMatchObject({
+      ...{ run_id: 'qc-old', state: 'finished', status: 'cancelled', queued: true },
+    });
+    expect(await eventOf('qc-old', 'run.completed')).toMatchObject({
+      status: 'cancelled',
+      reason: 'cancelled: old',
+    });
+    expect(await status()).toBe(5);
 
     // again: the answer of a finished run, nothing else happens
     const again = await cancelRun(f.client, 'qc-2', { prefix: f.prefix });
@@ -134,10 +213,13 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
       status: 'cancelled',
       queued: true,
     });
+    expect(await status()).toBe(4);
     f.client.publish(subjects(f.prefix).runCancel('qc-5'), encodeJson({ reason: 'published' }));
     expect(await eventOf('qc-5', 'run.completed')).toMatchObject({ status: 'cancelled' });
     await until('qc-5 out of the waiting count', async () => !(await waiting()).includes('qc-5'));
     expect((await waiting()).sort()).toEqual(['qc-3', 'qc-6']);
+    // left: qc-3, qc-6 and the older run (qc-6's record is made below, as by a canceller that stopped at once)
+    await until('qc-5 out of the queued count', async () => (await status()) === 3);
 
     // a canceller that stopped right after its compare-and-set: the planner that takes the run stores its end
     const now = new Date().toISOString();
@@ -166,8 +248,10 @@ describe('cancel of a queued run (fair intake, 2 planners)', () => {
       all.findIndex((e) => e.run_id === id && e.type === type);
     expect(index('qc-3', 'run.started')).toBeGreaterThan(index('qc-1', 'run.completed'));
     expect(await waiting()).toEqual([]);
+    await eventOf('qc-old', 'run.completed');
+    await until('nothing queued', async () => ((await status()) ?? 0) === 0);
 
-    for (const id of ['qc-2', 'qc-4', 'qc-5', 'qc-6']) {
+    for (const id of ['qc-2', 'qc-4', 'qc-5', 'qc-6', 'qc-old']) {
       const types = board.of(id).map((e) => e.type);
       expect(types).toEqual(['run.accepted', 'run.queued', 'run.completed']);
       expect(f.mesh.invocations.filter((i) => i.run_id === id)).toEqual([]);
@@ -199,11 +283,15 @@ describe('cancel of a queued run under deploy/nats/nats.conf', () => {
         ...prefix,
         timeoutMs: TIMEOUT_MS,
       });
+      const queued = () => statusQueued(runAgentmesh(['status', '--json'], { env: as('ops') }), 'acme');
+      await until('auth-queued in the queued count', async () => (await queued()) === 1);
       const cancel = await runAgentmesh(['runs', 'cancel', 'auth-queued', '--reason', 'ops'], {
         env: as('ops'),
       });
       expect(cancel.stderr).toBe('');
       expect(cancel.stdout).toContain('run auth-queued was waiting in the queue of tenant acme: cancelled');
+      // the planner deleted its message within its grants: the count dropped while auth-hold still runs
+      expect(await queued()).toBe(0);
       expect(await waitForRunEnd(client, 'auth-queued', { ...prefix, timeoutMs: TIMEOUT_MS })).toMatchObject({
         type: 'run.completed',
         status: 'cancelled',
@@ -218,7 +306,7 @@ describe('cancel of a queued run under deploy/nats/nats.conf', () => {
       expect(await waitForRunEnd(client, 'auth-hold', { ...prefix, timeoutMs: TIMEOUT_MS })).toMatchObject({
         status: 'cancelled',
       });
-      // auth-after waited behind auth-queued: once it ran, the planner had taken auth-queued and dropped it
+      // auth-after started once auth-hold ended (auth-queued's message was gone, nothing to drop before it)
       expect(await waitForRunEnd(client, 'auth-after', { ...prefix, timeoutMs: TIMEOUT_MS })).toMatchObject({
         status: 'done',
       });

@@ -15,7 +15,7 @@ import {
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
 import type { TenantQuotas } from './budgets/index.js';
-import { QUEUED_AT_HEADER } from './fair/fair-intake.js';
+import { QUEUED_AT_HEADER, type QueuedPlace } from './fair/fair-intake.js';
 import type { IntakeDelivery, PlannerInfra, Settlement } from './infra/backend.js';
 import { claimRecord } from './durable/keepers.js';
 import { runRecord } from './model/record.js';
@@ -158,11 +158,7 @@ export class RunIntake {
    * Stores `run.accepted` and `run.queued` for a run that waits in the fair intake and returns the seq of the
    * run's last stored event; a redelivered request finds its events stored and stores none again.
    */
-  async storeQueued(
-    runId: string,
-    request: RunRequest,
-    queued: { tenant: string; priority: number; position: number; redelivered: boolean },
-  ): Promise<number> {
+  async storeQueued(runId: string, request: RunRequest, queued: QueuedPlace): Promise<number> {
     if (queued.redelivered) {
       const last = await this.deps.infra.lastStoredEvent(runId);
       if (last !== undefined) return last.seq;

@@ -32,6 +32,7 @@ import { PlannerPresence } from './durable/presence.js';
 import { plannerInfra, type IntakeDelivery, type PlannerInfra } from './infra/backend.js';
 import { FairIntake } from './fair/fair-intake.js';
 import { cancelQueuedRun, type QueuedCancel } from './fair/queued-cancel.js';
+import { removeWaitingMessage, type WaitingPlace } from './fair/waiting-message.js';
 import { QueuedSet } from './fair/queued-set.js';
 import { parseRecord } from './model/record.js';
 import { openTenantWaiting, openTriggerStore } from './infra/backend.js';
@@ -290,6 +291,8 @@ export class Planner {
       readRunEvents: (id: string) => this.infra.readRunEvents(id),
       eventPublisher: (id: string) => this.infra.eventPublisher(id),
       waiting: new QueuedSet(() => this.waitingRuns()),
+      removeWaiting: async (id: string, place: WaitingPlace) =>
+        removeWaitingMessage(await this.infra.runQueue(), this.subjects, id, place),
     };
     return cancelQueuedRun(deps, runId, reason, tenant);
   }

@@ -67,11 +67,16 @@ export interface FairIntakeDeps {
    * Stores `run.accepted` and `run.queued` for a run that waits (once: a redelivery finds them stored) and returns
    * the seq of the last event stored for the run.
    */
-  storeQueued(
-    runId: string,
-    request: RunRequest,
-    queued: { tenant: string; priority: number; position: number; redelivered: boolean },
-  ): Promise<number>;
+  storeQueued(runId: string, request: RunRequest, queued: QueuedPlace): Promise<number>;
+}
+
+/** Where a run waits: `submitSeq` is its submission's sequence in the runs stream (its message follows it). */
+export interface QueuedPlace {
+  tenant: string;
+  priority: number;
+  position: number;
+  redelivered: boolean;
+  submitSeq: number;
 }
 
 /**
@@ -200,6 +205,7 @@ export class FairIntake {
         priority: place.priority,
         position: to,
         redelivered: item.deliveries > 1,
+        submitSeq: item.seq,
       });
       headers[QUEUED_SEQ_HEADER] = String(seq);
       await this.tq.waiting(place.tenant, place.priority);

@@ -10,6 +10,7 @@ import { runRecord, type RunRecord } from '../model/record.js';
 import type { EventPublisher } from '../run/ports.js';
 import { storeCancelledWhileQueued } from '../infra/queued-end.js';
 import type { QueuedSet } from './queued-set.js';
+import type { WaitingPlace } from './waiting-message.js';
 
 /** What a cancel found for a run that may wait in its tenant's queue. */
 export type QueuedCancel =
@@ -29,6 +30,8 @@ export interface QueuedCancelDeps {
   eventPublisher(runId: string): EventPublisher;
   /** The bounded tenants' waiting runs (`max_queued_runs`). */
   waiting: QueuedSet;
+  /** Deletes the run's message from its tenant's queue: true when one was deleted. */
+  removeWaiting(runId: string, place: WaitingPlace): Promise<boolean>;
 }
 
 /**
@@ -36,8 +39,10 @@ export interface QueuedCancelDeps {
  * starts) and `run.queued` as its last stored event. The cancel creates its record, finished with status
  * `cancelled`, by compare-and-set: if a planner started the run first the create fails (`recorded`), and a planner
  * that takes the run from its queue later finds the record finished and acks it without running it. The winner then
- * stores `run.completed {status: cancelled}` (what a cancelled started run ends with) and takes the run out of its
- * tenant's `max_queued_runs` count. With `tenant`, a run of another tenant is `not_queued` (no oracle).
+ * stores `run.completed {status: cancelled}` (what a cancelled started run ends with), takes the run out of its
+ * tenant's `max_queued_runs` count and deletes its message from the tenant's queue, which stops counting it at once
+ * (only after `run.completed` is stored: a canceller that stops before leaves the message to the planner that takes
+ * it, which stores the end). With `tenant`, a run of another tenant is `not_queued` (no oracle).
  */
 export async function cancelQueuedRun(
   deps: QueuedCancelDeps,
@@ -73,6 +78,26 @@ export async function cancelQueuedRun(
       'cancelled run left in the waiting count until a planner takes it from the queue',
     );
   });
-  deps.logger.info({ run_id: runId, tenant: last.tenant, reason }, 'queued run cancelled before it started');
+  const removed = await removeMessage(deps, runId, last);
+  deps.logger.info(
+    { run_id: runId, tenant: last.tenant, reason, message_removed: removed },
+    'queued run cancelled before it started',
+  );
   return { kind: 'cancelled', tenant: last.tenant, record };
+}
+
+/** Deletes the cancelled run's queue message; a failure leaves it to the planner that takes it (it drops it). */
+async function removeMessage(
+  deps: QueuedCancelDeps,
+  runId: string,
+  queued: { tenant: string; priority: number; submit_seq?: number | undefined },
+): Promise<boolean> {
+  const place = { tenant: queued.tenant, priority: queued.priority, submitSeq: queued.submit_seq };
+  return deps.removeWaiting(runId, place).catch((error: unknown) => {
+    deps.logger.warn(
+      { run_id: runId, tenant: queued.tenant, err: (error as Error).message },
+      'cancelled run counted as queued until a planner takes its message from the queue and drops it',
+    );
+    return false;
+  });
 }

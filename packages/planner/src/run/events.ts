@@ -156,8 +156,13 @@ export function runQueued(queued: {
   tenant: string;
   priority: number;
   position: number;
+  submitSeq?: number | undefined;
 }): EventOf<'run.queued'> {
-  return { type: 'run.queued', tenant: queued.tenant, priority: queued.priority, position: queued.position };
+  const { tenant, priority, position, submitSeq } = queued;
+  return {
+    ...{ type: 'run.queued', tenant, priority, position },
+    ...(submitSeq === undefined ? {} : { submit_seq: submitSeq }),
+  };
 }
 
 /** The run's start: the planner running it and its effective limits (with those held at a ceiling). */

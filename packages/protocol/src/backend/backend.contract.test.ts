@@ -157,6 +157,38 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       expect((await queue.consumers()).map((c) => c.name)).toEqual(['workers']);
     });
 
+    it('removes only the first matching message of one subject from a seq on, within its looks', async () => {
+      const stream = unique('WQ').toUpperCase();
+      const [submit, other] = [`${stream}.submit`, `${stream}.other`];
+      const queue = await backend.workQueue({ stream, subject: submit, moreSubjects: [other] });
+      const put = (subject: string, body: string) =>
+        queue.submit(enc.encode(body), { dedupeId: `${subject}-${body}`, subject });
+      await put(submit, 'a');
+      const b = await put(submit, 'b');
+      await put(other, 'b');
+      await put(submit, 'd');
+      const mine = await queue.consumer('mine', { ackWaitMs: 30_000, filterSubject: submit });
+      const theirs = await queue.consumer('theirs', { ackWaitMs: 30_000, filterSubject: other });
+      const body = (text: string) => ({
+        fromSeq: 1,
+        maxLooks: 10,
+        matches: (m: { data: Uint8Array }) => dec.decode(m.data) === text,
+      });
+      expect(await queue.remove(submit, body('c'))).toBe(false);
+      expect(await queue.remove(submit, { ...body('b'), fromSeq: b.seq + 1 })).toBe(false);
+      expect(await queue.remove(submit, { ...body('b'), maxLooks: 1 })).toBe(false);
+      expect(await queue.remove(`${stream}.*`, body('b'))).toBe(false);
+      expect(await mine.counts()).toEqual({ pending: 3, ackPending: 0 });
+      expect(await queue.remove(submit, { ...body('b'), fromSeq: b.seq })).toBe(true);
+      expect(await mine.counts()).toEqual({ pending: 2, ackPending: 0 });
+      expect(await theirs.counts()).toEqual({ pending: 1, ackPending: 0 });
+      expect(await queue.remove(submit, body('b'))).toBe(false);
+      const left: string[] = [];
+      for (let item; (item = await mine.next({ expiresMs: 1_000 })) !== undefined; await item.ack())
+        left.push(item.text());
+      expect(left).toEqual(['a', 'd']);
+    });
+
     it('redelivers a message not acked within the ack wait', async () => {
       const stream = unique('WQ').toUpperCase();
       const queue = await backend.workQueue({ stream, subject: `${stream}.submit` });

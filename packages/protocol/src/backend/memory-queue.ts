@@ -1,6 +1,13 @@
 import { subjectMatches } from '../bus/shared.js';
 import type { BusHeaders } from '../bus/types.js';
-import type { WorkConsumer, WorkConsumerFacts, WorkConsumerOptions, WorkItem, WorkQueue } from './types.js';
+import type {
+  WorkConsumer,
+  WorkConsumerFacts,
+  WorkConsumerOptions,
+  WorkItem,
+  WorkQueue,
+  WorkRemoval,
+} from './types.js';
 
 interface QueuedMessage {
   seq: number;
@@ -73,6 +80,19 @@ export class MemoryWorkQueue implements WorkQueue {
       ...this.counts(consumer.filter),
       redelivered: 0,
     }));
+  }
+
+  async remove(subject: string, options: WorkRemoval): Promise<boolean> {
+    let looks = 0;
+    for (const m of this.messages.values()) {
+      if (m.subject !== subject || m.seq < options.fromSeq) continue;
+      if (looks++ >= options.maxLooks) return false;
+      if (!options.matches({ seq: m.seq, data: m.data, headers: m.headers })) continue;
+      this.messages.delete(m.seq);
+      this.wake();
+      return true;
+    }
+    return false;
   }
 
   /** The first message ready for delivery, or the time the next one becomes ready. */

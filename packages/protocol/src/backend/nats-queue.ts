@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import type { Consumer, JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { Consumer, JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from '@nats-io/jetstream';
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { BusHeaders } from '../bus/types.js';
 import { ensureStream } from './nats-assets.js';
@@ -10,6 +10,7 @@ import type {
   WorkItem,
   WorkQueue,
   WorkQueueOptions,
+  WorkRemoval,
 } from './types.js';
 
 const ms = (n: number) => n * 1_000_000;
@@ -106,6 +107,22 @@ export class NatsWorkQueue implements WorkQueue {
         redelivered: c.num_redelivered,
       });
     return out;
+  }
+
+  async remove(subject: string, options: WorkRemoval): Promise<boolean> {
+    const { stream } = this.options;
+    let seq = Math.max(1, options.fromSeq);
+    for (let looks = 0; looks < options.maxLooks; looks++) {
+      // the server answers the first message of `subject` from `seq` on (the client's types leave next_by_subj out)
+      const query = { seq, next_by_subj: subject } as unknown as MsgRequest;
+      const found = await this.jsm.streams.getMessage(stream, query);
+      if (found === null) return false;
+      const message = { seq: found.seq, data: found.data, headers: fromNatsHeaders(found.header) };
+      if (found.subject === subject && found.seq >= seq && options.matches(message))
+        return this.jsm.streams.deleteMessage(stream, found.seq, false);
+      seq = found.seq + 1;
+    }
+    return false;
   }
 }
 

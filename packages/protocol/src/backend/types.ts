@@ -40,6 +40,19 @@ export interface WorkQueue {
   consumer(name: string, options: WorkConsumerOptions): Promise<WorkConsumer>;
   /** The consumers of this queue and their counts (for `agentmesh status`). */
   consumers(): Promise<WorkConsumerFacts[]>;
+  /**
+   * Deletes the first message on `subject` (one subject, no wildcard) from stream sequence `fromSeq` on that
+   * `matches`, looking at `maxLooks` messages of that subject at most: true when one was deleted. A message that
+   * does not match is never deleted; the consumers reading the subject stop counting the deleted one at once.
+   */
+  remove(subject: string, options: WorkRemoval): Promise<boolean>;
+}
+
+/** Which message {@link WorkQueue.remove} deletes. */
+export interface WorkRemoval {
+  fromSeq: number;
+  matches: (message: { seq: number; data: Uint8Array; headers: BusHeaders | undefined }) => boolean;
+  maxLooks: number;
 }
 
 export interface WorkConsumerOptions {

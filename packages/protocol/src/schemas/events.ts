@@ -39,6 +39,11 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     tenant: z.string(),
     priority: z.number().int(),
     position: z.number().int().min(1),
+    /**
+     * The sequence of the run's submission in the runs stream: the message the run waits as follows it there. A
+     * cancel of the waiting run deletes that message from its tenant's queue (absent on older events).
+     */
+    submit_seq: z.number().int().min(1).optional(),
   }),
   z.object({
     type: z.literal('run.started'),
