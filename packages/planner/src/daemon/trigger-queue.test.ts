@@ -82,3 +82,41 @@ describe('TriggerQueue on a replicated bucket', () => {
     expect(await queue.status('d')).toMatchObject({ state: 'idle' });
   });
 });
+
+describe('TriggerQueue reads of a replica behind the create', () => {
+  /** Makes the next `n` reads of a daemon's meta miss it, as a KV replica that has not caught up does; counts reads. */
+  function missing(kv: MemoryKvStore, n: number): { reads: number } {
+    const get = MemoryKvStore.prototype.get.bind(kv);
+    const seen = { reads: 0 };
+    kv.get = (key) => {
+      if (!key.endsWith('.meta')) return get(key);
+      seen.reads++;
+      return n-- > 0 ? Promise.resolve(null) : get(key);
+    };
+    return seen;
+  }
+
+  it("the daemon's own reads (next trigger, depth, refused count, removal) read again rather than ending it not_found", async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    await queue.enqueue('d', { kind: 'job', n: 1 });
+    missing(kv, 2);
+    await expect(queue.next('d', 0)).resolves.toMatchObject({ seq: 1, trigger: { kind: 'job', n: 1 } });
+    missing(kv, 2);
+    await expect(queue.depth('d')).resolves.toBe(1);
+    missing(kv, 2);
+    await expect(queue.dropped('d')).resolves.toBe(0);
+    missing(kv, 2);
+    await queue.remove('d', 1);
+    await expect(queue.depth('d')).resolves.toBe(0);
+  });
+
+  it('a sender hears not_found after one read for a run with no queue', async () => {
+    const kv = new MemoryKvStore();
+    const seen = missing(kv, 0);
+    const refused = await refusal(new TriggerQueue(kv).enqueue('nobody', { kind: 'job' }));
+    expect(isAgentMeshError(refused, ErrorCode.NotFound)).toBe(true);
+    expect(seen.reads).toBe(1);
+  });
+});

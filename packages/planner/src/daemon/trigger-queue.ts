@@ -51,6 +51,12 @@ const SEQ_DIGITS = 12;
 const itemKey = (runId: string, seq: number) => `${runId}.q.${String(seq).padStart(SEQ_DIGITS, '0')}`;
 const metaKey = (runId: string) => `${runId}.meta`;
 const isConflict = (error: unknown) => isAgentMeshError(error, ErrorCode.Conflict);
+/**
+ * A daemon's own queue exists while it runs, so its `not_found` is a read served by a replica still behind the
+ * create (a KV get may be answered by any replica of an R3 bucket, one restarting included): read again.
+ */
+const behindTheCreate = (error: unknown) => isAgentMeshError(error, ErrorCode.NotFound);
+const conflictOrBehind = (error: unknown) => isConflict(error) || behindTheCreate(error);
 
 /**
  * The durable, FIFO, bounded trigger queues of daemon runs, kept in one KV bucket: `<run>.meta` (capacity, the last
@@ -132,7 +138,7 @@ export class TriggerQueue {
 
   /** The oldest queued trigger after seq `after`, or undefined when none waits (yet). */
   async next(runId: string, after: number): Promise<QueuedTrigger | undefined> {
-    const { meta } = await this.meta(runId);
+    const { meta } = await this.ownMeta(runId);
     for (let seq = after + 1; seq <= meta.next; seq++) {
       const entry = await this.kv.get(itemKey(runId, seq));
       if (entry !== null) {
@@ -156,7 +162,7 @@ export class TriggerQueue {
         for (let seq = meta.head + 1; seq <= upTo; seq++) await this.dropItem(runId, seq);
         await this.kv.update(metaKey(runId), encodeJson({ ...meta, head: upTo }), revision);
       },
-      { attempts: 20, timeoutMs: 5_000, retryable: isConflict },
+      { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
     );
   }
 
@@ -177,12 +183,7 @@ export class TriggerQueue {
         const { meta, revision } = await this.meta(runId);
         if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
       },
-      // the daemon's own queue exists while it runs: not_found is a read of a replica behind the create (R3)
-      {
-        attempts: 20,
-        timeoutMs: 5_000,
-        retryable: (e) => isConflict(e) || isAgentMeshError(e, ErrorCode.NotFound),
-      },
+      { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
     );
   }
 
@@ -196,13 +197,13 @@ export class TriggerQueue {
 
   /** Triggers queued and not yet taken. */
   async depth(runId: string): Promise<number> {
-    const { meta } = await this.meta(runId);
+    const { meta } = await this.ownMeta(runId);
     return meta.next - meta.head;
   }
 
   /** How many triggers a full queue refused so far. */
   async dropped(runId: string): Promise<number> {
-    return (await this.meta(runId)).meta.dropped;
+    return (await this.ownMeta(runId)).meta.dropped;
   }
 
   /** Calls `onQueued` whenever a trigger is written for the run. */
@@ -220,6 +221,11 @@ export class TriggerQueue {
     const { meta } = await this.meta(runId);
     for (let seq = meta.head + 1; seq <= meta.next; seq++) await this.kv.delete(itemKey(runId, seq));
     await this.kv.delete(metaKey(runId));
+  }
+
+  /** The meta of a queue the caller knows exists (the daemon's own, while it runs): see {@link behindTheCreate}. */
+  private ownMeta(runId: string): Promise<{ meta: QueueMeta; revision: number }> {
+    return retry(() => this.meta(runId), { attempts: 20, timeoutMs: 5_000, retryable: behindTheCreate });
   }
 
   private async meta(runId: string): Promise<{ meta: QueueMeta; revision: number }> {
