@@ -327,5 +327,6 @@ export function openTriggerStore(
   prefix: string = DEFAULT_PREFIX,
   options: { maxBytes?: number } = {},
 ): Promise<KvStore> {
-  return bus.kv(triggersBucket(prefix), options);
+  // a daemon skips a trigger it cannot see after a while: reads must not come from a replica still behind
+  return bus.kv(triggersBucket(prefix), { ...options, consistentReads: true });
 }

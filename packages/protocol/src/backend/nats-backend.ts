@@ -114,7 +114,10 @@ export class NatsBackendParts {
       },
       { enforceReplicas: this.enforceReplicas },
     );
-    return new NatsKvStore(kv, jsm, bucket);
+    const reads = options.consistentReads
+      ? await new Kvm(this.conn.nc).open(bucket, { allow_direct: false })
+      : kv;
+    return new NatsKvStore(kv, jsm, bucket, reads);
   }
 
   async blobs(bucket: string, options: BlobBucketOptions = {}): Promise<BlobStore> {

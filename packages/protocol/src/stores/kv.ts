@@ -74,6 +74,12 @@ export interface KvBucketOptions {
    * deleting a key still works. Left out, an existing bucket keeps its limit. Not enforced in memory.
    */
   maxBytes?: number;
+  /**
+   * Reads go to the bucket's stream leader, so a read sees every write acknowledged before it. By default a read is
+   * a direct get that any replica of a replicated bucket may answer, one still catching up included: for buckets
+   * whose readers act on a key's absence (a daemon's trigger queue skips a trigger it cannot see).
+   */
+  consistentReads?: boolean;
 }
 
 /** JetStream refused a write because the bucket holds its `max_bytes`. */
@@ -98,16 +104,18 @@ function conflict(key: string, cause?: unknown): AgentMeshError {
 export class NatsKvStore implements KvStore {
   private readonly subjectPrefix: string;
 
+  /** `reads`: the view gets go through (a leader-bound one for `consistentReads`); `kv` otherwise. */
   constructor(
     private readonly kv: KV,
     private readonly jsm: JetStreamManager,
     private readonly bucket: string,
+    private readonly reads: KV = kv,
   ) {
     this.subjectPrefix = `$KV.${bucket}.`;
   }
 
   async get(key: string): Promise<KvEntry | null> {
-    const e = await this.kv.get(key);
+    const e = await this.reads.get(key);
     if (e === null || e.operation !== 'PUT') return null;
     return { key, value: e.value, revision: e.revision, operation: 'PUT' };
   }

@@ -1,0 +1,52 @@
+import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { NatsBus } from '../bus/nats-bus.js';
+
+/**
+ * Where a KV read goes on NATS. A direct get may be answered by any replica of a replicated bucket, one still behind
+ * an acknowledged write included; `consistentReads` sends reads to the stream's leader (STREAM.MSG.GET). Seen here
+ * on the JetStream API subjects a read is requested on.
+ */
+let bus: NatsBus;
+let watcher: NatsBus;
+const bucket = `kvreads${process.pid}`;
+
+beforeAll(async () => {
+  bus = await NatsBus.connect(inject('natsUrl'));
+  watcher = await NatsBus.connect(inject('natsUrl'));
+});
+afterAll(async () => {
+  await bus.close();
+  await watcher.close();
+});
+
+/** The JetStream API subjects `read` requested on, for the bucket. */
+async function requestedOn(read: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  const subs = [`$JS.API.DIRECT.GET.KV_${bucket}.>`, `$JS.API.STREAM.MSG.GET.KV_${bucket}`].map((subject) =>
+    watcher.subscribe(subject, (msg) => seen.push(msg.subject)),
+  );
+  await watcher.flush();
+  await read();
+  await watcher.flush();
+  for (const sub of subs) sub.unsubscribe();
+  return seen.map((s) => s.replace(`KV_${bucket}`, 'KV_b').replace(/\.\$KV\..*$/, '.$KV…'));
+}
+
+describe('KV reads on NATS', () => {
+  it('are direct gets by default, and go to the stream leader with consistentReads; both read the value', async () => {
+    const direct = await bus.kv(bucket);
+    const consistent = await bus.kv(bucket, { consistentReads: true });
+    await direct.create('k', new TextEncoder().encode('v1'));
+    let got: string | undefined;
+    expect(
+      await requestedOn(async () => (got = new TextDecoder().decode((await direct.get('k'))!.value))),
+    ).toEqual(['$JS.API.DIRECT.GET.KV_b.$KV…']);
+    expect(got).toBe('v1');
+    expect(
+      await requestedOn(async () => (got = new TextDecoder().decode((await consistent.get('k'))!.value))),
+    ).toEqual(['$JS.API.STREAM.MSG.GET.KV_b']);
+    expect(got).toBe('v1');
+    await consistent.delete('k');
+    expect(await consistent.get('k')).toBeNull();
+  });
+});
