@@ -23,7 +23,9 @@ afterAll(async () => {
 async function requestedOn(read: () => Promise<unknown>): Promise<string[]> {
   const seen: string[] = [];
   const subs = [`$JS.API.DIRECT.GET.KV_${bucket}.>`, `$JS.API.STREAM.MSG.GET.KV_${bucket}`].map((subject) =>
-    watcher.subscribe(subject, (msg) => seen.push(msg.subject)),
+    watcher.subscribe(subject, (msg) => {
+      seen.push(msg.subject);
+    }),
   );
   await watcher.flush();
   await read();
