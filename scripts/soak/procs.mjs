@@ -1,7 +1,7 @@
 // Processes for `npm run soak`: free ports, nats-server nodes (one, or a cluster with JetStream on each), and actor
 // processes that resolve once their log says they are ready.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { connect as tcpConnect, createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -106,7 +106,11 @@ export function spawnActor(kind, args, env, options = {}) {
       child.kill('SIGKILL');
       reject(new Error(`${kind} not ready in ${options.readyMs ?? 60_000} ms: ${out}`));
     }, options.readyMs ?? 60_000);
+    const logFile = process.env.AGENTMESH_SOAK_LOGS
+      ? join(process.env.AGENTMESH_SOAK_LOGS, `${kind}-${child.pid}.log`)
+      : undefined;
     const onData = (d) => {
+      if (logFile !== undefined) appendFileSync(logFile, d);
       out = (out + d.toString()).slice(-4000);
       if (!resolved && ready.test(out)) {
         resolved = true;

@@ -1,4 +1,6 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { ErrorCode, isAgentMeshError } from '../errors.js';
 import { NatsBus } from '../bus/nats-bus.js';
 
 /**
@@ -50,5 +52,21 @@ describe('KV reads on NATS', () => {
     expect(got).toBe('v1');
     await consistent.delete('k');
     expect(await consistent.get('k')).toBeNull();
+  });
+
+  it('a create or update that fails for another reason than the key (its stream gone) is not taken for a conflict', async () => {
+    const name = `kvgone${process.pid}`;
+    const kv = await bus.kv(name);
+    await kv.create('k', new TextEncoder().encode('v1'));
+    const taken = await kv.create('k', new TextEncoder().encode('v2')).catch((e: unknown) => e);
+    expect(isAgentMeshError(taken, ErrorCode.Conflict)).toBe(true);
+    const jsm = await jetstreamManager(bus.nc);
+    await jsm.streams.delete(`KV_${name}`);
+    const created = await kv.create('other', new TextEncoder().encode('v')).catch((e: unknown) => e);
+    expect(created).toBeInstanceOf(Error);
+    expect(isAgentMeshError(created, ErrorCode.Conflict)).toBe(false);
+    const updated = await kv.update('k', new TextEncoder().encode('v3'), 1).catch((e: unknown) => e);
+    expect(updated).toBeInstanceOf(Error);
+    expect(isAgentMeshError(updated, ErrorCode.Conflict)).toBe(false);
   });
 });

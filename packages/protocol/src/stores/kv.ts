@@ -92,6 +92,17 @@ function bucketFull(bucket: string, key: string, cause: unknown): AgentMeshError
   );
 }
 
+/**
+ * Whether JetStream refused a compare-and-set write because the key is not at the expected revision (a create of a
+ * key that exists is one). Any other failure (a timeout, a stream without a leader yet) says nothing about the key.
+ */
+function isWrongRevision(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return (
+    code === 10071 || code === 10164 || /wrong last sequence/i.test((error as Error | null)?.message ?? '')
+  );
+}
+
 function conflict(key: string, cause?: unknown): AgentMeshError {
   return new AgentMeshError(ErrorCode.Conflict, `key "${key}" changed concurrently`, {
     retryable: true,
@@ -130,14 +141,14 @@ export class NatsKvStore implements KvStore {
     try {
       return await this.kv.create(key, value);
     } catch (error) {
-      throw bucketFull(this.bucket, key, error) ?? conflict(key, error);
+      throw bucketFull(this.bucket, key, error) ?? (isWrongRevision(error) ? conflict(key, error) : error);
     }
   }
   async update(key: string, value: Uint8Array, revision: number): Promise<number> {
     try {
       return await this.kv.update(key, value, revision);
     } catch (error) {
-      throw conflict(key, error);
+      throw isWrongRevision(error) ? conflict(key, error) : error;
     }
   }
   async delete(key: string): Promise<void> {
