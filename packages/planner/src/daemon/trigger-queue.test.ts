@@ -120,3 +120,30 @@ describe('TriggerQueue reads of a replica behind the create', () => {
     expect(seen.reads).toBe(1);
   });
 });
+
+describe('TriggerQueue.open', () => {
+  /** Makes the next `n` creates fail with `error`, as a bucket still electing its leader does. */
+  function failingCreates(kv: MemoryKvStore, n: number, error: Error): void {
+    const create = MemoryKvStore.prototype.create.bind(kv);
+    kv.create = (key, value) => (n-- > 0 ? Promise.reject(error) : create(key, value));
+  }
+
+  it('creates the queue through transient failures of the create (no responders, a timeout)', async () => {
+    const kv = new MemoryKvStore();
+    failingCreates(kv, 2, new Error('503 no responders available'));
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    await expect(queue.enqueue('d', { kind: 'job' })).resolves.toMatchObject({ seq: 1, depth: 1 });
+  });
+
+  it('fails on any other failure of the create, and keeps a queue that exists', async () => {
+    const kv = new MemoryKvStore();
+    failingCreates(kv, 1, new Error('permissions violation for publish'));
+    const queue = new TriggerQueue(kv);
+    await expect(queue.open('d', 10)).rejects.toThrow(/permissions violation/);
+    await queue.open('d', 10);
+    await queue.enqueue('d', { kind: 'job' });
+    await queue.open('d', 10);
+    await expect(queue.depth('d')).resolves.toBe(1);
+  });
+});

@@ -3,6 +3,7 @@ import {
   ErrorCode,
   encodeJson,
   isAgentMeshError,
+  isTransientFailure,
   parseJson,
   retry,
   type KvStore,
@@ -83,9 +84,17 @@ export class TriggerQueue {
   /** Opens a daemon's queue (kept when it exists: a resumed run keeps what was queued). */
   async open(runId: string, capacity: number): Promise<void> {
     const meta: QueueMeta = { schema_version: SCHEMA_VERSION, capacity, next: 0, head: 0, dropped: 0 };
-    await this.kv.create(metaKey(runId), encodeJson(meta)).catch((error: unknown) => {
-      if (!isConflict(error)) throw error;
-    });
+    // a bucket just made (its R3 stream still electing a leader) or a node restarting fails the create for a while
+    await retry(
+      () =>
+        this.kv.create(metaKey(runId), encodeJson(meta)).then(
+          () => undefined,
+          (error: unknown) => {
+            if (!isConflict(error)) throw error;
+          },
+        ),
+      { attempts: 20, timeoutMs: 30_000, retryable: isTransientFailure },
+    );
   }
 
   /**
