@@ -93,8 +93,8 @@ function bucketFull(bucket: string, key: string, cause: unknown): AgentMeshError
 }
 
 /**
- * Whether JetStream refused a compare-and-set write because the key is not at the expected revision (a create of a
- * key that exists is one). Any other failure (a timeout, a stream without a leader yet) says nothing about the key.
+ * Whether JetStream refused a create because the key exists (not at revision 0). Any other failure (a timeout, a
+ * stream without a leader yet) says nothing about the key.
  */
 function isWrongRevision(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -148,7 +148,9 @@ export class NatsKvStore implements KvStore {
     try {
       return await this.kv.update(key, value, revision);
     } catch (error) {
-      throw isWrongRevision(error) ? conflict(key, error) : error;
+      // any failure: the write may have landed without an answer, so the caller reads the key again (a lease
+      // renewal does, at once) as it does when another writer changed it
+      throw conflict(key, error);
     }
   }
   async delete(key: string): Promise<void> {
