@@ -5,7 +5,13 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { NatsBus, RunEvent } from '@agentmesh/protocol';
-import { readRunEvents, submitRun, type PlannerOptions } from '@agentmesh/planner';
+import {
+  SessionStore,
+  openSessionStores,
+  readRunEvents,
+  submitRun,
+  type PlannerOptions,
+} from '@agentmesh/planner';
 import { startAnthropicServer } from './fixtures/llm/anthropic-server.js';
 import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
 import { startOpenAiServer } from './fixtures/llm/openai-server.js';
@@ -160,4 +166,23 @@ describe('sessions over NATS', () => {
       for (const id of callIds) expect(text.split(id).length).toBeGreaterThanOrEqual(3);
     },
   );
+});
+
+describe('session locks on NATS KV', () => {
+  it('a holder whose lock expired and was taken neither renews nor releases over the new holder', async () => {
+    const { blobs, meta } = await openSessionStores(client, prefix);
+    const store = new SessionStore(blobs, meta);
+    const never = new AbortController().signal;
+    const stale = await store.lock('acme', 'locked', { runId: 'r-stale', ttlMs: 100, signal: never });
+    // waits for the stale lock to expire, then takes it
+    const live = await store.lock('acme', 'locked', { runId: 'r-live', ttlMs: 60_000, signal: never });
+    expect(await stale.renew()).toBe(false);
+    await stale.release();
+    expect(await store.tryLock('acme', 'locked', { runId: 'r-other', ttlMs: 60_000 })).toBeUndefined();
+    expect(await live.renew()).toBe(true);
+    await live.release();
+    expect((await store.tryLock('acme', 'locked', { runId: 'r-other', ttlMs: 60_000 }))?.runId).toBe(
+      'r-other',
+    );
+  });
 });

@@ -1,6 +1,11 @@
-import { AgentMeshError, type Logger, type RunRequest } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, type Logger, type RunRequest } from '@agentmesh/protocol';
 import { compactTranscript, estimateTranscriptTokens, summarizer } from '../compaction.js';
-import { assertSessionId, type SessionLockHandle, type SessionStore } from './session-store.js';
+import {
+  assertSessionId,
+  type SessionLockHandle,
+  type SessionRecord,
+  type SessionStore,
+} from './session-store.js';
 import type { ChatMessage, ModelProvider } from '../providers/types.js';
 import type { RunEventSink } from '../run/events.js';
 import type { RunConversation } from '../run/ports.js';
@@ -23,6 +28,8 @@ export function requestedSession(request: {
  */
 export class SessionHold implements RunConversation {
   private renewTimer: NodeJS.Timeout | undefined;
+  /** How many of the conversation's messages came from the session (known once {@link startingMessages} ran). */
+  private startCount: number | undefined;
 
   private constructor(
     private readonly store: SessionStore,
@@ -76,6 +83,18 @@ export class SessionHold implements RunConversation {
     signal: AbortSignal;
     log: Logger;
   }): Promise<ChatMessage[]> {
+    const messages = await this.compacted(options);
+    this.startCount = messages.length;
+    return messages;
+  }
+
+  private async compacted(options: {
+    maxTokens: number;
+    provider: ModelProvider;
+    sink: RunEventSink;
+    signal: AbortSignal;
+    log: Logger;
+  }): Promise<ChatMessage[]> {
     if (estimateTranscriptTokens(this.history) <= options.maxTokens) return this.history;
     const result = await compactTranscript(this.history, {
       maxTokens: options.maxTokens,
@@ -97,7 +116,8 @@ export class SessionHold implements RunConversation {
 
   /**
    * Saves the conversation (earlier turns and this run's) and the skills active at its end (undefined: this run had
-   * no skill session, the earlier ones stay) and releases the lock.
+   * no skill session, the earlier ones stay) and releases the lock. A run whose lock expired meanwhile (its planner
+   * paused or cut off past the ttl) never writes over what another run saved: see {@link finishAfterLostLock}.
    */
   async finish(
     runId: string,
@@ -105,21 +125,59 @@ export class SessionHold implements RunConversation {
     activeSkills?: readonly string[],
   ): Promise<void> {
     clearInterval(this.renewTimer);
+    if (!(await this.lock.renew())) return this.finishAfterLostLock(runId, messages, activeSkills);
     try {
-      const now = new Date().toISOString();
-      await this.store.save({
-        version: 1,
-        session: this.id,
-        tenant: this.tenant,
-        messages: [...messages],
-        runs: [...this.runs, runId],
-        active_skills: [...(activeSkills ?? this.activeSkills)],
-        created_at: this.createdAt ?? now,
-        updated_at: now,
-      });
+      await this.store.save(this.record(runId, [...messages], this.runs, activeSkills));
     } finally {
       await this.lock.release();
     }
+  }
+
+  /**
+   * The lock was taken by another run: this run takes it again only if it is free now (it never waits at its end).
+   * Nobody saved meanwhile: saved as usual. Another run saved: this run's new turns are added after that run's, or,
+   * when which messages are new is not known (a resumed run), the save is refused with the run that continued it.
+   */
+  private async finishAfterLostLock(
+    runId: string,
+    messages: readonly ChatMessage[],
+    activeSkills: readonly string[] | undefined,
+  ): Promise<void> {
+    const lock = await this.store.tryLock(this.tenant, this.id, { runId, ttlMs: LOCK_TTL_MS });
+    if (lock === undefined) throw sessionTaken(this.id, 'another run holds it now');
+    try {
+      const current = await this.store.get(this.tenant, this.id);
+      const others = (current?.runs ?? []).filter((r) => r !== runId);
+      if (others.length === this.runs.length && others.every((r, i) => r === this.runs[i]))
+        return await this.store.save(this.record(runId, [...messages], this.runs, activeSkills));
+      if (this.startCount === undefined) throw sessionTaken(this.id, `run ${others.at(-1)} continued it`);
+      const added = messages.slice(this.startCount);
+      await this.store.save({
+        ...this.record(runId, [...(current?.messages ?? []), ...added], others, activeSkills),
+        created_at: current?.created_at ?? this.createdAt ?? new Date().toISOString(),
+      });
+    } finally {
+      await lock.release();
+    }
+  }
+
+  private record(
+    runId: string,
+    messages: ChatMessage[],
+    runs: readonly string[],
+    activeSkills: readonly string[] | undefined,
+  ): SessionRecord {
+    const now = new Date().toISOString();
+    return {
+      version: 1,
+      session: this.id,
+      tenant: this.tenant,
+      messages,
+      runs: [...runs, runId],
+      active_skills: [...(activeSkills ?? this.activeSkills)],
+      created_at: this.createdAt ?? now,
+      updated_at: now,
+    };
   }
 
   /** Stops renewing the lock without releasing it (the run now belongs to another planner, which re-takes it). */
@@ -141,4 +199,12 @@ export async function joinRequestedSession(
   if (store === undefined)
     throw new AgentMeshError('invalid_request', 'this planner keeps no sessions: run without "session"');
   return SessionHold.open(store, { ...target, session }, signal);
+}
+
+function sessionTaken(session: string, why: string): AgentMeshError {
+  return new AgentMeshError(
+    ErrorCode.Conflict,
+    `session "${session}" not saved: this run's lock on it expired and ${why}; the run's turns are in its transcript`,
+    { retryable: false, details: { session } },
+  );
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryBlobStore, MemoryKvStore } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, MemoryBlobStore, MemoryKvStore } from '@agentmesh/protocol';
 import { SessionStore, assertSessionId } from './session-store.js';
 
 const never = new AbortController().signal;
@@ -114,5 +114,45 @@ describe('SessionStore and schema_version', () => {
       code: 'unavailable',
       details: { schema_version: 3 },
     });
+  });
+});
+
+describe('SessionLockHandle', () => {
+  it('learns it lost a lock that expired and was taken by another run: no renewal or release over it', async () => {
+    const s = store();
+    const first = await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 50, signal: never });
+    const second = await s.lock('acme', 'chat', { runId: 'r2', ttlMs: 60_000, signal: never });
+    expect(await first.renew()).toBe(false);
+    expect(first.held).toBe(false);
+    await first.release();
+    expect(await s.tryLock('acme', 'chat', { runId: 'r3', ttlMs: 60_000 })).toBeUndefined();
+    expect(await second.renew()).toBe(true);
+    await second.release();
+    expect((await s.tryLock('acme', 'chat', { runId: 'r3', ttlMs: 60_000 }))?.runId).toBe('r3');
+  });
+
+  it('takes its own renewal that landed without an answer as its own', async () => {
+    const kv = new MemoryKvStore();
+    let lose = false;
+    const update = kv.update.bind(kv);
+    kv.update = async (key, value, revision) => {
+      const written = await update(key, value, revision);
+      if (!lose) return written;
+      lose = false;
+      throw new AgentMeshError(ErrorCode.Conflict, 'no answer');
+    };
+    const s = new SessionStore(new MemoryBlobStore(), kv);
+    const handle = await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 60_000, signal: never });
+    lose = true;
+    expect(await handle.renew()).toBe(true);
+    expect(await handle.renew()).toBe(true);
+    expect(handle.held).toBe(true);
+  });
+
+  it('tryLock does not wait for a live holder', async () => {
+    const s = store();
+    await s.lock('acme', 'chat', { runId: 'r1', ttlMs: 60_000, signal: never });
+    expect(await s.tryLock('acme', 'chat', { runId: 'r2', ttlMs: 60_000 })).toBeUndefined();
+    expect((await s.tryLock('acme', 'chat', { runId: 'r1', ttlMs: 60_000 }))?.runId).toBe('r1');
   });
 });

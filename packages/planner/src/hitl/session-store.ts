@@ -159,56 +159,121 @@ export class SessionStore {
   ): Promise<SessionLockHandle> {
     assertSessionId(session);
     const key = lockKey(tenant, session);
-    const locks = this.meta;
     for (;;) {
       if (options.signal.aborted)
         throw new AgentMeshError(ErrorCode.Cancelled, `stopped waiting for session "${session}"`, {
           retryable: false,
         });
-      const value = (): Uint8Array =>
-        encodeJson({ run_id: options.runId, expires_at: Date.now() + options.ttlMs });
-      const entry = await locks.get(key);
-      try {
-        if (entry === null) await locks.create(key, value());
-        else {
-          const held = JSON.parse(new TextDecoder().decode(entry.value)) as SessionLock;
-          if (held.run_id !== options.runId && held.expires_at > Date.now()) {
-            await waitForChange(locks, entry.revision, {
-              key,
-              ms: held.expires_at - Date.now(),
-              signal: options.signal,
-            });
-            continue;
-          }
-          await locks.update(key, value(), entry.revision);
-        }
-        return new SessionLockHandle(locks, key, options.runId, options.ttlMs);
-      } catch (error) {
-        if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+      const taken = await this.take(key, options);
+      if (taken instanceof SessionLockHandle) return taken;
+      if (taken !== undefined)
+        await waitForChange(this.meta, taken.revision, {
+          key,
+          ms: taken.expiresAt - Date.now(),
+          signal: options.signal,
+        });
+    }
+  }
+
+  /** The session's lock for a run if no other live run holds it, else undefined (at once, no waiting). */
+  async tryLock(
+    tenant: string,
+    session: string,
+    options: { runId: string; ttlMs: number },
+  ): Promise<SessionLockHandle | undefined> {
+    assertSessionId(session);
+    const key = lockKey(tenant, session);
+    for (;;) {
+      const taken = await this.take(key, options);
+      if (taken instanceof SessionLockHandle) return taken;
+      if (taken !== undefined) return undefined;
+    }
+  }
+
+  /** One attempt at the lock: its handle, the entry another live run holds, or undefined after a lost race. */
+  private async take(
+    key: string,
+    options: { runId: string; ttlMs: number },
+  ): Promise<SessionLockHandle | { revision: number; expiresAt: number } | undefined> {
+    const value = encodeJson({ run_id: options.runId, expires_at: Date.now() + options.ttlMs });
+    const entry = await this.meta.get(key);
+    try {
+      if (entry === null) {
+        const revision = await this.meta.create(key, value);
+        return new SessionLockHandle(this.meta, key, options.runId, options.ttlMs, revision);
       }
+      const held = readLock(entry.value);
+      if (held.run_id !== options.runId && held.expires_at > Date.now())
+        return { revision: entry.revision, expiresAt: held.expires_at };
+      const revision = await this.meta.update(key, value, entry.revision);
+      return new SessionLockHandle(this.meta, key, options.runId, options.ttlMs, revision);
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+      return undefined;
     }
   }
 }
 
-/** A held session lock: renew it while the run lives, release it when the run ends. */
+/**
+ * A held session lock: renew it while the run lives, release it when the run ends. Every write is a compare-and-set
+ * on the revision this handle wrote last, so a holder whose lock expired (a paused or partitioned planner) and was
+ * taken by another run learns it has lost the lock instead of writing over the other run's.
+ */
 export class SessionLockHandle {
+  private holding = true;
+
   constructor(
     private readonly kv: KvStore,
     private readonly key: string,
     readonly runId: string,
     private readonly ttlMs: number,
+    private revision: number,
   ) {}
 
-  async renew(): Promise<void> {
-    await this.kv.put(this.key, encodeJson({ run_id: this.runId, expires_at: Date.now() + this.ttlMs }));
+  /** False once a renewal found the lock held by another run, or gone. */
+  get held(): boolean {
+    return this.holding;
   }
 
-  async release(): Promise<void> {
-    const entry = await this.kv.get(this.key);
-    if (entry === null) return;
-    const held = JSON.parse(new TextDecoder().decode(entry.value)) as SessionLock;
-    if (held.run_id === this.runId) await this.kv.delete(this.key);
+  /**
+   * Extends the lock by its ttl; false (and {@link held} false from then on) when another run holds it or it is
+   * gone. A write of ours that landed without an answer is taken as ours: the lock still names this run.
+   */
+  async renew(): Promise<boolean> {
+    for (let attempt = 1; this.holding; attempt++) {
+      const value = encodeJson({ run_id: this.runId, expires_at: Date.now() + this.ttlMs });
+      try {
+        this.revision = await this.kv.update(this.key, value, this.revision);
+        return true;
+      } catch (error) {
+        if (!isAgentMeshError(error, ErrorCode.Conflict) || attempt === 3) throw error;
+      }
+      const entry = await this.kv.get(this.key);
+      if (entry === null || readLock(entry.value).run_id !== this.runId) this.holding = false;
+      else this.revision = entry.revision;
+    }
+    return false;
   }
+
+  /** Lets the lock go, unless another run holds it by now (a compare-and-set, never a blind delete). */
+  async release(): Promise<void> {
+    if (!this.holding) return;
+    const free = encodeJson({ run_id: '', expires_at: 0 });
+    try {
+      this.revision = await this.kv.update(this.key, free, this.revision);
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+      const entry = await this.kv.get(this.key);
+      if (entry !== null && readLock(entry.value).run_id === this.runId)
+        await this.kv.update(this.key, free, entry.revision);
+    } finally {
+      this.holding = false;
+    }
+  }
+}
+
+function readLock(value: Uint8Array): SessionLock {
+  return JSON.parse(new TextDecoder().decode(value)) as SessionLock;
 }
 
 function encodeName(text: string): string {
