@@ -69,12 +69,20 @@ export async function claimRecord(
     checkpoints: (_flush, user) => ({ checkpoint: user }),
     attach: () => undefined,
     handedOff: false,
+    // a compare-and-set: a waiting state read before the run's end must not write over its finished record
     setWaiting: async (waiting) => {
-      const entry = await records.get(fields.runId);
-      if (entry === null) return;
-      const current = parseRecord(entry.value);
-      if (current.state === 'finished') return;
-      await records.put(fields.runId, encodeJson({ ...current, waiting }));
+      for (;;) {
+        const entry = await records.get(fields.runId);
+        if (entry === null) return;
+        const current = parseRecord(entry.value);
+        if (current.state === 'finished') return;
+        try {
+          await records.update(fields.runId, encodeJson({ ...current, waiting }), entry.revision);
+          return;
+        } catch (error) {
+          if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+        }
+      }
     },
     finish: async (status, endedAt) => {
       const record = runRecord({
