@@ -10,6 +10,9 @@
 //                                                             or the bare floor's)
 // `stages` only observes: it wraps nats-core's ProtocolHandler publish/processMsg and the transport's send to take a
 // timestamp, then calls them unchanged. PROBE_PAUSE=ms waits that long after each run's end before the next submit.
+// `stages` (ours) also prints the spans of each submit on the planner's path (p25/p50): delivery -> the record
+// create's socket write -> its answer -> the `run.accepted` append's write -> heard; PROBE_SPANS=file writes them
+// (process.hrtime in us, the clock of a --cpu-prof profile) to cut a profile to one span.
 import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
 import { NatsBus, silentLogger, subjects } from '@agentmesh/protocol';
@@ -110,7 +113,7 @@ if (mode === 'stages' || mode === 'floorstages') {
     const l = label(subject);
     if (options?.reply) replyOf.set(options.reply, l);
     if (!names.has(this)) names.set(this, `c${++fn}`);
-    log.push([t, names.get(this), 'out', l]);
+    log.push([t, names.get(this), 'out', l, process.hrtime.bigint(), options?.reply]);
     return publish.call(this, subject, data, options);
   };
   proto.processMsg = function (msg, data) {
@@ -121,7 +124,7 @@ if (mode === 'stages' || mode === 'floorstages') {
     if (names.get(this) === 'sub')
       l += ` ${JSON.parse(new TextDecoder().decode(data.subarray(msg.hdr > 0 ? msg.hdr : 0))).type}`;
     if (!names.has(this)) names.set(this, `c${++fn}`);
-    log.push([t, names.get(this), 'in', l]);
+    log.push([t, names.get(this), 'in', l, process.hrtime.bigint(), subject]);
     return processMsg.call(this, msg, data);
   };
   // socket writes (one per microtask-coalesced flush), by connection
@@ -134,13 +137,27 @@ if (mode === 'stages' || mode === 'floorstages') {
         .split('\r\n')
         .filter((x) => /^(H?PUB|SUB|UNSUB|PING|PONG) /.test(x) || x === 'PING' || x === 'PONG')
         .map((x) => (x.startsWith('UNSUB') ? 'UNSUB' : `${x.split(' ')[0]} ${label(x.split(' ')[1] ?? '')}`));
-      log.push([performance.now(), name, 'WRITE', `${cmds.join(' + ')}`]);
+      log.push([performance.now(), name, 'WRITE', `${cmds.join(' + ')}`, process.hrtime.bigint()]);
       return send(frame);
     };
   }
   const rows = new Map();
   const count = Number(a1 ?? 200);
   const cpu = [];
+  const spans = [];
+  // delivery, record create written, answered, run.accepted append written, heard (hrtime us), from one submit's log
+  const spanOf = () => {
+    const at = (who, dir, test, from) =>
+      log.findIndex((e, i) => i > from && e[1] === who && e[2] === dir && test(e[3]));
+    const d = at('planner', 'in', (l) => l === 'P.runs.submit', -1);
+    const c = at('planner', 'out', (l) => l === '$KV.P_runs.<id>', d);
+    const cw = at('planner', 'WRITE', (l) => l.includes('$KV.P_runs.<id>'), c);
+    const a = log.findIndex((e, i) => i > cw && e[2] === 'in' && e[5] !== undefined && e[5] === log[c][5]);
+    const pw = at('planner', 'WRITE', (l) => l.includes('P.runs.<id>.events'), a);
+    const h = at('sub', 'in', (l) => l === 'P.runs.<id>.events run.accepted', pw);
+    if (d < 0 || c < 0 || cw < 0 || a < 0 || pw < 0 || h < 0) return undefined;
+    return [d, cw, a, pw, h].map((i) => Number(log[i][4] / 1000n));
+  };
   for (let k = 0; k < count; k++) {
     previous = current;
     current = floor ? `floor-${101 + k}` : `acc-${n + 1}`;
@@ -152,6 +169,8 @@ if (mode === 'stages' || mode === 'floorstages') {
     await new Promise((r) => setImmediate(r));
     const used = process.cpuUsage(c0);
     cpu.push(used.user + used.system);
+    const span = floor ? undefined : spanOf();
+    if (span !== undefined) spans.push(span);
     const seen = new Map();
     for (const [t, who, dir, l] of log) {
       const key = `${who} ${dir} ${l}`;
@@ -169,6 +188,18 @@ if (mode === 'stages' || mode === 'floorstages') {
   console.log(
     `cpu per submit+run (median) ${median(cpu).toFixed(0)} us; cpu from submit to accepted heard ${median(cpuToAccepted.slice(-count)).toFixed(0)} us`,
   );
+  if (spans.length > 0) {
+    const q = (i, j) => {
+      const v = spans.map((x) => x[j] - x[i]).sort((x, y) => x - y);
+      return `${v[Math.floor(v.length / 4)]}/${v[Math.floor(v.length / 2)]}`;
+    };
+    console.log(
+      `spans (p25/p50 us, ${spans.length} submits): delivered -> create written ${q(0, 1)}, -> answered ${q(1, 2)}, ` +
+        `-> run.accepted append written ${q(2, 3)}, -> heard ${q(3, 4)}; delivered -> heard ${q(0, 4)}`,
+    );
+    if (process.env.PROBE_SPANS)
+      (await import('node:fs')).writeFileSync(process.env.PROBE_SPANS, JSON.stringify(spans));
+  }
   await floor?.stop();
 } else if (mode === 'run') {
   const c0 = process.cpuUsage();

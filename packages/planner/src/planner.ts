@@ -161,6 +161,7 @@ export class Planner {
   private readonly durable: boolean;
   private readyPromise: Promise<void> | undefined;
   private stores: Stores | undefined;
+  private durableOf: { stores: Stores; deps: DurableDeps } | undefined;
   private cancelSub: Subscription | undefined;
   private approvalSub: Subscription | undefined;
   private controlSubs: Subscription[] = [];
@@ -309,15 +310,20 @@ export class Planner {
     return this.active.size;
   }
 
+  /** What durable runs need of this planner: made once its stores are open, then the same for every delivery. */
   private durableDeps(): DurableDeps | undefined {
-    const checkpoints = this.stores?.checkpoints;
-    if (!this.durable || checkpoints === undefined) return undefined;
+    const { stores } = this;
+    const checkpoints = stores?.checkpoints;
+    if (!this.durable || stores === undefined || checkpoints === undefined) return undefined;
+    if (this.durableOf?.stores === stores) return this.durableOf.deps;
     const { infra, id: plannerId, leaseMs, logger, presence } = this;
-    return {
-      ...{ infra, records: this.stores!.records, checkpoints, plannerId, leaseMs, logger, presence },
+    const deps = {
+      ...{ infra, records: stores.records, checkpoints, plannerId, leaseMs, logger, presence },
       draining: () => this.handingOff,
       newerReported: this.newerReported,
     };
+    this.durableOf = { stores, deps };
+    return deps;
   }
 
   private sessionStore(): Promise<SessionStore> {

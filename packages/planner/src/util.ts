@@ -1,4 +1,10 @@
-import { AgentMeshError, ErrorCode, compileGlobTokens, type GlobTest } from '@agentmesh/protocol';
+import {
+  AgentMeshError,
+  ErrorCode,
+  compileGlobTokens,
+  type GlobTest,
+  type Logger,
+} from '@agentmesh/protocol';
 
 /** Resolves after `ms`, or rejects with `cancelled` when the signal aborts first. */
 export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
@@ -138,4 +144,22 @@ export class LruCache<K, V> {
     if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as K);
     return value;
   }
+}
+
+/**
+ * `logger.child(bindings)`, made on first use: a run's child logger costs its serialized bindings, and most runs
+ * that go well log nothing through it until after their first event is sent.
+ */
+export function lazyChild(logger: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  const real = () => (child ??= logger.child(bindings));
+  // an empty target: the parent's own properties put no invariant on what the child answers
+  return new Proxy({} as Logger, {
+    get: (_target, key) => {
+      const target = real();
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+    set: (_target, key, value) => Reflect.set(real(), key, value),
+  });
 }

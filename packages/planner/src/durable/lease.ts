@@ -79,6 +79,7 @@ export class RunLease {
   private readonly cancelListeners = new Set<(reason: string) => void>();
   private renewing: Promise<void> | undefined;
   private handedOver = false;
+  private stopped = false;
 
   readonly leaseMs: number;
   private readonly log: Logger;
@@ -171,8 +172,9 @@ export class RunLease {
     }
   }
 
-  /** Renews the lease every third of its length until {@link RunLease.stop}. */
+  /** Renews the lease every third of its length until {@link RunLease.stop} (not once it is lost or finished). */
   start(): void {
+    if (this.timer !== undefined || this.stopped || this.lostReason !== undefined) return;
     this.timer = setInterval(
       () => {
         this.checkExpiry();
@@ -184,6 +186,7 @@ export class RunLease {
   }
 
   stop(): void {
+    this.stopped = true;
     clearInterval(this.timer);
     this.timer = undefined;
   }

@@ -12,6 +12,7 @@ import { isNewerSchema, newerSchemaError, schemaVersionOf, SCHEMA_VERSION } from
 import type { PlannerInfra, Settlement } from '../infra/backend.js';
 import { finishCancelledWhileQueued } from '../infra/queued-end.js';
 import { leaseKeeper, recordedOrigin } from './keepers.js';
+import { lazyChild } from '../util.js';
 import { RunLease, type LeaseClaim } from './lease.js';
 import type { PlannerPresence } from './presence.js';
 
@@ -56,7 +57,7 @@ async function takeAndRun(
   run: { execute: (keeper: RunKeeper) => Promise<unknown>; attach: ((lease: RunLease) => void) | undefined },
 ): Promise<Settlement> {
   const { runId, streamSeq } = ids;
-  const log = deps.logger.child({ run_id: runId });
+  const log = lazyChild(deps.logger, { run_id: runId });
   let claim: LeaseClaim;
   try {
     const base = {
@@ -117,8 +118,10 @@ async function takeAndRun(
         'taking over a run whose planner stopped',
       );
     const writer = new CheckpointWriter(deps.checkpoints, lease, resume.revision, log);
-    lease.start();
-    await run.execute(leaseKeeper({ lease, writer, log, draining: deps.draining, ...resume }));
+    const running = run.execute(leaseKeeper({ lease, writer, log, draining: deps.draining, ...resume }));
+    // renewals start once the run's first event is on its way (a new run sends `run.accepted` on this turn)
+    queueMicrotask(() => lease.start());
+    await running;
     return settled(lease);
   } catch (error) {
     log.error({ err: (error as Error).message }, 'run could not be taken; redelivered later');

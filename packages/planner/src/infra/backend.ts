@@ -162,10 +162,17 @@ function once<T>(open: () => Promise<T>): () => Promise<T> {
   };
 }
 
+/** {@link once}, handing out the asset itself once it is open (a caller then goes on without awaiting it). */
+function onceOpen<T>(open: () => Promise<T>): { get: () => Promise<T>; now: () => T | Promise<T> } {
+  let asset: T | undefined;
+  const get = once(async () => (asset = await open()));
+  return { get, now: () => asset ?? get() };
+}
+
 export function plannerInfra(backend: Backend, prefix: string, logger: Logger): PlannerInfra {
   const durable = backend.durable;
   const intake = once(() => openRunIntake(backend, prefix));
-  const log = once(() => openRunEventLog(backend, prefix));
+  const { get: log, now: openLog } = onceOpen(() => openRunEventLog(backend, prefix));
   const subject = (runId: string) => buildSubjects(prefix).runEvents(runId);
   return {
     durable,
@@ -182,7 +189,7 @@ export function plannerInfra(backend: Backend, prefix: string, logger: Logger): 
       durable ? startQueueIntake(await intake(), logger, options) : startBusIntake(backend, prefix, options),
     eventPublisher: (runId, options) =>
       durable
-        ? logPublisher(log, { prefix, runId, logger, onConflict: options?.onConflict })
+        ? logPublisher(openLog, { prefix, runId, logger, onConflict: options?.onConflict })
         : busPublisher(backend, prefix, runId),
     lastStoredEvent: async (runId) => (durable ? lastLoggedEvent(await log(), subject(runId)) : undefined),
     readRunEvents: async (runId) => (durable ? loggedEvents(await log(), subject(runId)) : []),

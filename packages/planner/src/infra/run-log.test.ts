@@ -1,10 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
+  AgentMeshError,
+  ErrorCode,
   encodeJson,
   memoryBackend,
   openRunEventLog,
   silentLogger,
   subjects,
+  type EventLog,
   type RunEvent,
 } from '@agentmesh/protocol';
 import { loggedEvents, logPublisher } from './run-log.js';
@@ -48,5 +51,48 @@ describe('logPublisher', () => {
     const stored = await loggedEvents(log, subject);
     expect(stored.map((e) => e.seq)).toEqual([1, 2]);
     expect(stored[1]).toMatchObject({ planner_id: 'stale' });
+  });
+
+  it('appends an event on the turn it is published when its log is open', async () => {
+    const log = await openRunEventLog(memoryBackend(), 'agentmesh');
+    const appended: number[] = [];
+    const counted = Object.assign(Object.create(log) as EventLog, {
+      append: (...args: Parameters<EventLog['append']>) => {
+        appended.push(args[1]);
+        return log.append(...args);
+      },
+    });
+    const publisher = logPublisher(() => counted, {
+      prefix: 'agentmesh',
+      runId: 'r1',
+      logger: silentLogger(),
+    });
+    publisher.publish(event(1, 'run.accepted'));
+    expect(appended).toEqual([1]);
+    await publisher.flush();
+  });
+
+  it('stops retrying a failing append at once when it is closed, in the wait between attempts', async () => {
+    const log = await openRunEventLog(memoryBackend(), 'agentmesh');
+    let attempts = 0;
+    const failing = Object.assign(Object.create(log) as EventLog, {
+      append: () => {
+        attempts++;
+        return Promise.reject(new AgentMeshError(ErrorCode.Unavailable, 'no leader', { retryable: true }));
+      },
+    });
+    const publisher = logPublisher(() => failing, {
+      prefix: 'agentmesh',
+      runId: 'r1',
+      logger: silentLogger(),
+    });
+    publisher.publish(event(1));
+    // after 4 failures the next wait is about 400 ms (50 ms doubling)
+    while (attempts < 4) await new Promise((r) => setTimeout(r, 5));
+    publisher.close();
+    const closedAt = Date.now();
+    await publisher.flush();
+    expect(Date.now() - closedAt).toBeLessThan(250);
+    expect(attempts).toBe(4);
   });
 });

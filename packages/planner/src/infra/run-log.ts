@@ -5,6 +5,7 @@ import {
   TERMINAL_EVENT_TYPES,
   encodeJson,
   retry,
+  sleep,
   subjects as buildSubjects,
   validate,
   type Backend,
@@ -55,21 +56,32 @@ export function busPublisher(backend: Backend, prefix: string, runId: string): E
  * calls `onConflict`, so the run is handed over rather than finished with events missing from its log.
  */
 export function logPublisher(
-  log: () => Promise<EventLog>,
+  log: () => EventLog | Promise<EventLog>,
   options: { prefix: string; runId: string; logger: Logger; onConflict?: (() => void) | undefined },
 ): EventPublisher {
   const { runId, logger } = options;
   const subject = runEventsSubject(options.prefix, runId);
   const queue: RunEvent[] = [];
-  const closed = new AbortController();
+  let closed = false;
+  // ends a wait between attempts at close; made by the first wait (a publisher whose appends land never needs it)
+  let closing: AbortController | undefined;
   let pumping: Promise<void> | undefined;
+  // an open log is appended to at once: the event leaves on the turn it is published
+  const append = (e: RunEvent) => {
+    if (closed) throw new AgentMeshError(ErrorCode.Cancelled, `the events of run ${runId} are closed`);
+    const opened = log();
+    const data = encodeJson(e);
+    return opened instanceof Promise
+      ? opened.then((l) => l.append(subject, e.seq, data))
+      : opened.append(subject, e.seq, data);
+  };
   const appendOne = (e: RunEvent) =>
-    retry(async () => (await log()).append(subject, e.seq, encodeJson(e)), {
+    retry(() => append(e), {
       attempts: 120,
       baseMs: 50,
       capMs: 1_000,
-      signal: closed.signal,
-      retryable: (error) => error.code !== ErrorCode.Conflict,
+      wait: (ms) => (closed ? Promise.resolve() : sleep(ms, (closing ??= new AbortController()).signal)),
+      retryable: (error) => !closed && error.code !== ErrorCode.Conflict,
       onRetry: (error, attempt) => {
         if (attempt === 1 || attempt % 10 === 0)
           logger.warn(
@@ -78,7 +90,7 @@ export function logPublisher(
           );
       },
     }).catch((error: unknown) => {
-      if (closed.signal.aborted) return;
+      if (closed) return;
       const conflict = (error as AgentMeshError).code === ErrorCode.Conflict;
       logger.error(
         { run_id: runId, seq: e.seq, err: (error as Error).message },
@@ -91,7 +103,7 @@ export function logPublisher(
       options.onConflict?.();
     });
   const pump = async () => {
-    while (queue.length > 0 && !closed.signal.aborted) {
+    while (queue.length > 0 && !closed) {
       await appendOne(queue[0]!);
       queue.shift();
     }
@@ -99,16 +111,17 @@ export function logPublisher(
   const start = () => {
     pumping ??= pump().finally(() => {
       pumping = undefined;
-      if (queue.length > 0 && !closed.signal.aborted) start();
+      if (queue.length > 0 && !closed) start();
     });
   };
   const close = () => {
-    closed.abort();
+    closed = true;
+    closing?.abort();
     queue.length = 0;
   };
   return {
     publish: (e) => {
-      if (closed.signal.aborted) return;
+      if (closed) return;
       queue.push(e);
       start();
     },

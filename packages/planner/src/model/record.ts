@@ -49,15 +49,16 @@ type RecordFields = Pick<RunRecord, 'run_id' | 'planner_id'> & {
  * `status` is `finished` (at `finished_at`, or now). Fields left undefined are left out.
  */
 export function runRecord(fields: RecordFields): RunRecord {
-  const now = new Date().toISOString();
+  let now: string | undefined;
+  const at = () => (now ??= new Date().toISOString());
   const finished = fields.status !== undefined || fields.state === 'finished';
   const record: RunRecord = {
     schema_version: SCHEMA_VERSION,
     run_id: fields.run_id,
     planner_id: fields.planner_id,
     state: finished ? 'finished' : 'running',
-    accepted_at: fields.accepted_at ?? now,
-    ...(finished ? { finished_at: fields.finished_at ?? now } : {}),
+    accepted_at: fields.accepted_at ?? at(),
+    ...(finished ? { finished_at: fields.finished_at ?? at() } : {}),
   };
   const out = record as unknown as Record<string, unknown>;
   const given = fields as Record<string, unknown>;

@@ -210,10 +210,10 @@ function resolveEndpoint(request: ProviderRequest, settings: ProviderSettings): 
 
 function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings): ProviderChoice {
   const env = settings.env ?? process.env;
-  const openaiKey = settings.openaiApiKey ?? env['OPENAI_API_KEY'] ?? undefined;
-  const openaiBase = settings.openaiBaseUrl ?? env['OPENAI_BASE_URL'] ?? undefined;
-  const anthropicKey = settings.anthropicApiKey ?? env['ANTHROPIC_API_KEY'] ?? undefined;
-  const anthropicBase = settings.anthropicBaseUrl ?? env['ANTHROPIC_BASE_URL'] ?? undefined;
+  // read from the environment only when the run needs them (a scripted run needs none)
+  const openaiKey = () => settings.openaiApiKey ?? env['OPENAI_API_KEY'] ?? undefined;
+  const openaiBase = () => settings.openaiBaseUrl ?? env['OPENAI_BASE_URL'] ?? undefined;
+  const anthropicKey = () => settings.anthropicApiKey ?? env['ANTHROPIC_API_KEY'] ?? undefined;
   const compatibleBase = request.base_url ?? settings.baseUrl;
   const script = request.script ?? settings.script;
   const kind: ProviderKind | undefined =
@@ -223,7 +223,7 @@ function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings)
     settings.provider ??
     (settings.script !== undefined ? 'scripted' : undefined) ??
     (settings.baseUrl !== undefined ? 'openai-compatible' : undefined) ??
-    (openaiKey ? 'openai' : anthropicKey ? 'anthropic' : openaiBase ? 'openai-compatible' : undefined);
+    (openaiKey() ? 'openai' : anthropicKey() ? 'anthropic' : openaiBase() ? 'openai-compatible' : undefined);
   if (kind === undefined)
     throw new AgentMeshError(ErrorCode.InvalidConfig, NO_PROVIDER_HELP, { retryable: false });
   const model =
@@ -238,21 +238,27 @@ function resolveKindAndKey(request: ProviderRequest, settings: ProviderSettings)
   if (isPreset(kind)) return presetChoice(kind, model, request, settings, missing);
   switch (kind) {
     case 'openai':
-    case 'openai-responses':
-      if (!openaiKey && !openaiBase) throw missing('OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)');
-      return { kind, model, apiKey: openaiKey || undefined, baseUrl: openaiBase || undefined };
-    case 'anthropic':
-      if (!anthropicKey) throw missing('ANTHROPIC_API_KEY');
-      return { kind, model, apiKey: anthropicKey, baseUrl: anthropicBase || undefined };
+    case 'openai-responses': {
+      const [apiKey, baseUrl] = [openaiKey(), openaiBase()];
+      if (!apiKey && !baseUrl) throw missing('OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)');
+      return { kind, model, apiKey: apiKey || undefined, baseUrl: baseUrl || undefined };
+    }
+    case 'anthropic': {
+      const apiKey = anthropicKey();
+      if (!apiKey) throw missing('ANTHROPIC_API_KEY');
+      const baseUrl = settings.anthropicBaseUrl ?? env['ANTHROPIC_BASE_URL'] ?? undefined;
+      return { kind, model, apiKey, baseUrl: baseUrl || undefined };
+    }
     case 'openai-compatible': {
-      const baseUrl = compatibleBase ?? openaiBase;
+      const openaiBaseUrl = openaiBase();
+      const baseUrl = compatibleBase ?? openaiBaseUrl;
       if (!baseUrl) throw missing('a base URL (--base-url, the run\'s "base_url", or OPENAI_BASE_URL)');
       // a base URL chosen by the run (not by whoever configured this planner) never receives the planner's keys
       const configuredBase =
         request.base_url === undefined ||
         request.base_url === settings.baseUrl ||
-        request.base_url === openaiBase;
-      const apiKey = configuredBase ? (settings.compatibleApiKey ?? (openaiKey || undefined)) : undefined;
+        request.base_url === openaiBaseUrl;
+      const apiKey = configuredBase ? (settings.compatibleApiKey ?? (openaiKey() || undefined)) : undefined;
       return { kind, model, apiKey, baseUrl };
     }
     case 'scripted':

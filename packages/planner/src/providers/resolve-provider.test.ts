@@ -5,6 +5,23 @@ import { ProviderClients, resolveProvider } from './index.js';
 describe('resolveProvider', () => {
   const env = { OPENAI_API_KEY: 'sk-planner-secret' };
 
+  it('reads the environment only for what the run needs: a scripted run reads none of it', () => {
+    const read: string[] = [];
+    const watched = new Proxy(
+      { OPENAI_API_KEY: 'sk-x', ANTHROPIC_API_KEY: 'ak-x' } as Record<string, string | undefined>,
+      { get: (target, key: string) => (read.push(key), target[key]) },
+    );
+    expect(resolveProvider({ script: [{ text: 'ok' }] }, { env: watched })).toMatchObject({
+      kind: 'scripted',
+    });
+    expect(read).toEqual([]);
+    expect(resolveProvider({}, { env: watched })).toMatchObject({ kind: 'openai', apiKey: 'sk-x' });
+    expect(resolveProvider({ provider: 'anthropic' }, { env: watched })).toMatchObject({
+      kind: 'anthropic',
+      apiKey: 'ak-x',
+    });
+  });
+
   it("never sends the planner's OpenAI key to a base URL a run chose from provider.allowed_base_urls", () => {
     const choice = resolveProvider(
       { provider: 'openai-compatible', base_url: 'http://attacker.example/v1' },

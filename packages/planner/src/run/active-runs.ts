@@ -19,9 +19,20 @@ export class ActiveRuns {
 
   /** Starts a run's clock: it times out after `waitMs` and is cancelled when `external` aborts. */
   start(runId: string, timeoutMs: number, waitMs: number, external: AbortSignal | undefined): ActiveRun {
-    const run: ActiveRun = { controller: new AbortController(), stop: undefined, cleanup: () => undefined };
-    // Every tool call, model call and wait of the run listens on this one signal: dozens at once is normal.
-    setMaxListeners(0, run.controller.signal);
+    let controller: AbortController | undefined;
+    const run: ActiveRun = {
+      // made on first use (a new run's setup, after its run.accepted is stored; or a cancel or fence before that)
+      get controller() {
+        if (controller === undefined) {
+          controller = new AbortController();
+          // Every tool call, model call and wait of the run listens on this one signal: dozens at once is normal.
+          setMaxListeners(0, controller.signal);
+        }
+        return controller;
+      },
+      stop: undefined,
+      cleanup: () => undefined,
+    };
     const timer = setTimeout(() => {
       run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
       run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));

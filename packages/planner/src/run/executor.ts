@@ -43,6 +43,7 @@ import {
   type PlannerDefaults,
 } from './setup.js';
 import { SetupLane } from './setup-lane.js';
+import { lazyChild } from '../util.js';
 import { startWarnings } from './warnings.js';
 import type {
   EventPublisher,
@@ -129,7 +130,7 @@ export class RunExecutor {
     options: ExecuteOptions = {},
   ): Promise<RunResult> {
     const started = performance.now();
-    const log = this.config.logger.child({ run_id: runId });
+    const log = lazyChild(this.config.logger, { run_id: runId });
     const publisher = this.config.publisher(runId, {
       tenant: request.identity?.tenant,
       onConflict: () =>
@@ -190,13 +191,18 @@ export class RunExecutor {
         request.system,
         this.config.defaults.system_prompt_override,
       );
-      if (io.keeper.resume?.snapshot === undefined) io.fork = await this.config.features.fork(request);
+      if (request.fork !== undefined && io.keeper.resume?.snapshot === undefined)
+        io.fork = await this.config.features.fork(request);
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
     }
     const fresh = sink.lastSeq === 0;
-    if (fresh) sink.emit(runAccepted(request, io.choice));
+    if (fresh) {
+      sink.emit(runAccepted(request, io.choice));
+      // its append is sent on this microtask: the run's clock and links below wait until it is written
+      await Promise.resolve();
+    }
     const resumed =
       io.keeper.resume !== undefined &&
       io.keeper.resume.queued !== true &&

@@ -1,0 +1,45 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ActiveRuns } from './active-runs.js';
+
+const RealAbortController = globalThis.AbortController;
+
+describe('ActiveRuns', () => {
+  afterEach(() => {
+    globalThis.AbortController = RealAbortController;
+  });
+
+  it("makes a run's abort controller on first use, not when the run starts (a new run's path to run.accepted)", () => {
+    let made = 0;
+    globalThis.AbortController = class extends RealAbortController {
+      constructor() {
+        super();
+        made++;
+      }
+    };
+    const runs = new ActiveRuns();
+    const run = runs.start('r1', 60_000, 60_000, undefined);
+    expect(made).toBe(0);
+    expect(run.controller.signal.aborted).toBe(false);
+    expect(run.controller).toBe(run.controller);
+    expect(made).toBe(1);
+    runs.end('r1');
+  });
+
+  it('a cancel that comes before the controller was used still stops the run, with its reason', () => {
+    const runs = new ActiveRuns();
+    const run = runs.start('r1', 60_000, 60_000, undefined);
+    expect(runs.cancel('r1', 'changed my mind')).toBe(true);
+    expect(run.stop).toEqual({ status: 'cancelled', reason: 'cancelled: changed my mind' });
+    expect(run.controller.signal.aborted).toBe(true);
+    expect((run.controller.signal.reason as Error).message).toBe('changed my mind');
+    runs.end('r1');
+  });
+
+  it('a run times out on its clock whether or not its controller was used', async () => {
+    const runs = new ActiveRuns();
+    const run = runs.start('r1', 20, 20, undefined);
+    await vi.waitFor(() => expect(run.stop?.status).toBe('timeout'), { timeout: 5_000 });
+    expect(run.controller.signal.aborted).toBe(true);
+    runs.end('r1');
+  });
+});
