@@ -104,11 +104,19 @@ export class Attempt implements Deadline {
     }));
   }
 
-  readonly fail = (error: unknown): void => {
-    if (this.end()) this.failed(toToolError(error, this.tool.name));
-  };
+  /** Settles with `running`'s output or failure (unless it settled before). */
+  follow(running: Promise<unknown>): void {
+    running.then(
+      (output) => this.succeed(output),
+      (error: unknown) => this.fail(error),
+    );
+  }
 
-  readonly succeed = (output: unknown): void => {
+  fail(error: unknown): void {
+    if (this.end()) this.failed(toToolError(error, this.tool.name));
+  }
+
+  succeed(output: unknown): void {
     if (!this.end()) return;
     try {
       this.output = this.tool.checkOutput(output);
@@ -118,7 +126,7 @@ export class Attempt implements Deadline {
     }
     this.succeeded = true;
     this.resolve?.(this.output);
-  };
+  }
 
   private failed(error: AgentMeshError): void {
     this.failure = error;

@@ -1,4 +1,4 @@
-import type { ArtifactRef } from '@agentmesh/protocol';
+import type { ArtifactRef, ToolOutcome } from '@agentmesh/protocol';
 import { utf8Boundary } from './artifacts.js';
 
 const encoder = new TextEncoder();
@@ -8,6 +8,22 @@ const decoder = new TextDecoder();
 export function outputText(output: unknown): string {
   if (typeof output === 'string') return output;
   return JSON.stringify(output ?? null);
+}
+
+/**
+ * The JSON text of a success outcome as the executor makes it (these members in this order, its output present and
+ * its preview the output's text), with `outputText` (the preview) standing in for the output's JSON instead of
+ * serializing the output a second time: a string output is its preview, escaped once for both members. Equal to
+ * `JSON.stringify(outcome)`.
+ */
+export function successOutcomeJson(outcome: ToolOutcome, outputText: string): string {
+  const preview = JSON.stringify(outputText);
+  return (
+    `{"call_id":${JSON.stringify(outcome.call_id)},"tool":${JSON.stringify(outcome.tool)},` +
+    `"worker_id":${JSON.stringify(outcome.worker_id)},"is_error":false,` +
+    `"output":${typeof outcome.output === 'string' ? preview : outputText},"preview":${preview},` +
+    `"elapsed_ms":${JSON.stringify(outcome.elapsed_ms)},"attempts":${JSON.stringify(outcome.attempts)}}`
+  );
 }
 
 export function byteLength(text: string): number {
