@@ -52,8 +52,8 @@ export class SlotTable<V extends object> {
   /** The handle a {@link token} stands for (NaN for text that is not one; check what it finds). */
   static fromToken(token: string): number {
     const at = token.indexOf('_');
-    if (at <= 0 || at === token.length - 1) return Number.NaN;
-    return digitsAt(token, 0, at) * SLOT_LIMIT + digitsAt(token, at + 1, token.length);
+    if (at <= 0) return Number.NaN;
+    return Number(token.slice(0, at)) * SLOT_LIMIT + Number(token.slice(at + 1));
   }
 
   /** The value stored under `handle`, or undefined when it was deleted or never given out. */
@@ -80,15 +80,4 @@ export class SlotTable<V extends object> {
       if (value !== undefined) visit(value, handles[slot]!);
     }
   }
-}
-
-/** The decimal number the digits of `text` from `start` to `end` make (NaN when one is not a digit), with no substring. */
-function digitsAt(text: string, start: number, end: number): number {
-  let value = 0;
-  for (let i = start; i < end; i++) {
-    const digit = text.charCodeAt(i) - 48;
-    if (digit < 0 || digit > 9) return Number.NaN;
-    value = value * 10 + digit;
-  }
-  return value;
 }

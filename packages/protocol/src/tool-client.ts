@@ -178,14 +178,15 @@ class ClientCall {
   }
 
   private afterFirstSend(result: SendResult): ToolOutcome | Promise<ToolOutcome> {
+    const failed = (error: unknown) => this.resend(AgentMeshError.from(error));
     try {
       if (result.kind === 'outcome') return this.answered(result);
       if (result.kind === 'error') throw this.sendFailed(result.error);
       this.workerLost(result);
     } catch (error) {
-      return this.resend(AgentMeshError.from(error));
+      return failed(error);
     }
-    return this.sendUntilAnswered().catch((error: unknown) => this.resend(AgentMeshError.from(error)));
+    return this.sendUntilAnswered().catch(failed);
   }
 
   /** Sends the call (again at once after a lost worker, when that is safe) until an outcome or an error. */

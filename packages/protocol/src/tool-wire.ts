@@ -2,6 +2,7 @@ import type { Bus, BusMessage } from './bus/types.js';
 import {
   FAST_CHECK_COMPILE_AFTER,
   NOT_COPIED,
+  fastValidator,
   inputCheck,
   jsonCopyWithin,
   outputCheck,
@@ -16,7 +17,6 @@ import {
   ToolOutcomeSchema,
   type ToolInvocation,
   type ToolInvocationInput,
-  type ToolOutcome,
 } from './schemas.js';
 import { withToolCallTraceHeaders } from './telemetry/run-tracer.js';
 import { HandOverMarks, takeHandedOverOutcome } from './tool-handover.js';
@@ -156,18 +156,14 @@ function replyResult(reply: BusMessage, watch: CallWatch): SendResult {
   try {
     throwIfErrorReply(reply);
     const body = reply.value !== undefined ? reply.value : parseJson(reply.text(), 'tool outcome');
-    const outcome =
-      takeHandedOverOutcome(body) || outcomeCheck(body)
-        ? (body as ToolOutcome)
-        : validate(ToolOutcomeSchema, body, `outcome of ${watch.tool}`);
+    const outcome = takeHandedOverOutcome(body) ? body : checkOutcome(body, `outcome of ${watch.tool}`);
     return { kind: 'outcome', outcome, sawStarted: watch.workerId !== undefined };
   } catch (error) {
     return { kind: 'error', error: AgentMeshError.from(error) };
   }
 }
 
-/** The outcome's compiled check (zod, which names the offending field, decides until it is compiled or when it fails). */
-const outcomeCheck = outputCheck(ToolOutcomeSchema, { after: FAST_CHECK_COMPILE_AFTER });
+const checkOutcome = fastValidator(ToolOutcomeSchema);
 /** Zod parses an invocation until these checks have been asked often enough to be worth compiling. */
 const invocationCheck = outputCheck(ToolInvocationSchema, { after: FAST_CHECK_COMPILE_AFTER });
 const invocationInputCheck = inputCheck(ToolInvocationSchema, { after: FAST_CHECK_COMPILE_AFTER });

@@ -104,19 +104,11 @@ export class Attempt implements Deadline {
     }));
   }
 
-  /** Settles with `running`'s output or failure (unless it settled before). */
-  follow(running: Promise<unknown>): void {
-    running.then(
-      (output) => this.succeed(output),
-      (error: unknown) => this.fail(error),
-    );
-  }
-
-  fail(error: unknown): void {
+  readonly fail = (error: unknown): void => {
     if (this.end()) this.failed(toToolError(error, this.tool.name));
-  }
+  };
 
-  succeed(output: unknown): void {
+  readonly succeed = (output: unknown): void => {
     if (!this.end()) return;
     try {
       this.output = this.tool.checkOutput(output);
@@ -126,7 +118,7 @@ export class Attempt implements Deadline {
     }
     this.succeeded = true;
     this.resolve?.(this.output);
-  }
+  };
 
   private failed(error: AgentMeshError): void {
     this.failure = error;

@@ -279,7 +279,7 @@ export class Executor {
           running = result;
         }
       }
-      current.follow(running);
+      running.then(current.succeed, current.fail);
     } catch (error) {
       current.fail(error);
     }

@@ -58,15 +58,12 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 const FLUSH_THRESHOLD_BYTES = 8 * 1024;
 
-/** Where a request's reply (`error` undefined) or failure goes. */
-type RequestSettled = (error: unknown, reply: BusMessage | undefined) => void;
-
 interface PendingRequest {
   subject: string;
   /** The request's reply subject: a reply on any other (a guessed handle without its secret) is ignored. */
   reply: string;
-  /** Gets the reply, or the error, once. */
-  settled: RequestSettled;
+  resolve: (msg: BusMessage) => void;
+  reject: (error: unknown) => void;
   deadline: number;
   timeoutMs: number;
   signal: AbortSignal | undefined;
@@ -338,9 +335,8 @@ export class NatsBus implements Backend {
         const p = this.pending.get(handle);
         if (p === undefined || p.reply !== msg.subject) return;
         this.settle(handle, p);
-        if (msg.data.length === 0 && msg.headers?.code === 503)
-          p.settled(noRespondersError(p.subject), undefined);
-        else p.settled(undefined, new NatsMessage(msg));
+        if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
+        else p.resolve(new NatsMessage(msg));
       },
     });
     this.muxSub = muxSub;
@@ -355,7 +351,7 @@ export class NatsBus implements Backend {
     this.logger?.error({ err: error, subject: sub.getSubject() }, 'reply subscription failed');
     this.pending.forEach((p, handle) => {
       this.settle(handle, p);
-      p.settled(busError(error, p.subject), undefined);
+      p.reject(busError(error, p.subject));
     });
   }
 
@@ -364,7 +360,7 @@ export class NatsBus implements Backend {
     this.pending.forEach((p, handle) => {
       if (p.subject !== error.subject) return;
       this.settle(handle, p);
-      p.settled(busError(error, p.subject), undefined);
+      p.reject(busError(error, p.subject));
     });
   }
 
@@ -397,7 +393,7 @@ export class NatsBus implements Backend {
         return;
       }
       this.settle(handle, p);
-      p.settled(timeoutError(p.subject, p.timeoutMs), undefined);
+      p.reject(timeoutError(p.subject, p.timeoutMs));
     });
     if (next !== Infinity) this.armExpiry(next);
   };
@@ -412,9 +408,7 @@ export class NatsBus implements Backend {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
     return new Promise<BusMessage>((resolve, reject) =>
-      this.sendRequest(subject, bytes, options, (error, reply) =>
-        reply === undefined ? reject(error) : resolve(reply),
-      ),
+      this.sendRequest(subject, bytes, options, resolve, reject),
     );
   }
 
@@ -433,22 +427,30 @@ export class NatsBus implements Backend {
       queueMicrotask(() => settled(error, undefined));
       return;
     }
-    this.sendRequest(subject, bytes, options, settled);
+    this.sendRequest(
+      subject,
+      bytes,
+      options,
+      (reply) => settled(undefined, reply),
+      (error) => settled(error, undefined),
+    );
   }
 
-  /** Sends a checked request whose reply or failure goes to `settled`, once. */
+  /** Sends a checked request whose reply or failure goes to `resolve` or `reject`, once. */
   private sendRequest(
     subject: string,
     bytes: Uint8Array,
     options: RequestOptions,
-    settled: RequestSettled,
+    resolve: (msg: BusMessage) => void,
+    reject: (error: unknown) => void,
   ): void {
     const signal = options.signal;
     this.ensureMux();
     const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const p: PendingRequest = {
       subject,
-      settled,
+      resolve,
+      reject,
       deadline: Date.now() + timeoutMs,
       timeoutMs,
       signal,
@@ -461,7 +463,7 @@ export class NatsBus implements Backend {
     if (signal) {
       p.onAbort = () => {
         this.settle(handle, p);
-        settled(cancelledError(subject, signal.reason), undefined);
+        reject(cancelledError(subject, signal.reason));
       };
       signal.addEventListener('abort', p.onAbort, { once: true });
     }
@@ -469,7 +471,7 @@ export class NatsBus implements Backend {
       this.send(subject, bytes, p.reply, options.headers);
     } catch (error) {
       this.settle(handle, p);
-      settled(AgentMeshError.from(error, ErrorCode.Unavailable), undefined);
+      reject(AgentMeshError.from(error, ErrorCode.Unavailable));
     }
   }
 
@@ -510,7 +512,7 @@ export class NatsBus implements Backend {
   private failPending(): void {
     this.pending.forEach((p, handle) => {
       this.settle(handle, p);
-      p.settled(closedError(), undefined);
+      p.reject(closedError());
     });
     clearTimeout(this.expiry);
     this.expiry = undefined;
