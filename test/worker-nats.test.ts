@@ -156,6 +156,48 @@ describe('ToolWorker over NATS', () => {
     sub.unsubscribe();
   });
 
+  it("answers with the outcome's JSON, the output serialized once for the output and its preview", async () => {
+    let serialized = 0;
+    const text = 'say "hi"\n\u00e9\u2028\ud83d\ude00 \\';
+    const onceTool = defineTool({
+      name: 'test.once_json',
+      description: 'Returns an output that counts how often it is turned into JSON.',
+      input: z.object({ kind: z.enum(['object', 'string']) }),
+      handler: ({ kind }) =>
+        kind === 'string'
+          ? text
+          : {
+              toJSON: () => {
+                serialized++;
+                return { text, list: [1, 2.5, null, true], nested: { '': -0 } };
+              },
+            },
+    });
+    await startWorker([onceTool]);
+    for (const kind of ['object', 'string'] as const) {
+      const c = call('test.once_json', { kind });
+      const reply = await bus.request(s.toolInvoke('test.once_json'), JSON.stringify(c), { timeoutMs: 5000 });
+      const body = reply.text();
+      const outcome = JSON.parse(body) as Record<string, unknown>;
+      // byte for byte what JSON.stringify makes of the outcome, members in the order they always had
+      expect(body).toBe(JSON.stringify(outcome));
+      expect(Object.keys(outcome)).toEqual([
+        'call_id',
+        'tool',
+        'worker_id',
+        'is_error',
+        'output',
+        'preview',
+        'elapsed_ms',
+        'attempts',
+      ]);
+      const output = kind === 'string' ? text : { text, list: [1, 2.5, null, true], nested: { '': 0 } };
+      expect(outcome).toMatchObject({ call_id: c.call_id, is_error: false, output, attempts: 1 });
+      expect(outcome['preview']).toBe(kind === 'string' ? text : JSON.stringify(output));
+    }
+    expect(serialized).toBe(1);
+  });
+
   it('keeps big outputs in the JetStream object store, readable by their tenant only', async () => {
     const outcome = await invokeTool(
       bus,

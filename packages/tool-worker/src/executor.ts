@@ -15,7 +15,7 @@ import { Attempt, HandlerContext, type RunCallScope } from './attempt.js';
 import type { CallProgress, ProgressHub } from './call-scope.js';
 import type { CpuPool } from './cpu-pool.js';
 import type { Tool } from './define-tool.js';
-import { byteLength, capForModel, outputText } from './format.js';
+import { byteLength, capForModel, outputText, successOutcomeJson } from './format.js';
 import { classifyFailure } from './policy.js';
 
 /** How outputs are sized: what goes to the artifact store and what reaches a model. */
@@ -55,6 +55,9 @@ export class Executor {
   private readonly deadlines = new Deadlines();
   private pool: CpuPool | undefined;
   private blobs: BlobStore | undefined;
+  /** The success outcome made last and its output's JSON text (its preview), for {@link outcomeJson}. */
+  private lastMade: ToolOutcome | undefined;
+  private lastMadeText = '';
 
   constructor(private readonly options: ExecutorOptions) {}
 
@@ -301,8 +304,8 @@ export class Executor {
     }
     const { artifactThresholdBytes, maxOutputBytes } = this.options.limits;
     const limit = Math.min(artifactThresholdBytes, invocation.max_output_bytes ?? maxOutputBytes);
-    if (text.length * 3 <= limit || byteLength(text) <= limit)
-      return {
+    if (text.length * 3 <= limit || byteLength(text) <= limit) {
+      const outcome: ToolOutcome = {
         call_id: invocation.call_id,
         tool: invocation.tool,
         worker_id: this.options.workerId,
@@ -312,7 +315,24 @@ export class Executor {
         elapsed_ms: round(performance.now() - run.t0),
         attempts,
       };
+      if (output !== undefined) {
+        this.lastMade = outcome;
+        this.lastMadeText = text;
+      }
+      return outcome;
+    }
     return this.artifactOutcome(run, { output, text }, attempts);
+  }
+
+  /**
+   * The JSON text of the outcome this executor made last, when `outcome` is that one: its output's JSON, made once for
+   * the preview, goes into it as it is (see {@link successOutcomeJson}). Undefined for any other outcome (an older one,
+   * a copy, an error): the caller writes that one's JSON itself.
+   */
+  outcomeJson(outcome: ToolOutcome): string | undefined {
+    if (outcome !== this.lastMade) return undefined;
+    this.lastMade = undefined;
+    return successOutcomeJson(outcome, this.lastMadeText);
   }
 
   private async artifactOutcome(

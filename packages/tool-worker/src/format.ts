@@ -1,4 +1,4 @@
-import type { ArtifactRef } from '@agentmesh/protocol';
+import type { ArtifactRef, ToolOutcome } from '@agentmesh/protocol';
 import { utf8Boundary } from './artifacts.js';
 
 const encoder = new TextEncoder();
@@ -9,6 +9,29 @@ export function outputText(output: unknown): string {
   if (typeof output === 'string') return output;
   return JSON.stringify(output ?? null);
 }
+
+/**
+ * The JSON text of a success outcome as the executor makes it (these members in this order, its output present and
+ * its preview the output's text), with `outputText` (the preview) standing in for the output's JSON instead of
+ * serializing the output a second time: a string output is its preview, escaped once for both members. Equal to
+ * `JSON.stringify(outcome)`.
+ */
+export function successOutcomeJson(outcome: ToolOutcome, outputText: string): string {
+  const preview = JSON.stringify(outputText);
+  if (outcome.worker_id !== workerPart.id)
+    workerPart = {
+      id: outcome.worker_id,
+      json: `,"worker_id":${JSON.stringify(outcome.worker_id)},"is_error":false,"output":`,
+    };
+  return (
+    `{"call_id":${JSON.stringify(outcome.call_id)},"tool":${JSON.stringify(outcome.tool)}${workerPart.json}` +
+    `${typeof outcome.output === 'string' ? preview : outputText},"preview":${preview},` +
+    `"elapsed_ms":${JSON.stringify(outcome.elapsed_ms)},"attempts":${JSON.stringify(outcome.attempts)}}`
+  );
+}
+
+/** The members between an outcome's tool and its output, which only its worker id changes: made once a worker. */
+let workerPart = { id: '', json: '' };
 
 export function byteLength(text: string): number {
   return Buffer.byteLength(text, 'utf8');

@@ -10,6 +10,7 @@ import {
   parseToolInvocation,
   respondError,
   respondJson,
+  respondJsonText,
   serve,
   subjects as buildSubjects,
   toErrorPayload,
@@ -463,7 +464,9 @@ export class ToolWorker {
       const handed = handOverOutcome(outcome, this.bus.maxPayload);
       if (handed !== undefined && this.bus.respondValue(msg, handed)) return;
     }
-    respondJson(this.bus, msg, outcome);
+    const text = this.executor.outcomeJson(outcome);
+    if (text === undefined) respondJson(this.bus, msg, outcome);
+    else respondJsonText(this.bus, msg, text);
   }
 
   private executeParsed(invocation: ToolInvocation): ToolOutcome | Promise<ToolOutcome> {
