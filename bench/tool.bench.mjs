@@ -96,6 +96,10 @@ export async function overNats(natsUrl, quick, cores) {
     for (const [concurrency, count, blocks] of plans) {
       const at = `@${concurrency} in flight`;
       const order = [raw, mol, ours, bare, molParams];
+      // a warm-up pass of every contender first, as the embedded calls have: the first blocks of each ran while V8
+      // still optimized its code (agentmesh 1.08-1.27x Moleculer's p50 at 1 in flight in blocks 1-5, 1.04-1.08x in
+      // blocks 21-30), so the median leaned on how fast each contender warms up, not on its call
+      for (const c of order) await c.measure({ count: count * (quick ? 2 : 5), concurrency });
       const [rawB, molB, oursB, bareB, molPB] = await alternated(
         order.map((c) => () => c.measure({ count, concurrency })),
         blocks,
