@@ -6,8 +6,7 @@
 // the blocks' p50 and CPU (until run.accepted is heard, and for the whole submit and 1-turn run) and the median of the
 // paired ratios (this tree / baseline).
 import { performance } from 'node:perf_hooks';
-import { connect } from '@nats-io/transport-node';
-import { miniCatalog } from './embedded-mesh.mjs';
+import { acceptRig } from './accept-rig.mjs';
 
 const [natsUrl, baseDir, b = '16', z = '25'] = process.argv.slice(2);
 const variants = [];
@@ -16,31 +15,10 @@ for (const [name, root] of [
   ['branch', new URL('..', import.meta.url).pathname],
 ]) {
   const protocol = await import(`${root}/packages/protocol/dist/index.js`);
-  const plannerPkg = await import(`${root}/packages/planner/dist/index.js`);
+  const planner = await import(`${root}/packages/planner/dist/index.js`);
   const prefix = `pair${name}${process.pid}`;
-  const s = protocol.subjects(prefix);
-  const bus = await protocol.NatsBus.connect(natsUrl);
-  const clientBus = await protocol.NatsBus.connect(natsUrl);
-  const nc = await connect({ servers: natsUrl });
-  const stopCatalog = miniCatalog(bus, [], prefix);
-  const planner = new plannerPkg.Planner({
-    bus,
-    prefix,
-    logger: protocol.silentLogger(),
-    plannerId: `pair-${name}`,
-    transcripts: false,
-  });
-  await planner.start();
-  const waiters = new Map();
-  const done = new Map();
-  nc.subscribe(s.allRunEvents, {
-    callback: (_e, msg) => {
-      const e = msg.json();
-      if (e.type === 'run.accepted') waiters.get(e.run_id)?.();
-      if (e.type === 'run.completed') done.get(e.run_id)?.();
-    },
-  });
-  await nc.flush();
+  const rig = await acceptRig(natsUrl, prefix, `pair-${name}`, { protocol, planner });
+  const { clientBus, waiters, done, submitRun } = rig;
   let n = 0;
   const timed = async () => {
     const id = `${name}-${++n}`;
@@ -55,7 +33,7 @@ for (const [name, root] of [
     );
     const finished = new Promise((r) => done.set(id, r));
     const t0 = performance.now();
-    await plannerPkg.submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
+    await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
     await accepted;
     const us = (performance.now() - t0) * 1000;
     waiters.delete(id);
@@ -65,7 +43,7 @@ for (const [name, root] of [
     done.delete(id);
     return { us, cpu, cpuAll: cpu + u.user + u.system };
   };
-  variants.push({ name, timed, planner, stopCatalog, nc, clientBus, bus, prefix });
+  variants.push({ name, timed, rig });
 }
 const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 for (const v of variants) for (let i = 0; i < 60; i++) await v.timed();
@@ -98,16 +76,4 @@ console.log(
     branch_cpu_submit_run: Math.round(med(res[1].map((r) => r.all))),
   }),
 );
-for (const v of variants) {
-  await v.planner.drain();
-  v.stopCatalog();
-  const jsm = await v.bus.jetstreamManager();
-  for (const st of await jsm.streams
-    .names()
-    .next()
-    .catch(() => []))
-    if (st.includes(v.prefix)) await jsm.streams.delete(st).catch(() => undefined);
-  await v.nc.close();
-  await v.clientBus.close();
-  await v.bus.close();
-}
+for (const v of variants) await v.rig.stop();

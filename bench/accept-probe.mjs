@@ -14,32 +14,15 @@
 // create's socket write -> its answer -> the `run.accepted` append's write -> heard; PROBE_SPANS=file writes them
 // (process.hrtime in us, the clock of a --cpu-prof profile) to cut a profile to one span.
 import { performance } from 'node:perf_hooks';
-import { connect } from '@nats-io/transport-node';
-import { NatsBus, silentLogger, subjects } from '@agentmesh/protocol';
-import { Planner, submitRun } from '@agentmesh/planner';
+import { submitRun } from '@agentmesh/planner';
 import { bareAcceptChain } from './accept-floor.mjs';
-import { miniCatalog } from './embedded-mesh.mjs';
+import { acceptRig } from './accept-rig.mjs';
 import { alternated, median, pairedRatio } from './lib.mjs';
 
 const [natsUrl, mode = 'ab', a1, a2] = process.argv.slice(2);
 const prefix = `probe${process.pid}`;
-const s = subjects(prefix);
-const bus = await NatsBus.connect(natsUrl);
-const clientBus = await NatsBus.connect(natsUrl);
-const nc = await connect({ servers: natsUrl });
-const stopCatalog = miniCatalog(bus, [], prefix);
-const planner = new Planner({ bus, prefix, logger: silentLogger(), plannerId: 'probe', transcripts: false });
-await planner.start();
-const waiters = new Map();
-const done = new Map();
-nc.subscribe(s.allRunEvents, {
-  callback: (_e, msg) => {
-    const e = msg.json();
-    if (e.type === 'run.accepted') waiters.get(e.run_id)?.();
-    if (e.type === 'run.completed') done.get(e.run_id)?.();
-  },
-});
-await nc.flush();
+const rig = await acceptRig(natsUrl, prefix, 'probe');
+const { bus, clientBus, nc, waiters, done } = rig;
 const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
 let n = 0;
 let cpuToAccepted = [];
@@ -251,14 +234,4 @@ if (mode === 'stages' || mode === 'floorstages') {
     }),
   );
 }
-await planner.drain();
-stopCatalog();
-const jsm = await bus.jetstreamManager();
-for (const st of await jsm.streams
-  .names()
-  .next()
-  .catch(() => []))
-  if (st.includes(prefix)) await jsm.streams.delete(st).catch(() => undefined);
-await nc.close();
-await clientBus.close();
-await bus.close();
+await rig.stop();

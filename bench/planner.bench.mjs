@@ -5,12 +5,12 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { connect } from '@nats-io/transport-node';
 import { RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { NatsBus, invokeTool, silentLogger, streamNames, subjects } from '@agentmesh/protocol';
-import { Planner, runsBucket, submitRun, transcriptsBucket } from '@agentmesh/planner';
+import { invokeTool } from '@agentmesh/protocol';
+import { submitRun } from '@agentmesh/planner';
 import { bareAcceptChain } from './accept-floor.mjs';
-import { add, concurrentRounds, embeddedMesh, miniCatalog } from './embedded-mesh.mjs';
+import { acceptRig } from './accept-rig.mjs';
+import { add, concurrentRounds, embeddedMesh } from './embedded-mesh.mjs';
 import { alternated, figure, latencyFigures, measure, median, pairedRatio } from './lib.mjs';
 
 /** The `q` quantile of sorted samples. */
@@ -204,28 +204,8 @@ async function runnerBaseline(quick, ours) {
 
 async function submitToAccepted(natsUrl, quick) {
   const prefix = `bplanner${process.pid}`;
-  const s = subjects(prefix);
-  const bus = await NatsBus.connect(natsUrl);
-  const clientBus = await NatsBus.connect(natsUrl);
-  const nc = await connect({ servers: natsUrl });
-  const stopCatalog = miniCatalog(bus, [], prefix);
-  const planner = new Planner({
-    bus,
-    prefix,
-    logger: silentLogger(),
-    plannerId: 'bench-planner-nats',
-    transcripts: false,
-  });
-  await planner.start();
-  const waiters = new Map();
-  const done = new Map();
-  nc.subscribe(s.allRunEvents, {
-    callback: (_e, msg) => {
-      const e = msg.json();
-      if (e.type === 'run.accepted') waiters.get(e.run_id)?.();
-      if (e.type === 'run.completed') done.get(e.run_id)?.();
-    },
-  });
+  const rig = await acceptRig(natsUrl, prefix, 'bench-planner-nats');
+  const { nc, clientBus, waiters, done } = rig;
   const echo = nc.subscribe(`${prefix}.echo`, { callback: (_e, m) => m.respond(m.data) });
   await nc.flush();
   const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
@@ -298,19 +278,12 @@ async function submitToAccepted(natsUrl, quick) {
   );
   const p99Samples = await ourBlock(quick ? 50 : 200);
   echo.unsubscribe();
-  await planner.drain();
+  await rig.drain();
   const apart = await inOwnProcess(natsUrl, prefix, async () => {
     for (let i = 0; i < 20; i++) await one();
     return ourBlock(quick ? 50 : 200);
   });
-  stopCatalog();
-  const jsm = await bus.jetstreamManager();
-  const names = streamNames(prefix);
-  for (const st of [names.runs, names.events, `KV_${runsBucket(prefix)}`, `OBJ_${transcriptsBucket(prefix)}`])
-    await jsm.streams.delete(st).catch(() => undefined);
-  await nc.close();
-  await clientBus.close();
-  await bus.close();
+  await rig.stop();
   const raw = figure('raw NATS request/reply p50', baseline.p50_us, 'us');
   const floorFigure = figure('submit -> run.accepted floor: bare nats.js chain p50', floorP50, 'us', raw);
   return [
