@@ -5,7 +5,6 @@
 // BASE_DIR is a built copy of the baseline tree (e.g. `cp -al` of a worktree before the change). Prints the medians of
 // the blocks' p50 and CPU (until run.accepted is heard, and for the whole submit and 1-turn run) and the median of the
 // paired ratios (this tree / baseline).
-import { performance } from 'node:perf_hooks';
 import { acceptRig } from './accept-rig.mjs';
 
 const [natsUrl, baseDir, b = '16', z = '25'] = process.argv.slice(2);
@@ -18,30 +17,16 @@ for (const [name, root] of [
   const planner = await import(`${root}/packages/planner/dist/index.js`);
   const prefix = `pair${name}${process.pid}`;
   const rig = await acceptRig(natsUrl, prefix, `pair-${name}`, { protocol, planner });
-  const { clientBus, waiters, done, submitRun } = rig;
   let n = 0;
   const timed = async () => {
-    const id = `${name}-${++n}`;
     const c0 = process.cpuUsage();
     let cpu = 0;
-    const accepted = new Promise((r) =>
-      waiters.set(id, () => {
-        const u = process.cpuUsage(c0);
-        cpu = u.user + u.system;
-        r();
-      }),
-    );
-    const finished = new Promise((r) => done.set(id, r));
-    const t0 = performance.now();
-    await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
-    await accepted;
-    const us = (performance.now() - t0) * 1000;
-    waiters.delete(id);
-    const c1 = process.cpuUsage();
-    await finished;
-    const u = process.cpuUsage(c1);
-    done.delete(id);
-    return { us, cpu, cpuAll: cpu + u.user + u.system };
+    const us = await rig.submitOne(`${name}-${++n}`, () => {
+      const u = process.cpuUsage(c0);
+      cpu = u.user + u.system;
+    });
+    const all = process.cpuUsage(c0);
+    return { us, cpu, cpuAll: all.user + all.system };
   };
   variants.push({ name, timed, rig });
 }

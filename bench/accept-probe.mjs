@@ -14,7 +14,6 @@
 // create's socket write -> its answer -> the `run.accepted` append's write -> heard; PROBE_SPANS=file writes them
 // (process.hrtime in us, the clock of a --cpu-prof profile) to cut a profile to one span.
 import { performance } from 'node:perf_hooks';
-import { submitRun } from '@agentmesh/planner';
 import { bareAcceptChain } from './accept-floor.mjs';
 import { acceptRig } from './accept-rig.mjs';
 import { alternated, median, pairedRatio } from './lib.mjs';
@@ -22,31 +21,19 @@ import { alternated, median, pairedRatio } from './lib.mjs';
 const [natsUrl, mode = 'ab', a1, a2] = process.argv.slice(2);
 const prefix = `probe${process.pid}`;
 const rig = await acceptRig(natsUrl, prefix, 'probe');
-const { bus, clientBus, nc, waiters, done } = rig;
+const { bus, clientBus, nc } = rig;
 const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
 let n = 0;
 let cpuToAccepted = [];
 const windows = [];
 const timed = async () => {
-  const id = `acc-${++n}`;
   const c0 = process.cpuUsage();
   const h0 = process.hrtime.bigint();
-  const accepted = new Promise((r) =>
-    waiters.set(id, () => {
-      const u = process.cpuUsage(c0);
-      cpuToAccepted.push(u.user + u.system);
-      windows.push([Number(h0 / 1000n), Number(process.hrtime.bigint() / 1000n)]);
-      r();
-    }),
-  );
-  const finished = new Promise((r) => done.set(id, r));
-  const t0 = performance.now();
-  await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
-  await accepted;
-  const us = (performance.now() - t0) * 1000;
-  waiters.delete(id);
-  await finished;
-  done.delete(id);
+  const us = await rig.submitOne(`acc-${++n}`, () => {
+    const u = process.cpuUsage(c0);
+    cpuToAccepted.push(u.user + u.system);
+    windows.push([Number(h0 / 1000n), Number(process.hrtime.bigint() / 1000n)]);
+  });
   if (process.env.PROBE_PAUSE) await new Promise((r) => setTimeout(r, Number(process.env.PROBE_PAUSE)));
   return us;
 };

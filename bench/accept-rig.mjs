@@ -1,6 +1,7 @@
 // The planner side of the submit -> run.accepted measurements (planner.bench.mjs, accept-probe.mjs, accept-pair.mjs):
 // a planner on its own connection with a mini catalog, a client bus to submit on, and a core subscriber that hears
 // each run's `run.accepted` and `run.completed`.
+import { performance } from 'node:perf_hooks';
 import { connect } from '@nats-io/transport-node';
 import * as protocolOfThisTree from '@agentmesh/protocol';
 import * as plannerOfThisTree from '@agentmesh/planner';
@@ -40,6 +41,7 @@ export async function acceptRig(
   });
   await nc.flush();
   let drained = false;
+  const submit = plannerPackage.submitRun;
   return {
     bus,
     clientBus,
@@ -47,7 +49,27 @@ export async function acceptRig(
     planner,
     waiters,
     done,
-    submitRun: plannerPackage.submitRun,
+    /**
+     * Submits a scripted 1-turn run and waits for its end; returns the microseconds from the submit until its
+     * `run.accepted` was heard. `onAccepted` is called the moment it is heard.
+     */
+    async submitOne(id, onAccepted) {
+      const accepted = new Promise((resolve) =>
+        waiters.set(id, () => {
+          onAccepted?.();
+          resolve();
+        }),
+      );
+      const finished = new Promise((resolve) => done.set(id, resolve));
+      const t0 = performance.now();
+      await submit(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
+      await accepted;
+      const us = (performance.now() - t0) * 1000;
+      waiters.delete(id);
+      await finished;
+      done.delete(id);
+      return us;
+    },
     /** Drains the planner (once; a caller may drain it earlier to measure another planner on the same streams). */
     async drain() {
       if (drained) return;

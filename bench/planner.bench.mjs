@@ -7,7 +7,6 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { invokeTool } from '@agentmesh/protocol';
-import { submitRun } from '@agentmesh/planner';
 import { bareAcceptChain } from './accept-floor.mjs';
 import { acceptRig } from './accept-rig.mjs';
 import { add, concurrentRounds, embeddedMesh } from './embedded-mesh.mjs';
@@ -205,7 +204,7 @@ async function runnerBaseline(quick, ours) {
 async function submitToAccepted(natsUrl, quick) {
   const prefix = `bplanner${process.pid}`;
   const rig = await acceptRig(natsUrl, prefix, 'bench-planner-nats');
-  const { nc, clientBus, waiters, done } = rig;
+  const { nc } = rig;
   const echo = nc.subscribe(`${prefix}.echo`, { callback: (_e, m) => m.respond(m.data) });
   await nc.flush();
   const payload = JSON.stringify({ task: 'bench', script: [{ text: 'ok' }] });
@@ -214,29 +213,8 @@ async function submitToAccepted(natsUrl, quick) {
   const floorChain = await bareAcceptChain(natsUrl, prefix, payload);
   const tailChain = await bareAcceptChain(natsUrl, prefix, payload, { tail: true });
   let n = 0;
-  const one = async () => {
-    const id = `sub-${++n}`;
-    const accepted = new Promise((r) => waiters.set(id, r));
-    const finished = new Promise((r) => done.set(id, r));
-    await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
-    await accepted;
-    waiters.delete(id);
-    await finished;
-    done.delete(id);
-  };
-  const timedAccepted = async () => {
-    const id = `acc-${++n}`;
-    const accepted = new Promise((r) => waiters.set(id, r));
-    const finished = new Promise((r) => done.set(id, r));
-    const t0 = performance.now();
-    await submitRun(clientBus, { id, task: 'bench', script: [{ text: 'ok' }] }, { prefix });
-    await accepted;
-    const us = (performance.now() - t0) * 1000;
-    waiters.delete(id);
-    await finished;
-    done.delete(id);
-    return us;
-  };
+  const one = () => rig.submitOne(`sub-${++n}`);
+  const timedAccepted = () => rig.submitOne(`acc-${++n}`);
   const ourBlock = async (size) => {
     const out = [];
     for (let i = 0; i < size; i++) out.push(await timedAccepted());
