@@ -3,15 +3,18 @@ import {
   AgentMeshError,
   DEFAULT_TENANT,
   ErrorCode,
+  FAST_CHECK_COMPILE_AFTER,
   RUN_ID_PATTERN,
   RunRequestSchema,
   describeZodError,
   encodeJson,
   envelopeFromHeaders,
   isAgentMeshError,
+  outputCheck,
   type KvStore,
   type Logger,
   type RunRequest,
+  type ScriptedTurn,
   rememberRunTraceContext,
 } from '@agentmesh/protocol';
 import type { TenantQuotas } from './budgets/index.js';
@@ -281,11 +284,55 @@ function parseText(text: string): unknown {
   }
 }
 
+/** What zod accepts as a finished request, compiled once asked often enough (a planner is a long-lived server). */
+const finishedRunRequest = outputCheck(RunRequestSchema, { after: FAST_CHECK_COMPILE_AFTER });
+
+/**
+ * The fields whose zod schemas JSON Schema states in full (no refinement, format, trim or record key rule): a
+ * request of these alone that passes the compiled check is what zod would return, once its task is trimmed already
+ * and its scripted turns' deltas add up to their text.
+ */
+const PLAIN_REQUEST_FIELDS = new Set([
+  'id',
+  'task',
+  'system',
+  'provider',
+  'model',
+  'limits',
+  'identity',
+  'priority',
+  'tool_retries',
+  'tool_protocol',
+  'session',
+  'script',
+]);
+
+function isPlainRequest(raw: Record<string, unknown>): boolean {
+  for (const key in raw) if (!PLAIN_REQUEST_FIELDS.has(key)) return false;
+  const task = raw['task'];
+  if (typeof task !== 'string' || task !== task.trim()) return false;
+  const script = raw['script'] as ScriptedTurn[] | undefined;
+  return (
+    script === undefined ||
+    script.every((t) => t.deltas === undefined || t.text === undefined || t.deltas.join('') === t.text)
+  );
+}
+
+/**
+ * Parses a request as zod does, in a fraction of its time on the path of every run: a plain request (above) that
+ * passes the compiled check is taken as it is; any other goes through zod.
+ */
+export function parseRunRequest(raw: unknown): ReturnType<typeof RunRequestSchema.safeParse> {
+  if (finishedRunRequest(raw) && isPlainRequest(raw as Record<string, unknown>))
+    return { success: true, data: raw as RunRequest };
+  return RunRequestSchema.safeParse(raw);
+}
+
 /** Validates a request: the request and its run id, or what is wrong with it and the id to report it under. */
 function admit(raw: unknown, fallbackId: string, headers?: Record<string, string>): Admission {
   if (raw instanceof NotJson)
     return { ok: false, raw: undefined, problems: `not valid JSON: ${raw.message}`, runId: fallbackId };
-  const parsed = RunRequestSchema.safeParse(raw);
+  const parsed = parseRunRequest(raw);
   if (!parsed.success) {
     const rawId = raw !== null && typeof raw === 'object' ? (raw as { id?: unknown }).id : undefined;
     const runId = typeof rawId === 'string' && RUN_ID_PATTERN.test(rawId) ? rawId : fallbackId;
