@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks';
 import {
   AgentMeshError,
   ErrorCode,
+  isTransientFailure,
+  retry,
   sleep,
   type Backend,
   type Logger,
@@ -128,7 +130,7 @@ export class OnceGuard {
       for (;;) {
         let entry: SharedEntry | undefined;
         try {
-          entry = await call.race(shared.get(key));
+          entry = await call.race(rideOutStore(() => shared.get(key), call, isTransientFailure));
           if (entry === undefined) {
             const claimed = await this.claimAndRun(tool, invocation, call, { shared, key });
             if (claimed !== undefined) return claimed;
@@ -180,7 +182,12 @@ export class OnceGuard {
     where: { shared: SharedOutcomes; key: string },
   ): Promise<ToolOutcome | undefined> {
     const { shared } = where;
-    const claim = await shared.claim(where.key, this.options.workerId);
+    // a create that never reached JetStream is sent again; one that may have landed (a timeout) is not
+    const claim = await rideOutStore(
+      () => shared.claim(where.key, this.options.workerId),
+      call,
+      neverReachedJetStream,
+    );
     if (claim === undefined) return undefined;
     const refresher = setInterval(
       () => void claim.refresh().catch(() => undefined),
@@ -252,4 +259,29 @@ export class OnceGuard {
 
 function replay(invocation: ToolInvocation, outcome: ToolOutcome): ToolOutcome {
   return { ...outcome, call_id: invocation.call_id, replayed: true };
+}
+
+/** How long a call rides out a shared outcome store that does not answer for a moment (a leader election). */
+export const STORE_RIDE_OUT_MS = 10_000;
+
+/** Runs a read or claim of the shared outcome store again through failures `transient` says will pass. */
+function rideOutStore<T>(
+  operation: () => Promise<T>,
+  call: AbortScope,
+  transient: (error: unknown) => boolean,
+): Promise<T> {
+  return retry(operation, {
+    timeoutMs: STORE_RIDE_OUT_MS,
+    baseMs: 100,
+    capMs: 1_000,
+    signal: call.signal,
+    retryable: (error) => transient(error),
+  });
+}
+
+/** A failure of a request no JetStream server took: no responders, or JetStream not up on the node yet. */
+function neverReachedJetStream(error: unknown): boolean {
+  const text =
+    error instanceof Error ? `${error.message} ${String((error.cause as Error | undefined)?.message)}` : '';
+  return /no responders|503|jetstream is not enabled/i.test(text);
 }
