@@ -7,6 +7,7 @@ import { NatsBus, streamNames, subjects, type RunEvent } from '@agentmesh/protoc
 import { readRunRecord } from '@agentmesh/planner';
 import { calcTool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
+import { until } from './helpers/wait.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const natsUrl = inject('natsUrl');
@@ -145,7 +146,12 @@ describe('two planners and two workers as separate processes', () => {
         Object.fromEntries([0, 1, 2, 3].map((k) => [`call_1_${k + 1}`, { result: i + k }])),
       );
       for (const e of completed) if (e.type === 'tool.completed') workersUsed.add(e.worker_id);
-      expect(await readRunRecord(bus, id, { prefix })).toMatchObject({ state: 'finished', status: 'done' });
+      // a run's record says finished just after its last event (the durable order of a run's end)
+      const record = await until(`the record of ${id} finished`, async () => {
+        const r = await readRunRecord(bus, id, { prefix });
+        return r?.state === 'finished' && r;
+      });
+      expect(record).toMatchObject({ state: 'finished', status: 'done' });
     }
     expect([...plannersUsed].every((p) => p === 'planner-a' || p === 'planner-b')).toBe(true);
     expect([...workersUsed].sort()).toEqual([...workerIds].sort());

@@ -66,9 +66,15 @@ export class AbortScope {
     else if (at >= 0) listeners.splice(at, 1);
   }
 
-  /** Settles like `promise`, or rejects with the abort reason as soon as the scope is aborted. */
+  /**
+   * Settles like `promise`, or rejects with the abort reason as soon as the scope is aborted. A promise left behind
+   * by the abort may still fail: that failure is nobody's to handle.
+   */
   race<T>(promise: Promise<T>): Promise<T> {
-    if (this.done) return Promise.reject(this.abortReason as Error);
+    if (this.done) {
+      promise.catch(() => undefined);
+      return Promise.reject(this.abortReason as Error);
+    }
     return new Promise<T>((resolve, reject) => {
       const off = this.onAbort((reason) => reject(reason as Error));
       promise.then(
