@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentMeshError, ErrorCode } from './errors.js';
-import { backoffDelay, isTransientFailure, retry } from './retry.js';
+import { backoffDelay, isTransientFailure, isUnsentFailure, retry } from './retry.js';
 
 describe('backoffDelay', () => {
   it('doubles from the base up to the cap, jitter within its fraction', () => {
@@ -164,5 +164,17 @@ describe('isTransientFailure', () => {
     expect(isTransientFailure(new AgentMeshError(ErrorCode.InvalidRequest, 'timeout must be a number'))).toBe(
       false,
     );
+  });
+});
+
+describe('isUnsentFailure', () => {
+  it('is true only for a request no server took, read from the error or its cause; a timeout may have landed', () => {
+    for (const message of ['no responders', '503', 'jetstream is not enabled'])
+      expect(isUnsentFailure(new Error(message)), message).toBe(true);
+    for (const message of ['timeout', 'TIMEOUT', 'connection closed', 'wrong last sequence'])
+      expect(isUnsentFailure(new Error(message)), message).toBe(false);
+    expect(isUnsentFailure(AgentMeshError.from(new Error('jetstream is not enabled')))).toBe(true);
+    expect(isUnsentFailure(new Error('store failed', { cause: new Error('503') }))).toBe(true);
+    expect(isUnsentFailure('no responders')).toBe(false);
   });
 });

@@ -109,6 +109,9 @@ function cancelled(signal: AbortSignal, last?: AgentMeshError): AgentMeshError {
 const TRANSIENT_NATS =
   /\b(timeout|timed out|no responders|503|connection (closed|draining|refused|lost)|disconnect|jetstream is not enabled|temporarily unavailable|no suitable peers)/i;
 
+/** The part of {@link TRANSIENT_NATS} that says no server took the request: it did nothing anywhere. */
+const UNSENT_NATS = /\b(no responders|503|jetstream is not enabled)/i;
+
 /**
  * True for a failure that a moment later may not happen again: a retryable AgentMeshError, or a raw NATS error of a
  * request that timed out, found no responder, or lost its connection (a node of the cluster restarting).
@@ -120,4 +123,15 @@ export function isTransientFailure(error: unknown): boolean {
   }
   const message = error instanceof Error ? error.message : String(error);
   return TRANSIENT_NATS.test(message);
+}
+
+/**
+ * True for a failure of a request that no server took (no responders, JetStream not up on the node yet), read from
+ * the error or its cause: unlike a timeout, such a write surely did not land, so sending it again is safe.
+ */
+export function isUnsentFailure(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  return (
+    UNSENT_NATS.test(error.message) || (error.cause instanceof Error && UNSENT_NATS.test(error.cause.message))
+  );
 }

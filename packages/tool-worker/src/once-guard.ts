@@ -3,6 +3,7 @@ import {
   AgentMeshError,
   ErrorCode,
   isTransientFailure,
+  isUnsentFailure,
   retry,
   sleep,
   type Backend,
@@ -186,7 +187,7 @@ export class OnceGuard {
     const claim = await rideOutStore(
       () => shared.claim(where.key, this.options.workerId),
       call,
-      neverReachedJetStream,
+      isUnsentFailure,
     );
     if (claim === undefined) return undefined;
     const refresher = setInterval(
@@ -262,7 +263,7 @@ function replay(invocation: ToolInvocation, outcome: ToolOutcome): ToolOutcome {
 }
 
 /** How long a call rides out a shared outcome store that does not answer for a moment (a leader election). */
-export const STORE_RIDE_OUT_MS = 10_000;
+const STORE_RIDE_OUT_MS = 10_000;
 
 /** Runs a read or claim of the shared outcome store again through failures `transient` says will pass. */
 function rideOutStore<T>(
@@ -275,13 +276,6 @@ function rideOutStore<T>(
     baseMs: 100,
     capMs: 1_000,
     signal: call.signal,
-    retryable: (error) => transient(error),
+    retryable: transient,
   });
-}
-
-/** A failure of a request no JetStream server took: no responders, or JetStream not up on the node yet. */
-function neverReachedJetStream(error: unknown): boolean {
-  const text =
-    error instanceof Error ? `${error.message} ${String((error.cause as Error | undefined)?.message)}` : '';
-  return /no responders|503|jetstream is not enabled/i.test(text);
 }
