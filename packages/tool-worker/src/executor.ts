@@ -55,9 +55,8 @@ export class Executor {
   private readonly deadlines = new Deadlines();
   private pool: CpuPool | undefined;
   private blobs: BlobStore | undefined;
-  /** The success outcome made last and its output's JSON text (its preview), for {@link outcomeJson}. */
-  private lastMade: ToolOutcome | undefined;
-  private lastMadeText = '';
+  /** The output's JSON text (its preview) of each success outcome made here, for {@link outcomeJson}. */
+  private readonly outputTexts = new WeakMap<ToolOutcome, string>();
 
   constructor(private readonly options: ExecutorOptions) {}
 
@@ -315,24 +314,20 @@ export class Executor {
         elapsed_ms: round(performance.now() - run.t0),
         attempts,
       };
-      if (output !== undefined) {
-        this.lastMade = outcome;
-        this.lastMadeText = text;
-      }
+      if (output !== undefined) this.outputTexts.set(outcome, text);
       return outcome;
     }
     return this.artifactOutcome(run, { output, text }, attempts);
   }
 
   /**
-   * The JSON text of the outcome this executor made last, when `outcome` is that one: its output's JSON, made once for
-   * the preview, goes into it as it is (see {@link successOutcomeJson}). Undefined for any other outcome (an older one,
-   * a copy, an error): the caller writes that one's JSON itself.
+   * The JSON text of a success outcome this executor made: its output's JSON, made once for the preview, goes into it
+   * as it is (see {@link successOutcomeJson}). Undefined for any other outcome (a copy, an error): the caller writes
+   * that one's JSON itself.
    */
   outcomeJson(outcome: ToolOutcome): string | undefined {
-    if (outcome !== this.lastMade) return undefined;
-    this.lastMade = undefined;
-    return successOutcomeJson(outcome, this.lastMadeText);
+    const text = this.outputTexts.get(outcome);
+    return text === undefined ? undefined : successOutcomeJson(outcome, text);
   }
 
   private async artifactOutcome(

@@ -18,20 +18,13 @@ export function outputText(output: unknown): string {
  */
 export function successOutcomeJson(outcome: ToolOutcome, outputText: string): string {
   const preview = JSON.stringify(outputText);
-  if (outcome.worker_id !== workerPart.id)
-    workerPart = {
-      id: outcome.worker_id,
-      json: `,"worker_id":${JSON.stringify(outcome.worker_id)},"is_error":false,"output":`,
-    };
   return (
-    `{"call_id":${JSON.stringify(outcome.call_id)},"tool":${JSON.stringify(outcome.tool)}${workerPart.json}` +
-    `${typeof outcome.output === 'string' ? preview : outputText},"preview":${preview},` +
+    `{"call_id":${JSON.stringify(outcome.call_id)},"tool":${JSON.stringify(outcome.tool)},` +
+    `"worker_id":${JSON.stringify(outcome.worker_id)},"is_error":false,` +
+    `"output":${typeof outcome.output === 'string' ? preview : outputText},"preview":${preview},` +
     `"elapsed_ms":${JSON.stringify(outcome.elapsed_ms)},"attempts":${JSON.stringify(outcome.attempts)}}`
   );
 }
-
-/** The members between an outcome's tool and its output, which only its worker id changes: made once a worker. */
-let workerPart = { id: '', json: '' };
 
 export function byteLength(text: string): number {
   return Buffer.byteLength(text, 'utf8');
