@@ -146,19 +146,36 @@ export class LruCache<K, V> {
   }
 }
 
+const LOG_LEVELS: ReadonlySet<string> = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+const ignoreLog = (): void => undefined;
+
 /**
  * `logger.child(bindings)`, made on first use: a run's child logger costs its serialized bindings, and most runs
- * that go well log nothing through it until after their first event is sent.
+ * that go well log nothing through it until after their first event is sent. A call at a level the parent does not
+ * log makes no child. Methods are bound once per value, so `log.info === log.info`.
  */
 export function lazyChild(logger: Logger, bindings: Record<string, unknown>): Logger {
   let child: Logger | undefined;
+  const bound = new Map<PropertyKey, { value: unknown; fn: unknown }>();
   const real = () => (child ??= logger.child(bindings));
   // an empty target: the parent's own properties put no invariant on what the child answers
   return new Proxy({} as Logger, {
     get: (_target, key) => {
+      if (
+        child === undefined &&
+        typeof key === 'string' &&
+        LOG_LEVELS.has(key) &&
+        !logger.isLevelEnabled(key)
+      )
+        return ignoreLog;
       const target = real();
       const value: unknown = Reflect.get(target, key, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      if (typeof value !== 'function') return value;
+      const known = bound.get(key);
+      if (known?.value === value) return known.fn;
+      const fn = (value as (...a: unknown[]) => unknown).bind(target);
+      bound.set(key, { value, fn });
+      return fn;
     },
     set: (_target, key, value) => Reflect.set(real(), key, value),
   });
