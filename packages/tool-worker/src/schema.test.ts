@@ -7,7 +7,7 @@ import {
   compileJsonSchema,
   identityCheck,
   identityCheckCompiles,
-  jsonSchemaCompiles,
+  toolSchemaCompiles,
 } from './schema.js';
 
 describe('compileJsonSchema', () => {
@@ -107,19 +107,19 @@ describe('a tool’s argument and output checks', () => {
 
 describe('a tool’s input schema', () => {
   it('is compiled at the tool’s first call, not where the tool is defined', () => {
-    const compiledBefore = jsonSchemaCompiles();
+    const compiledBefore = toolSchemaCompiles();
     const tool = defineTool({
       name: 'test.later',
       description: 'Compiles when called.',
       input: z.object({ text: z.string().regex(/^[a-z]+$/) }),
       handler: ({ text }) => text,
     });
-    expect(jsonSchemaCompiles()).toBe(compiledBefore);
+    expect(toolSchemaCompiles()).toBe(compiledBefore);
     expect(() => tool.parseArguments({ text: 'A' })).toThrow(
       /invalid arguments for test\.later: text: must match pattern/,
     );
     expect(tool.parseArguments({ text: 'a' })).toEqual({ text: 'a' });
-    expect(jsonSchemaCompiles()).toBe(compiledBefore + 1);
+    expect(toolSchemaCompiles()).toBe(compiledBefore + 1);
   });
 
   it('with a regex ajv refuses still fails where the tool is defined, with ajv’s own message', () => {
