@@ -33,7 +33,10 @@ export function toJsonSchema(schema: z.ZodType, io: 'input' | 'output', what: st
 
 let schemaCompiles = 0;
 
-/** How many tool schemas {@link compileJsonSchema} has compiled in this process, for tests (message checks count in the protocol's `jsonSchemaCompiles`). */
+/**
+ * How many tool schemas {@link compileJsonSchema} has compiled in this process, for tests (message checks count in
+ * the protocol's `jsonSchemaCompiles`).
+ */
 export function toolSchemaCompiles(): number {
   return schemaCompiles;
 }
