@@ -8,13 +8,7 @@ import {
   type KvWatcher,
   type Logger,
 } from '@agentmesh/protocol';
-import type { RecordBytes, RecordToApply } from './registry.js';
-
-/** A worker record this replica wrote: the record, and the bytes written, which the registry keeps specs of. */
-export interface WrittenRecord {
-  record: RecordToApply;
-  bytes: RecordBytes;
-}
+import type { WorkerRecord } from './registry.js';
 
 /** How long a registration waits for its own write to come back through the bucket watch. */
 const ECHO_TIMEOUT_MS = 5000;
@@ -24,7 +18,7 @@ export interface CatalogBucketOptions {
   bucket: string;
   logger: Logger;
   /** Called once per key and revision, newest last (`written`: the record this replica just wrote, unparsed). */
-  apply: (entry: KvEntry, written?: WrittenRecord) => void;
+  apply: (entry: KvEntry, written?: WorkerRecord) => void;
 }
 
 /**
@@ -75,7 +69,7 @@ export class CatalogBucket {
   }
 
   /** Writes a key and applies it at once (`record`: the worker record written, so it is not parsed back). */
-  async write(key: string, bytes: Uint8Array, record?: WrittenRecord): Promise<number> {
+  async write(key: string, bytes: Uint8Array, record?: WorkerRecord): Promise<number> {
     const revision = await this.store.put(key, bytes);
     this.accept({ key, value: bytes, revision, operation: 'PUT' }, record);
     return revision;
@@ -106,7 +100,7 @@ export class CatalogBucket {
     });
   }
 
-  private accept(entry: KvEntry, written?: WrittenRecord): void {
+  private accept(entry: KvEntry, written?: WorkerRecord): void {
     const known = this.revisions.get(entry.key);
     if (known !== undefined && entry.revision <= known) return;
     this.revisions.set(entry.key, entry.revision);

@@ -42,9 +42,8 @@ export class CanonicalBytes {
   /** Whether {@link CanonicalBytes.spec} met an undefined member on its fast path. */
   private missing = false;
 
-  /** The buffer is one of its own, never a slice of Node's shared pool: a view of it may be kept. */
   constructor(capacity = 64 * 1024) {
-    this.bytes = Buffer.allocUnsafeSlow(capacity);
+    this.bytes = Buffer.allocUnsafe(capacity);
   }
 
   /** The bytes from `start` to `end` (a view: valid until the next write). */
@@ -239,7 +238,7 @@ export class CanonicalBytes {
     if (needed <= this.bytes.length) return this.bytes;
     let size = this.bytes.length * 2;
     while (size < needed) size *= 2;
-    const grown = Buffer.allocUnsafeSlow(size);
+    const grown = Buffer.allocUnsafe(size);
     grown.set(this.bytes.subarray(0, this.length));
     this.bytes = grown;
     return grown;

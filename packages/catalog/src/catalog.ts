@@ -14,7 +14,7 @@ import {
   type Subscription,
 } from '@agentmesh/protocol';
 import { ToolAvailability } from './availability.js';
-import { CatalogBucket, type WrittenRecord } from './bucket.js';
+import { CatalogBucket } from './bucket.js';
 import { DeferredIndex } from './deferred-index.js';
 import { serveCatalog } from './endpoints.js';
 import { LiveTools } from './live-tools.js';
@@ -22,7 +22,7 @@ import { WorkerLiveness } from './liveness.js';
 import { PulseKeys } from './pulses.js';
 import { CatalogQueries } from './queries.js';
 import { Registrar } from './registration.js';
-import { CatalogKeys, parseWorkerRecord } from './registry.js';
+import { CatalogKeys, parseWorkerRecord, type WorkerRecord } from './registry.js';
 import { RegistrationPolicy, type RegistrationRoles } from './role-policy.js';
 import {
   DEFAULT_SEARCH_LIMIT,
@@ -208,12 +208,12 @@ export class Catalog {
   }
 
   /** Applies one KV entry, once per key and revision (from the watch, the snapshot or our own write). */
-  private apply(entry: KvEntry, written?: WrittenRecord): void {
+  private apply(entry: KvEntry, written?: WorkerRecord): void {
     const present = entry.operation === 'PUT';
     try {
       if (CatalogKeys.isWorker(entry.key)) {
-        const record = present ? (written?.record ?? parseWorkerRecord(entry.value)) : undefined;
-        this.tools.setWorker(entry.key, record, entry.revision, written?.bytes);
+        const record = present ? (written ?? parseWorkerRecord(entry.value)) : undefined;
+        this.tools.setWorker(entry.key, record, entry.revision);
         if (record !== undefined) this.liveness.recordSeen(record.worker_id);
       } else if (PulseKeys.is(entry.key)) {
         if (present) this.liveness.applyPulses(entry.value);

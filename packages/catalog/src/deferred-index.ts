@@ -1,5 +1,5 @@
-import { KeptSpec } from './kept-spec.js';
-import type { IndexableTool, ToolIndex } from './search/tool-index.js';
+import type { ToolSpec } from '@agentmesh/protocol';
+import type { ToolIndex } from './search/tool-index.js';
 
 /**
  * The search index, updated lazily: registering many tools only records the changes, and the index catches up once
@@ -8,8 +8,8 @@ import type { IndexableTool, ToolIndex } from './search/tool-index.js';
  * process stalls for `settleMs` between two registrations (a loaded machine), where it would delay every reply.
  */
 export class DeferredIndex {
-  /** name -> spec to add (a kept one is parsed when the index catches up), or null to remove */
-  private readonly pending = new Map<string, IndexableTool | KeptSpec | null>();
+  /** name -> spec to add, or null to remove */
+  private readonly pending = new Map<string, ToolSpec | null>();
   private timer: NodeJS.Timeout | undefined;
   private lastChange = 0;
   private held = 0;
@@ -20,7 +20,7 @@ export class DeferredIndex {
   ) {}
 
   /** Records that `name` now has `spec` (null: removed). */
-  set(name: string, spec: IndexableTool | KeptSpec | null): void {
+  set(name: string, spec: ToolSpec | null): void {
     this.pending.set(name, spec);
     this.lastChange = performance.now();
     if (this.timer === undefined) this.settle(this.settleMs);
@@ -31,7 +31,7 @@ export class DeferredIndex {
     this.stop();
     for (const [name, spec] of this.pending) {
       if (spec === null) this.index.remove(name);
-      else this.index.add(spec instanceof KeptSpec ? spec.spec() : spec);
+      else this.index.add(spec);
     }
     this.pending.clear();
     return this.index;

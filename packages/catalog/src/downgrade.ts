@@ -1,15 +1,26 @@
 import { AgentMeshError, ErrorCode, toErrorPayload, type ToolSpec } from '@agentmesh/protocol';
 import type { Rejection } from './rejections.js';
-import { KeptSpec, droppedBits, safetyBits } from './kept-spec.js';
-import { compareVersions, type KeptRecord, type ToolRegistry } from './registry.js';
+import { compareVersions, type ToolRegistry, type WorkerRecord } from './registry.js';
+
+/** Safety flags whose `true` warns of a risk (confirmation, side effects, spend): a newer version may not drop one. */
+const WARNING_FLAGS = [
+  'needs_confirmation',
+  'mutating',
+  'networked',
+  'filesystem',
+  'process',
+  'external_spend',
+] as const;
 
 /** The flags `newer` gives up against `older`: warnings dropped, or safety claimed (`read_only`, `idempotent`). */
 export function droppedSafety(older: ToolSpec, newer: ToolSpec): string[] {
-  return droppedBits(safetyBits(older), safetyBits(newer));
+  const dropped: string[] = WARNING_FLAGS.filter((f) => older.safety[f] && !newer.safety[f]).map(
+    (f) => `safety.${f}`,
+  );
+  if (!older.safety.read_only && newer.safety.read_only) dropped.push('safety.read_only');
+  if (!older.idempotent && newer.idempotent) dropped.push('idempotent');
+  return dropped;
 }
-
-/** A spec of a registration, or one the registry keeps. */
-type AnySpec = ToolSpec | KeptSpec;
 
 /**
  * The specs a registration's tools are checked against by name: the worker's current record and the registration
@@ -17,11 +28,11 @@ type AnySpec = ToolSpec | KeptSpec;
  */
 export class SameName {
   private readonly inRequest = new Map<string, ToolSpec[]>();
-  private inRecord: Map<string, KeptSpec[]> | undefined;
+  private inRecord: Map<string, ToolSpec[]> | undefined;
 
   constructor(
     tools: readonly ToolSpec[],
-    private readonly record: KeptRecord | undefined,
+    private readonly record: WorkerRecord | undefined,
   ) {
     group(this.inRequest, tools);
   }
@@ -43,7 +54,7 @@ export class SameName {
   }
 
   /** The specs of `name` in the worker's current record. */
-  registered(name: string): readonly KeptSpec[] {
+  registered(name: string): readonly ToolSpec[] {
     if (this.record === undefined) return [];
     this.inRecord ??= group(
       new Map(),
@@ -53,7 +64,7 @@ export class SameName {
   }
 }
 
-function group<S extends AnySpec>(into: Map<string, S[]>, specs: readonly S[]): Map<string, S[]> {
+function group(into: Map<string, ToolSpec[]>, specs: readonly ToolSpec[]): Map<string, ToolSpec[]> {
   for (const spec of specs) {
     const same = into.get(spec.name);
     if (same === undefined) into.set(spec.name, [spec]);
@@ -75,16 +86,14 @@ export function downgradeRejection(
   registry: ToolRegistry,
   sameName: SameName,
 ): Rejection | undefined {
-  const older: AnySpec[] = [];
+  const older: ToolSpec[] = [];
   for (const live of registry.liveVersions(spec.name))
     if (live.workers.some((w) => w !== workerId)) older.push(live.spec);
   for (const own of sameName.registered(spec.name)) older.push(own);
   for (const other of sameName.requested(spec.name)) if (other !== spec) older.push(other);
-  if (older.length === 0) return undefined;
-  const bits = safetyBits(spec);
   for (const old of older) {
     if (compareVersions(old.version, spec.version) > 0) continue;
-    const dropped = droppedBits(old instanceof KeptSpec ? old.safety : safetyBits(old), bits);
+    const dropped = droppedSafety(old, spec);
     if (dropped.length === 0) continue;
     const error = new AgentMeshError(
       ErrorCode.Conflict,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { resolveToolLoading, type ExposureLayer, type ToolLoading } from '@agentmesh/protocol';
 import type { DeferredIndex } from './deferred-index.js';
-import { ToolRegistry, type LiveTool, type RecordBytes, type RecordToApply } from './registry.js';
+import { ToolRegistry, type LiveTool, type WorkerRecord } from './registry.js';
 
 /** A live tool as list, get and search serve it: its newest live version, and its loading after the overrides. */
 export interface LiveEntry {
@@ -42,8 +42,8 @@ export class LiveTools {
   }
 
   /** Applies a worker record (undefined: deleted) at a KV revision, and updates the tools it touches. */
-  setWorker(key: string, record: RecordToApply | undefined, revision: number, written?: RecordBytes): void {
-    for (const name of this.registry.setWorker(key, record, revision, written)) this.reindex(name);
+  setWorker(key: string, record: WorkerRecord | undefined, revision: number): void {
+    for (const name of this.registry.setWorker(key, record, revision)) this.reindex(name);
   }
 
   private reindex(name: string): void {

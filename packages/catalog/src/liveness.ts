@@ -2,7 +2,7 @@ import { toErrorPayload, type Backend, type Logger } from '@agentmesh/protocol';
 import type { ToolAvailability } from './availability.js';
 import type { CatalogBucket } from './bucket.js';
 import { PulseBatch, pulseIds } from './pulses.js';
-import { CatalogKeys, type KeptRecord, type ToolRegistry } from './registry.js';
+import { CatalogKeys, type ToolRegistry, type WorkerRecord } from './registry.js';
 
 export interface WorkerLivenessOptions {
   bus: Backend;
@@ -130,7 +130,7 @@ export class WorkerLiveness {
   private async sweep(): Promise<void> {
     for (const { key, value } of this.pulses.take()) await this.options.bucket.write(key, value);
     const now = Date.now();
-    const expired: KeptRecord[] = [];
+    const expired: WorkerRecord[] = [];
     for (const worker of this.options.registry.allWorkers()) {
       const seen = this.seenAt.get(worker.worker_id) ?? now;
       if (!this.seenAt.has(worker.worker_id)) this.seenAt.set(worker.worker_id, now);

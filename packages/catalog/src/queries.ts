@@ -19,7 +19,6 @@ import {
 import { z } from 'zod';
 import type { ToolAvailability } from './availability.js';
 import type { DeferredIndex } from './deferred-index.js';
-import type { KeptSpec } from './kept-spec.js';
 import type { LiveTool } from './registry.js';
 import { clampSearchLimit } from './search/tool-index.js';
 
@@ -28,18 +27,6 @@ export const SearchRequestSchema = CatalogSearchSchema.extend({
   limit: z.number().int().optional(),
 });
 export type SearchRequest = z.output<typeof SearchRequestSchema>;
-
-/**
- * A kept spec as a list answer carries it, a fresh copy with its loading after the overrides, and the length of its
- * JSON (`JSON.stringify(spec).length`, taken from the canonical text it is parsed from when loading is unchanged).
- */
-function servedSpec(kept: KeptSpec, loading: ToolLoading): { spec: ToolSpec; length: number } {
-  const text = kept.text();
-  const spec = JSON.parse(text) as ToolSpec;
-  if (loading === spec.loading) return { spec, length: text.length };
-  spec.loading = loading;
-  return { spec, length: JSON.stringify(spec).length };
-}
 
 /** What the catalog's read side needs: the live tools of this replica, the search index, availability, limits. */
 export interface CatalogQueryDeps {
@@ -72,7 +59,7 @@ export class CatalogQueries {
     const version = this.deps.version();
     if (request.cached === version) return { tools: [], unchanged: true, version };
     const text = request.text?.toLowerCase();
-    const matching: { summary: ToolSummary; spec: KeptSpec }[] = [];
+    const matching: { summary: ToolSummary; spec: ToolSpec }[] = [];
     for (const name of [...this.deps.live.keys()].sort()) {
       if (!isToolAllowed(name, request.allow)) continue;
       const live = this.deps.live.get(name);
@@ -90,7 +77,7 @@ export class CatalogQueries {
         loading,
         workers: workers.length,
       };
-      matching.push({ summary, spec });
+      matching.push({ summary, spec: loading === spec.loading ? spec : { ...spec, loading } });
     }
     const offset = request.offset ?? 0;
     const end = Math.min(matching.length, offset + (request.limit ?? matching.length));
@@ -99,12 +86,12 @@ export class CatalogQueries {
     const tools: ToolSummary[] = [];
     const specs: ToolSpec[] = [];
     for (let i = offset; i < end; i++) {
-      const { summary, spec: kept } = matching[i]!;
-      const spec = request.full === true ? servedSpec(kept, summary.loading) : undefined;
-      bytes += JSON.stringify(summary).length + 1 + (spec === undefined ? 0 : spec.length + 1);
+      const { summary, spec } = matching[i]!;
+      bytes +=
+        JSON.stringify(summary).length + 1 + (request.full === true ? JSON.stringify(spec).length + 1 : 0);
       if (bytes > budget && tools.length > 0) break;
       tools.push(summary);
-      if (spec !== undefined) specs.push(spec.spec);
+      if (request.full === true) specs.push(spec);
     }
     const next = offset + tools.length;
     return {
@@ -133,9 +120,7 @@ export class CatalogQueries {
         { details: { name: request.name } },
       );
     const loading = this.loadingOf(request.name, live.loading, request);
-    const tool = live.tool.spec.spec();
-    tool.loading = loading;
-    return { tool, workers: live.tool.workers };
+    return { tool: { ...live.tool.spec, loading }, workers: live.tool.workers };
   }
 
   search(request: SearchRequest): CatalogSearchReply {

@@ -14,10 +14,10 @@ import { foreignWorkerError, type RegistrationPolicy } from './role-policy.js';
 import { screenRegistration } from './screen.js';
 import {
   CatalogKeys,
-  writeRecord,
-  type RecordToApply,
+  encodeRecord,
   type SpecTexts,
   type ToolRegistry,
+  type WorkerRecord,
 } from './registry.js';
 
 /**
@@ -78,7 +78,7 @@ export class Registrar {
     const ttlMs = request.ttl_ms ?? this.options.workerTtlMs;
     const { accepted, rejected, texts } = screenRegistration(request, role, namespaces, registry);
     const key = CatalogKeys.worker(workerId);
-    let record: RecordToApply = {
+    let record: WorkerRecord = {
       worker_id: workerId,
       ttl_ms: ttlMs,
       registered_at: owner?.registered_at ?? new Date().toISOString(),
@@ -109,9 +109,8 @@ export class Registrar {
    * Writes a worker record, its specs copied from the canonical JSON bytes their hashes were computed from (a spec
    * missing from `texts` is written again); the record is encoded before this returns.
    */
-  private write(key: string, record: RecordToApply, texts: SpecTexts): Promise<number> {
-    const bytes = writeRecord(record, texts);
-    return this.options.bucket.write(key, bytes.value, { record, bytes });
+  private write(key: string, record: WorkerRecord, texts: SpecTexts): Promise<number> {
+    return this.options.bucket.write(key, encodeRecord(record, texts), record);
   }
 
   private log(workerId: string, accepted: number, rejected: CatalogRegisterReply['rejected']): void {

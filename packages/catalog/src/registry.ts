@@ -1,6 +1,5 @@
 import { AgentMeshError, ErrorCode, parseJson, type ToolSpec } from '@agentmesh/protocol';
 import { CanonicalBytes } from './canonical-bytes.js';
-import { KeptSpec, keepSpecs, ownCopy } from './kept-spec.js';
 import { SpecTexts } from './spec-texts.js';
 
 export { canonicalJson, hashCanonical } from './canonical.js';
@@ -18,33 +17,9 @@ export interface WorkerRecord {
   tools: { hash: string; spec: ToolSpec; since?: number }[];
 }
 
-/** A tool of a worker record being written or applied: its spec as registered, or as the registry keeps it already. */
-export interface RecordTool {
-  hash: string;
-  spec: ToolSpec | KeptSpec;
-  since?: number;
-}
-
-/** A worker record being written or applied: {@link WorkerRecord} whose specs may be kept ones. */
-export interface RecordToApply extends Omit<WorkerRecord, 'tools'> {
-  tools: RecordTool[];
-}
-
-/** A worker record as the registry keeps it: each spec a {@link KeptSpec}, shared by every claim on its hash. */
-export interface KeptRecord extends Omit<WorkerRecord, 'tools'> {
-  tools: { hash: string; spec: KeptSpec; since?: number }[];
-}
-
-/** A worker record as written to the bucket, and where in those bytes each tool's spec (canonical JSON) lies. */
-export interface RecordBytes {
-  value: Uint8Array;
-  /** tool `i`'s spec is `value[spans[2i], spans[2i + 1])` */
-  spans: number[];
-}
-
 /** A tool as the catalog serves it: the newest live version and the workers serving exactly that spec. */
 export interface LiveTool {
-  spec: KeptSpec;
+  spec: ToolSpec;
   hash: string;
   workers: string[];
 }
@@ -94,26 +69,17 @@ interface Claim {
  * bookkeeping; every change reports the tool names whose live state may have changed. Equal specs are stored once.
  */
 export class ToolRegistry {
-  private readonly workers = new Map<string, { record: KeptRecord; revision: number }>();
+  private readonly workers = new Map<string, { record: WorkerRecord; revision: number }>();
   private readonly workerByKey = new Map<string, string>();
   /**
    * name -> its claims, one per worker and version. A flat list rather than maps by version and worker: nearly every
    * name has one or a few claims, and 10,000 names registered at once cost 20,000 maps that way.
    */
   private readonly claims = new Map<string, Claim[]>();
-  /** hash -> the spec, kept once however many claims share it */
-  private readonly specs = new Map<string, KeptSpec>();
+  private readonly specs = new Map<string, { spec: ToolSpec; refs: number }>();
 
-  /**
-   * Applies a worker key change (record absent = deleted); returns the affected tool names. `written`: the bytes this
-   * replica wrote the record as, whose spec ranges it keeps (without them, specs not kept yet are written again).
-   */
-  setWorker(
-    key: string,
-    record: RecordToApply | undefined,
-    revision: number,
-    written?: RecordBytes,
-  ): ReadonlySet<string> {
+  /** Applies a worker key change (record absent = deleted); returns the affected tool names. */
+  setWorker(key: string, record: WorkerRecord | undefined, revision: number): ReadonlySet<string> {
     const affected = new Set<string>();
     const previousId = this.workerByKey.get(key);
     const previous = previousId === undefined ? undefined : this.workers.get(previousId);
@@ -129,8 +95,16 @@ export class ToolRegistry {
     }
     if (record !== undefined) {
       const worker = record.worker_id;
-      const tools = this.keep(record.tools, written);
-      this.workers.set(worker, { record: { ...record, tools }, revision });
+      // a tool whose spec is the one kept for its hash (a first claim) is kept as it came, not copied
+      let copied = false;
+      const tools = record.tools.map((tool) => {
+        const { hash, spec, since } = tool;
+        const kept = this.retain(hash, spec);
+        if (kept === spec) return tool;
+        copied = true;
+        return since === undefined ? { hash, spec: kept } : { hash, spec: kept, since };
+      });
+      this.workers.set(worker, { record: copied ? { ...record, tools } : record, revision });
       this.workerByKey.set(key, worker);
       for (const { hash, spec, since } of tools) {
         this.claim({ version: spec.version, worker, hash, revision: since ?? revision }, spec.name);
@@ -160,44 +134,14 @@ export class ToolRegistry {
     if (list.length === 0) this.claims.delete(name);
   }
 
-  /** The record's tools with their specs kept: each hash once, from `written`'s bytes or written again. */
-  private keep(tools: readonly RecordTool[], written: RecordBytes | undefined): KeptRecord['tools'] {
-    const kept: (KeptRecord['tools'][number] | undefined)[] = [];
-    const unkept: number[] = [];
-    tools.forEach(({ hash, spec, since }, i) => {
-      const entry = this.retain(hash, spec, written, i);
-      if (entry === undefined) unkept.push(i);
-      kept.push(entry === undefined ? undefined : keptTool(hash, entry, since));
-    });
-    if (unkept.length > 0) {
-      const specs = keepSpecs(unkept.map((i) => tools[i]!.spec as ToolSpec));
-      unkept.forEach((i, j) => {
-        const { hash, since } = tools[i]!;
-        kept[i] = keptTool(hash, this.retain(hash, specs[j]!, undefined, i)!, since);
-      });
-    }
-    return kept as KeptRecord['tools'];
-  }
-
-  /** The spec kept for `hash`, counted once more; else `spec` kept, if it is one or `written` holds its bytes. */
-  private retain(
-    hash: string,
-    spec: ToolSpec | KeptSpec,
-    written: RecordBytes | undefined,
-    at: number,
-  ): KeptSpec | undefined {
-    let entry = this.specs.get(hash);
+  private retain(hash: string, spec: ToolSpec): ToolSpec {
+    const entry = this.specs.get(hash);
     if (entry !== undefined) {
       entry.refs++;
-      return entry;
+      return entry.spec;
     }
-    if (spec instanceof KeptSpec) entry = spec;
-    else if (written !== undefined)
-      entry = KeptSpec.of(spec, written.value, written.spans[2 * at]!, written.spans[2 * at + 1]!);
-    else return undefined;
-    entry.refs = 1;
-    this.specs.set(hash, entry);
-    return entry;
+    this.specs.set(hash, { spec, refs: 1 });
+    return spec;
   }
 
   private release(hash: string): void {
@@ -205,7 +149,7 @@ export class ToolRegistry {
     if (entry !== undefined && --entry.refs === 0) this.specs.delete(hash);
   }
 
-  worker(workerId: string): KeptRecord | undefined {
+  worker(workerId: string): WorkerRecord | undefined {
     return this.workers.get(workerId)?.record;
   }
 
@@ -219,7 +163,7 @@ export class ToolRegistry {
     return undefined;
   }
 
-  *allWorkers(): IterableIterator<KeptRecord> {
+  *allWorkers(): IterableIterator<WorkerRecord> {
     for (const { record } of this.workers.values()) yield record;
   }
 
@@ -249,8 +193,8 @@ export class ToolRegistry {
     return workers.length === 0 ? undefined : { hash: win.hash, workers };
   }
 
-  spec(hash: string): KeptSpec | undefined {
-    return this.specs.get(hash);
+  spec(hash: string): ToolSpec | undefined {
+    return this.specs.get(hash)?.spec;
   }
 
   /** Every live version of `name`, oldest first (a rollout shows two). */
@@ -289,40 +233,25 @@ export class ToolRegistry {
   }
 }
 
-/** {@link writeRecord}'s bytes. */
-export function encodeRecord(record: RecordToApply, texts: SpecTexts = new SpecTexts()): Uint8Array {
-  return writeRecord(record, texts).value;
-}
-
 /**
- * The record as JSON bytes, each spec's canonical JSON copied from `texts` (the bytes its hash was computed from) or
- * from the kept spec, else written again; no spec is stringified twice. The bytes are a buffer of their own (the
- * registry keeps the specs' ranges of it), trimmed when much of it went unused.
+ * The record as JSON bytes, each spec's canonical JSON copied from `texts` (the bytes its hash was computed from) or,
+ * for a spec missing there, written again; no spec is stringified twice.
  */
-export function writeRecord(record: RecordToApply, texts: SpecTexts = new SpecTexts()): RecordBytes {
+export function encodeRecord(record: WorkerRecord, texts: SpecTexts = new SpecTexts()): Uint8Array {
   const head = JSON.stringify({
     worker_id: record.worker_id,
     ttl_ms: record.ttl_ms,
     registered_at: record.registered_at,
     ...(record.role === undefined ? {} : { role: record.role }),
   });
-  // the exact size when every spec is in `texts` or kept and hashes are hex (the specs keep the buffer: no slack)
-  let size = Buffer.byteLength(head) + 12 + texts.size;
-  for (const { hash, spec, since } of record.tools)
-    size +=
-      hash.length + 20 + (spec instanceof KeptSpec ? spec.byteLength : 0) + (since === undefined ? 0 : 25);
-  const out = new CanonicalBytes(size);
+  const out = new CanonicalBytes(3 * head.length + texts.size + 128 * record.tools.length + 64);
   out.utf8(head.slice(0, -1));
   out.ascii(',"tools":[');
-  const spans: number[] = [];
   record.tools.forEach(({ hash, spec, since }, i) => {
     out.ascii(i === 0 ? '{"hash":' : ',{"hash":');
     out.string(hash);
     out.ascii(',"spec":');
-    spans.push(out.length);
-    if (spec instanceof KeptSpec) out.raw(spec.canonical());
-    else texts.writeTo(out, hash, spec);
-    spans.push(out.length);
+    texts.writeTo(out, hash, spec);
     if (since !== undefined) {
       out.ascii(',"since":');
       out.value(since);
@@ -330,12 +259,7 @@ export function writeRecord(record: RecordToApply, texts: SpecTexts = new SpecTe
     out.ascii('}');
   });
   out.ascii(']}');
-  const trim = out.length < out.bytes.length * 0.8;
-  return { value: trim ? ownCopy(out.bytes, out.length) : out.view(0, out.length), spans };
-}
-
-function keptTool(hash: string, spec: KeptSpec, since: number | undefined): KeptRecord['tools'][number] {
-  return since === undefined ? { hash, spec } : { hash, spec, since };
+  return out.view(0, out.length);
 }
 
 /** Checks the shape a catalog wrote (specs were validated when registered; this guards against foreign writes). */

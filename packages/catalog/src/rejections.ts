@@ -10,11 +10,7 @@ import {
 export type Rejection = CatalogRegisterReply['rejected'][number];
 
 /** A refused tool: `message` says why. */
-export function registerRejection(
-  spec: Pick<ToolSpec, 'name' | 'version'>,
-  workerId: string,
-  message: string,
-): Rejection {
+export function registerRejection(spec: ToolSpec, workerId: string, message: string): Rejection {
   return {
     name: spec.name,
     error: toErrorPayload(
@@ -28,7 +24,7 @@ export function registerRejection(
 
 /** A tool whose spec differs from the one other live workers serve under the same name and version. */
 export function conflictRejection(
-  spec: Pick<ToolSpec, 'name' | 'version'>,
+  spec: ToolSpec,
   hash: string,
   workerId: string,
   servingWorkers: string[],

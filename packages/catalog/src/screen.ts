@@ -1,12 +1,12 @@
 import type { CatalogRegister, CatalogRegisterReply } from '@agentmesh/protocol';
 import { SameName, downgradeRejection } from './downgrade.js';
 import { conflictRejection, registerRejection } from './rejections.js';
-import { SpecTexts, type RecordToApply, type ToolRegistry } from './registry.js';
+import { SpecTexts, type ToolRegistry, type WorkerRecord } from './registry.js';
 import { inNamespaces, outsideRoleRejection } from './role-policy.js';
 
 /** The specs of a registration the catalog takes, the ones it refuses, and the canonical JSON of those it hashed. */
 export interface Screened {
-  accepted: RecordToApply['tools'];
+  accepted: WorkerRecord['tools'];
   rejected: CatalogRegisterReply['rejected'];
   texts: SpecTexts;
 }
