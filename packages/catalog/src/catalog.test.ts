@@ -412,4 +412,25 @@ describe('Catalog on the in-process bus', () => {
     expect(catalog.toolNames()).toHaveLength(5);
     expect((await search({ query: 'md5 checksum' })).results[0]?.name).toBe('crypto.md5');
   });
+
+  it('serves each tool as registered, from its own write and from the bucket after a restart', async () => {
+    await start();
+    const schema = { type: 'object', properties: { z: { type: 'string' }, a: { type: 'number' } } };
+    const tools = [
+      ...TOOLS,
+      spec('text.unicode', 'Ünïcode "quoted" \n text', { input_schema: schema, tags: ['b', 'a'] }),
+    ];
+    await register('w1', tools);
+    const get = (name: string) => requestJson(bus, s.catalogGet, { name }, CatalogGetReplySchema);
+    const served = async () => {
+      for (const tool of tools) expect((await get(tool.name)).tool).toEqual(tool);
+      const full = await list({ full: true });
+      expect(full.specs).toEqual([...tools].sort((a, b) => (a.name < b.name ? -1 : 1)));
+    };
+    await served();
+    await catalog.stop();
+    catalog = new Catalog({ bus, logger: silentLogger() });
+    await catalog.start();
+    await served();
+  });
 });
