@@ -409,7 +409,9 @@ describe('NATS work queue pull', () => {
       const waiting = expect(pull.next()).rejects.toThrow(/consumer deleted/);
       await (await jetstreamManager(nc)).consumers.delete(stream, 'gone');
       await waiting;
-      const closing = await (await queue.consumer('closing', { ackWaitMs: 60_000 })).pull({ expiresMs: 1_000 });
+      const closing = await (
+        await queue.consumer('closing', { ackWaitMs: 60_000 })
+      ).pull({ expiresMs: 1_000 });
       const open = expect(closing.next()).rejects.toMatchObject({ code: ErrorCode.Unavailable });
       await backend.close();
       await open;
