@@ -7,8 +7,9 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { ServiceName, streamNames, subjects, type RunEvent } from '@agentmesh/protocol';
+import { ServiceName, connectBackend, streamNames, subjects, type RunEvent } from '@agentmesh/protocol';
 import { readRunEvents, readRunRecord, submitRun, type PlannerOptions } from '@agentmesh/planner';
+import { FaultProxy } from './helpers/fault-proxy.js';
 import { startNatsFleet, type NatsFleet } from './helpers/fleet.js';
 import { until, waitForRunEnd, waitForRunEvent } from './helpers/wait.js';
 
@@ -132,4 +133,31 @@ describe('the durable intake keeps one pull open per planner', () => {
       for (const p of fleet.planners) await p.drain();
     }
   }, 150_000);
+});
+
+describe('an open pull whose server goes quiet', () => {
+  it('fails once it misses the server heartbeats, as a fetch did, so its taker logs it and starts another', async () => {
+    const proxy = await FaultProxy.start(natsUrl);
+    const backend = await connectBackend({ servers: proxy.url });
+    try {
+      const stream = `PIP_HB_${process.pid}`;
+      const queue = await backend.workQueue({ stream, subject: `${stream}.submit` });
+      const consumer = await queue.consumer('quiet', { ackWaitMs: 60_000 });
+      const pull = await consumer.pull({ expiresMs: 1_000 });
+      const failed = expect(pull.next()).rejects.toThrow(/missed \d+ heartbeats/);
+      // the connection stays open and says nothing for 5 s: heartbeats are due every 0.5 s
+      await proxy.stall(5_000);
+      await failed;
+      const again = await consumer.pull({ expiresMs: 1_000 });
+      const next = again.next();
+      await queue.submit(new TextEncoder().encode('after'), { dedupeId: 'after' });
+      expect((await next)?.text()).toBe('after');
+      again.stop();
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete(stream);
+    } finally {
+      await backend.close();
+      await proxy.close();
+    }
+  }, 60_000);
 });

@@ -198,6 +198,25 @@ class NatsWorkPull implements WorkPull {
     this.iterator = messages[Symbol.asyncIterator]();
     if (signal?.aborted === true) this.stop();
     else signal?.addEventListener('abort', this.onAbort, { once: true });
+    void this.endOnMissedHeartbeats();
+  }
+
+  /**
+   * nats.js renews a consume that misses the server's heartbeats on its own, quietly; a fetch failed then. The pull
+   * fails as the fetch did, so its taker logs it and starts a new one after its backoff.
+   */
+  private async endOnMissedHeartbeats(): Promise<void> {
+    for await (const s of this.messages.status())
+      if (s.type === 'heartbeats_missed') {
+        const error = new AgentMeshError(
+          ErrorCode.Unavailable,
+          `the work queue pull missed ${s.count} heartbeats`,
+          {
+            retryable: true,
+          },
+        );
+        return this.messages.stop(error);
+      }
   }
 
   async next(): Promise<WorkItem | undefined> {
