@@ -207,16 +207,8 @@ class NatsWorkPull implements WorkPull {
    */
   private async endOnMissedHeartbeats(): Promise<void> {
     for await (const s of this.messages.status())
-      if (s.type === 'heartbeats_missed') {
-        const error = new AgentMeshError(
-          ErrorCode.Unavailable,
-          `the work queue pull missed ${s.count} heartbeats`,
-          {
-            retryable: true,
-          },
-        );
-        return this.messages.stop(error);
-      }
+      if (s.type === 'heartbeats_missed')
+        return this.messages.stop(pullEnded(`missed ${s.count} heartbeats`));
   }
 
   async next(): Promise<WorkItem | undefined> {
@@ -228,9 +220,7 @@ class NatsWorkPull implements WorkPull {
     if (done === true) {
       if (this.stopped) return undefined;
       this.stop();
-      throw new AgentMeshError(ErrorCode.Unavailable, 'the work queue pull ended (connection closed)', {
-        retryable: true,
-      });
+      throw pullEnded('ended (connection closed)');
     }
     if (!this.stopped) return workItem(value);
     value.nak();
@@ -254,6 +244,9 @@ class NatsWorkPull implements WorkPull {
     }
   }
 }
+
+const pullEnded = (why: string) =>
+  new AgentMeshError(ErrorCode.Unavailable, `the work queue pull ${why}`, { retryable: true });
 
 function workItem(m: JsMsg): WorkItem {
   return {
