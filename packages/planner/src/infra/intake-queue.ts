@@ -9,6 +9,7 @@ import {
   type BusMessage,
   type Logger,
   type WorkItem,
+  type WorkPull,
   type WorkQueue,
   type AgentMeshError,
 } from '@agentmesh/protocol';
@@ -100,6 +101,10 @@ export function queueDelivery(item: WorkItem, queuedSeq?: number): IntakeDeliver
 /**
  * The durable intake: the planners' shared consumer on the run work queue, one request per free run slot. A request
  * not acked within `leaseMs` (a planner that died) goes to another planner.
+ *
+ * One pull stays open while a slot is free: it asks for the next request as a delivery takes its slot. With no slot
+ * free it is stopped (a request that came before the server saw the stop is given back at once), so a request this
+ * planner cannot run stays in the queue for another; a new pull starts when a slot frees.
  */
 export async function startQueueIntake(
   queue: WorkQueue,
@@ -108,26 +113,39 @@ export async function startQueueIntake(
 ): Promise<() => Promise<void>> {
   const consumer = await queue.consumer(ServiceName.Planner, { ackWaitMs: options.leaseMs });
   const stopping = new AbortController();
+  const { signal } = stopping;
+  let pull: WorkPull | undefined;
+  const endPull = () => {
+    pull?.stop();
+    pull = undefined;
+  };
   const loop = async () => {
-    for (let failures = 0; !stopping.signal.aborted;) {
-      // a free slot is taken at once: the next pull then leaves in the same write as the delivery's first request
-      const release = options.slots.tryAcquire() ?? (await options.slots.acquire());
-      if (stopping.signal.aborted) {
+    for (let failures = 0; !signal.aborted;) {
+      // a free slot is taken at once: the next pull request then leaves in the same write as the delivery's first request
+      let release = options.slots.tryAcquire();
+      if (release === undefined) {
+        endPull();
+        release = await options.slots.acquire();
+      }
+      if (signal.aborted) {
         release();
         break;
       }
       try {
-        const item = await consumer.next({ expiresMs: PULL_EXPIRES_MS, signal: stopping.signal });
+        pull ??= await consumer.pull({ expiresMs: PULL_EXPIRES_MS, signal });
+        const item = await pull.next();
         failures = 0;
         if (item === undefined) release();
         else void options.onDelivery(queueDelivery(item)).finally(release);
       } catch (error) {
         release();
-        if (stopping.signal.aborted) break;
+        endPull();
+        if (signal.aborted) break;
         logger.warn({ err: (error as Error).message }, 'run intake fetch failed; retrying');
-        await sleep(backoffDelay(++failures, { baseMs: 500, capMs: 5_000 }), stopping.signal);
+        await sleep(backoffDelay(++failures, { baseMs: 500, capMs: 5_000 }), signal);
       }
     }
+    endPull();
   };
   const running = loop();
   return async () => {

@@ -212,6 +212,43 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
       expect(Date.now() - started).toBeLessThan(10_000);
     });
 
+    it('keeps a pull open across messages, asking for one at a time; a stopped pull takes nothing more', async () => {
+      const stream = unique('WQ').toUpperCase();
+      const queue = await backend.workQueue({ stream, subject: `${stream}.submit` });
+      const submit = (body: string) => queue.submit(enc.encode(body), { dedupeId: body });
+      // the ack wait is longer than the test: a message that went to a taker that dropped it would never come back
+      const consumer = await queue.consumer('workers', { ackWaitMs: 120_000 });
+      const stop = new AbortController();
+      const pull = await consumer.pull({ expiresMs: 1_000, signal: stop.signal });
+      const first = pull.next();
+      await submit('job-1');
+      const one = (await first)!;
+      expect([one.text(), one.deliveries]).toEqual(['job-1', 1]);
+      // the pull holds job-1 and has asked for nothing since: job-2 goes to another taker at once
+      await submit('job-2');
+      const other = await consumer.next({ expiresMs: 5_000 });
+      expect(other?.text()).toBe('job-2');
+      // asked again, it takes the next message
+      const second = pull.next();
+      await submit('job-3');
+      expect((await second)?.text()).toBe('job-3');
+      await Promise.all([one.ack(), other!.ack()]);
+      // a next waiting when the pull stops resolves undefined, and the pull's open request takes nothing
+      const third = pull.next();
+      stop.abort();
+      expect(await third).toBeUndefined();
+      expect(await pull.next()).toBeUndefined();
+      await submit('job-4');
+      const after = await consumer.next({ expiresMs: 5_000 });
+      expect([after?.text(), after?.deliveries]).toEqual(['job-4', 1]);
+      await after!.ack();
+      const stopped = await consumer.pull({ expiresMs: 1_000 });
+      stopped.stop();
+      await submit('job-5');
+      expect(await stopped.next()).toBeUndefined();
+      expect((await consumer.next({ expiresMs: 5_000 }))?.text()).toBe('job-5');
+    });
+
     it('keeps an event log gapless: expected seq, idempotent retries, conflicts, replay, last', async () => {
       const stream = unique('EV').toUpperCase();
       const log = await backend.eventLog({ stream, subjects: `${stream}.*.events` });
@@ -360,6 +397,30 @@ function backendContract(name: string, makeBackend: () => Promise<Backend>) {
 
 backendContract('memory', async () => memoryBackend());
 backendContract('NATS (real nats-server)', async () => connectBackend({ servers: inject('natsUrl') }));
+
+describe('NATS work queue pull', () => {
+  it('rejects the waiting next when the consumer is deleted or the connection closes', async () => {
+    const backend = await connectBackend({ servers: inject('natsUrl') });
+    const stream = unique('WQ').toUpperCase();
+    const nc = await connect({ servers: inject('natsUrl') });
+    try {
+      const queue = await backend.workQueue({ stream, subject: `${stream}.submit` });
+      const pull = await (await queue.consumer('gone', { ackWaitMs: 60_000 })).pull({ expiresMs: 1_000 });
+      const waiting = expect(pull.next()).rejects.toThrow(/consumer deleted/);
+      await (await jetstreamManager(nc)).consumers.delete(stream, 'gone');
+      await waiting;
+      const closing = await (
+        await queue.consumer('closing', { ackWaitMs: 60_000 })
+      ).pull({ expiresMs: 1_000 });
+      const open = expect(closing.next()).rejects.toMatchObject({ code: ErrorCode.Unavailable });
+      await backend.close();
+      await open;
+    } finally {
+      await backend.close().catch(() => undefined);
+      await nc.close();
+    }
+  });
+});
 
 describe('NATS backend assets', () => {
   it('accepts a comma-separated server list', async () => {

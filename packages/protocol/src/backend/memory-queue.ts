@@ -5,6 +5,7 @@ import type {
   WorkConsumerFacts,
   WorkConsumerOptions,
   WorkItem,
+  WorkPull,
   WorkQueue,
   WorkRemoval,
 } from './types.js';
@@ -177,6 +178,29 @@ class MemoryWorkConsumer implements WorkConsumer {
       });
     }
     return undefined;
+  }
+
+  async pull(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkPull> {
+    const stopper = new AbortController();
+    const stop = () => stopper.abort();
+    if (options.signal?.aborted === true) stop();
+    else options.signal?.addEventListener('abort', stop, { once: true });
+    const { signal } = stopper;
+    return {
+      next: async () => {
+        for (let item; !signal.aborted;) {
+          if ((item = await this.next({ expiresMs: options.expiresMs, signal })) === undefined) continue;
+          // taken as the pull stopped: given back, as NATS gives back what came before the server saw the stop
+          if (!signal.aborted) return item;
+          item.nak();
+        }
+        return undefined;
+      },
+      stop: () => {
+        options.signal?.removeEventListener('abort', stop);
+        stop();
+      },
+    };
   }
 
   async counts(): Promise<{ pending: number; ackPending: number }> {

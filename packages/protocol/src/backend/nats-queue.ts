@@ -1,13 +1,22 @@
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import type { Consumer, JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from '@nats-io/jetstream';
+import type {
+  Consumer,
+  ConsumerMessages,
+  JetStreamClient,
+  JetStreamManager,
+  JsMsg,
+  MsgRequest,
+} from '@nats-io/jetstream';
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
 import type { BusHeaders } from '../bus/types.js';
+import { AgentMeshError, ErrorCode } from '../errors.js';
 import { ensureStream } from './nats-assets.js';
 import type {
   WorkConsumer,
   WorkConsumerFacts,
   WorkConsumerOptions,
   WorkItem,
+  WorkPull,
   WorkQueue,
   WorkQueueOptions,
   WorkRemoval,
@@ -157,11 +166,87 @@ class NatsWorkConsumer implements WorkConsumer {
     }
   }
 
+  async pull(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkPull> {
+    // max_messages 1: the client asks for the next message when the last one is taken from its iterator
+    const messages = await this.consumer.consume({
+      max_messages: 1,
+      expires: Math.max(MIN_EXPIRES_MS, options.expiresMs),
+      abort_on_missing_resource: true,
+    });
+    return new NatsWorkPull(messages, options.signal);
+  }
+
   async counts(): Promise<{ pending: number; ackPending: number }> {
     const info = await this.consumer.info();
     return { pending: info.num_pending, ackPending: info.num_ack_pending };
   }
 }
+
+/**
+ * One `consume` of the consumer, read through its iterator: the request for the next message leaves when the iterator
+ * is asked for it (nats.js queues it behind the message it answers), so a pull not read holds no open request.
+ */
+class NatsWorkPull implements WorkPull {
+  private readonly iterator: AsyncIterator<JsMsg>;
+  private stopped = false;
+  private readonly onAbort = () => this.stop();
+
+  constructor(
+    private readonly messages: ConsumerMessages,
+    private readonly signal: AbortSignal | undefined,
+  ) {
+    this.iterator = messages[Symbol.asyncIterator]();
+    if (signal?.aborted === true) this.stop();
+    else signal?.addEventListener('abort', this.onAbort, { once: true });
+    void this.endOnMissedHeartbeats();
+  }
+
+  /**
+   * nats.js renews a consume that misses the server's heartbeats on its own, quietly; a fetch failed then. The pull
+   * fails as the fetch did, so its taker logs it and starts a new one after its backoff.
+   */
+  private async endOnMissedHeartbeats(): Promise<void> {
+    for await (const s of this.messages.status())
+      if (s.type === 'heartbeats_missed')
+        return this.messages.stop(pullEnded(`missed ${s.count} heartbeats`));
+  }
+
+  async next(): Promise<WorkItem | undefined> {
+    if (this.stopped) return undefined;
+    const { done, value } = await this.iterator.next().catch((error: unknown) => {
+      this.stop();
+      throw error;
+    });
+    if (done === true) {
+      if (this.stopped) return undefined;
+      this.stop();
+      throw pullEnded('ended (connection closed)');
+    }
+    if (!this.stopped) return workItem(value);
+    value.nak();
+    return undefined;
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.signal?.removeEventListener('abort', this.onAbort);
+    this.messages.stop();
+    void this.giveBack();
+  }
+
+  /** Messages that came before the server saw the stop: the iterator yields them, then ends. */
+  private async giveBack(): Promise<void> {
+    try {
+      for (let r = await this.iterator.next(); r.done !== true; r = await this.iterator.next()) r.value.nak();
+    } catch {
+      // the pull ended with an error: nothing more comes
+    }
+  }
+}
+
+const pullEnded = (why: string) =>
+  new AgentMeshError(ErrorCode.Unavailable, `the work queue pull ${why}`, { retryable: true });
 
 function workItem(m: JsMsg): WorkItem {
   return {

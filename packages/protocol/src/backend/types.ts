@@ -75,8 +75,29 @@ export interface WorkConsumer {
    * message not acked within `ackWaitMs` (or nak'ed) is delivered again, to this or another process.
    */
   next(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkItem | undefined>;
+  /**
+   * A pull that stays open across messages, for one taker that asks for them one at a time: the queue is asked for
+   * one message when the pull starts and again at each {@link WorkPull.next} after the first, never for more, so
+   * a taker that stops calling `next` holds no message it did not ask for (a pull the queue did not answer within
+   * `expiresMs` is renewed inside). It ends when `signal` aborts, as {@link WorkPull.stop}.
+   */
+  pull(options: { expiresMs: number; signal?: AbortSignal }): Promise<WorkPull>;
   /** Messages not yet delivered (`pending`) and delivered but not yet acked (`ackPending`). */
   counts(): Promise<{ pending: number; ackPending: number }>;
+}
+
+/** A pull that stays open across messages: see {@link WorkConsumer.pull}. */
+export interface WorkPull {
+  /**
+   * The next message, waiting for one as long as it takes; undefined once the pull is stopped. Rejects when the pull
+   * ended another way (connection closed, consumer deleted, no permission): a new pull may then be started.
+   */
+  next(): Promise<WorkItem | undefined>;
+  /**
+   * Stops the pull: the queue is asked for nothing more, a `next` waiting now resolves undefined, and a message the
+   * queue sent before it saw the stop is given back at once (nak, no delay) for another taker.
+   */
+  stop(): void;
 }
 
 export interface WorkItem {
