@@ -63,10 +63,13 @@ async function settleWire(): Promise<void> {
 beforeAll(async () => {
   fleet = await startNatsFleet(natsUrl, { prefixTag: 'acf' });
   plannerBus = await NatsBus.connect(natsUrl);
-  fleet.onStop(() => plannerBus.close());
   await fleet.planner('acf-planner', { bus: gatedBackend(plannerBus) });
 });
-afterAll(() => fleet.stop());
+afterAll(async () => {
+  // the planner drains on its connection, which closes after it
+  await fleet.stop();
+  await plannerBus.close();
+});
 
 describe('acceptance first', () => {
   it('a run asks the catalog for its tools only after its run.accepted is stored', async () => {

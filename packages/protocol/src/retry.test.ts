@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { AgentMeshError, ErrorCode } from './errors.js';
-import { backoffDelay, isTransientFailure, isUnsentFailure, retry } from './retry.js';
+import { backoffDelay, isClosedFailure, isTransientFailure, isUnsentFailure, retry } from './retry.js';
+import { ClosedConnectionError } from '@nats-io/nats-core';
+import { closedError } from './bus/shared.js';
 
 describe('backoffDelay', () => {
   it('doubles from the base up to the cap, jitter within its fraction', () => {
@@ -176,5 +178,44 @@ describe('isUnsentFailure', () => {
     expect(isUnsentFailure(AgentMeshError.from(new Error('jetstream is not enabled')))).toBe(true);
     expect(isUnsentFailure(new Error('store failed', { cause: new Error('503') }))).toBe(true);
     expect(isUnsentFailure('no responders')).toBe(false);
+  });
+});
+
+describe('isClosedFailure', () => {
+  it('stops a retry that would retry anything at its first failure through a closed client', async () => {
+    for (const failure of [
+      new ClosedConnectionError(),
+      closedError(),
+      AgentMeshError.from(new ClosedConnectionError()),
+    ]) {
+      let attempts = 0;
+      const started = Date.now();
+      const outcome = retry(
+        () => {
+          attempts++;
+          return Promise.reject(failure);
+        },
+        { timeoutMs: 30_000, baseMs: 1_000, retryable: () => true },
+      );
+      await expect(outcome).rejects.toMatchObject({ message: failure.message });
+      expect(attempts).toBe(1);
+      expect(Date.now() - started).toBeLessThan(1_000);
+    }
+  });
+
+  it('reads the error and its causes, and is false for a connection that may come back', () => {
+    expect(isClosedFailure(new ClosedConnectionError())).toBe(true);
+    expect(isClosedFailure(closedError())).toBe(true);
+    expect(
+      isClosedFailure(
+        new AgentMeshError(ErrorCode.Unavailable, 'write failed', { cause: new ClosedConnectionError() }),
+      ),
+    ).toBe(true);
+    expect(isClosedFailure(new Error('disconnect'))).toBe(false);
+    expect(isClosedFailure(new Error('connection closed'))).toBe(false);
+    expect(
+      isClosedFailure(new AgentMeshError(ErrorCode.Unavailable, 'no responders', { retryable: true })),
+    ).toBe(false);
+    expect(isClosedFailure('closed connection')).toBe(false);
   });
 });

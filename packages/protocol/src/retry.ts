@@ -55,7 +55,21 @@ export interface RetryOptions extends BackoffOptions {
 }
 
 /**
- * Runs `operation` until it succeeds, a failure is not retryable, attempts or the deadline run out, or the signal
+ * True for a failure of a client closed for good, read from the error and its causes: a bus that was closed
+ * (`closed`), or a nats.js connection that is closed (its owner closed it, or it gave up reconnecting). No later
+ * attempt through that client can go through, whatever `retryable` says.
+ */
+export function isClosedFailure(error: unknown): boolean {
+  let e: unknown = error;
+  for (let depth = 0; e instanceof Error && depth < 4; depth++, e = e.cause) {
+    if (e instanceof AgentMeshError ? e.code === ErrorCode.Closed : e.name === 'ClosedConnectionError')
+      return true;
+  }
+  return false;
+}
+
+/**
+ * Runs `operation` until it succeeds, a failure is not retryable (never one of a closed client: {@link isClosedFailure}), attempts or the deadline run out, or the signal
  * aborts. Failures are normalized to {@link AgentMeshError}; the last one is thrown. The wait before the next
  * attempt never runs past the deadline.
  */
@@ -74,7 +88,7 @@ export async function retry<T>(
     } catch (error) {
       const e = AgentMeshError.from(error);
       if (options.signal?.aborted) throw cancelled(options.signal, e);
-      if (attempt >= maxAttempts || !retryable(e, attempt)) throw e;
+      if (attempt >= maxAttempts || isClosedFailure(e) || !retryable(e, attempt)) throw e;
       const remaining = deadline - Date.now();
       if (remaining <= 0) throw e;
       const hinted = options.delayHint?.(e);
