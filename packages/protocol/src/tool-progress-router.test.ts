@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MemoryBus } from './bus/memory-bus.js';
 import { REPLY_SECRET_LENGTH, replySecret } from './reply-secret.js';
 import { ProgressRouter, type Send, type SendResult } from './tool-progress-router.js';
 
-const send = (callId: string): Send => ({
+const send = (callId: string, lostAfterMs = 10_000): Send => ({
   subject: 'agentmesh.tool.invoke.math.calc',
   target: undefined,
   invocation: { call_id: callId, tool: 'math.calc', arguments: {}, run_id: 'r1' },
@@ -11,7 +11,7 @@ const send = (callId: string): Send => ({
   idempotencyKey: `r1:${callId}`,
   idempotent: true,
   remainingMs: 10_000,
-  lostAfterMs: 10_000,
+  lostAfterMs,
   now: Date.now(),
   checked: false,
   signal: undefined,
@@ -74,6 +74,40 @@ describe('ProgressRouter', () => {
     router.settle(watch, { kind: 'outcome', outcome: outcome('c1'), sawStarted: true });
     router.settle(next, { kind: 'outcome', outcome: outcome('c2'), sawStarted: true });
     expect(settled).toEqual(['lost', 'outcome']);
+  });
+
+  it('finds a silent call at its deadline, and wakes for nothing before it while every call is heard from', () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    try {
+      bus = new MemoryBus();
+      const router = new ProgressRouter(bus);
+      const lost: Array<[string, number]> = [];
+      const start = Date.now();
+      const heard = router.watch(send('heard', 3000), (r) =>
+        lost.push([`heard ${r.kind}`, Date.now() - start]),
+      );
+      // the first wake is the first deadline, not a tick: a caller with calls running for seconds sleeps till then
+      vi.advanceTimersToNextTimer();
+      expect(Date.now() - start).toBeGreaterThanOrEqual(3000);
+      expect(lost).toEqual([['heard lost', Date.now() - start]]);
+
+      // a call heard from before its deadline is not lost; a later watch with a shorter limit is found at its own
+      const t0 = Date.now();
+      const alive = router.watch(send('alive', 1000), (r) => lost.push([`alive ${r.kind}`, Date.now() - t0]));
+      vi.advanceTimersByTime(100);
+      const quick = router.watch(send('quick', 200), (r) => lost.push([`quick ${r.kind}`, Date.now() - t0]));
+      vi.advanceTimersByTime(800);
+      alive.lastHeard = Date.now();
+      vi.advanceTimersByTime(900);
+      expect(lost.slice(1)).toEqual([['quick lost', 301]]);
+      vi.advanceTimersByTime(200);
+      expect(lost.slice(2)).toEqual([['alive lost', 1901]]);
+      router.unwatch(heard);
+      router.unwatch(quick);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('draws secrets of 144 bits that do not repeat', () => {

@@ -50,18 +50,21 @@ export interface CallWatch {
 }
 
 const PROGRESS_KINDS: ReadonlySet<unknown> = new Set(['started', 'progress', 'heartbeat']);
-const WATCH_TICK_MS = 100;
 
 /**
- * One wildcard subscription per bus carries the progress notices of every call made through it, and one ticker
- * finds the calls whose worker went silent (it stops on a tick that finds no call).
+ * One wildcard subscription per bus carries the progress notices of every call made through it, and one timer finds
+ * the calls whose worker went silent. The timer is set for the first moment a watched call could be silent too long
+ * (not a fixed tick: a caller whose calls run for seconds is not woken ten times a second to find them all heard
+ * from); it stops when it finds no call.
  */
 export class ProgressRouter {
   private readonly prefix: string;
   private readonly entries = new SlotTable<CallWatch>();
   private readonly dedupBySubject = new Map<string, boolean>();
   private sub: Subscription | undefined;
-  private ticker: NodeJS.Timeout | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** When {@link timer} fires (Date.now() time), or Infinity without one. */
+  private timerAt = Infinity;
 
   constructor(readonly bus: Bus) {
     this.prefix = bus.createInbox();
@@ -86,10 +89,8 @@ export class ProgressRouter {
     const handle = this.entries.add(watch);
     watch.handle = handle;
     watch.subject = `${this.prefix}.${replySecret()}${SlotTable.token(handle)}`;
-    if (this.ticker === undefined) {
-      this.ticker = setInterval(() => this.tick(), WATCH_TICK_MS);
-      this.ticker.unref();
-    }
+    const due = send.now + send.lostAfterMs;
+    if (due < this.timerAt) this.checkAt(due, send.now);
     return watch;
   }
 
@@ -144,16 +145,26 @@ export class ProgressRouter {
     entry.onProgress?.(p as ToolProgress);
   }
 
-  private tick(): void {
-    if (this.entries.size === 0) {
-      clearInterval(this.ticker);
-      this.ticker = undefined;
-      return;
-    }
+  /** Sets the timer to find silent calls at `due`, in place of a later one. */
+  private checkAt(due: number, now: number): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAt = due;
+    this.timer = setTimeout(() => this.check(), Math.max(0, due - now) + 1);
+    this.timer.unref();
+  }
+
+  /** Settles the calls silent too long as lost, and sets the timer for the next one that could be. */
+  private check(): void {
+    this.timer = undefined;
+    this.timerAt = Infinity;
     const now = Date.now();
+    let next = Infinity;
     this.entries.forEach((entry) => {
       const silent = now - entry.lastHeard;
-      if (silent <= entry.lostAfterMs) return;
+      if (silent <= entry.lostAfterMs) {
+        next = Math.min(next, entry.lastHeard + entry.lostAfterMs);
+        return;
+      }
       this.settle(entry, {
         kind: 'lost',
         workerId: entry.workerId,
@@ -164,6 +175,7 @@ export class ProgressRouter {
             : `no heartbeat for ${silent} ms`,
       });
     });
+    if (next !== Infinity) this.checkAt(next, now);
   }
 }
 
