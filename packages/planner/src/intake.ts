@@ -9,6 +9,7 @@ import {
   describeZodError,
   encodeJson,
   envelopeFromHeaders,
+  Header,
   isAgentMeshError,
   outputCheck,
   type KvStore,
@@ -349,7 +350,8 @@ function admit(raw: unknown, fallbackId: string, headers?: Record<string, string
  * `am-session`), so clients that put identity in headers are scoped the same way.
  */
 function withEnvelopeIdentity(request: RunRequest, headers: Record<string, string> | undefined): RunRequest {
-  if (request.identity !== undefined || headers === undefined) return request;
+  // an envelope gives an identity only with a tenant
+  if (request.identity !== undefined || headers?.[Header.Tenant] === undefined) return request;
   const identity = envelopeFromHeaders(headers)?.identity;
   return identity === undefined ? request : { ...request, identity };
 }
