@@ -160,4 +160,30 @@ describe('an open pull whose server goes quiet', () => {
       await proxy.close();
     }
   }, 60_000);
+
+  it('a run that outlasts the redelivery time keeps its request: the planner reports it is working on it', async () => {
+    // redelivered after 0.5 s unless told the request is in progress; a second planner with a free slot would take it
+    const quickRedelivery: Partial<PlannerOptions> = {
+      maxConcurrentRuns: 1,
+      durability: { leaseMs: 60_000, redeliverMs: 500 },
+    };
+    await fleet.planner('pip-working', quickRedelivery);
+    const jsm = await jetstreamManager(nc);
+    const stream = streamNames(fleet.prefix).runs;
+    const redelivered = async () => (await jsm.consumers.info(stream, ServiceName.Planner)).num_redelivered;
+    const before = await redelivered();
+    await submit('pip-outlasts', 2_500);
+    await waitForRunEvent(fleet.client, 'pip-outlasts', (e) => e.type === 'run.started', {
+      prefix: fleet.prefix,
+      what: 'the run started',
+    });
+    await fleet.planner('pip-spare', quickRedelivery);
+    const end = await waitForRunEnd(fleet.client, 'pip-outlasts', {
+      prefix: fleet.prefix,
+      timeoutMs: 30_000,
+    });
+    expect(end.type).toBe('run.completed');
+    expect(await redelivered()).toBe(before);
+    for (const p of fleet.planners) await p.drain();
+  }, 60_000);
 });

@@ -9,6 +9,7 @@ import {
   describeZodError,
   encodeJson,
   envelopeFromHeaders,
+  Header,
   isAgentMeshError,
   outputCheck,
   type KvStore,
@@ -55,6 +56,9 @@ export interface IntakeDeps {
 export class RunIntake {
   /** Intake deliveries of the runs in progress here, by run id (a redelivery replaces the handle). */
   private readonly handling = new Map<string, { delivery: IntakeDelivery; tenant: string }>();
+  /** The deliveries being handled, each told `working()` by one timer every third of the lease. */
+  private readonly beating = new Set<{ delivery: IntakeDelivery }>();
+  private beat: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: IntakeDeps) {}
 
@@ -98,10 +102,7 @@ export class RunIntake {
   async deliver(delivery: IntakeDelivery): Promise<void> {
     let settlement: Settlement = { kind: 'ack' };
     const holder = { delivery, tenant: DEFAULT_TENANT };
-    const heartbeat = setInterval(
-      () => holder.delivery.working(),
-      Math.max(250, Math.floor(this.deps.leaseMs / 3)),
-    );
+    this.heartbeat(holder);
     let owned: string | undefined;
     try {
       const admission = this.admission(delivery);
@@ -134,10 +135,29 @@ export class RunIntake {
       delivery.accepted(runId);
       settlement = await this.start(request, runId, delivery);
     } finally {
-      clearInterval(heartbeat);
+      this.beating.delete(holder);
       if (owned !== undefined) this.handling.delete(owned);
       await holder.delivery.settle(settlement);
     }
+  }
+
+  /**
+   * Keeps a delivery from being redelivered while it is handled: `working()` at least every third of the lease. One
+   * timer serves all deliveries (none is made on the path of each run); it stops at a tick that finds none.
+   */
+  private heartbeat(holder: { delivery: IntakeDelivery }): void {
+    this.beating.add(holder);
+    if (this.beat !== undefined) return;
+    this.beat = setInterval(
+      () => {
+        if (this.beating.size === 0) {
+          clearInterval(this.beat);
+          this.beat = undefined;
+        } else for (const h of this.beating) h.delivery.working();
+      },
+      Math.max(250, Math.floor(this.deps.leaseMs / 3)),
+    );
+    this.beat.unref?.();
   }
 
   /** Validates a delivered request: the request and its run id, or what is wrong and the id to report it under. */
@@ -349,7 +369,8 @@ function admit(raw: unknown, fallbackId: string, headers?: Record<string, string
  * `am-session`), so clients that put identity in headers are scoped the same way.
  */
 function withEnvelopeIdentity(request: RunRequest, headers: Record<string, string> | undefined): RunRequest {
-  if (request.identity !== undefined || headers === undefined) return request;
+  // an envelope gives an identity only with a tenant
+  if (request.identity !== undefined || headers?.[Header.Tenant] === undefined) return request;
   const identity = envelopeFromHeaders(headers)?.identity;
   return identity === undefined ? request : { ...request, identity };
 }

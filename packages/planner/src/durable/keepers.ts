@@ -172,13 +172,10 @@ export function leaseKeeper(run: LeasedRun): RunKeeper {
  */
 export function recordedOrigin(request: RunRequest): Pick<RunRecord, 'parent' | 'forked_from' | 'tenant'> {
   const tenant = request.identity?.tenant ?? DEFAULT_TENANT;
-  return {
-    ...(tenant === DEFAULT_TENANT ? {} : { tenant }),
-    ...(request.parent === undefined
-      ? {}
-      : { parent: { run_id: request.parent.run_id, call_id: request.parent.call_id } }),
-    ...(request.fork === undefined
-      ? {}
-      : { forked_from: { run_id: request.fork.run_id, seq: request.fork.seq } }),
-  };
+  const origin: Pick<RunRecord, 'parent' | 'forked_from' | 'tenant'> = {};
+  if (tenant !== DEFAULT_TENANT) origin.tenant = tenant;
+  if (request.parent !== undefined)
+    origin.parent = { run_id: request.parent.run_id, call_id: request.parent.call_id };
+  if (request.fork !== undefined) origin.forked_from = { run_id: request.fork.run_id, seq: request.fork.seq };
+  return origin;
 }

@@ -9,7 +9,7 @@ import {
   type Logger,
   type RunWaiting,
 } from '@agentmesh/protocol';
-import { parseRecord, runRecord, type RunRecord } from '../model/record.js';
+import { firstRunRecord, parseRecord, type RunRecord } from '../model/record.js';
 import { isNewerSchema, SCHEMA_VERSION } from '../model/versions.js';
 
 /** Durability settings of a planner (run ownership, failover speed, checkpoint retention). */
@@ -133,7 +133,7 @@ export class RunLease {
       const entry = attempt === 1 ? null : await records.get(base.run_id);
       try {
         if (entry === null) {
-          const record = runRecord({ ...base, planner_id: plannerId, epoch: 1, lease_until: now + leaseMs });
+          const record = firstRunRecord(base, plannerId, now + leaseMs);
           const revision = await records.create(base.run_id, encodeJson(record));
           return {
             kind: 'acquired',

@@ -35,6 +35,34 @@ describe('ActiveRuns', () => {
     runs.end('r1');
   });
 
+  it('a clock left for later runs from startClock on: no timeout before it, one after it, none once the run ended', () => {
+    vi.useFakeTimers();
+    try {
+      const runs = new ActiveRuns();
+      const run = runs.start('r1', 20, 20, undefined, true);
+      vi.advanceTimersByTime(1_000);
+      expect(run.stop).toBeUndefined();
+      expect(runs.cancel('r1', 'still cancellable')).toBe(true);
+      expect(run.stop?.status).toBe('cancelled');
+      runs.end('r1');
+      const later = runs.start('r2', 20, 20, undefined, true);
+      later.startClock(20);
+      vi.advanceTimersByTime(19);
+      expect(later.stop).toBeUndefined();
+      vi.advanceTimersByTime(1);
+      expect(later.stop?.status).toBe('timeout');
+      expect(later.controller.signal.aborted).toBe(true);
+      runs.end('r2');
+      const ended = runs.start('r3', 20, 20, undefined, true);
+      runs.end('r3');
+      ended.startClock(1);
+      vi.advanceTimersByTime(1_000);
+      expect(ended.stop).toBeUndefined();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('a run times out on its clock whether or not its controller was used', async () => {
     const runs = new ActiveRuns();
     const run = runs.start('r1', 20, 20, undefined);

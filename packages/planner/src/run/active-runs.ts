@@ -7,6 +7,8 @@ export interface ActiveRun {
   readonly controller: AbortController;
   stop: StopReason | undefined;
   cleanup: () => void;
+  /** Starts the run's clock, if its start left it for later: it times out after `waitMs`. */
+  startClock: (waitMs: number) => void;
 }
 
 /** The runs this planner is executing, each with its timeout clock and its link to the caller's signal. */
@@ -17,9 +19,21 @@ export class ActiveRuns {
     return this.runs.size;
   }
 
-  /** Starts a run's clock: it times out after `waitMs` and is cancelled when `external` aborts. */
-  start(runId: string, timeoutMs: number, waitMs: number, external: AbortSignal | undefined): ActiveRun {
+  /**
+   * Starts a run's clock: it times out after `waitMs` and is cancelled when `external` aborts. With `clockLater` the
+   * run is cancellable at once and its clock starts at {@link ActiveRun.startClock} (a new durable run's, once its
+   * `run.accepted` is stored: its timer is not made on the path to that event).
+   */
+  start(
+    runId: string,
+    timeoutMs: number,
+    waitMs: number,
+    external: AbortSignal | undefined,
+    clockLater = false,
+  ): ActiveRun {
     let controller: AbortController | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    let ended = false;
     const run: ActiveRun = {
       // made on first use (a new run's setup, after its run.accepted is stored; or a cancel or fence before that)
       get controller() {
@@ -32,12 +46,15 @@ export class ActiveRuns {
       },
       stop: undefined,
       cleanup: () => undefined,
+      startClock: (ms) => {
+        if (timer !== undefined || ended) return;
+        timer = setTimeout(() => {
+          run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
+          run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));
+        }, ms);
+        timer.unref?.();
+      },
     };
-    const timer = setTimeout(() => {
-      run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
-      run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));
-    }, waitMs);
-    timer.unref?.();
     const onExternal = () => {
       const reason =
         external?.reason instanceof Error ? external.reason.message : String(external?.reason ?? 'aborted');
@@ -47,10 +64,12 @@ export class ActiveRuns {
     if (external?.aborted) onExternal();
     else external?.addEventListener('abort', onExternal, { once: true });
     run.cleanup = () => {
+      ended = true;
       clearTimeout(timer);
       external?.removeEventListener('abort', onExternal);
     };
     this.runs.set(runId, run);
+    if (!clockLater) run.startClock(waitMs);
     return run;
   }
 

@@ -213,7 +213,7 @@ export class RunExecutor {
       : effectiveLimits(this.config.defaults, request);
     const timeoutMs = effective.limits.timeout_ms;
     const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
-    const run = this.config.active.start(runId, timeoutMs, remainingMs, external);
+    const run = this.config.active.start(runId, timeoutMs, remainingMs, external, fresh);
     io.keeper.attach({
       fence: (error) => {
         sink.fence();
@@ -224,7 +224,10 @@ export class RunExecutor {
     });
     try {
       // the run is cancellable (and fenced) while its acceptance is stored: it is in the active runs already
-      if (fresh) await this.acceptanceStored(io);
+      if (fresh) {
+        await this.acceptanceStored(io);
+        run.startClock(Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt))));
+      }
       sink.emit(runStarted(this.config.plannerId, resumed, effective));
       io.leaveSetup = await this.setups.enter();
       const ctx = await this.prepare(io, run);
