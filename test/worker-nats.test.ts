@@ -198,6 +198,48 @@ describe('ToolWorker over NATS', () => {
     expect(serialized).toBe(1);
   });
 
+  it('writes each outcome with its output serialized once when several are made before the first is answered', async () => {
+    let serialized = 0;
+    let entered = 0;
+    let bothIn!: () => void;
+    const inside = new Promise<void>((resolve) => (bothIn = resolve));
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const gatedTool = defineTool({
+      name: 'test.gated_json',
+      description: 'Waits at a shared gate, then returns an output that counts its serializations.',
+      input: z.object({ n: z.number() }),
+      handler: async ({ n }) => {
+        if (++entered === 2) bothIn();
+        await gate;
+        return {
+          toJSON: () => {
+            serialized++;
+            return { n };
+          },
+        };
+      },
+    });
+    await startWorker([gatedTool]);
+    const calls = [1, 2].map((n) => call('test.gated_json', { n }));
+    const replies = calls.map((c) =>
+      bus.request(s.toolInvoke('test.gated_json'), JSON.stringify(c), { timeoutMs: 5000 }),
+    );
+    await inside;
+    open();
+    const bodies = (await Promise.all(replies)).map((reply) => reply.text());
+    bodies.forEach((body, i) => {
+      const outcome = JSON.parse(body) as Record<string, unknown>;
+      expect(body).toBe(JSON.stringify(outcome));
+      expect(outcome).toMatchObject({
+        call_id: calls[i]!.call_id,
+        output: { n: i + 1 },
+        preview: `{"n":${i + 1}}`,
+      });
+    });
+    expect(serialized).toBe(2);
+  });
+
   it('keeps big outputs in the JetStream object store, readable by their tenant only', async () => {
     const outcome = await invokeTool(
       bus,

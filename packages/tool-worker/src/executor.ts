@@ -55,8 +55,13 @@ export class Executor {
   private readonly deadlines = new Deadlines();
   private pool: CpuPool | undefined;
   private blobs: BlobStore | undefined;
-  /** The output's JSON text (its preview) of each success outcome made here, for {@link outcomeJson}. */
+  /**
+   * The output's JSON text (its preview) of each success outcome made here, for {@link outcomeJson}: the latest in
+   * one slot (most calls are answered before the next outcome is made), earlier ones not yet answered in a WeakMap.
+   */
   private readonly outputTexts = new WeakMap<ToolOutcome, string>();
+  private latestOutcome: ToolOutcome | undefined;
+  private latestText = '';
 
   constructor(private readonly options: ExecutorOptions) {}
 
@@ -314,7 +319,7 @@ export class Executor {
         elapsed_ms: round(performance.now() - run.t0),
         attempts,
       };
-      if (output !== undefined) this.outputTexts.set(outcome, text);
+      if (output !== undefined) this.keepOutputText(outcome, text);
       return outcome;
     }
     return this.artifactOutcome(run, { output, text }, attempts);
@@ -326,8 +331,18 @@ export class Executor {
    * that one's JSON itself.
    */
   outcomeJson(outcome: ToolOutcome): string | undefined {
-    const text = this.outputTexts.get(outcome);
+    let text: string | undefined;
+    if (outcome === this.latestOutcome) {
+      text = this.latestText;
+      this.latestOutcome = undefined;
+    } else text = this.outputTexts.get(outcome);
     return text === undefined ? undefined : successOutcomeJson(outcome, text);
+  }
+
+  private keepOutputText(outcome: ToolOutcome, text: string): void {
+    if (this.latestOutcome !== undefined) this.outputTexts.set(this.latestOutcome, this.latestText);
+    this.latestOutcome = outcome;
+    this.latestText = text;
   }
 
   private async artifactOutcome(

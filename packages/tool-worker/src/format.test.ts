@@ -33,4 +33,34 @@ describe('successOutcomeJson', () => {
       expect(successOutcomeJson(outcome, text)).toBe(JSON.stringify(outcome));
     }
   });
+
+  it('escapes ids and names as JSON.stringify does, and writes numbers as it does', () => {
+    const names = [
+      'c-1',
+      'run-1:c-2',
+      'a/b.c@d+e_f',
+      'with space',
+      'q"uote',
+      'back\\slash',
+      'tab\t',
+      '\u00e9t\u00e9',
+      '\ud83d\ude00',
+      '',
+    ];
+    const numbers = [0, -0, 12.34, 1e21, -1.5e-7, Number.NaN, Number.POSITIVE_INFINITY];
+    for (const name of names)
+      for (const n of numbers) {
+        const outcome: ToolOutcome = {
+          call_id: name,
+          tool: `t.${name}`,
+          worker_id: `w-${name}`,
+          is_error: false,
+          output: { result: 5 },
+          preview: '{"result":5}',
+          elapsed_ms: n,
+          attempts: n,
+        };
+        expect(successOutcomeJson(outcome, outcome.preview)).toBe(JSON.stringify(outcome));
+      }
+  });
 });

@@ -19,11 +19,34 @@ export function outputText(output: unknown): string {
 export function successOutcomeJson(outcome: ToolOutcome, outputText: string): string {
   const preview = JSON.stringify(outputText);
   return (
-    `{"call_id":${JSON.stringify(outcome.call_id)},"tool":${JSON.stringify(outcome.tool)},` +
-    `"worker_id":${JSON.stringify(outcome.worker_id)},"is_error":false,` +
+    `{"call_id":${jsonString(outcome.call_id)},"tool":${namesJson(outcome.tool)},` +
+    `"worker_id":${namesJson(outcome.worker_id)},"is_error":false,` +
     `"output":${typeof outcome.output === 'string' ? preview : outputText},"preview":${preview},` +
-    `"elapsed_ms":${JSON.stringify(outcome.elapsed_ms)},"attempts":${JSON.stringify(outcome.attempts)}}`
+    `"elapsed_ms":${jsonNumber(outcome.elapsed_ms)},"attempts":${jsonNumber(outcome.attempts)}}`
   );
+}
+
+/** Characters a JSON string takes as they are (no escape): the ids and names of a call mostly have no others. */
+const PLAIN = /^[\w.:@/+-]*$/;
+
+function jsonString(text: string): string {
+  return PLAIN.test(text) ? `"${text}"` : JSON.stringify(text);
+}
+
+/** The JSON of a tool's name and of a worker's id, each escaped once: a worker serves few tools. */
+const namesJsonCache = new Map<string, string>();
+
+function namesJson(name: string): string {
+  let json = namesJsonCache.get(name);
+  if (json === undefined) {
+    if (namesJsonCache.size >= 4096) namesJsonCache.clear();
+    namesJsonCache.set(name, (json = JSON.stringify(name)));
+  }
+  return json;
+}
+
+function jsonNumber(value: number): string {
+  return Number.isFinite(value) ? `${value}` : 'null';
 }
 
 export function byteLength(text: string): number {
