@@ -17,7 +17,7 @@ describe('ActiveRuns', () => {
       }
     };
     const runs = new ActiveRuns();
-    const run = runs.start('r1', 60_000, 60_000, undefined);
+    const run = runs.start('r1', 60_000, Date.now() + 60_000, undefined);
     expect(made).toBe(0);
     expect(run.controller.signal.aborted).toBe(false);
     expect(run.controller).toBe(run.controller);
@@ -27,7 +27,7 @@ describe('ActiveRuns', () => {
 
   it('a cancel that comes before the controller was used still stops the run, with its reason', () => {
     const runs = new ActiveRuns();
-    const run = runs.start('r1', 60_000, 60_000, undefined);
+    const run = runs.start('r1', 60_000, Date.now() + 60_000, undefined);
     expect(runs.cancel('r1', 'changed my mind')).toBe(true);
     expect(run.stop).toEqual({ status: 'cancelled', reason: 'cancelled: changed my mind' });
     expect(run.controller.signal.aborted).toBe(true);
@@ -39,23 +39,23 @@ describe('ActiveRuns', () => {
     vi.useFakeTimers();
     try {
       const runs = new ActiveRuns();
-      const run = runs.start('r1', 20, 20, undefined, true);
+      const run = runs.start('r1', 20, Date.now() + 20, undefined, true);
       vi.advanceTimersByTime(1_000);
       expect(run.stop).toBeUndefined();
       expect(runs.cancel('r1', 'still cancellable')).toBe(true);
       expect(run.stop?.status).toBe('cancelled');
       runs.end('r1');
-      const later = runs.start('r2', 20, 20, undefined, true);
-      later.startClock(20);
+      const later = runs.start('r2', 20, Date.now() + 20, undefined, true);
+      later.startClock();
       vi.advanceTimersByTime(19);
       expect(later.stop).toBeUndefined();
       vi.advanceTimersByTime(1);
       expect(later.stop?.status).toBe('timeout');
       expect(later.controller.signal.aborted).toBe(true);
       runs.end('r2');
-      const ended = runs.start('r3', 20, 20, undefined, true);
+      const ended = runs.start('r3', 20, Date.now() + 20, undefined, true);
       runs.end('r3');
-      ended.startClock(1);
+      ended.startClock();
       vi.advanceTimersByTime(1_000);
       expect(ended.stop).toBeUndefined();
     } finally {
@@ -65,7 +65,7 @@ describe('ActiveRuns', () => {
 
   it('a run times out on its clock whether or not its controller was used', async () => {
     const runs = new ActiveRuns();
-    const run = runs.start('r1', 20, 20, undefined);
+    const run = runs.start('r1', 20, Date.now() + 20, undefined);
     await vi.waitFor(() => expect(run.stop?.status).toBe('timeout'), { timeout: 5_000 });
     expect(run.controller.signal.aborted).toBe(true);
     runs.end('r1');

@@ -7,8 +7,8 @@ export interface ActiveRun {
   readonly controller: AbortController;
   stop: StopReason | undefined;
   cleanup: () => void;
-  /** Starts the run's clock, if its start left it for later: it times out after `waitMs`. */
-  startClock: (waitMs: number) => void;
+  /** Starts the run's clock, if its start left it for later: it times out at its deadline. */
+  startClock: () => void;
 }
 
 /** The runs this planner is executing, each with its timeout clock and its link to the caller's signal. */
@@ -20,14 +20,14 @@ export class ActiveRuns {
   }
 
   /**
-   * Starts a run's clock: it times out after `waitMs` and is cancelled when `external` aborts. With `clockLater` the
-   * run is cancellable at once and its clock starts at {@link ActiveRun.startClock} (a new durable run's, once its
-   * `run.accepted` is stored: its timer is not made on the path to that event).
+   * Starts a run's clock: it times out at `deadline` (a `Date.now()` time) and is cancelled when `external` aborts.
+   * With `clockLater` the run is cancellable at once and its clock starts at {@link ActiveRun.startClock} (a new
+   * durable run's, once its `run.accepted` is stored: its timer is not made on the path to that event).
    */
   start(
     runId: string,
     timeoutMs: number,
-    waitMs: number,
+    deadline: number,
     external: AbortSignal | undefined,
     clockLater = false,
   ): ActiveRun {
@@ -46,12 +46,17 @@ export class ActiveRuns {
       },
       stop: undefined,
       cleanup: () => undefined,
-      startClock: (ms) => {
+      startClock: () => {
         if (timer !== undefined || ended) return;
-        timer = setTimeout(() => {
-          run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
-          run.controller.abort(new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`));
-        }, ms);
+        timer = setTimeout(
+          () => {
+            run.stop ??= { status: 'timeout', reason: `timeout_ms (${timeoutMs}) elapsed` };
+            run.controller.abort(
+              new AgentMeshError(ErrorCode.Timeout, `run timed out after ${timeoutMs} ms`),
+            );
+          },
+          Math.max(1, deadline - Date.now()),
+        );
         timer.unref?.();
       },
     };
@@ -69,7 +74,7 @@ export class ActiveRuns {
       external?.removeEventListener('abort', onExternal);
     };
     this.runs.set(runId, run);
-    if (!clockLater) run.startClock(waitMs);
+    if (!clockLater) run.startClock();
     return run;
   }
 

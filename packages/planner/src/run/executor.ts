@@ -212,8 +212,8 @@ export class RunExecutor {
       ? { limits: checkpointed, clamped: [] }
       : effectiveLimits(this.config.defaults, request);
     const timeoutMs = effective.limits.timeout_ms;
-    const remainingMs = Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt)));
-    const run = this.config.active.start(runId, timeoutMs, remainingMs, external, fresh);
+    const deadline = Date.parse(io.startedAt) + timeoutMs;
+    const run = this.config.active.start(runId, timeoutMs, deadline, external, fresh);
     io.keeper.attach({
       fence: (error) => {
         sink.fence();
@@ -226,7 +226,7 @@ export class RunExecutor {
       // the run is cancellable (and fenced) while its acceptance is stored: it is in the active runs already
       if (fresh) {
         await this.acceptanceStored(io);
-        run.startClock(Math.max(1, timeoutMs - (Date.now() - Date.parse(io.startedAt))));
+        run.startClock();
       }
       sink.emit(runStarted(this.config.plannerId, resumed, effective));
       io.leaveSetup = await this.setups.enter();
