@@ -69,9 +69,9 @@ export function isClosedFailure(error: unknown): boolean {
 }
 
 /**
- * Runs `operation` until it succeeds, a failure is not retryable (never one of a closed client: {@link isClosedFailure}), attempts or the deadline run out, or the signal
- * aborts. Failures are normalized to {@link AgentMeshError}; the last one is thrown. The wait before the next
- * attempt never runs past the deadline.
+ * Runs `operation` until it succeeds, a failure is not retryable (a failure of a closed client never is:
+ * {@link isClosedFailure}), attempts or the deadline run out, or the signal aborts. Failures are normalized to
+ * {@link AgentMeshError}; the last one is thrown. The wait before the next attempt never runs past the deadline.
  */
 export async function retry<T>(
   operation: (attempt: number) => Promise<T>,
