@@ -2,6 +2,7 @@ import {
   AgentMeshError,
   ErrorCode,
   decodeMessage,
+  decodeText,
   encodeJson,
   isAgentMeshError,
   sleep,
@@ -80,7 +81,7 @@ export class SessionStore {
   /** The sessions of one tenant, newest first. */
   async list(tenant: string): Promise<SessionSummary[]> {
     const entries = await readEntries(this.meta, `index.${encodeName(tenant)}.>`);
-    const out = entries.map((entry) => JSON.parse(new TextDecoder().decode(entry.value)) as SessionSummary);
+    const out = entries.map((entry) => JSON.parse(decodeText(entry.value)) as SessionSummary);
     return out.sort((a, b) => b.updated_at.localeCompare(a.updated_at));
   }
 
@@ -273,7 +274,7 @@ export class SessionLockHandle {
 }
 
 function readLock(value: Uint8Array): SessionLock {
-  return JSON.parse(new TextDecoder().decode(value)) as SessionLock;
+  return JSON.parse(decodeText(value)) as SessionLock;
 }
 
 function encodeName(text: string): string {
