@@ -9,6 +9,7 @@
 import { connect } from '@nats-io/transport-node';
 import { NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
 import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { measure } from './lib.mjs';
 
 const [kind, natsUrl, prefix] = process.argv.slice(2);
@@ -152,6 +153,27 @@ async function moleculer(withParams = false) {
   };
 }
 
+/** `measure`, with the garbage collector's pauses during it: their sum and the longest, in ms. */
+async function measuredWithGc(options) {
+  let pauseMs = 0;
+  let maxPauseMs = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      pauseMs += entry.duration;
+      maxPauseMs = Math.max(maxPauseMs, entry.duration);
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  try {
+    const result = await measure(contender.call, options);
+    // the observer hears of a pause after it: one turn of the event loop later
+    await new Promise((resolve) => setImmediate(resolve));
+    return { ...result, gc_pause_ms: pauseMs, gc_max_pause_ms: maxPauseMs };
+  } finally {
+    observer.disconnect();
+  }
+}
+
 const contenders = {
   agentmesh,
   raw,
@@ -166,7 +188,7 @@ process.on('message', (msg) => {
       contender = await contenders[kind](msg.start.sample);
       process.send({ ready: true, ...(contender.sample ? { sample: contender.sample } : {}) });
     } else if (msg.measure) {
-      process.send({ result: await measure(contender.call, msg.measure) });
+      process.send({ result: await measuredWithGc(msg.measure) });
     } else if (msg.stop) {
       await contender?.stop();
       process.disconnect();

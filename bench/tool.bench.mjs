@@ -165,11 +165,26 @@ export async function overNats(natsUrl, quick, cores) {
           pairedRatio(molB, bareB, 'throughput'),
         ),
       );
+      if (concurrency > 1) figures.push(...gcFigures(at, oursB, molB));
     }
   } finally {
     await Promise.all([ours, raw, mol, bare, molParams].map((c) => c.stop()));
   }
   return figures;
+}
+
+/** The garbage collector's pauses in a block (median over blocks), agentmesh's beside Moleculer's: what the p99 holds. */
+function gcFigures(at, oursB, molB) {
+  const perBlock = (blocksOf, key) => median(blocksOf.map((r) => r[key]));
+  return [
+    ['GC pauses a block', 'gc_pause_ms'],
+    ['longest GC pause a block', 'gc_max_pause_ms'],
+  ].map(([what, key]) =>
+    figure(`agentmesh tool call ${at} ${what}`, perBlock(oursB, key), 'ms', {
+      name: `moleculer call ${at} ${what}`,
+      value: perBlock(molB, key),
+    }),
+  );
 }
 
 async function spawnWorker(natsUrl, prefix) {
