@@ -7,6 +7,10 @@
 //                                   request on the wire, server read -> write, reply on the wire, caller read -> write
 //   node bench/tool-call-variants.mjs --one VARIANT NATS_URL CONCURRENCY COUNT   (PROF=file.cpuprofile to profile)
 //   node bench/tool-call-variants.mjs --tail VARIANT NATS_URL CONCURRENCY COUNT  (how much of the tail is GC)
+//   node bench/tool-call-variants.mjs --steady VARIANT NATS_URL CONCURRENCY COUNT  (one long run after a warm-up: wall,
+//                                   p99 and the CPU of each thread; add --trace-gc-nvp to see each scavenge)
+// PRE=us / BUSY=us: the bare round trip's server busy-waits that long before / after it writes its answer (what an
+// idle core's wake-up adds to the wait; docs/benchmarks.md, "Issue 37, seventh sitting").
 // Pin it to the core the server does not use (taskset -c 1) as `npm run bench` does.
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -14,6 +18,12 @@ import { fileURLToPath } from 'node:url';
 import { measure, median, pinToCores } from './lib.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
+const PRE_US = Number(process.env.PRE ?? 0);
+const BUSY_US = Number(process.env.BUSY ?? 0);
+const spin = (us) => {
+  const until = performance.now() + us / 1000;
+  while (performance.now() < until);
+};
 /** PAD=n pads the request by n bytes (does size matter at 1 in flight? not up to 1 KB). */
 const PAD = process.env.PAD ? 'x'.repeat(Number(process.env.PAD)) : undefined;
 const REQUEST = Buffer.from(
@@ -63,10 +73,13 @@ async function variant(lib, reply, timer, extra = {}) {
   server.subscribe(subject, {
     ...(extra.queueGroup ? { queue: 'q' } : {}),
     callback: (_e, m) => {
+      if (PRE_US) spin(PRE_US);
       const out = Buffer.allocUnsafe(8 + REPLY.length);
       out.set(m.data.subarray(0, 8), 0);
       out.set(REPLY, 8);
       server.publish(m.reply, out);
+      // after nats-core's flush, which it queued as a microtask at the publish
+      if (BUSY_US) queueMicrotask(() => spin(BUSY_US));
     },
   });
   const pending = new Map();
@@ -169,6 +182,103 @@ async function agentmesh(pendingLimit) {
   };
 }
 
+/** Two `NatsBus` connections: `raw` the bare round trip on their nats.js connections, `bus` request/respond. */
+async function overBus(mode) {
+  const { NatsBus } = await import('@agentmesh/protocol');
+  const natsUrl = process.argv[4];
+  const subject = `exp${process.pid}.svc`;
+  const clientBus = await NatsBus.connect(natsUrl);
+  const serverBus = await NatsBus.connect(natsUrl);
+  const conns = [clientBus.nc, serverBus.nc];
+  if (mode === 'bus') {
+    serverBus.subscribe(subject, (m) => void serverBus.respond(m, REPLY));
+    await serverBus.flush();
+    return { conns, call: () => clientBus.request(subject, REQUEST, { timeoutMs: 5000 }) };
+  }
+  const [client, server] = conns;
+  server.subscribe(subject, {
+    callback: (_e, m) => {
+      const out = Buffer.allocUnsafe(8 + REPLY.length);
+      out.set(m.data.subarray(0, 8), 0);
+      out.set(REPLY, 8);
+      server.publish(m.reply, out);
+    },
+  });
+  const pending = new Map();
+  const inbox = `_INBOX.exp${process.pid}`;
+  client.subscribe(inbox, {
+    callback: (_e, m) => {
+      const id = Buffer.from(m.data.buffer, m.data.byteOffset, 8).toString('latin1');
+      const resolve = pending.get(id);
+      if (resolve === undefined) return;
+      pending.delete(id);
+      resolve(m);
+    },
+  });
+  await server.flush();
+  await client.flush();
+  let seq = 0;
+  return {
+    conns,
+    call: () =>
+      new Promise((resolve) => {
+        const id = (++seq).toString(36).padStart(8, '0');
+        pending.set(id, resolve);
+        const body = Buffer.allocUnsafe(8 + REQUEST.length);
+        body.write(id, 0, 'latin1');
+        body.set(REQUEST, 8);
+        client.publish(subject, body, { reply: inbox });
+      }),
+  };
+}
+
+/**
+ * One side of agentmesh's call: `worker` a `ToolWorker` asked by a bare `NatsBus.request`, `caller` `invokeTool`
+ * against a bare responder that parses the invocation and answers an outcome (the JSON, nothing else).
+ */
+async function halfCall(side) {
+  const { NatsBus, invokeTool, silentLogger } = await import('@agentmesh/protocol');
+  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
+  const natsUrl = process.argv[4];
+  const prefix = `exp${process.pid}`;
+  const clientBus = await NatsBus.connect(natsUrl);
+  const serverBus = await NatsBus.connect(natsUrl);
+  const conns = [clientBus.nc, serverBus.nc];
+  const subject = `${prefix}.tool.invoke.math.calc`;
+  const args = { lhs: 2, rhs: 3, op: 'add' };
+  let seq = 0;
+  if (side === 'worker') {
+    const worker = new ToolWorker({
+      bus: serverBus,
+      tools: [mathCalcTool()],
+      prefix,
+      logger: silentLogger(),
+      register: false,
+      concurrency: 256,
+    });
+    await worker.start();
+    await serverBus.flush();
+    const invocation = () =>
+      JSON.stringify({ call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args });
+    return { conns, call: () => clientBus.request(subject, invocation(), { timeoutMs: 5000 }) };
+  }
+  serverBus.subscribe(subject, (m) => {
+    const { call_id } = JSON.parse(m.text());
+    const outcome = { call_id, tool: 'math.calc', worker_id: 'w-1', is_error: false, output: { result: 5 } };
+    serverBus.respond(m, JSON.stringify({ ...outcome, preview: '{"result":5}', elapsed_ms: 0, attempts: 1 }));
+  });
+  await serverBus.flush();
+  return {
+    conns,
+    call: () =>
+      invokeTool(
+        clientBus,
+        { call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args },
+        { prefix },
+      ),
+  };
+}
+
 /** `withParams`: the action declares its `params`, which Moleculer's built-in fastest-validator checks every call. */
 async function moleculer(withParams = false) {
   const { ServiceBroker } = (await import('moleculer')).default;
@@ -191,6 +301,10 @@ async function moleculer(withParams = false) {
 
 const VARIANTS = {
   agentmesh: () => agentmesh(),
+  'bus-literal': () => overBus('raw'),
+  'bus-request': () => overBus('bus'),
+  'half-worker': () => halfCall('worker'),
+  'half-caller': () => halfCall('caller'),
   'agentmesh-32k': () => agentmesh(32 * 1024),
   'agentmesh-1m': () => agentmesh(1024 * 1024),
   'agentmesh-4k': () => agentmesh(4 * 1024),
@@ -324,6 +438,30 @@ async function tail(call, count, concurrency) {
   );
 }
 
+async function steady(v, concurrency, count) {
+  // one long run after a warm-up of a third of it: wall, p99, and the CPU of each thread of this process
+  const { readdirSync } = await import('node:fs');
+  await measure(v.call, { concurrency, count: Math.ceil(count / 3) });
+  const threadsCpuMs = () =>
+    Object.fromEntries(
+      readdirSync('/proc/self/task').map((tid) => {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
+        return [tid, (Number(stat[11]) + Number(stat[12])) * 10];
+      }),
+    );
+  const before = threadsCpuMs();
+  const t0 = performance.now();
+  const r = await measure(v.call, { concurrency, count, warmup: 0 });
+  const wall = performance.now() - t0;
+  const after = threadsCpuMs();
+  const threads = Object.entries(after)
+    .map(([tid, ms]) => `${tid}: ${ms - (before[tid] ?? 0)} ms`)
+    .join(', ');
+  console.log(
+    `wall ${wall.toFixed(0)} ms, p50 ${r.p50_us.toFixed(0)} us, p99 ${r.p99_us.toFixed(0)} us; CPU ${threads}`,
+  );
+}
+
 async function trace(v, count) {
   // when each connection reads and writes, at 1 in flight: caller = client conn, server = responder conn
   const { performance } = await import('node:perf_hooks');
@@ -393,6 +531,9 @@ else if (process.argv[2] === '--trace') {
   const v = await VARIANTS[process.argv[3]]();
   for (let i = 0; i < 2000; i++) await v.call();
   await trace(v, Number(process.argv[5] ?? 5000));
+  process.exit(0);
+} else if (process.argv[2] === '--steady') {
+  await steady(await VARIANTS[process.argv[3]](), Number(process.argv[5]), Number(process.argv[6]));
   process.exit(0);
 } else if (process.argv[2] === '--tail') {
   const v = await VARIANTS[process.argv[3]]();
