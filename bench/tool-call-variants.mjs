@@ -56,14 +56,27 @@ async function v2() {
   return import('nats');
 }
 
-/** `lib` connect; `reply`: how replies come back ('request' | 'literal' | 'wild'); `timer`: a setTimeout a call. */
+/** Two `NatsBus` connections' nats.js connections, for `variant`'s `pair`. */
+async function busPair() {
+  const { NatsBus } = await import('@agentmesh/protocol');
+  return [(await NatsBus.connect(process.argv[4])).nc, (await NatsBus.connect(process.argv[4])).nc];
+}
+
+/**
+ * `lib` connect; `reply`: how replies come back ('request' | 'literal' | 'wild'); `timer`: a setTimeout a call;
+ * `extra.pair` makes the client and server connections instead.
+ */
 async function variant(lib, reply, timer, extra = {}) {
   const { connect } = lib === 'v2' ? await v2() : await v3();
   const natsUrl = process.argv[4];
   const subject = `exp${process.pid}.svc`;
-  const { queueGroup, ...opts } = extra;
-  const client = await connect({ servers: natsUrl, noAsyncTraces: true, ...opts });
-  const server = await connect({ servers: natsUrl, noAsyncTraces: true, ...opts });
+  const { queueGroup, pair, ...opts } = extra;
+  const [client, server] = pair
+    ? await pair()
+    : [
+        await connect({ servers: natsUrl, noAsyncTraces: true, ...opts }),
+        await connect({ servers: natsUrl, noAsyncTraces: true, ...opts }),
+      ];
   if (reply === 'request') {
     server.subscribe(subject, { callback: (_e, m) => m.respond(REPLY) });
     await server.flush();
@@ -115,24 +128,14 @@ async function variant(lib, reply, timer, extra = {}) {
 }
 
 async function agentmesh(pendingLimit) {
-  const { NatsBus, invokeTool, silentLogger } = await import('@agentmesh/protocol');
-  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
+  const { NatsBus, invokeTool } = await import('@agentmesh/protocol');
   const natsUrl = process.argv[4];
   const prefix = `exp${process.pid}`;
   const workerBus = await NatsBus.connect(natsUrl);
   const clientBus = await NatsBus.connect(natsUrl);
   if (pendingLimit !== undefined)
     for (const bus of [workerBus, clientBus]) bus.nc.protocol.pendingLimit = pendingLimit;
-  const worker = new ToolWorker({
-    bus: workerBus,
-    tools: [mathCalcTool()],
-    prefix,
-    logger: silentLogger(),
-    register: false,
-    concurrency: 256,
-  });
-  await worker.start();
-  await workerBus.flush();
+  const worker = await startWorker(workerBus, prefix);
   let seq = 0;
   const args = { lhs: 2, rhs: 3, op: 'add' };
   const marks = [];
@@ -182,54 +185,36 @@ async function agentmesh(pendingLimit) {
   };
 }
 
-/** Two `NatsBus` connections: `raw` the bare round trip on their nats.js connections, `bus` request/respond. */
-async function overBus(mode) {
+/** `NatsBus.request` against `NatsBus.subscribe` and `respond`. */
+async function busRequest() {
   const { NatsBus } = await import('@agentmesh/protocol');
   const natsUrl = process.argv[4];
   const subject = `exp${process.pid}.svc`;
   const clientBus = await NatsBus.connect(natsUrl);
   const serverBus = await NatsBus.connect(natsUrl);
-  const conns = [clientBus.nc, serverBus.nc];
-  if (mode === 'bus') {
-    serverBus.subscribe(subject, (m) => void serverBus.respond(m, REPLY));
-    await serverBus.flush();
-    return { conns, call: () => clientBus.request(subject, REQUEST, { timeoutMs: 5000 }) };
-  }
-  const [client, server] = conns;
-  server.subscribe(subject, {
-    callback: (_e, m) => {
-      const out = Buffer.allocUnsafe(8 + REPLY.length);
-      out.set(m.data.subarray(0, 8), 0);
-      out.set(REPLY, 8);
-      server.publish(m.reply, out);
-    },
-  });
-  const pending = new Map();
-  const inbox = `_INBOX.exp${process.pid}`;
-  client.subscribe(inbox, {
-    callback: (_e, m) => {
-      const id = Buffer.from(m.data.buffer, m.data.byteOffset, 8).toString('latin1');
-      const resolve = pending.get(id);
-      if (resolve === undefined) return;
-      pending.delete(id);
-      resolve(m);
-    },
-  });
-  await server.flush();
-  await client.flush();
-  let seq = 0;
+  serverBus.subscribe(subject, (m) => void serverBus.respond(m, REPLY));
+  await serverBus.flush();
   return {
-    conns,
-    call: () =>
-      new Promise((resolve) => {
-        const id = (++seq).toString(36).padStart(8, '0');
-        pending.set(id, resolve);
-        const body = Buffer.allocUnsafe(8 + REQUEST.length);
-        body.write(id, 0, 'latin1');
-        body.set(REQUEST, 8);
-        client.publish(subject, body, { reply: inbox });
-      }),
+    conns: [clientBus.nc, serverBus.nc],
+    call: () => clientBus.request(subject, REQUEST, { timeoutMs: 5000 }),
   };
+}
+
+/** A `ToolWorker` serving math.calc on `bus` under `prefix`, started. */
+async function startWorker(bus, prefix) {
+  const { silentLogger } = await import('@agentmesh/protocol');
+  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
+  const worker = new ToolWorker({
+    bus,
+    tools: [mathCalcTool()],
+    prefix,
+    logger: silentLogger(),
+    register: false,
+    concurrency: 256,
+  });
+  await worker.start();
+  await bus.flush();
+  return worker;
 }
 
 /**
@@ -237,8 +222,7 @@ async function overBus(mode) {
  * against a bare responder that parses the invocation and answers an outcome (the JSON, nothing else).
  */
 async function halfCall(side) {
-  const { NatsBus, invokeTool, silentLogger } = await import('@agentmesh/protocol');
-  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
+  const { NatsBus, invokeTool } = await import('@agentmesh/protocol');
   const natsUrl = process.argv[4];
   const prefix = `exp${process.pid}`;
   const clientBus = await NatsBus.connect(natsUrl);
@@ -248,16 +232,7 @@ async function halfCall(side) {
   const args = { lhs: 2, rhs: 3, op: 'add' };
   let seq = 0;
   if (side === 'worker') {
-    const worker = new ToolWorker({
-      bus: serverBus,
-      tools: [mathCalcTool()],
-      prefix,
-      logger: silentLogger(),
-      register: false,
-      concurrency: 256,
-    });
-    await worker.start();
-    await serverBus.flush();
+    await startWorker(serverBus, prefix);
     const invocation = () =>
       JSON.stringify({ call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args });
     return { conns, call: () => clientBus.request(subject, invocation(), { timeoutMs: 5000 }) };
@@ -301,8 +276,8 @@ async function moleculer(withParams = false) {
 
 const VARIANTS = {
   agentmesh: () => agentmesh(),
-  'bus-literal': () => overBus('raw'),
-  'bus-request': () => overBus('bus'),
+  'bus-literal': () => variant('v3', 'literal', false, { pair: busPair }),
+  'bus-request': () => busRequest(),
   'half-worker': () => halfCall('worker'),
   'half-caller': () => halfCall('caller'),
   'agentmesh-32k': () => agentmesh(32 * 1024),
