@@ -12,6 +12,8 @@ import {
   silentLogger,
   subjects,
   type CatalogListReply,
+  type KvBucketOptions,
+  type KvStore,
   type Logger,
   type RunEvent,
   type RunRequestInput,
@@ -69,8 +71,11 @@ afterEach(async () => {
 });
 
 /** A real Catalog, a real ToolWorker (when given tools) and the planner on one in-process bus. */
-async function startMesh(tools: Tool<any, any>[], options: Partial<PlannerOptions> = {}): Promise<Mesh> {
-  const bus = new MemoryBus();
+async function startMesh(
+  tools: Tool<any, any>[],
+  options: Partial<PlannerOptions> = {},
+  bus = new MemoryBus(),
+): Promise<Mesh> {
   const catalog = new Catalog({ bus, logger: silentLogger() });
   await catalog.start();
   const worker =
@@ -182,6 +187,78 @@ describe('planner entry paths (real Catalog and ToolWorker, in-process bus)', ()
       'run.completed',
     ]);
     expect(ofType(events, 'tool.completed')[0]!.preview).toBe('7');
+  });
+});
+
+/** A bus whose shared tool outcome store times out its next `createFailures` creates, as a cluster electing a leader. */
+class StoreTimeoutBus extends MemoryBus {
+  createFailures = 0;
+
+  override async kv(bucket: string, options?: KvBucketOptions): Promise<KvStore> {
+    const store = await super.kv(bucket, options);
+    if (!bucket.endsWith('_tool_outcomes')) return store;
+    const create = store.create.bind(store);
+    store.create = (key, value) =>
+      this.createFailures-- > 0 ? Promise.reject(new Error('TIMEOUT')) : create(key, value);
+    return store;
+  }
+}
+
+describe('a resumed run sending again the calls of its batch (real Catalog and ToolWorker, in-process bus)', () => {
+  let charges = 0;
+  const charge = defineTool({
+    name: 'billing.charge',
+    description: 'Charges an amount (not idempotent).',
+    input: z.object({ amount: z.number() }),
+    idempotent: false,
+    handler: ({ amount }) => {
+      charges++;
+      return `charged ${amount}`;
+    },
+  });
+  const request = {
+    id: 'resend-charge',
+    task: 'charge 5',
+    script: [{ tool_calls: [{ name: 'billing__charge', arguments: { amount: 5 } }] }, { text: 'charged' }],
+  };
+  const toolMessage = (snapshot: RunSnapshot | undefined) =>
+    snapshot?.messages.find((m) => m.role === 'tool')?.content ?? '';
+
+  it('a fresh run whose replica could not read the outcome store is told the call did not run', async () => {
+    charges = 0;
+    const bus = new StoreTimeoutBus();
+    bus.createFailures = 1;
+    const snapshots: RunSnapshot[] = [];
+    const m = await startMesh([charge], { checkpoint: (s) => void snapshots.push(structuredClone(s)) }, bus);
+    const { final } = await execute(m, request);
+    expect(final).toMatchObject({ status: 'done' });
+    expect(toolMessage(snapshots.at(-1))).toContain('did not run');
+    expect(charges).toBe(0);
+  });
+
+  it('a resumed run asks again until the store can tell, since the lost planner may have sent the call', async () => {
+    charges = 0;
+    const snapshots: RunSnapshot[] = [];
+    const first = await startMesh([charge], { checkpoint: (s) => void snapshots.push(structuredClone(s)) });
+    await execute(first, request);
+    const checkpoint = snapshots.find((s) => s.phase === 'tools')!;
+    expect(checkpoint).toBeDefined();
+    await first.stop();
+    charges = 0;
+
+    const bus = new StoreTimeoutBus();
+    bus.createFailures = 2;
+    const resumedSnapshots: RunSnapshot[] = [];
+    const second = await startMesh(
+      [charge],
+      { plannerId: 'planner-resumer', checkpoint: (s) => void resumedSnapshots.push(structuredClone(s)) },
+      bus,
+    );
+    const final = await second.planner.resume(checkpoint);
+    expect(final).toMatchObject({ status: 'done', text: 'charged' });
+    expect(toolMessage(resumedSnapshots.at(-1))).toBe('charged 5');
+    expect(bus.createFailures).toBeLessThan(0); // both failed creates were answered, then the store told
+    expect(charges).toBe(1);
   });
 });
 

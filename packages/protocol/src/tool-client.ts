@@ -27,6 +27,13 @@ export interface InvokeToolOptions {
    * first run, or refuses it as `worker_lost`. Otherwise it fails with a non-retryable `worker_lost`.
    */
   idempotent?: boolean;
+  /**
+   * The call may have been sent before, under the same idempotency key, by a caller that was lost (a resumed run
+   * sending again the calls of a batch that has no result yet). A non-idempotent call is then treated as one whose
+   * worker was lost: a replica whose shared outcome store cannot tell yet is asked again until it can, and the call
+   * fails as `worker_lost` (may have run), never as "did not run".
+   */
+  sentBefore?: boolean;
   /** A worker that has sent nothing (no `started`, no heartbeat) for this long is taken as lost (default 3000 ms). */
   lostAfterMs?: number;
   /**
@@ -108,6 +115,10 @@ class ClientCall {
   private firstNoResponders: number | undefined;
   private lostWorkers: string[] | undefined;
   private lostNonIdempotent: Extract<SendResult, { kind: 'lost' }> | undefined;
+  /** A non-idempotent call that a lost caller may have sent before ({@link InvokeToolOptions.sentBefore}). */
+  private readonly sentBefore: boolean;
+  /** A replica answered that its shared outcome store could not tell whether the call ran. */
+  private storeCouldNotTell = false;
 
   constructor(
     bus: Bus,
@@ -123,6 +134,7 @@ class ClientCall {
     this.noRespondersMs = options.noRespondersMs ?? 2000;
     this.attempt = body.attempt ?? 1;
     this.router = progressRouter(bus);
+    this.sentBefore = options.sentBefore === true && options.idempotent !== true;
     const userProgress = options.onProgress;
     this.onProgress =
       userProgress === undefined
@@ -225,12 +237,14 @@ class ClientCall {
   private answered(result: Extract<SendResult, { kind: 'outcome' }>): ToolOutcome {
     const refused = result.outcome.error;
     if (
-      this.lostNonIdempotent !== undefined &&
+      this.mayHaveRun() &&
       refused?.code === ErrorCode.Unavailable &&
       refused.retryable &&
       result.outcome.dedup === 'shared'
-    )
+    ) {
+      this.storeCouldNotTell = true;
       throw new AgentMeshError(STORE_NOT_READY, refused.message, { retryable: true });
+    }
     if (!result.sawStarted)
       this.onProgress?.({
         kind: 'started',
@@ -330,23 +344,15 @@ class ClientCall {
       return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
     if (error.code === ErrorCode.Cancelled && !(error.details?.['call_id'] === body.call_id))
       return callError(body, ErrorCode.Cancelled, 'was cancelled', { cause: error });
-    if (error.code === STORE_NOT_READY && this.lostNonIdempotent !== undefined)
-      return workerLost(
-        body,
-        this.lostNonIdempotent,
-        this.attempt,
-        'and its outcome store could not tell in time',
-      );
+    // the deadline can pass while the call waits to ask the store again: the store still could not tell
+    const storeSilent =
+      error.code === STORE_NOT_READY || (error.code === ErrorCode.Timeout && this.storeCouldNotTell);
+    if (storeSilent && this.mayHaveRun())
+      return this.mayHaveRunError('and its outcome store could not tell in time');
     if (error.code === ErrorCode.NoResponders) {
       if (this.deadline - Date.now() <= 0 && this.timeoutMs > this.noRespondersMs)
         return this.timedOut(error);
-      if (this.lostNonIdempotent !== undefined)
-        return workerLost(
-          body,
-          this.lostNonIdempotent,
-          this.attempt,
-          'and no replica was left to take it again',
-        );
+      if (this.mayHaveRun()) return this.mayHaveRunError('and no replica was left to take it again');
       return new AgentMeshError(
         ErrorCode.NoResponders,
         this.lostWorkers === undefined
@@ -361,6 +367,23 @@ class ClientCall {
     }
     if (error.code === ErrorCode.Busy) return this.timedOut(error);
     return error;
+  }
+
+  /** Whether an earlier send of this non-idempotent call may have run it: its worker, or the caller before, was lost. */
+  private mayHaveRun(): boolean {
+    return this.lostNonIdempotent !== undefined || this.sentBefore;
+  }
+
+  /** The non-retryable `worker_lost` of a call that may have run, saying what was lost and `then` what happened. */
+  private mayHaveRunError(then: string): AgentMeshError {
+    if (this.lostNonIdempotent !== undefined)
+      return workerLost(this.body, this.lostNonIdempotent, this.attempt, then);
+    return callError(
+      this.body,
+      ErrorCode.WorkerLost,
+      `was sent before by a caller that was lost; the tool is not idempotent and may have run, ${then}`,
+      { extra: { attempt: this.attempt } },
+    );
   }
 
   private timedOut(cause?: unknown): AgentMeshError {

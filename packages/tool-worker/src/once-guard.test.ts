@@ -72,4 +72,18 @@ describe('a non-idempotent call while the shared outcome store does not answer f
     expect(runs()).toBe(0);
     await worker.drain();
   });
+
+  it('does not replay that refusal: the same call sent again asks the store again and runs once', async () => {
+    const { bus, worker, call, runs } = await setup();
+    bus.failures.create = 1;
+    bus.failures.error = () => new Error('TIMEOUT');
+    expect((await call('c3')).error).toMatchObject({ code: 'unavailable', retryable: true });
+    const again = await call('c3');
+    expect(again).toMatchObject({ is_error: false, output: { charged: 5 } });
+    expect(again.replayed).toBeUndefined();
+    expect(runs()).toBe(1);
+    expect(await call('c3')).toMatchObject({ is_error: false, replayed: true });
+    expect(runs()).toBe(1);
+    await worker.drain();
+  });
 });

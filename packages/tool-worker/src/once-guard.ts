@@ -25,6 +25,8 @@ import {
 } from './outcome-cache.js';
 
 const CLAIM_POLL_MS = 200;
+/** Refusals of a call that ran nothing (its shared outcome store could not be read): never kept for replay. */
+const notRun = new WeakSet<ToolOutcome>();
 
 export interface OnceGuardOptions {
   workerId: string;
@@ -83,12 +85,18 @@ export class OnceGuard {
     entry: CacheEntry,
   ): Promise<ToolOutcome> {
     let outcome: ToolOutcome | undefined;
+    let kept: ToolOutcome | undefined;
     try {
-      if (this.shared === undefined) outcome = await this.options.executor.run(tool, invocation, call);
-      else outcome = { ...(await this.runOnce(tool, invocation, call, this.shared)), dedup: 'shared' };
+      if (this.shared === undefined) outcome = kept = await this.options.executor.run(tool, invocation, call);
+      else {
+        const once = await this.runOnce(tool, invocation, call, this.shared);
+        outcome = { ...once, dedup: 'shared' };
+        // a refusal that ran nothing is not replayed: the same call sent again asks the store again
+        if (!notRun.has(once)) kept = outcome;
+      }
       return outcome;
     } finally {
-      this.cache.finish(entry, outcome);
+      this.cache.finish(entry, kept);
     }
   }
 
@@ -139,7 +147,9 @@ export class OnceGuard {
           }
         } catch (error) {
           if (call.aborted) return fail(call.reason);
-          return fail(this.storeUnavailable(tool, invocation, error));
+          const refusal = fail(this.storeUnavailable(tool, invocation, error));
+          notRun.add(refusal);
+          return refusal;
         }
         if (entry.state === 'done') return replay(invocation, entry.outcome);
         if (entry.state === 'claimed' && shared.isLive(entry) && Date.now() < waitUntil) {

@@ -71,6 +71,11 @@ export class RunContext {
   readonly loopDetector: LoopDetector;
   readonly log: Logger;
   costWarned = false;
+  /**
+   * The run resumed inside a batch of tool calls: those without a result may have been sent by the planner that was
+   * lost. Cleared once that batch is dispatched.
+   */
+  resumedInBatch = false;
   /** Skill matching and activation before each model turn (runs with skills only). */
   skills: RunSkills<RunContext> | undefined;
   /** Idle and wake between turns instead of ending (daemon runs only). */

@@ -99,6 +99,8 @@ function prepareCall(ctx: RunContext, call: ChatToolCall, index: number): Prepar
  */
 export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCall[]): Promise<BatchOutcome> {
   const { state, limits } = ctx;
+  const sentBefore = ctx.resumedInBatch;
+  ctx.resumedInBatch = false;
   const prepared = calls.map((call, i) => prepareCall(ctx, call, i));
   const batch = (state.batch ??= planBatch(ctx, prepared));
   const gate = new Semaphore(limits.tool_concurrency);
@@ -115,7 +117,7 @@ export async function dispatchTools(ctx: RunContext, calls: readonly ChatToolCal
           r =
             isMetaTool(p.name) || ctx.env.tools?.handles(p.name) === true
               ? await runMeta(ctx, p, p.name)
-              : await runRemote(ctx, p);
+              : await runRemote(ctx, p, sentBefore);
         } finally {
           release();
         }
@@ -257,6 +259,7 @@ async function invokeWithRetries(
   ctx: RunContext,
   p: PreparedCall,
   onProgress: (progress: ToolProgress) => void,
+  sentBefore: boolean,
 ): Promise<Dispatched> {
   const { state, env, limits } = ctx;
   const spec = ctx.exposure.spec(p.name);
@@ -288,6 +291,7 @@ async function invokeWithRetries(
             signal: ctx.signal,
             onProgress,
             idempotent: spec?.idempotent ?? false,
+            sentBefore,
           },
         );
         const error = outcome.is_error ? outcome.error : undefined;
@@ -310,7 +314,8 @@ async function invokeWithRetries(
 }
 
 /** Runs a call on a worker: tool.started when a worker takes it, then exactly one tool.completed or tool.failed. */
-async function runRemote(ctx: RunContext, p: PreparedCall): Promise<CallResult> {
+/** `sentBefore`: the call is re-sent by a resumed run, and the planner that was lost may have sent it. */
+async function runRemote(ctx: RunContext, p: PreparedCall, sentBefore: boolean): Promise<CallResult> {
   const { sink } = ctx;
   const started = performance.now();
   let startedBy: string | undefined;
@@ -332,7 +337,7 @@ async function runRemote(ctx: RunContext, p: PreparedCall): Promise<CallResult> 
         ...(progress.data === undefined ? {} : { data: progress.data }),
       });
   };
-  const { outcome, failure, attempts } = await invokeWithRetries(ctx, p, onProgress);
+  const { outcome, failure, attempts } = await invokeWithRetries(ctx, p, onProgress, sentBefore);
   if (outcome !== undefined) {
     emitStarted(outcome.worker_id);
     return reportOutcome(ctx, p, outcome, Math.max(attempts, outcome.attempts));

@@ -304,6 +304,7 @@ export class RunExecutor {
       signal: run.controller.signal,
       stopReason: () => run.stop,
     });
+    ctx.resumedInBatch = resumed?.phase === 'tools';
     ctx.exposure.promote(io.fork?.found ?? []);
     ctx.exposure.surface(io.fork?.surfaced ?? []);
     await this.joinSession(io, ctx, resumed === undefined);
