@@ -313,8 +313,10 @@ async function invokeWithRetries(
   return result;
 }
 
-/** Runs a call on a worker: tool.started when a worker takes it, then exactly one tool.completed or tool.failed. */
-/** `sentBefore`: the call is re-sent by a resumed run, and the planner that was lost may have sent it. */
+/**
+ * Runs a call on a worker: tool.started when a worker takes it, then exactly one tool.completed or tool.failed.
+ * `sentBefore`: a resumed run sends the call again, and the planner that was lost may have sent it.
+ */
 async function runRemote(ctx: RunContext, p: PreparedCall, sentBefore: boolean): Promise<CallResult> {
   const { sink } = ctx;
   const started = performance.now();
