@@ -237,8 +237,8 @@ class ClientCall {
   private answered(result: Extract<SendResult, { kind: 'outcome' }>): ToolOutcome {
     const refused = result.outcome.error;
     if (
-      this.mayHaveRun() &&
       refused?.code === ErrorCode.Unavailable &&
+      this.mayHaveRun() &&
       refused.retryable &&
       result.outcome.dedup === 'shared'
     ) {
