@@ -31,6 +31,8 @@ export class CatalogBucket {
   private watcher: KvWatcher | undefined;
   private readonly revisions = new Map<string, number>();
   private watchRevision = 0;
+  /** Revisions this replica's own puts were given that the watch has not delivered yet. */
+  private readonly ownAhead = new Set<number>();
   private readonly echoWaiters = new Set<{ revision: number; resolve: () => void }>();
 
   constructor(private readonly options: CatalogBucketOptions) {}
@@ -72,6 +74,10 @@ export class CatalogBucket {
   async write(key: string, bytes: Uint8Array, record?: WorkerRecord): Promise<number> {
     const revision = await this.store.put(key, bytes);
     this.accept({ key, value: bytes, revision, operation: 'PUT' }, record);
+    if (revision > this.watchRevision) {
+      this.ownAhead.add(revision);
+      this.wakeWaiters();
+    }
     return revision;
   }
 
@@ -82,9 +88,12 @@ export class CatalogBucket {
     this.accept({ key, value: new Uint8Array(0), revision: known + 0.5, operation: 'DEL' });
   }
 
-  /** Resolves once the watch has delivered `revision`, so every earlier write is applied too. */
+  /**
+   * Resolves once every write before `revision` (this replica's own put) is applied: at once when each one came
+   * through the watch or was a put of this replica, otherwise when the watch delivers `revision` itself.
+   */
   async echoOf(revision: number): Promise<void> {
-    if (this.watchRevision >= revision) return;
+    if (this.appliedBefore(revision)) return;
     await new Promise<void>((resolve) => {
       const waiter = { revision, resolve: () => (clearTimeout(timer), resolve()) };
       const timer = setTimeout(() => {
@@ -107,11 +116,23 @@ export class CatalogBucket {
     this.options.apply(entry, written);
   }
 
+  /** Whether every revision below `revision` is applied here: delivered by the watch, or a put of this replica. */
+  private appliedBefore(revision: number): boolean {
+    let known = this.watchRevision;
+    while (known < revision - 1 && this.ownAhead.has(known + 1)) known++;
+    return known >= revision - 1;
+  }
+
   private watched(revision: number): void {
     if (revision <= this.watchRevision) return;
     this.watchRevision = revision;
+    for (const own of this.ownAhead) if (own <= revision) this.ownAhead.delete(own);
+    this.wakeWaiters();
+  }
+
+  private wakeWaiters(): void {
     for (const waiter of this.echoWaiters)
-      if (waiter.revision <= revision) {
+      if (this.appliedBefore(waiter.revision)) {
         this.echoWaiters.delete(waiter);
         waiter.resolve();
       }
