@@ -142,7 +142,7 @@ export class Catalog {
   private createQueries(options: CatalogOptions): CatalogQueries {
     const maxLimit = clampSearchLimit(options.search?.maxLimit ?? MAX_SEARCH_LIMIT, MAX_SEARCH_LIMIT);
     return new CatalogQueries({
-      live: this.tools.live,
+      live: () => this.tools.current(),
       index: this.tools.index,
       availability: this.availability,
       maxPayload: options.bus.maxPayload,
@@ -181,7 +181,7 @@ export class Catalog {
       });
       this.liveness.start();
       this.signal?.addEventListener('abort', () => void this.stop(), { once: true });
-      this.logger.info({ tools: this.tools.live.size, bucket: this.bucketName }, 'catalog started');
+      this.logger.info({ tools: this.tools.current().size, bucket: this.bucketName }, 'catalog started');
     } catch (error) {
       await this.stop();
       throw error;

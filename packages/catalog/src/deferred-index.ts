@@ -19,15 +19,27 @@ export class DeferredIndex {
     private readonly settleMs: number,
   ) {}
 
+  /**
+   * Called first by every catch-up, so that changes recorded elsewhere (the live tools, which also defer their work)
+   * reach the index through `set` before it applies its own.
+   */
+  beforeCatchUp: (() => void) | undefined;
+
   /** Records that `name` now has `spec` (null: removed). */
   set(name: string, spec: ToolSpec | null): void {
     this.pending.set(name, spec);
+    this.changed();
+  }
+
+  /** Records that a change is pending for {@link beforeCatchUp} to hand over: the catch-up waits for quiet as after `set`. */
+  changed(): void {
     this.lastChange = performance.now();
     if (this.timer === undefined) this.settle(this.settleMs);
   }
 
   /** The index with every recorded change applied. */
   current(): ToolIndex {
+    this.beforeCatchUp?.();
     this.stop();
     for (const [name, spec] of this.pending) {
       if (spec === null) this.index.remove(name);

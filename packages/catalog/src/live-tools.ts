@@ -17,17 +17,28 @@ export interface LiveEntry {
 export class LiveTools {
   readonly registry = new ToolRegistry();
   /** tool name -> the live tool in the search index */
-  readonly live = new Map<string, LiveEntry>();
+  private readonly live = new Map<string, LiveEntry>();
+  /** Names whose live state may have changed since the last read: a burst of registrations settles each name once. */
+  private readonly pending = new Set<string>();
   private readonly epoch = randomUUID().slice(0, 8);
   private changes = 0;
 
   constructor(
     readonly index: DeferredIndex,
     private readonly exposure: ExposureLayer | undefined,
-  ) {}
+  ) {
+    index.beforeCatchUp = () => this.settle();
+  }
+
+  /** The live tools with every applied record counted: read before the registry changes again. */
+  current(): ReadonlyMap<string, LiveEntry> {
+    this.settle();
+    return this.live;
+  }
 
   /** This replica's state of the live tools, as catalog list replies name it. */
   version(): string {
+    this.settle();
     return `${this.epoch}.${this.changes}`;
   }
 
@@ -38,12 +49,22 @@ export class LiveTools {
 
   /** Names of the live tools, sorted. */
   names(): string[] {
-    return [...this.live.keys()].sort();
+    return [...this.current().keys()].sort();
   }
 
-  /** Applies a worker record (undefined: deleted) at a KV revision, and updates the tools it touches. */
+  /**
+   * Applies a worker record (undefined: deleted) at a KV revision. The registry changes at once (a registration checks
+   * its conflicts there); the live tools it touches are settled at the next read, or once registrations pause.
+   */
   setWorker(key: string, record: WorkerRecord | undefined, revision: number): void {
-    for (const name of this.registry.setWorker(key, record, revision)) this.reindex(name);
+    for (const name of this.registry.setWorker(key, record, revision)) this.pending.add(name);
+    this.index.changed();
+  }
+
+  private settle(): void {
+    if (this.pending.size === 0) return;
+    for (const name of this.pending) this.reindex(name);
+    this.pending.clear();
   }
 
   private reindex(name: string): void {

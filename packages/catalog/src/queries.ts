@@ -30,8 +30,8 @@ export type SearchRequest = z.output<typeof SearchRequestSchema>;
 
 /** What the catalog's read side needs: the live tools of this replica, the search index, availability, limits. */
 export interface CatalogQueryDeps {
-  /** tool name -> the live tool in the search index, with its loading after the configured overrides */
-  live: ReadonlyMap<string, { tool: LiveTool; loading: ToolLoading }>;
+  /** tool name -> the live tool in the search index, with its loading after the configured overrides, now */
+  live: () => ReadonlyMap<string, { tool: LiveTool; loading: ToolLoading }>;
   index: DeferredIndex;
   availability: ToolAvailability;
   maxPayload: number;
@@ -60,9 +60,10 @@ export class CatalogQueries {
     if (request.cached === version) return { tools: [], unchanged: true, version };
     const text = request.text?.toLowerCase();
     const matching: { summary: ToolSummary; spec: ToolSpec }[] = [];
-    for (const name of [...this.deps.live.keys()].sort()) {
+    const liveTools = this.deps.live();
+    for (const name of [...liveTools.keys()].sort()) {
       if (!isToolAllowed(name, request.allow)) continue;
-      const live = this.deps.live.get(name);
+      const live = liveTools.get(name);
       if (live === undefined) continue;
       const { spec, workers } = live.tool;
       if (request.namespace !== undefined && spec.namespace !== request.namespace) continue;
@@ -104,7 +105,7 @@ export class CatalogQueries {
   }
 
   get(request: z.output<typeof CatalogGetSchema>): CatalogGetReply {
-    const live = this.deps.live.get(request.name);
+    const live = this.deps.live().get(request.name);
     if (live === undefined || !isToolAllowed(request.name, request.allow))
       throw new AgentMeshError(
         ErrorCode.NotFound,
@@ -127,9 +128,10 @@ export class CatalogQueries {
     const strategy = request.strategy ?? this.deps.defaultStrategy;
     const limit = clampSearchLimit(request.limit ?? this.deps.defaultLimit, this.deps.maxLimit);
     const deferredOnly = request.deferred_only ?? true;
+    const liveTools = this.deps.live();
     const filter = (name: string): boolean => {
       if (!isToolAllowed(name, request.allow)) return false;
-      const live = this.deps.live.get(name);
+      const live = liveTools.get(name);
       if (live !== undefined && !this.deps.availability.isAvailable(name, live.tool.workers)) return false;
       if (!deferredOnly) return true;
       return live !== undefined && this.loadingOf(name, live.loading, request) === 'deferred';
