@@ -49,8 +49,9 @@ export class Registrar {
   /**
    * Registers the worker's tools: one KV write of its record. A spec that differs from the one another live worker
    * serves under the same name and version is rejected, naming both workers. Two replicas racing on conflicting
-   * specs settle it the same way everywhere: the earlier record revision wins, and the later registration, once its
-   * own write comes back through the watch, drops the losing tools from its record and reports them rejected.
+   * specs settle it the same way everywhere: the earlier record revision wins, and the later registration, once every
+   * revision before its own is applied here (see {@link CatalogBucket.echoOf}), drops the losing tools from its record
+   * and reports them rejected.
    */
   async register(
     request: CatalogRegister,
