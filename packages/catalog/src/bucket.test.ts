@@ -25,6 +25,21 @@ function controlledStore() {
   };
 }
 
+/** An opened bucket over `kv`; `applied` collects the revisions it applies, in order. */
+async function opened(
+  kv: ReturnType<typeof controlledStore>,
+  applied: number[] = [],
+): Promise<CatalogBucket> {
+  const bucket = new CatalogBucket({
+    bus: kv.backend,
+    bucket: 'b',
+    logger: silentLogger(),
+    apply: (entry) => applied.push(entry.revision),
+  });
+  await bucket.open();
+  return bucket;
+}
+
 const settled = async (promise: Promise<void>): Promise<boolean> => {
   let done = false;
   void promise.then(() => (done = true));
@@ -35,13 +50,7 @@ const settled = async (promise: Promise<void>): Promise<boolean> => {
 describe('CatalogBucket.echoOf', () => {
   it('does not wait for the watch when every earlier revision is a put of this replica', async () => {
     const kv = controlledStore();
-    const bucket = new CatalogBucket({
-      bus: kv.backend,
-      bucket: 'b',
-      logger: silentLogger(),
-      apply: () => {},
-    });
-    await bucket.open();
+    const bucket = await opened(kv);
     const first = await bucket.write('workers.a', new Uint8Array([1]));
     const second = await bucket.write('workers.b', new Uint8Array([2]));
     expect([first, second]).toEqual([1, 2]);
@@ -52,13 +61,7 @@ describe('CatalogBucket.echoOf', () => {
   it('waits for the watch while an earlier revision is another replica write it has not applied', async () => {
     const kv = controlledStore();
     const applied: number[] = [];
-    const bucket = new CatalogBucket({
-      bus: kv.backend,
-      bucket: 'b',
-      logger: silentLogger(),
-      apply: (entry) => applied.push(entry.revision),
-    });
-    await bucket.open();
+    const bucket = await opened(kv, applied);
     await bucket.write('workers.a', new Uint8Array([1]));
     const theirs = kv.foreignWrite();
     const mine = await bucket.write('workers.b', new Uint8Array([2]));
@@ -73,13 +76,7 @@ describe('CatalogBucket.echoOf', () => {
 
   it('counts a delete of its own as unknown until the watch delivers it (its revision is not returned)', async () => {
     const kv = controlledStore();
-    const bucket = new CatalogBucket({
-      bus: kv.backend,
-      bucket: 'b',
-      logger: silentLogger(),
-      apply: () => {},
-    });
-    await bucket.open();
+    const bucket = await opened(kv);
     await bucket.remove('workers.gone');
     const mine = await bucket.write('workers.b', new Uint8Array([2]));
     const echo = bucket.echoOf(mine);
