@@ -130,8 +130,10 @@ describe('deploy/nats/cluster.conf: route authorization', { timeout: 60_000 }, (
     for (const rogue of [anonymous, wrong]) expect(rogue.logs()).toMatch(/Authorization Violation/);
     expect(await routeCount(anonymous)).toBe(0);
     expect(await routeCount(wrong)).toBe(0);
-    expect(await routeCount(member)).toBe(3);
-    for (const n of [n1, n2, n3]) expect(await routeCount(n)).toBe(3);
+    // the member dials every seed; its routes come up one by one, so it has joined once it has all three
+    await until('the member to hold a route to each node', async () => (await routeCount(member)) === 3);
+    for (const n of [n1, n2, n3])
+      await until(`${n.name} to route to the member`, async () => (await routeCount(n)) === 3);
   });
 
   test('the test clusters of the failover tests (startNatsCluster) authorize routes the same way', async () => {
