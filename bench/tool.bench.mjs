@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
-import { MemoryBus, NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
+import { MemoryBus, invokeTool, silentLogger } from '@agentmesh/protocol';
 import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
 import {
   alternated,
@@ -27,6 +27,7 @@ export const title = 'Tools: a call through a worker vs raw NATS, Moleculer, CPU
 
 const WORKER_FIXTURE = fileURLToPath(new URL('../test/fixtures/worker-process.mjs', import.meta.url));
 const CONTENDER = fileURLToPath(new URL('./tool-call-contender.mjs', import.meta.url));
+const CPU_CALLER = fileURLToPath(new URL('./cpu-caller.mjs', import.meta.url));
 const CPU_TASK = new URL('../test/fixtures/worker-cpu-task.mjs', import.meta.url);
 const args = { lhs: 2, rhs: 3, op: 'add' };
 const calc = ({ lhs, rhs, op }) => ({
@@ -292,69 +293,20 @@ function bareThreads(work) {
  * lasts a few seconds spoils a few rounds, not a figure (best of 6 batches moved the speedup 1.87-1.93x between
  * quiet runs). With /proc, the CPU of every process in a 2-process batch gives the speedup's ceiling: on 2 cores
  * that both hash, the CPU spent outside the tool threads (caller, nats-server, the workers' event loops) comes out
- * of the hashing's time.
+ * of the hashing's time. The caller is a process of its own (see {@link startCaller}).
  */
 export async function cpuScaling(natsUrl, quick, serverPid) {
-  const bus = await NatsBus.connect(natsUrl);
   const work = { rounds: quick ? 60 : 150, bytes: 1024 * 1024 };
-  let seq = 0;
-  // what spreads the calls over 2 workers costs, counted per batch: sends to the queue group and to a worker's own
-  // subject (after a capacity notice), and the calls each worker served
-  const spread = { sends: 0, perWorker: new Map() };
-  const request = bus.request.bind(bus);
-  bus.request = (subject, data, options) => {
-    if (subject.includes('.tool.invoke.')) spread.sends++;
-    return request(subject, data, options);
-  };
-  // invokeTool sends with requestCallback where the bus has it
-  const requestCallback = bus.requestCallback?.bind(bus);
-  if (requestCallback !== undefined)
-    bus.requestCallback = (subject, data, options, settled) => {
-      if (subject.includes('.tool.invoke.')) spread.sends++;
-      requestCallback(subject, data, options, settled);
-    };
-  const call = (prefix) =>
-    invokeTool(
-      bus,
-      {
-        call_id: `cpu-${prefix}-${++seq}-${Math.random()}`,
-        run_id: 'run-cpu',
-        tool: 'test.hash',
-        arguments: { ...work, seed: String(seq) },
-      },
-      { prefix, timeoutMs: 120_000 },
-    ).then((o) => {
-      if (o.is_error) throw new Error(o.preview);
-      spread.perWorker.set(o.worker_id, (spread.perWorker.get(o.worker_id) ?? 0) + 1);
-    });
-  const timed = async (work) => {
-    const t0 = performance.now();
-    await work();
-    return performance.now() - t0;
-  };
-  // 8 calls at once to the fleet's tool subject: its queue group and the workers' busy answers spread them
-  const batch = (prefix) => timed(() => Promise.all(Array.from({ length: 8 }, () => call(prefix))));
+  const caller = await startCaller(natsUrl, work.rounds);
   const sendsOfTwo = [];
   const busiestOfTwo = [];
+  const batch = (prefix) => caller.ask({ batch: { prefix } });
   const counted = async (prefix) => {
-    spread.sends = 0;
-    spread.perWorker.clear();
-    const elapsed = await batch(prefix);
-    if (spread.sends < 8)
-      throw new Error(`counted ${spread.sends} sends for 8 calls: a send path is not counted`);
-    sendsOfTwo.push(spread.sends);
-    busiestOfTwo.push(Math.max(...spread.perWorker.values()));
+    const { elapsed, sends, busiest } = await batch(prefix);
+    sendsOfTwo.push(sends);
+    busiestOfTwo.push(busiest);
     return elapsed;
   };
-  // the ceiling of any dispatch: the caller splits the 8 calls 4 + 4 over two single-worker fleets, 2 in flight each
-  // (a thread and a queue slot), so no call is ever turned away and no worker waits for one
-  const lanes = (prefix) =>
-    Promise.all(
-      [0, 1].map(async () => {
-        for (let i = 0; i < 2; i++) await call(prefix);
-      }),
-    );
-  const split = (prefixes) => timed(() => Promise.all(prefixes.map(lanes)));
   const fleets = [];
   const bare = bareThreads(work);
   let rounds;
@@ -369,14 +321,19 @@ export async function cpuScaling(natsUrl, quick, serverPid) {
       fleets.push({ prefix, children });
     }
     const pids = (fleet) => ({
-      caller: process.pid,
+      caller: caller.pid,
       server: serverPid,
       workers: fleet.children.map((c) => c.pid),
     });
+    const timed = async (run) => {
+      const t0 = performance.now();
+      await run();
+      return performance.now() - t0;
+    };
     const contenders = [
-      () => batchCpu(pids(fleets[0]), () => batch(fleets[0].prefix)),
+      () => batchCpu(pids(fleets[0]), async () => (await batch(fleets[0].prefix)).elapsed),
       () => batchCpu(pids(fleets[1]), () => counted(fleets[1].prefix)),
-      () => split([fleets[0].prefix, fleets[2].prefix]).then((elapsed) => ({ elapsed })),
+      () => caller.ask({ split: { prefixes: [fleets[0].prefix, fleets[2].prefix] } }),
       () => timed(bare.one).then((elapsed) => ({ elapsed })),
       () => timed(bare.two).then((elapsed) => ({ elapsed })),
     ];
@@ -390,10 +347,45 @@ export async function cpuScaling(natsUrl, quick, serverPid) {
     );
     for (const fleet of fleets) for (const c of fleet.children) c.kill('SIGTERM');
     // the next figures (embedded calls) are measured only once these processes are gone
-    await Promise.all([...exited, bare.stop()]);
-    await bus.close();
+    await Promise.all([...exited, bare.stop(), caller.stop()]);
   }
   return cpuFigures(rounds, sendsOfTwo, busiestOfTwo);
+}
+
+/**
+ * The caller of the CPU-bound calls in a process of its own (`cpu-caller.mjs`), as each tool-call contender has
+ * one: what a batch costs its caller is the caller's, not also the collection of what this process kept from the
+ * sections before. `ask` sends it a command and resolves with its result.
+ */
+async function startCaller(natsUrl, rounds) {
+  const child = fork(CPU_CALLER, [natsUrl, String(rounds)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const next = () =>
+    new Promise((resolve, reject) => {
+      const onExit = (code) => reject(new Error(`the CPU-bound calls' caller exited with ${code}`));
+      child.once('exit', onExit);
+      child.once('message', (msg) => {
+        child.off('exit', onExit);
+        if (msg.error) reject(new Error(msg.error));
+        else resolve(msg.result ?? msg);
+      });
+    });
+  await next();
+  return {
+    pid: child.pid,
+    ask: (command) => {
+      const answer = next();
+      child.send(command);
+      return answer;
+    },
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.send({ stop: true });
+      await exited;
+    },
+  };
 }
 
 /** The value at quantile `q` of `values`. */
