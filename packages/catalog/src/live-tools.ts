@@ -30,7 +30,7 @@ export class LiveTools {
     index.beforeCatchUp = () => this.settle();
   }
 
-  /** The live tools with every applied record counted: read before the registry changes again. */
+  /** The live tools, every record applied so far settled first. */
   current(): ReadonlyMap<string, LiveEntry> {
     this.settle();
     return this.live;
