@@ -9,6 +9,7 @@
 import { connect } from '@nats-io/transport-node';
 import { NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
 import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
+import { randomUUID } from 'node:crypto';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { measure } from './lib.mjs';
 
@@ -18,8 +19,19 @@ const calc = ({ lhs, rhs, op }) => ({
   result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
 });
 
+// Ids shaped as a run's are: the planner's run id and a provider's call id (OpenAI's: `call_` and 24 characters). Not
+// `c-1`, `c-2`...: V8 enters every JSON string value under 10 characters into its string table, so a unique short id
+// cost each side a string-table insert a call (5% of the process's CPU at 64 in flight), which a model's call ids do
+// not (docs/benchmarks.md, "Issue 37, ninth sitting").
+const RUN_ID = `run-${randomUUID()}`;
+const CALL_ID_STEM = `call_${randomUUID().replaceAll('-', '').slice(0, 14)}`;
 let seq = 0;
-const invocation = () => ({ call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args });
+const invocation = () => ({
+  call_id: `${CALL_ID_STEM}${(++seq).toString(36).padStart(10, '0')}`,
+  run_id: RUN_ID,
+  tool: 'math.calc',
+  arguments: args,
+});
 
 async function agentmesh() {
   const workerBus = await NatsBus.connect(natsUrl);
@@ -36,9 +48,10 @@ async function agentmesh() {
   await workerBus.flush();
   const outcome = await invokeTool(clientBus, invocation(), { prefix });
   // what invokeTool sends: the default identity and the first attempt are left for the worker to fill in
+  const sent = invocation();
   const request = JSON.stringify({
-    ...invocation(),
-    idempotency_key: 'run-bench:c-1',
+    ...sent,
+    idempotency_key: `${sent.run_id}:${sent.call_id}`,
     progress_subject: '_INBOX.abcdefghijklmnopqrstuv.1',
   });
   return {
