@@ -1,6 +1,6 @@
 // Shared measuring helpers for `npm run bench`. Each bench module exports `name` and
 // `async run(ctx)` that returns figures: { name, value, unit, baseline?, ratio? }.
-import { spawnSync } from 'node:child_process';
+import { fork, spawnSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
@@ -126,4 +126,37 @@ export function pinToCores(pid, cores) {
   if (cores === undefined) return false;
   const result = spawnSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' });
   return result.status === 0;
+}
+
+/**
+ * A bench helper in a process of its own that answers each IPC message with one message: `ask` sends one and resolves
+ * with the answer (rejects on `{error}` or when the process exits), `stop` sends `{stop: true}` and waits for the exit.
+ * Resolves once the process has sent its first message (it is up).
+ */
+export async function forkAsker(path, args, { label = path, cores } = {}) {
+  const child = fork(path, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  pinToCores(child.pid, cores);
+  const waiters = [];
+  child.on('message', (msg) => waiters.shift()?.(msg));
+  child.once('exit', (code) => {
+    for (const w of waiters.splice(0)) w({ error: `${label} exited with ${code}` });
+  });
+  const next = () => new Promise((resolve) => waiters.push(resolve));
+  await next();
+  return {
+    pid: child.pid,
+    ask: async (msg) => {
+      const answer = next();
+      child.send(msg);
+      const reply = await answer;
+      if (reply.error) throw new Error(`${label}: ${reply.error}`);
+      return reply;
+    },
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const gone = new Promise((resolve) => child.once('exit', resolve));
+      child.send({ stop: true });
+      await gone;
+    },
+  };
 }

@@ -3,9 +3,8 @@
 // contenders (tool-call-contender.mjs), pinned to core 1 as `npm run bench` pins them, and alternates them block by
 // block; not part of `npm run bench`. Against a nats-server with JetStream pinned to core 0:
 //   node bench/tool-call-blocks.mjs NATS_URL [CALLS_A_BLOCK=2500] [BLOCKS=15] [CONTENDERS=agentmesh,moleculer]
-import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { alternated, median, pinToCores } from './lib.mjs';
+import { alternated, forkAsker, median } from './lib.mjs';
 
 const CONTENDER = fileURLToPath(new URL('./tool-call-contender.mjs', import.meta.url));
 const [natsUrl, callsArg = '2500', blocksArg = '15', kindsArg = 'agentmesh,moleculer'] =
@@ -14,18 +13,13 @@ const [count, blocks, kinds] = [Number(callsArg), Number(blocksArg), kindsArg.sp
 const prefix = `blocks${process.pid}`;
 
 async function start(kind, sample) {
-  const child = fork(CONTENDER, [kind, natsUrl, prefix], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  pinToCores(child.pid, '1');
-  const waiters = [];
-  child.on('message', (msg) => waiters.shift()?.(msg));
-  const ask = (msg) => new Promise((resolve) => (waiters.push(resolve), child.send(msg)));
-  await new Promise((resolve) => waiters.push(resolve));
-  const ready = await ask({ start: { sample } });
+  const child = await forkAsker(CONTENDER, [kind, natsUrl, prefix], { label: kind, cores: '1' });
+  const ready = await child.ask({ start: { sample } });
   return {
     kind,
     sample: ready.sample,
-    measure: async (options) => (await ask({ measure: options })).result,
-    stop: () => new Promise((resolve) => (child.once('exit', resolve), child.send({ stop: true }))),
+    measure: async (options) => (await child.ask({ measure: options })).result,
+    stop: child.stop,
   };
 }
 

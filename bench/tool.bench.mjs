@@ -3,7 +3,7 @@
 // 64 in flight, each contender in a process of its own with its caller and server); 8 CPU-bound calls on 1 vs 2
 // worker processes; and an embedded call next to a plain function, LangChain's tool.invoke and OpenAI Agents'
 // invokeFunctionTool on the same tool. Every baseline is measured in the same run.
-import { fork, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -15,12 +15,12 @@ import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
 import {
   alternated,
   figure,
+  forkAsker,
   latencyFigures,
   measure,
   median,
   medianResult,
   pairedRatio,
-  pinToCores,
 } from './lib.mjs';
 
 export const title = 'Tools: a call through a worker vs raw NATS, Moleculer, CPU scaling, embedded calls';
@@ -44,31 +44,15 @@ export async function run({ natsUrl, quick, cores, serverPid }) {
 
 /** A contender of the tool-call bench in its own process (see tool-call-contender.mjs). */
 async function startContender(kind, natsUrl, prefix, sample, cores) {
-  const child = fork(CONTENDER, [kind, natsUrl, prefix], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  pinToCores(child.pid, cores?.bench);
-  const waiters = [];
-  child.on('message', (msg) => waiters.shift()?.(msg));
-  child.once('exit', (code) => {
-    for (const w of waiters.splice(0)) w({ error: `the ${kind} contender exited with ${code}` });
+  const child = await forkAsker(CONTENDER, [kind, natsUrl, prefix], {
+    label: `the ${kind} contender`,
+    cores: cores?.bench,
   });
-  const next = () => new Promise((resolve) => waiters.push(resolve));
-  const ask = async (msg) => {
-    const answer = next();
-    child.send(msg);
-    const reply = await answer;
-    if (reply.error) throw new Error(`${kind}: ${reply.error}`);
-    return reply;
-  };
-  await next();
-  const ready = await ask({ start: { sample } });
+  const ready = await child.ask({ start: { sample } });
   return {
     sample: ready.sample,
-    measure: async (options) => (await ask({ measure: options })).result,
-    stop: async () => {
-      const gone = new Promise((resolve) => child.once('exit', resolve));
-      child.send({ stop: true });
-      await gone;
-    },
+    measure: async (options) => (await child.ask({ measure: options })).result,
+    stop: child.stop,
   };
 }
 
@@ -358,34 +342,10 @@ export async function cpuScaling(natsUrl, quick, serverPid) {
  * sections before. `ask` sends it a command and resolves with its result.
  */
 async function startCaller(natsUrl, rounds) {
-  const child = fork(CPU_CALLER, [natsUrl, String(rounds)], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  const child = await forkAsker(CPU_CALLER, [natsUrl, String(rounds)], {
+    label: "the CPU-bound calls' caller",
   });
-  const next = () =>
-    new Promise((resolve, reject) => {
-      const onExit = (code) => reject(new Error(`the CPU-bound calls' caller exited with ${code}`));
-      child.once('exit', onExit);
-      child.once('message', (msg) => {
-        child.off('exit', onExit);
-        if (msg.error) reject(new Error(msg.error));
-        else resolve(msg.result ?? msg);
-      });
-    });
-  await next();
-  return {
-    pid: child.pid,
-    ask: (command) => {
-      const answer = next();
-      child.send(command);
-      return answer;
-    },
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.send({ stop: true });
-      await exited;
-    },
-  };
+  return { pid: child.pid, ask: async (command) => (await child.ask(command)).result, stop: child.stop };
 }
 
 /** The value at quantile `q` of `values`. */
