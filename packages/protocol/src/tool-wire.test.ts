@@ -1,9 +1,17 @@
-import { describe, expect, it } from 'vitest';
-import { FAST_CHECK_COMPILE_AFTER, validate } from './codec.js';
+import { describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from './errors.js';
-import { jsonSchemaCompiles } from './json-schema-check.js';
-import { ToolInvocationSchema } from './schemas.js';
-import { WORKER_INVOCATION_COMPILE_AFTER, checkInvocationInput, parseToolInvocation } from './tool-wire.js';
+
+/** The checks' modules afresh: their compile counters start at zero whatever ran before in this worker. */
+async function freshModules() {
+  vi.resetModules();
+  const [codec, jsonSchema, schemas, toolWire] = await Promise.all([
+    import('./codec.js'),
+    import('./json-schema-check.js'),
+    import('./schemas.js'),
+    import('./tool-wire.js'),
+  ]);
+  return { ...codec, ...jsonSchema, ...schemas, ...toolWire };
+}
 
 const valid = () => ({ call_id: 'c1', tool: 'math.calc', arguments: { lhs: 2 }, run_id: 'r1' });
 const values = (): unknown[] => [
@@ -27,7 +35,16 @@ function answer(parse: (value: unknown) => unknown, value: unknown) {
 }
 
 describe('tool invocation checks', () => {
-  it('parse invocations exactly as zod does before and after their checks compile, only past their thresholds', () => {
+  it('parse invocations exactly as zod does before and after their checks compile, only past their thresholds', async () => {
+    const {
+      FAST_CHECK_COMPILE_AFTER,
+      WORKER_INVOCATION_COMPILE_AFTER,
+      ToolInvocationSchema,
+      checkInvocationInput,
+      jsonSchemaCompiles,
+      parseToolInvocation,
+      validate,
+    } = await freshModules();
     const compiledBefore = jsonSchemaCompiles();
     const zod = (code: string) => (value: unknown) =>
       validate(ToolInvocationSchema, value, 'tool invocation', code);

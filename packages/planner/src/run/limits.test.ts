@@ -3,6 +3,7 @@ import { MemoryBus, silentLogger, type RunEvent, type RunRequestInput } from '@a
 import { Catalog } from '@agentmesh/catalog';
 import { DAEMON_TIMEOUT_MS } from '../daemon/index.js';
 import { Planner, type PlannerDefaults } from '../planner.js';
+import { effectiveLimits } from './setup.js';
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -66,6 +67,17 @@ describe("the planner's configured limits are ceilings", () => {
       { field: 'tool_concurrency', requested: 256, ceiling: 4 },
       { field: 'max_cost_usd', requested: 1_000, ceiling: 0.5 },
     ]);
+  });
+
+  it("reports clamped limits in the schema's order, whatever the request's key order", () => {
+    const asked = { tool_concurrency: 256, max_cost_usd: 1_000, max_iterations: 50 };
+    const reversed = Object.fromEntries(Object.entries(asked).reverse());
+    const request = (limits: typeof asked) => ({ run_id: 'r', task: 't', limits }) as never;
+    const fields = ['max_iterations', 'tool_concurrency', 'max_cost_usd'];
+    for (const limits of [asked, reversed as typeof asked])
+      expect(effectiveLimits({ limits: configured }, request(limits)).clamped.map((c) => c.field)).toEqual(
+        fields,
+      );
   });
 
   it('a request cannot drop the configured max_cost_usd, and may lower any limit', async () => {

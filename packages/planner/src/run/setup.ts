@@ -102,6 +102,8 @@ export interface PlannerDefaults {
 /** The configured limits (schema defaults filled in), parsed once per planner defaults. */
 const configuredLimits = new WeakMap<PlannerDefaults, RunLimits>();
 
+const LIMIT_FIELDS = Object.keys(RunLimitsSchema.shape) as (keyof RunLimits)[];
+
 function ceilings(defaults: PlannerDefaults, daemon: boolean): RunLimits {
   let limits = configuredLimits.get(defaults);
   if (limits === undefined) {
@@ -119,7 +121,11 @@ function ceilings(defaults: PlannerDefaults, daemon: boolean): RunLimits {
 export function effectiveLimits(defaults: PlannerDefaults, request: RunRequest): EffectiveLimits {
   const limits: RunLimits = { ...ceilings(defaults, request.daemon !== undefined) };
   const clamped: ClampedLimit[] = [];
-  for (const [field, requested] of Object.entries(request.limits ?? {}) as [keyof RunLimits, number][]) {
+  const asked = request.limits;
+  if (asked === undefined) return { limits, clamped };
+  // the schema's order, not the request's: the same request reports the same `clamped` whichever check parsed it
+  for (const field of LIMIT_FIELDS) {
+    const requested = asked[field];
     if (requested === undefined) continue;
     const ceiling = limits[field];
     if (ceiling === undefined || requested <= ceiling) limits[field] = requested;
