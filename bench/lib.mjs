@@ -160,3 +160,20 @@ export async function forkAsker(path, args, { label = path, cores } = {}) {
     },
   };
 }
+
+/** A `ToolWorker` serving math.calc on `bus` under `prefix` (no registration, 256 calls at once), started. */
+export async function startMathWorker(bus, prefix) {
+  const { silentLogger } = await import('@agentmesh/protocol');
+  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
+  const worker = new ToolWorker({
+    bus,
+    tools: [mathCalcTool()],
+    prefix,
+    logger: silentLogger(),
+    register: false,
+    concurrency: 256,
+  });
+  await worker.start();
+  await bus.flush();
+  return worker;
+}

@@ -7,11 +7,10 @@
 // argv: KIND NATS_URL PREFIX; IPC in: {measure: {count, concurrency}} | {stop: true}; IPC out: {ready, sample?} |
 // {result}.
 import { connect } from '@nats-io/transport-node';
-import { NatsBus, invokeTool, silentLogger } from '@agentmesh/protocol';
-import { ToolWorker, mathCalcTool } from '@agentmesh/tool-worker';
+import { NatsBus, invokeTool } from '@agentmesh/protocol';
 import { randomUUID } from 'node:crypto';
 import { PerformanceObserver } from 'node:perf_hooks';
-import { measure } from './lib.mjs';
+import { measure, startMathWorker } from './lib.mjs';
 
 const [kind, natsUrl, prefix] = process.argv.slice(2);
 const args = { lhs: 2, rhs: 3, op: 'add' };
@@ -36,16 +35,7 @@ const invocation = () => ({
 async function agentmesh() {
   const workerBus = await NatsBus.connect(natsUrl);
   const clientBus = await NatsBus.connect(natsUrl);
-  const worker = new ToolWorker({
-    bus: workerBus,
-    tools: [mathCalcTool()],
-    prefix,
-    logger: silentLogger(),
-    register: false,
-    concurrency: 256,
-  });
-  await worker.start();
-  await workerBus.flush();
+  const worker = await startMathWorker(workerBus, prefix);
   const outcome = await invokeTool(clientBus, invocation(), { prefix });
   // what invokeTool sends: the default identity and the first attempt are left for the worker to fill in
   const sent = invocation();

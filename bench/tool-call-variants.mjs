@@ -15,7 +15,7 @@
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { measure, median, pinToCores } from './lib.mjs';
+import { measure, median, pinToCores, startMathWorker } from './lib.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 const PRE_US = Number(process.env.PRE ?? 0);
@@ -135,7 +135,7 @@ async function agentmesh(pendingLimit) {
   const clientBus = await NatsBus.connect(natsUrl);
   if (pendingLimit !== undefined)
     for (const bus of [workerBus, clientBus]) bus.nc.protocol.pendingLimit = pendingLimit;
-  const worker = await startWorker(workerBus, prefix);
+  const worker = await startMathWorker(workerBus, prefix);
   let seq = 0;
   const args = { lhs: 2, rhs: 3, op: 'add' };
   const marks = [];
@@ -200,23 +200,6 @@ async function busRequest() {
   };
 }
 
-/** A `ToolWorker` serving math.calc on `bus` under `prefix`, started. */
-async function startWorker(bus, prefix) {
-  const { silentLogger } = await import('@agentmesh/protocol');
-  const { ToolWorker, mathCalcTool } = await import('@agentmesh/tool-worker');
-  const worker = new ToolWorker({
-    bus,
-    tools: [mathCalcTool()],
-    prefix,
-    logger: silentLogger(),
-    register: false,
-    concurrency: 256,
-  });
-  await worker.start();
-  await bus.flush();
-  return worker;
-}
-
 /**
  * One side of agentmesh's call: `worker` a `ToolWorker` asked by a bare `NatsBus.request`, `caller` `invokeTool`
  * against a bare responder that parses the invocation and answers an outcome (the JSON, nothing else).
@@ -232,7 +215,7 @@ async function halfCall(side) {
   const args = { lhs: 2, rhs: 3, op: 'add' };
   let seq = 0;
   if (side === 'worker') {
-    await startWorker(serverBus, prefix);
+    await startMathWorker(serverBus, prefix);
     const invocation = () =>
       JSON.stringify({ call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args });
     return { conns, call: () => clientBus.request(subject, invocation(), { timeoutMs: 5000 }) };
