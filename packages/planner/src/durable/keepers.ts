@@ -107,7 +107,7 @@ export interface LeasedRun {
   snapshot: RunSnapshot | undefined;
   lastSeq: number;
   earlier: RunEvent[];
-  /** The earlier events are the fair intake's, stored while the run waited. */
+  /** The earlier events are the intake's (`run.accepted`, `run.queued`): the run starts, it is not resumed. */
   queued?: boolean | undefined;
   log: Logger;
   /** True while the planner drains: the run is handed to another planner at its next turn boundary. */

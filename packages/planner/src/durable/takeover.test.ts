@@ -110,3 +110,46 @@ describe('runDurably: a run a newer planner wrote', () => {
     expect(record.lease_until).toBe(0);
   });
 });
+
+describe('runDurably: a run whose planner stopped before it started it', () => {
+  const stopped = {
+    schema_version: 1,
+    run_id: 'r1',
+    planner_id: 'p-old',
+    state: 'running',
+    lease_until: 0,
+    epoch: 1,
+  };
+  const infraEndingAt = (type: string) =>
+    ({
+      lastStoredEvent: async () => ({ type, seq: 1 }),
+      readRunEvents: async () => [{ type, seq: 1, run_id: 'r1' }],
+    }) as unknown as PlannerInfra;
+
+  async function resumeOf(lastType: string) {
+    const records = new MemoryKvStore();
+    await records.create('r1', encodeJson(stopped));
+    let resume: { queued?: boolean; lastSeq: number } | undefined;
+    await runDurably(
+      { ...deps(records), infra: infraEndingAt(lastType) },
+      request,
+      { runId: 'r1', streamSeq: 1 },
+      (keeper) => {
+        resume = keeper.resume;
+        return keeper.finish('done', new Date().toISOString());
+      },
+    );
+    return resume;
+  }
+
+  it('starts it (not a takeover) when only run.accepted or run.queued is stored', async () => {
+    expect(await resumeOf('run.accepted')).toMatchObject({ queued: true, lastSeq: 1 });
+    expect(await resumeOf('run.queued')).toMatchObject({ queued: true, lastSeq: 1 });
+  });
+
+  it('resumes it once it had started', async () => {
+    const resume = await resumeOf('run.started');
+    expect(resume).toMatchObject({ lastSeq: 1 });
+    expect(resume?.queued).toBeUndefined();
+  });
+});

@@ -195,8 +195,11 @@ async function readResume(
     revision: stored?.revision,
     lastSeq: Math.max(last?.seq ?? 0, snapshot?.seq ?? 0),
     earlier,
-    // a run that waited in the fair intake and whose planner stopped before it started: this is its first start
-    ...(snapshot === undefined && last?.type === 'run.queued' ? { queued: true } : {}),
+    // a run whose planner stopped before it started it (only the intake's `run.accepted` or the fair intake's
+    // `run.queued` stored): this is its first start, not a takeover
+    ...(snapshot === undefined && (last?.type === 'run.queued' || last?.type === 'run.accepted')
+      ? { queued: true }
+      : {}),
   };
 }
 
