@@ -1,6 +1,7 @@
 // Shared measuring helpers for `npm run bench`. Each bench module exports `name` and
 // `async run(ctx)` that returns figures: { name, value, unit, baseline?, ratio? }.
 import { fork, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
@@ -176,4 +177,22 @@ export async function startMathWorker(bus, prefix) {
   await worker.start();
   await bus.flush();
   return worker;
+}
+
+/**
+ * A maker of math.calc invocations with ids shaped as a run's: the planner's run id and a provider's call id
+ * (OpenAI's: `call_` and 24 characters). Not `c-1`, `c-2`...: V8 enters every JSON string value under 10 characters
+ * into its string table, so a unique short id cost each side a string-table insert a call (5% of the process's CPU at
+ * 64 in flight), which a model's call ids do not (docs/benchmarks.md, "Issue 37, ninth sitting").
+ */
+export function mathCalcInvocations(args = { lhs: 2, rhs: 3, op: 'add' }) {
+  const runId = `run-${randomUUID()}`;
+  const stem = `call_${randomUUID().replaceAll('-', '').slice(0, 14)}`;
+  let seq = 0;
+  return () => ({
+    call_id: `${stem}${(++seq).toString(36).padStart(10, '0')}`,
+    run_id: runId,
+    tool: 'math.calc',
+    arguments: args,
+  });
 }

@@ -8,9 +8,8 @@
 // {result}.
 import { connect } from '@nats-io/transport-node';
 import { NatsBus, invokeTool } from '@agentmesh/protocol';
-import { randomUUID } from 'node:crypto';
 import { PerformanceObserver } from 'node:perf_hooks';
-import { measure, startMathWorker } from './lib.mjs';
+import { mathCalcInvocations, measure, startMathWorker } from './lib.mjs';
 
 const [kind, natsUrl, prefix] = process.argv.slice(2);
 const args = { lhs: 2, rhs: 3, op: 'add' };
@@ -18,19 +17,7 @@ const calc = ({ lhs, rhs, op }) => ({
   result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
 });
 
-// Ids shaped as a run's are: the planner's run id and a provider's call id (OpenAI's: `call_` and 24 characters). Not
-// `c-1`, `c-2`...: V8 enters every JSON string value under 10 characters into its string table, so a unique short id
-// cost each side a string-table insert a call (5% of the process's CPU at 64 in flight), which a model's call ids do
-// not (docs/benchmarks.md, "Issue 37, ninth sitting").
-const RUN_ID = `run-${randomUUID()}`;
-const CALL_ID_STEM = `call_${randomUUID().replaceAll('-', '').slice(0, 14)}`;
-let seq = 0;
-const invocation = () => ({
-  call_id: `${CALL_ID_STEM}${(++seq).toString(36).padStart(10, '0')}`,
-  run_id: RUN_ID,
-  tool: 'math.calc',
-  arguments: args,
-});
+const invocation = mathCalcInvocations(args);
 
 async function agentmesh() {
   const workerBus = await NatsBus.connect(natsUrl);

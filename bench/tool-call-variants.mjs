@@ -15,7 +15,7 @@
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { measure, median, pinToCores, startMathWorker } from './lib.mjs';
+import { mathCalcInvocations, measure, median, pinToCores, startMathWorker } from './lib.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 const PRE_US = Number(process.env.PRE ?? 0);
@@ -136,8 +136,7 @@ async function agentmesh(pendingLimit) {
   if (pendingLimit !== undefined)
     for (const bus of [workerBus, clientBus]) bus.nc.protocol.pendingLimit = pendingLimit;
   const worker = await startMathWorker(workerBus, prefix);
-  let seq = 0;
-  const args = { lhs: 2, rhs: 3, op: 'add' };
+  const invocation = mathCalcInvocations();
   const marks = [];
   if (process.env.MARKS) {
     // timestamps inside the worker's and the caller's path (monkey-patched, this experiment only)
@@ -176,12 +175,7 @@ async function agentmesh(pendingLimit) {
     marks: process.env.MARKS ? marks : undefined,
     stats: () => ({ worker: workerBus.nc.stats(), client: clientBus.nc.stats() }),
     conns: [clientBus.nc, workerBus.nc],
-    call: () =>
-      invokeTool(
-        clientBus,
-        { call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args },
-        { prefix },
-      ),
+    call: () => invokeTool(clientBus, invocation(), { prefix }),
   };
 }
 
@@ -212,13 +206,13 @@ async function halfCall(side) {
   const serverBus = await NatsBus.connect(natsUrl);
   const conns = [clientBus.nc, serverBus.nc];
   const subject = `${prefix}.tool.invoke.math.calc`;
-  const args = { lhs: 2, rhs: 3, op: 'add' };
-  let seq = 0;
+  const invocation = mathCalcInvocations();
   if (side === 'worker') {
     await startMathWorker(serverBus, prefix);
-    const invocation = () =>
-      JSON.stringify({ call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args });
-    return { conns, call: () => clientBus.request(subject, invocation(), { timeoutMs: 5000 }) };
+    return {
+      conns,
+      call: () => clientBus.request(subject, JSON.stringify(invocation()), { timeoutMs: 5000 }),
+    };
   }
   serverBus.subscribe(subject, (m) => {
     const { call_id } = JSON.parse(m.text());
@@ -226,15 +220,7 @@ async function halfCall(side) {
     serverBus.respond(m, JSON.stringify({ ...outcome, preview: '{"result":5}', elapsed_ms: 0, attempts: 1 }));
   });
   await serverBus.flush();
-  return {
-    conns,
-    call: () =>
-      invokeTool(
-        clientBus,
-        { call_id: `c-${++seq}`, run_id: 'run-bench', tool: 'math.calc', arguments: args },
-        { prefix },
-      ),
-  };
+  return { conns, call: () => invokeTool(clientBus, invocation(), { prefix }) };
 }
 
 /** `withParams`: the action declares its `params`, which Moleculer's built-in fastest-validator checks every call. */
