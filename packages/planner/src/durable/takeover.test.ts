@@ -46,15 +46,16 @@ describe('runDurably: the intake message of a finished run', () => {
   }, 20_000);
 });
 
+/** The record of run r1, running under a lease that has run out. */
+const lapsed = (fields: { schema_version: number; planner_id: string; epoch: number }) => ({
+  run_id: 'r1',
+  state: 'running',
+  lease_until: 0,
+  ...fields,
+});
+
 describe('runDurably: a run a newer planner wrote', () => {
-  const newer = {
-    schema_version: 2,
-    run_id: 'r1',
-    planner_id: 'p-new',
-    state: 'running',
-    lease_until: 0,
-    epoch: 4,
-  };
+  const newer = lapsed({ schema_version: 2, planner_id: 'p-new', epoch: 4 });
   const published: unknown[] = [];
   const infra = {
     lastStoredEvent: async () => ({ type: 'llm.request', seq: 7 }),
@@ -112,14 +113,7 @@ describe('runDurably: a run a newer planner wrote', () => {
 });
 
 describe('runDurably: a run whose planner stopped before it started it', () => {
-  const stopped = {
-    schema_version: 1,
-    run_id: 'r1',
-    planner_id: 'p-old',
-    state: 'running',
-    lease_until: 0,
-    epoch: 1,
-  };
+  const stopped = lapsed({ schema_version: 1, planner_id: 'p-old', epoch: 1 });
   const infraEndingAt = (type: string) =>
     ({
       lastStoredEvent: async () => ({ type, seq: 1 }),
