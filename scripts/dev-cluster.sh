@@ -120,10 +120,10 @@ fi
 "$NATS_BIN" "${NATS_ARGS[@]}" >"$LOG_DIR/nats-server.log" 2>&1 &
 NATS_PID=$!
 
-for _ in $(seq 1 100); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
-  if ! kill -0 "$NATS_PID" 2>/dev/null; then
-    echo "dev-cluster: nats-server exited; see $LOG_DIR/nats-server.log" >&2
+NATS_DEADLINE=$((SECONDS + 30))
+until (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; do
+  if ! kill -0 "$NATS_PID" 2>/dev/null || [ "$SECONDS" -ge "$NATS_DEADLINE" ]; then
+    echo "dev-cluster: nats-server is not listening on port $PORT; see $LOG_DIR/nats-server.log" >&2
     tail -n 20 "$LOG_DIR/nats-server.log" >&2 || true
     exit 1
   fi
@@ -157,22 +157,31 @@ for i in $(seq 1 "$PLANNERS"); do start_actor "planner-$i" planner planner; done
 read -r -a EXTRA <<<"$WORKER_ARGS"
 for i in $(seq 1 "$WORKERS"); do start_actor "worker-$i" worker worker ${EXTRA[@]+"${EXTRA[@]}"}; done
 
-# Wait until every actor answers /readyz (or one of them dies).
-node - "$HEALTH_BASE" "${#ACTOR_PIDS[@]}" <<'NODE' || { echo "dev-cluster: not every actor became ready; see $LOG_DIR" >&2; exit 1; }
-const [base, count] = process.argv.slice(2).map(Number);
+# Wait until every actor answers /readyz; stop waiting as soon as one of them exits, and name it.
+node - "$HEALTH_BASE" "$LOG_DIR" "${ACTOR_NAMES[@]}" -- "${ACTOR_PIDS[@]}" <<'NODE' || { echo "dev-cluster: not every actor became ready; see $LOG_DIR" >&2; exit 1; }
+const { readFileSync } = await import('node:fs');
+const [baseArg, logDir, ...rest] = process.argv.slice(2);
+const names = rest.slice(0, rest.indexOf('--'));
+const pids = rest.slice(rest.indexOf('--') + 1).map(Number);
+const base = Number(baseArg);
 const deadline = Date.now() + 60_000;
-const ready = async (port) => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+const ready = async (port) => fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
+const tail = (name) => { try { return readFileSync(`${logDir}/${name}.log`, 'utf8').split('\n').slice(-20).join('\n'); } catch { return ''; } };
+const report = (name, why) => console.error(`dev-cluster: ${name} ${why} (health port ${base + names.indexOf(name)}); last lines of its log:\n${tail(name)}`);
 for (;;) {
-  const states = await Promise.all(Array.from({ length: count }, (_, i) => ready(base + i)));
+  const states = await Promise.all(names.map((_, i) => ready(base + i)));
   if (states.every(Boolean)) process.exit(0);
-  if (Date.now() > deadline) process.exit(1);
+  const dead = names.filter((_, i) => !states[i] && !alive(pids[i]));
+  if (dead.length > 0) { for (const name of dead) report(name, 'exited before it was ready'); process.exit(1); }
+  if (Date.now() > deadline) { for (const name of names.filter((_, i) => !states[i])) report(name, 'is not ready after 60 s'); process.exit(1); }
   await new Promise((r) => setTimeout(r, 200));
 }
 NODE
-echo "dev-cluster: ready: 1 catalog, $PLANNERS planner(s), $WORKERS worker(s); Ctrl-C stops everything"
 if [ "$SECURE" = 1 ]; then
   echo "dev-cluster: clients connect as NATS_USER=client NATS_PASSWORD=$NATS_CLIENT_PASSWORD"
 fi
+echo "dev-cluster: ready: 1 catalog, $PLANNERS planner(s), $WORKERS worker(s); Ctrl-C stops everything"
 
 # Stay in the foreground until Ctrl-C, or until an actor dies.
 while :; do

@@ -24,8 +24,10 @@ const args = process.argv.slice(2);
 const flag = (name) => { const i = args.indexOf(name); return i < 0 ? undefined : args[i + 1]; };
 const url = new URL(flag('--nats'));
 const healthPort = Number(flag('--health-port'));
+if (process.env.STUB_FAIL === args[0]) { console.log('stand-in failing on purpose'); process.exit(5); }
 let ready = false;
 const sock = connect(Number(url.port), url.hostname);
+sock.on('error', (e) => { console.log('nats connection failed', e.message); process.exit(4); });
 let buf = '';
 sock.on('data', (d) => {
   buf += d.toString();
@@ -40,7 +42,7 @@ sock.on('data', (d) => {
 createServer((req, res) => {
   res.statusCode = req.url === '/healthz' || (req.url === '/readyz' && ready) ? 200 : 503;
   res.end();
-}).listen(healthPort, '127.0.0.1');
+}).on('error', (e) => { console.log('health server failed', e.message); process.exit(4); }).listen(healthPort, '127.0.0.1');
 console.log(JSON.stringify({ pid: process.pid, command: args[0], args, user: process.env.NATS_USER ?? null }));
 process.on('SIGTERM', () => { console.log('drained'); process.exit(0); });
 `;
@@ -75,36 +77,56 @@ function alive(pid: number): boolean {
   }
 }
 
-async function runCluster(extra: string[]): Promise<{ output: () => string; logs: string; port: number }> {
+interface Cluster {
+  output: () => string;
+  logs: string;
+  port: number;
+  exited: Promise<number | null>;
+}
+
+/** Starts the script; resolves once it prints "ready" or exits (then `exited` has its code). */
+async function startCluster(extra: string[], env: Record<string, string> = {}): Promise<Cluster> {
   dir = mkdtempSync(join(tmpdir(), 'agentmesh-devcluster-test-'));
   const stub = join(dir, 'stub-cli.mjs');
   writeFileSync(stub, STUB);
   const logs = join(dir, 'logs');
   const port = await freePort();
-  const healthBase = 20_000 + Math.floor(Math.random() * 20_000);
+  // Below Linux's ephemeral range (32768-60999), so no outgoing connection holds an actor's health port.
+  const healthBase = 10_000 + Math.floor(Math.random() * 20_000);
   const c = spawn(
     'bash',
     [SCRIPT, '--port', String(port), '--health-base', String(healthBase), '--logs', logs, ...extra],
-    { env: { ...process.env, AGENTMESH_CLI: `node ${stub}` }, stdio: ['ignore', 'pipe', 'pipe'] },
+    { env: { ...process.env, ...env, AGENTMESH_CLI: `node ${stub}` }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   child = c;
   let out = '';
-  c.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  c.stderr?.on('data', (d: Buffer) => (out += d.toString()));
-  const deadline = Date.now() + 45_000;
-  while (!out.includes('dev-cluster: ready')) {
-    if (c.exitCode !== null) throw new Error(`dev-cluster exited ${c.exitCode}:\n${out}`);
-    if (Date.now() > deadline) throw new Error(`dev-cluster not ready:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { output: () => out, logs, port };
+  const exited = new Promise<number | null>((resolve) => c.once('exit', (code) => resolve(code)));
+  const ready = new Promise<void>((resolve) => {
+    const onData = (d: Buffer): void => {
+      out += d.toString();
+      if (out.includes('dev-cluster: ready')) resolve();
+    };
+    c.stdout?.on('data', onData);
+    c.stderr?.on('data', onData);
+  });
+  await Promise.race([ready, exited]);
+  return { output: () => out, logs, port, exited };
 }
 
-async function interrupt(): Promise<number | null> {
-  const c = child!;
-  const exited = new Promise<number | null>((resolve) => c.once('exit', (code) => resolve(code)));
-  c.kill('SIGINT');
-  return exited;
+async function runCluster(extra: string[]): Promise<Cluster> {
+  const cluster = await startCluster(extra);
+  if (!cluster.output().includes('dev-cluster: ready')) {
+    const logs = existsSync(cluster.logs)
+      ? readdirSync(cluster.logs).map((f) => `--- ${f}\n${readFileSync(join(cluster.logs, f), 'utf8')}`)
+      : [];
+    throw new Error(`dev-cluster exited ${await cluster.exited}:\n${cluster.output()}\n${logs.join('\n')}`);
+  }
+  return cluster;
+}
+
+async function interrupt(cluster: Cluster): Promise<number | null> {
+  child!.kill('SIGINT');
+  return cluster.exited;
 }
 
 function actorLogs(
@@ -121,14 +143,8 @@ function actorLogs(
 // Six processes start at once while other test files run: under that load, readiness can take well over 20 s.
 describe('scripts/dev-cluster.sh', { timeout: 60_000 }, () => {
   test('starts nats-server and catalog, planners and N workers as processes; Ctrl-C stops them all', async () => {
-    const { logs, port, output } = await runCluster([
-      '--workers',
-      '3',
-      '--planners',
-      '2',
-      '--worker-args',
-      '--threads 1',
-    ]);
+    const cluster = await runCluster(['--workers', '3', '--planners', '2', '--worker-args', '--threads 1']);
+    const { logs, port, output } = cluster;
     expect(await portOpen(port)).toBe(true);
     const actors = actorLogs(logs);
     expect([...actors.keys()].sort()).toEqual([
@@ -150,7 +166,7 @@ describe('scripts/dev-cluster.sh', { timeout: 60_000 }, () => {
     const store = /\(store ([^)]+)\)/.exec(output())?.[1];
     expect(store && existsSync(store)).toBe(true);
 
-    expect(await interrupt()).toBe(0);
+    expect(await interrupt(cluster)).toBe(0);
     for (const [name, a] of actors) {
       expect(alive(a.pid), name).toBe(false);
       expect(readFileSync(join(logs, `${name}.log`), 'utf8')).toContain('drained');
@@ -161,7 +177,8 @@ describe('scripts/dev-cluster.sh', { timeout: 60_000 }, () => {
   });
 
   test('--secure runs nats-server with deploy/nats/nats.conf and each actor as its role', async () => {
-    const { logs, output } = await runCluster(['--workers', '1', '--secure']);
+    const cluster = await runCluster(['--workers', '1', '--secure']);
+    const { logs, output } = cluster;
     const actors = actorLogs(logs);
     // Each stand-in is ready only after nats-server accepted its user and password.
     expect(Object.fromEntries([...actors].map(([n, a]) => [n, a.user]))).toEqual({
@@ -170,8 +187,26 @@ describe('scripts/dev-cluster.sh', { timeout: 60_000 }, () => {
       'worker-1': 'worker',
     });
     expect(output()).toMatch(/clients connect as NATS_USER=client NATS_PASSWORD=p[0-9a-f]{24}/);
-    expect(await interrupt()).toBe(0);
+    expect(await interrupt(cluster)).toBe(0);
     for (const a of actors.values()) expect(alive(a.pid)).toBe(false);
+  });
+
+  test('an actor that exits before it is ready: the script names it, shows its log, and stops the rest at once', async () => {
+    const started = Date.now();
+    const cluster = await startCluster(['--workers', '2'], { STUB_FAIL: 'worker' });
+    expect(await cluster.exited).toBe(1);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    const out = cluster.output();
+    expect(out).not.toContain('dev-cluster: ready');
+    expect(out).toMatch(
+      /dev-cluster: worker-1 exited before it was ready \(health port \d+\); last lines of its log:\n.*stand-in failing on purpose/,
+    );
+    expect(out).toContain('not every actor became ready');
+    for (const name of ['catalog', 'planner-1']) {
+      const log = readFileSync(join(cluster.logs, `${name}.log`), 'utf8');
+      expect(alive((JSON.parse(log.split('\n')[0]!) as { pid: number }).pid), name).toBe(false);
+      expect(log).toContain('drained');
+    }
   });
 
   test('rejects bad options with exit 2 and a message', async () => {
