@@ -193,7 +193,7 @@ describe('scripts/dev-cluster.sh', { timeout: 60_000 }, () => {
 
   test('an actor that exits before it is ready: the script names it, shows its log, and stops the rest at once', async () => {
     const started = Date.now();
-    const cluster = await startCluster(['--workers', '2'], { STUB_FAIL: 'worker' });
+    const cluster = await startCluster(['--workers', '1'], { STUB_FAIL: 'worker' });
     expect(await cluster.exited).toBe(1);
     expect(Date.now() - started).toBeLessThan(30_000);
     const out = cluster.output();
