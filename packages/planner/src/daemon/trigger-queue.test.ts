@@ -147,3 +147,84 @@ describe('TriggerQueue.open', () => {
     await expect(queue.depth('d')).resolves.toBe(1);
   });
 });
+
+describe('TriggerQueue: a trigger acknowledged ok is never left behind the daemon', () => {
+  const item = (seq: number) => `d.q.${String(seq).padStart(12, '0')}`;
+
+  /** Holds the first create of `key` until `release()`; `reached` resolves once it is called. */
+  function holdCreate(kv: MemoryKvStore, key: string) {
+    const create = MemoryKvStore.prototype.create.bind(kv);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let reachedResolve!: () => void;
+    const reached = new Promise<void>((resolve) => (reachedResolve = resolve));
+    let held = false;
+    kv.create = async (k, value) => {
+      if (k === key && !held) {
+        held = true;
+        reachedResolve();
+        await released;
+      }
+      return create(k, value);
+    };
+    return { reached, release };
+  }
+
+  it('a write slower than the skip lands at a new seq after the daemon skipped its first one', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv, {}, { gapTimeoutMs: 0 });
+    await queue.open('d', 10);
+    const slow = holdCreate(kv, item(1));
+    const sentA = queue.enqueue('d', { kind: 'job', n: 'a' });
+    await slow.reached;
+    await queue.enqueue('d', { kind: 'job', n: 'b' });
+    // the daemon gives up on seq 1, takes seq 2 and removes what it passed
+    expect(await queue.next('d', 0)).toEqual({ seq: 2, trigger: { kind: 'job', n: 'b' } });
+    await queue.remove('d', 2);
+    slow.release();
+    expect(await sentA).toMatchObject({ seq: 3 });
+    expect(await queue.next('d', 2)).toEqual({ seq: 3, trigger: { kind: 'job', n: 'a' } });
+    await queue.remove('d', 3);
+    expect(await queue.depth('d')).toBe(0);
+    await queue.close('d');
+    expect(await kv.keys('d.>')).toEqual([]);
+  });
+
+  it('a daemon that reaches a seq whose write lands as it skips takes the trigger', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv, {}, { gapTimeoutMs: 0 });
+    await queue.open('d', 10);
+    const get = MemoryKvStore.prototype.get.bind(kv);
+    // the first read of seq 1 misses it; its write lands before the daemon's skip mark
+    let missed = false;
+    kv.get = async (key) => {
+      if (key === item(1) && !missed) {
+        missed = true;
+        return null;
+      }
+      return get(key);
+    };
+    await queue.enqueue('d', { kind: 'job', n: 1 });
+    expect(await queue.next('d', 0)).toEqual({ seq: 1, trigger: { kind: 'job', n: 1 } });
+  });
+
+  it('a write whose answer was lost is found on its retry: queued once, at its seq', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    const create = MemoryKvStore.prototype.create.bind(kv);
+    let lost = false;
+    kv.create = async (key, value) => {
+      const revision = await create(key, value);
+      if (key === item(1) && !lost) {
+        lost = true;
+        throw new Error('TIMEOUT');
+      }
+      return revision;
+    };
+    expect(await queue.enqueue('d', { kind: 'job', n: 1 })).toEqual({ seq: 1, depth: 1 });
+    expect(lost).toBe(true);
+    expect(await queue.depth('d')).toBe(1);
+    expect(await queue.next('d', 0)).toEqual({ seq: 1, trigger: { kind: 'job', n: 1 } });
+  });
+});

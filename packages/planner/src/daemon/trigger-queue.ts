@@ -22,6 +22,8 @@ interface QueueMeta {
   dropped: number;
   /** The daemon waits for a wake source (for `agentmesh runs list`). */
   idle?: boolean;
+  /** Seqs the daemon skipped: their keys hold a skip mark until the queue closes. */
+  skipped?: number[];
 }
 
 export interface QueuedTrigger {
@@ -48,6 +50,15 @@ export interface TriggerLimits {
 
 /** A reserved seq whose trigger never arrived (its sender died between reserving and writing) is skipped after this. */
 const GAP_TIMEOUT_MS = 5_000;
+/**
+ * What the daemon writes (with a create) at a seq it skips: a trigger write that comes later finds the key taken and
+ * queues its trigger again at a new seq, so a trigger acknowledged `ok` is never behind the daemon. A valid trigger
+ * for a planner that predates it (it wakes the daemon once with this kind), never sent by a client (`agentmesh.`).
+ */
+const SKIPPED = encodeJson({ kind: 'agentmesh.skipped', skipped: true });
+const isSkipped = (value: Uint8Array) =>
+  value.length === SKIPPED.length && value.every((b, i) => b === SKIPPED[i]);
+const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
 const SEQ_DIGITS = 12;
 const itemKey = (runId: string, seq: number) => `${runId}.q.${String(seq).padStart(SEQ_DIGITS, '0')}`;
 const metaKey = (runId: string) => `${runId}.meta`;
@@ -62,9 +73,11 @@ const conflictOrBehind = (error: unknown) => isConflict(error) || behindTheCreat
 /**
  * The durable, FIFO, bounded trigger queues of daemon runs, kept in one KV bucket: `<run>.meta` (capacity, the last
  * seq reserved and taken, refused count; changed by compare-and-set) and one key per queued trigger,
- * `<run>.q.<seq>`. A sender reserves a seq, then writes the trigger, and only then hears `ok`. A trigger leaves the
- * queue after the daemon's checkpoint recorded that it was taken, so one in flight when a planner dies is taken
- * again by the planner that resumes the run, and never twice (the checkpoint says which seq was handled).
+ * `<run>.q.<seq>`. A sender reserves a seq, then creates the trigger's key, and only then hears `ok`. A trigger leaves
+ * the queue after the daemon's checkpoint recorded that it was taken, so one in flight when a planner dies is taken
+ * again by the planner that resumes the run, and never twice (the checkpoint says which seq was handled). A seq whose
+ * trigger has not arrived after {@link GAP_TIMEOUT_MS} (its sender died, or its write is slow) is skipped by creating
+ * its key as a skip mark: the create decides between the two writers, and a sender that loses it queues again.
  */
 export class TriggerQueue {
   private readonly gaps = new Map<string, number>();
@@ -73,12 +86,17 @@ export class TriggerQueue {
   /** The largest trigger this queue stores, in bytes. */
   readonly maxTriggerBytes: number;
 
+  private readonly gapTimeoutMs: number;
+
+  /** `gapTimeoutMs`: how long a reserved seq may stay unwritten before the daemon skips it (tests shorten it). */
   constructor(
     private readonly kv: KvStore,
     limits: TriggerLimits = {},
+    options: { gapTimeoutMs?: number } = {},
   ) {
     this.maxPending = limits.maxPendingPerDaemon ?? DEFAULT_MAX_PENDING_TRIGGERS;
     this.maxTriggerBytes = limits.maxTriggerBytes ?? MAX_TRIGGER_BYTES;
+    this.gapTimeoutMs = options.gapTimeoutMs ?? GAP_TIMEOUT_MS;
   }
 
   /** Opens a daemon's queue (kept when it exists: a resumed run keeps what was queued). */
@@ -109,13 +127,41 @@ export class TriggerQueue {
         `trigger for run ${runId} of ${body.length} bytes exceeds the limit of ${this.maxTriggerBytes} bytes`,
         { retryable: false, details: { size: body.length, max_bytes: this.maxTriggerBytes } },
       );
-    const reserved = await retry(() => this.reserve(runId), {
-      attempts: 20,
-      timeoutMs: 5_000,
-      retryable: isConflict,
-    });
-    await this.kv.put(itemKey(runId, reserved.seq), body);
-    return reserved;
+    for (let attempt = 1; ; attempt++) {
+      const reserved = await retry(() => this.reserve(runId), {
+        attempts: 20,
+        timeoutMs: 5_000,
+        retryable: isConflict,
+      });
+      if (await this.write(itemKey(runId, reserved.seq), body)) return reserved;
+      if (attempt >= 20)
+        throw new AgentMeshError(
+          ErrorCode.Unavailable,
+          `trigger for run ${runId} was not queued: the daemon skipped ${attempt} seqs reserved for it before it was written`,
+          { retryable: true },
+        );
+    }
+  }
+
+  /**
+   * Creates a trigger's key: true once it holds this trigger (a create whose answer was lost is found there), false
+   * when the daemon skipped the seq first. A failure that may not have landed is retried on the same key.
+   */
+  private async write(key: string, body: Uint8Array): Promise<boolean> {
+    return retry(
+      async () => {
+        try {
+          await this.kv.create(key, body);
+          return true;
+        } catch (error) {
+          if (!isConflict(error)) throw error;
+          const found = await this.kv.get(key);
+          if (found === null) throw error;
+          return !isSkipped(found.value) && sameBytes(found.value, body);
+        }
+      },
+      { attempts: 20, timeoutMs: 5_000, retryable: (e) => !isConflict(e) && isTransientFailure(e) },
+    );
   }
 
   private async reserve(runId: string): Promise<{ seq: number; depth: number }> {
@@ -149,17 +195,55 @@ export class TriggerQueue {
   async next(runId: string, after: number): Promise<QueuedTrigger | undefined> {
     const { meta } = await this.ownMeta(runId);
     for (let seq = after + 1; seq <= meta.next; seq++) {
-      const entry = await this.kv.get(itemKey(runId, seq));
-      if (entry !== null) {
-        this.gaps.delete(runId);
-        return { seq, trigger: decodeQueuedTrigger(entry.value) };
-      }
+      const key = itemKey(runId, seq);
       const gapKey = `${runId}:${seq}`;
-      const since = this.gaps.get(gapKey) ?? Date.now();
-      this.gaps.set(gapKey, since);
-      if (Date.now() - since < GAP_TIMEOUT_MS) return undefined;
+      let entry = await this.kv.get(key);
+      if (entry === null) {
+        const since = this.gaps.get(gapKey) ?? Date.now();
+        this.gaps.set(gapKey, since);
+        if (Date.now() - since < this.gapTimeoutMs) return undefined;
+        if (await this.markSkipped(runId, seq)) {
+          this.gaps.delete(gapKey);
+          continue;
+        }
+        entry = await this.kv.get(key);
+        if (entry === null) return undefined;
+      }
+      this.gaps.delete(gapKey);
+      if (isSkipped(entry.value)) continue;
+      return { seq, trigger: decodeQueuedTrigger(entry.value) };
     }
     return undefined;
+  }
+
+  /** Claims a seq for the skip, and lists it in the meta for {@link close}: false when its trigger was written first. */
+  private async markSkipped(runId: string, seq: number): Promise<boolean> {
+    const marked = await retry(
+      () =>
+        this.kv.create(itemKey(runId, seq), SKIPPED).then(
+          () => true,
+          (error: unknown) => {
+            if (isConflict(error)) return false;
+            throw error;
+          },
+        ),
+      { attempts: 20, timeoutMs: 5_000, retryable: (e) => !isConflict(e) && isTransientFailure(e) },
+    );
+    if (marked)
+      await retry(
+        async () => {
+          const { meta, revision } = await this.meta(runId);
+          const skipped = meta.skipped ?? [];
+          if (!skipped.includes(seq))
+            await this.kv.update(
+              metaKey(runId),
+              encodeJson({ ...meta, skipped: [...skipped, seq] }),
+              revision,
+            );
+        },
+        { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
+      );
+    return marked;
   }
 
   /** Drops the triggers up to and including `upTo` (they are in the daemon's checkpoint now). */
@@ -168,7 +252,7 @@ export class TriggerQueue {
       async () => {
         const { meta, revision } = await this.meta(runId);
         if (meta.head >= upTo) return;
-        for (let seq = meta.head + 1; seq <= upTo; seq++) await this.dropItem(runId, seq);
+        for (let seq = meta.head + 1; seq <= upTo; seq++) await this.dropItem(runId, seq, seq === upTo);
         await this.kv.update(metaKey(runId), encodeJson({ ...meta, head: upTo }), revision);
       },
       { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
@@ -176,11 +260,18 @@ export class TriggerQueue {
   }
 
   /**
-   * Deletes a taken trigger. A full bucket refuses only the delete of a key that was never written (a seq whose
-   * write the full bucket refused): there is nothing to drop then.
+   * Deletes a taken trigger. A skip mark stays until the queue closes: a create succeeds on a deleted key, so a late
+   * write would land behind the daemon. Below the seq taken (`taken` false) a key is read first: only the seqs the
+   * daemon skipped are there. A full bucket refuses only the delete of a key that was never written (a seq whose write
+   * the full bucket refused): there is nothing to drop then.
    */
-  private async dropItem(runId: string, seq: number): Promise<void> {
-    await this.kv.delete(itemKey(runId, seq)).catch((error: unknown) => {
+  private async dropItem(runId: string, seq: number, taken: boolean): Promise<void> {
+    const key = itemKey(runId, seq);
+    if (!taken) {
+      const entry = await this.kv.get(key);
+      if (entry === null || isSkipped(entry.value)) return;
+    }
+    await this.kv.delete(key).catch((error: unknown) => {
       if (!isAgentMeshError(error, ErrorCode.QuotaExceeded)) throw error;
     });
   }
@@ -225,10 +316,12 @@ export class TriggerQueue {
     );
   }
 
-  /** Removes the queue of a daemon that ended. */
+  /** Removes the queue of a daemon that ended: its triggers not taken, its skip marks and its meta. */
   async close(runId: string): Promise<void> {
     const { meta } = await this.meta(runId);
-    for (let seq = meta.head + 1; seq <= meta.next; seq++) await this.kv.delete(itemKey(runId, seq));
+    const seqs = new Set(meta.skipped);
+    for (let seq = meta.head + 1; seq <= meta.next; seq++) seqs.add(seq);
+    for (const seq of seqs) await this.kv.delete(itemKey(runId, seq));
     await this.kv.delete(metaKey(runId));
   }
 
