@@ -43,7 +43,7 @@ export function serveTriggers(options: {
     handler: async (trigger, msg) => {
       const runId = msg.subject.split('.').at(-2)!;
       const { request_id: _requestId, ...payload } = trigger;
-      const enqueue = async () => (await options.queue()).enqueue(runId, payload);
+      const enqueue = async () => (await options.queue()).enqueue(runId, payload, trigger.request_id);
       if (trigger.request_id === undefined || options.ledger === undefined) {
         const queued = await enqueue();
         options.logger.debug({ run_id: runId, kind: trigger.kind, seq: queued.seq }, 'trigger queued');

@@ -228,3 +228,95 @@ describe('TriggerQueue: a trigger acknowledged ok is never left behind the daemo
     expect(await queue.next('d', 0)).toEqual({ seq: 1, trigger: { kind: 'job', n: 1 } });
   });
 });
+
+describe('TriggerQueue: a request repeated with its request_id queues its trigger once', () => {
+  const item = (seq: number) => `d.q.${String(seq).padStart(12, '0')}`;
+
+  it('a repeat finds the trigger queued, then taken: answered with its seq and duplicate', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d', 10);
+    expect(await queue.enqueue('d', { kind: 'job', n: 1 }, 'r1')).toEqual({ seq: 1, depth: 1 });
+    expect(await queue.enqueue('d', { kind: 'job', n: 1 }, 'r1')).toEqual({
+      seq: 1,
+      depth: 1,
+      duplicate: true,
+    });
+    expect(await queue.enqueue('d', { kind: 'job', n: 2 }, 'r2')).toEqual({ seq: 2, depth: 2 });
+    await queue.remove('d', 1);
+    expect(await queue.enqueue('d', { kind: 'job', n: 1 }, 'r1')).toMatchObject({ seq: 1, duplicate: true });
+    expect(await queue.depth('d')).toBe(1);
+    expect(await queue.next('d', 1)).toEqual({ seq: 2, trigger: { kind: 'job', n: 2 } });
+  });
+
+  it('a repeat while the first write is in flight writes it at the same seq; the first finds it there', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    const create = MemoryKvStore.prototype.create.bind(kv);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let held = false;
+    kv.create = async (key, value) => {
+      if (key === item(1) && !held) {
+        held = true;
+        await released;
+      }
+      return create(key, value);
+    };
+    const first = queue.enqueue('d', { kind: 'job' }, 'r1');
+    await until(() => held);
+    expect(await queue.enqueue('d', { kind: 'job' }, 'r1')).toEqual({ seq: 1, depth: 1, duplicate: true });
+    release();
+    expect(await first).toEqual({ seq: 1, depth: 1 });
+    expect(await queue.depth('d')).toBe(1);
+    expect(await queue.next('d', 0)).toEqual({ seq: 1, trigger: { kind: 'job' } });
+  });
+
+  it('a repeat of a request whose sender died before writing, once the daemon skipped its seq, queues it at a new one', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv, {}, { gapTimeoutMs: 0 });
+    await queue.open('d', 10);
+    const create = MemoryKvStore.prototype.create.bind(kv);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let held = false;
+    kv.create = async (key, value) => {
+      if (key === item(1) && !held) {
+        held = true;
+        await released;
+      }
+      return create(key, value);
+    };
+    const stalled = queue.enqueue('d', { kind: 'job' }, 'r1');
+    await until(() => held);
+    expect(await queue.next('d', 0)).toBeUndefined();
+    expect(await queue.enqueue('d', { kind: 'job' }, 'r1')).toEqual({ seq: 2, depth: 2 });
+    expect(await queue.next('d', 0)).toEqual({ seq: 2, trigger: { kind: 'job' } });
+    // the stalled first attempt comes back: it finds the skip mark, then the trigger its repeat queued
+    release();
+    expect(await stalled).toMatchObject({ seq: 2, duplicate: true });
+    await queue.remove('d', 2);
+    expect(await queue.depth('d')).toBe(0);
+    expect(await queue.next('d', 2)).toBeUndefined();
+  });
+
+  it('remembers the latest 64 request ids', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv, { maxPendingPerDaemon: 1000 });
+    await queue.open('d', 1000);
+    for (let n = 1; n <= 70; n++) await queue.enqueue('d', { kind: 'job', n }, `r${n}`);
+    const meta = JSON.parse(new TextDecoder().decode((await kv.get('d.meta'))!.value)) as {
+      requests: [string, number][];
+    };
+    expect(meta.requests).toHaveLength(64);
+    expect(meta.requests[0]![1]).toBe(7);
+    expect(await queue.enqueue('d', { kind: 'job', n: 70 }, 'r70')).toMatchObject({
+      seq: 70,
+      duplicate: true,
+    });
+  });
+});
+
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((resolve) => setImmediate(resolve));
+}

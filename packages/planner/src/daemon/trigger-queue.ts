@@ -10,6 +10,7 @@ import {
   type KvWatcher,
   type Trigger,
 } from '@agentmesh/protocol';
+import { createHash } from 'node:crypto';
 import { assertKnownSchema, SCHEMA_VERSION } from '../model/versions.js';
 
 /** The queue facts of one daemon: capacity, the last seq handed out and taken, how many a full queue refused. */
@@ -24,7 +25,17 @@ interface QueueMeta {
   idle?: boolean;
   /** Seqs the daemon skipped: their keys hold a skip mark until the queue closes. */
   skipped?: number[];
+  /** The seqs the latest requests with a `request_id` reserved, oldest first: `[tag of the id, seq]`. */
+  requests?: [string, number][];
 }
+
+/** What {@link TriggerQueue.enqueue} answers: the trigger's seq, the queue's depth, and whether it was a repeat. */
+export type Queued = {
+  seq: number;
+  depth: number;
+  /** A request with this `request_id` had queued it already: nothing was queued now. */
+  duplicate?: true;
+};
 
 export interface QueuedTrigger {
   seq: number;
@@ -59,6 +70,10 @@ const SKIPPED = encodeJson({ kind: 'agentmesh.skipped', skipped: true });
 const isSkipped = (value: Uint8Array) =>
   value.length === SKIPPED.length && value.every((b, i) => b === SKIPPED[i]);
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
+/** How many of the latest request ids a queue remembers with their seq (a client repeats within seconds). */
+const REMEMBERED_REQUESTS = 64;
+/** A request id as the queue's meta keeps it: 64 bits of its sha256, whatever its length. */
+const requestTag = (requestId: string) => createHash('sha256').update(requestId).digest('hex').slice(0, 16);
 const SEQ_DIGITS = 12;
 const itemKey = (runId: string, seq: number) => `${runId}.q.${String(seq).padStart(SEQ_DIGITS, '0')}`;
 const metaKey = (runId: string) => `${runId}.meta`;
@@ -117,9 +132,11 @@ export class TriggerQueue {
 
   /**
    * Appends a trigger; fails with `not_found` for a run that is not a live daemon, `payload_too_large` above
-   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}.
+   * {@link maxTriggerBytes}, `queue_full` at the daemon's capacity, `quota_exceeded` at {@link maxPending}. With a
+   * `requestId`, a repeat of a request the queue already took (the answer to the first was lost, or the first is
+   * still being written by another planner) is answered with its seq and `duplicate`, and queues nothing.
    */
-  async enqueue(runId: string, trigger: Trigger): Promise<{ seq: number; depth: number }> {
+  async enqueue(runId: string, trigger: Trigger, requestId?: string): Promise<Queued> {
     const body = encodeJson(trigger);
     if (body.length > this.maxTriggerBytes)
       throw new AgentMeshError(
@@ -127,13 +144,22 @@ export class TriggerQueue {
         `trigger for run ${runId} of ${body.length} bytes exceeds the limit of ${this.maxTriggerBytes} bytes`,
         { retryable: false, details: { size: body.length, max_bytes: this.maxTriggerBytes } },
       );
+    const tag = requestId === undefined ? undefined : requestTag(requestId);
+    let skipped: number | undefined;
     for (let attempt = 1; ; attempt++) {
-      const reserved = await retry(() => this.reserve(runId), {
+      const reserved = await retry(() => this.reserve(runId, tag, skipped), {
         attempts: 20,
         timeoutMs: 5_000,
         retryable: isConflict,
       });
-      if (await this.write(itemKey(runId, reserved.seq), body)) return reserved;
+      const queued = { seq: reserved.seq, depth: reserved.depth };
+      const key = itemKey(runId, reserved.seq);
+      if (reserved.earlier && (await this.alreadyQueued(key, reserved.seq, reserved.head)))
+        return { ...queued, duplicate: true };
+      const written = await this.write(key, body);
+      if (written !== 'skipped')
+        return written === 'written' && !reserved.earlier ? queued : { ...queued, duplicate: true };
+      skipped = reserved.seq;
       if (attempt >= 20)
         throw new AgentMeshError(
           ErrorCode.Unavailable,
@@ -143,38 +169,69 @@ export class TriggerQueue {
     }
   }
 
+  /** Whether the trigger an earlier request reserved `seq` for is queued or taken (not skipped, not yet written). */
+  private async alreadyQueued(key: string, seq: number, head: number): Promise<boolean> {
+    const found = await this.kv.get(key);
+    return found === null ? seq <= head : !isSkipped(found.value);
+  }
+
   /**
-   * Creates a trigger's key: true once it holds this trigger (a create whose answer was lost is found there), false
-   * when the daemon skipped the seq first. A failure that may not have landed is retried on the same key.
+   * Creates a trigger's key: `written` once it holds this trigger (a create whose answer was lost is found there),
+   * `skipped` when the daemon skipped the seq first, `other` when another trigger holds it (a repeat of the request
+   * with other content). A failure that may not have landed is retried on the same key.
    */
-  private async write(key: string, body: Uint8Array): Promise<boolean> {
+  private async write(key: string, body: Uint8Array): Promise<'written' | 'skipped' | 'other'> {
     return retry(
       async () => {
         try {
           await this.kv.create(key, body);
-          return true;
+          return 'written';
         } catch (error) {
           if (!isConflict(error)) throw error;
           const found = await this.kv.get(key);
           if (found === null) throw error;
-          return !isSkipped(found.value) && sameBytes(found.value, body);
+          if (isSkipped(found.value)) return 'skipped';
+          return sameBytes(found.value, body) ? 'written' : 'other';
         }
       },
       { attempts: 20, timeoutMs: 5_000, retryable: (e) => !isConflict(e) && isTransientFailure(e) },
     );
   }
 
-  private async reserve(runId: string): Promise<{ seq: number; depth: number }> {
+  /**
+   * Reserves the next seq (remembering it for the request `tag`), or gives the seq an earlier request with this tag
+   * reserved (`earlier`) unless the daemon skipped that one (`skipped`).
+   */
+  private async reserve(
+    runId: string,
+    tag: string | undefined,
+    skipped: number | undefined,
+  ): Promise<{ seq: number; depth: number; head: number; earlier: boolean }> {
     const { meta, revision } = await this.meta(runId);
     const depth = meta.next - meta.head;
+    const requests = meta.requests ?? [];
+    const earlier = tag === undefined ? undefined : requests.find(([t]) => t === tag)?.[1];
+    if (earlier !== undefined && earlier !== skipped)
+      return { seq: earlier, depth, head: meta.head, earlier: true };
     if (depth >= Math.min(meta.capacity, this.maxPending)) {
       await this.kv
         .update(metaKey(runId), encodeJson({ ...meta, dropped: meta.dropped + 1 }), revision)
         .catch(() => undefined);
       throw this.refusal(runId, meta.capacity, depth);
     }
-    await this.kv.update(metaKey(runId), encodeJson({ ...meta, next: meta.next + 1 }), revision);
-    return { seq: meta.next + 1, depth: depth + 1 };
+    const seq = meta.next + 1;
+    const remembered: [string, number][] | undefined =
+      tag === undefined
+        ? undefined
+        : [...requests.filter(([t]) => t !== tag), [tag, seq] as [string, number]].slice(
+            -REMEMBERED_REQUESTS,
+          );
+    await this.kv.update(
+      metaKey(runId),
+      encodeJson({ ...meta, next: seq, ...(remembered === undefined ? {} : { requests: remembered }) }),
+      revision,
+    );
+    return { seq, depth: depth + 1, head: meta.head, earlier: false };
   }
 
   private refusal(runId: string, capacity: number, depth: number): AgentMeshError {
