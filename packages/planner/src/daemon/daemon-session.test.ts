@@ -67,4 +67,32 @@ describe('DaemonSession wake', () => {
     );
     await expect(session.wake(idleContext('d2').ctx)).rejects.toThrow('trigger record is corrupt');
   });
+
+  it('publishes daemon.woken once the wake is checkpointed, before the queue updates that can stall on NATS', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d3', 10);
+    await queue.enqueue('d3', { kind: 'build', n: 1 });
+    let unstall!: () => void;
+    const stalled = new Promise<void>((resolve) => (unstall = resolve));
+    const remove = queue.remove.bind(queue);
+    queue.remove = async (runId, upTo) => {
+      await stalled;
+      return remove(runId, upTo);
+    };
+    const session = new DaemonSession(
+      OPTIONS,
+      { idle: true, handled: 0, idle_ticks: 0, dropped_reported: 0 },
+      queue,
+    );
+    const { ctx, events } = idleContext('d3');
+    let checkpoints = 0;
+    ctx.checkpoint = async () => void checkpoints++;
+    const woken = session.wake(ctx);
+    while (events.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    expect(checkpoints).toBe(1);
+    expect(events).toEqual([{ type: 'daemon.woken', reason: 'trigger', trigger: { kind: 'build', n: 1 } }]);
+    unstall();
+    await expect(woken).resolves.toBeUndefined();
+    expect(await queue.depth('d3')).toBe(0);
+  });
 });

@@ -195,13 +195,15 @@ export class DaemonSession implements RunDaemon<RunContext> {
     this.state.idle = false;
     await this.compact(ctx);
     await ctx.checkpoint();
+    // published at once: a planner that dies after the checkpoint resumes the woken turn without publishing it, and
+    // the queue's updates below can take seconds while a NATS node restarts
+    ctx.sink.emit(event);
     const runId = ctx.state.run_id;
     if (wake.reason === 'trigger') {
       const seq = wake.queued.seq;
       await this.riding(ctx, 'removing the trigger taken', () => this.queue.remove(runId, seq));
     }
     await this.riding(ctx, 'marking the daemon busy', () => this.queue.setIdle(runId, false));
-    ctx.sink.emit(event);
     return undefined;
   }
 
