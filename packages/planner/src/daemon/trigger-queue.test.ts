@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ErrorCode, MemoryKvStore, isAgentMeshError } from '@agentmesh/protocol';
 import { DEFAULT_MAX_PENDING_TRIGGERS, MAX_TRIGGER_BYTES, TriggerQueue } from './trigger-queue.js';
 
+const item = (seq: number) => `d.q.${String(seq).padStart(12, '0')}`;
+
 const refusal = (p: Promise<unknown>) =>
   p.then(
     () => undefined,
@@ -149,27 +151,6 @@ describe('TriggerQueue.open', () => {
 });
 
 describe('TriggerQueue: a trigger acknowledged ok is never left behind the daemon', () => {
-  const item = (seq: number) => `d.q.${String(seq).padStart(12, '0')}`;
-
-  /** Holds the first create of `key` until `release()`; `reached` resolves once it is called. */
-  function holdCreate(kv: MemoryKvStore, key: string) {
-    const create = MemoryKvStore.prototype.create.bind(kv);
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let reachedResolve!: () => void;
-    const reached = new Promise<void>((resolve) => (reachedResolve = resolve));
-    let held = false;
-    kv.create = async (k, value) => {
-      if (k === key && !held) {
-        held = true;
-        reachedResolve();
-        await released;
-      }
-      return create(k, value);
-    };
-    return { reached, release };
-  }
-
   it('a write slower than the skip lands at a new seq after the daemon skipped its first one', async () => {
     const kv = new MemoryKvStore();
     const queue = new TriggerQueue(kv, {}, { gapTimeoutMs: 0 });
@@ -230,8 +211,6 @@ describe('TriggerQueue: a trigger acknowledged ok is never left behind the daemo
 });
 
 describe('TriggerQueue: a request repeated with its request_id queues its trigger once', () => {
-  const item = (seq: number) => `d.q.${String(seq).padStart(12, '0')}`;
-
   it('a repeat finds the trigger queued, then taken: answered with its seq and duplicate', async () => {
     const queue = new TriggerQueue(new MemoryKvStore());
     await queue.open('d', 10);
@@ -252,21 +231,11 @@ describe('TriggerQueue: a request repeated with its request_id queues its trigge
     const kv = new MemoryKvStore();
     const queue = new TriggerQueue(kv);
     await queue.open('d', 10);
-    const create = MemoryKvStore.prototype.create.bind(kv);
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let held = false;
-    kv.create = async (key, value) => {
-      if (key === item(1) && !held) {
-        held = true;
-        await released;
-      }
-      return create(key, value);
-    };
+    const slow = holdCreate(kv, item(1));
     const first = queue.enqueue('d', { kind: 'job' }, 'r1');
-    await until(() => held);
+    await slow.reached;
     expect(await queue.enqueue('d', { kind: 'job' }, 'r1')).toEqual({ seq: 1, depth: 1, duplicate: true });
-    release();
+    slow.release();
     expect(await first).toEqual({ seq: 1, depth: 1 });
     expect(await queue.depth('d')).toBe(1);
     expect(await queue.next('d', 0)).toEqual({ seq: 1, trigger: { kind: 'job' } });
@@ -276,24 +245,14 @@ describe('TriggerQueue: a request repeated with its request_id queues its trigge
     const kv = new MemoryKvStore();
     const queue = new TriggerQueue(kv, {}, { gapTimeoutMs: 0 });
     await queue.open('d', 10);
-    const create = MemoryKvStore.prototype.create.bind(kv);
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let held = false;
-    kv.create = async (key, value) => {
-      if (key === item(1) && !held) {
-        held = true;
-        await released;
-      }
-      return create(key, value);
-    };
+    const slow = holdCreate(kv, item(1));
     const stalled = queue.enqueue('d', { kind: 'job' }, 'r1');
-    await until(() => held);
+    await slow.reached;
     expect(await queue.next('d', 0)).toBeUndefined();
     expect(await queue.enqueue('d', { kind: 'job' }, 'r1')).toEqual({ seq: 2, depth: 2 });
     expect(await queue.next('d', 0)).toEqual({ seq: 2, trigger: { kind: 'job' } });
     // the stalled first attempt comes back: it finds the skip mark, then the trigger its repeat queued
-    release();
+    slow.release();
     expect(await stalled).toMatchObject({ seq: 2, duplicate: true });
     await queue.remove('d', 2);
     expect(await queue.depth('d')).toBe(0);
@@ -317,6 +276,21 @@ describe('TriggerQueue: a request repeated with its request_id queues its trigge
   });
 });
 
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((resolve) => setImmediate(resolve));
+/** Holds the first create of `key` until `release()`; `reached` resolves once it is called. */
+function holdCreate(kv: MemoryKvStore, key: string) {
+  const create = MemoryKvStore.prototype.create.bind(kv);
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let reachedResolve!: () => void;
+  const reached = new Promise<void>((resolve) => (reachedResolve = resolve));
+  let held = false;
+  kv.create = async (k, value) => {
+    if (k === key && !held) {
+      held = true;
+      reachedResolve();
+      await released;
+    }
+    return create(k, value);
+  };
+  return { reached, release };
 }
