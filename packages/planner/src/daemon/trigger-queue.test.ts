@@ -151,6 +151,15 @@ describe('TriggerQueue.open', () => {
 });
 
 describe('TriggerQueue: a trigger acknowledged ok is never left behind the daemon', () => {
+  it('refuses a trigger that is the skip mark itself, so a client cannot make its trigger vanish', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d', 10);
+    const refused = await refusal(queue.enqueue('d', { kind: 'agentmesh.skipped', skipped: true }));
+    expect(isAgentMeshError(refused, ErrorCode.InvalidMessage)).toBe(true);
+    expect((refused as Error).message).toContain('skip mark');
+    expect(await queue.depth('d')).toBe(0);
+  });
+
   it('a write slower than the skip lands at a new seq after the daemon skipped its first one', async () => {
     const kv = new MemoryKvStore();
     const queue = new TriggerQueue(kv, {}, { gapTimeoutMs: 0 });

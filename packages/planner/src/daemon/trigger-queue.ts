@@ -144,6 +144,12 @@ export class TriggerQueue {
         `trigger for run ${runId} of ${body.length} bytes exceeds the limit of ${this.maxTriggerBytes} bytes`,
         { retryable: false, details: { size: body.length, max_bytes: this.maxTriggerBytes } },
       );
+    if (isSkipped(body))
+      throw new AgentMeshError(
+        ErrorCode.InvalidMessage,
+        `trigger for run ${runId} is the queue's skip mark (kind "agentmesh.skipped", skipped: true): not queued`,
+        { retryable: false },
+      );
     const tag = requestId === undefined ? undefined : requestTag(requestId);
     let skipped: number | undefined;
     for (let attempt = 1; ; attempt++) {
