@@ -135,6 +135,11 @@ describe('daemon runs', () => {
     const first = await triggerRun(client, runId, { kind: 'job', n: 1 }, { prefix });
     expect(first).toMatchObject({ ok: true, seq: 1 });
     await until('woken by 1', () => (count(runId, (e) => e.type === 'daemon.woken') >= 1 ? true : undefined));
+    // daemon.woken is out once the wake is checkpointed; the model is asked once trigger 1 has left the queue
+    await board.until('the model asked about 1', () => (modelSaw().includes(1) ? true : undefined), {
+      timeoutMs: 30_000,
+      pollMs: 25,
+    });
     // the daemon is busy with trigger 1 (its model reply is held back): trigger 2 waits its turn in the queue
     const second = await triggerRun(client, runId, { kind: 'job', n: 2 }, { prefix });
     expect(second).toMatchObject({ seq: 2, depth: 1 });
