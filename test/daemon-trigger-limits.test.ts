@@ -123,9 +123,16 @@ describe('daemon trigger limits', () => {
       timeoutMs: 20_000,
     });
     await triggerRun(client, runId, { kind: 'job', n: 0 }, { prefix });
-    await board.until('woken', () => board.of(runId).find((e) => e.type === 'daemon.woken'), {
-      timeoutMs: 20_000,
-    });
+    // daemon.woken comes once the wake is checkpointed; its turn asks the model once trigger 0 left the queue
+    await board.until(
+      'trigger 0 taken off the queue',
+      () => {
+        const events = board.of(runId);
+        const woken = events.findIndex((e) => e.type === 'daemon.woken');
+        return woken >= 0 && events.slice(woken).some((e) => e.type === 'llm.request') ? true : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
     // the daemon is busy with trigger 0 (taken off the queue): what follows waits
     for (let n = 1; n <= LIMITS.maxPendingPerDaemon; n++)
       expect(await triggerRun(client, runId, { kind: 'job', n }, { prefix })).toMatchObject({ depth: n });
