@@ -67,9 +67,8 @@ const GAP_TIMEOUT_MS = 5_000;
  * for a planner that predates it (it wakes the daemon once with this kind), never sent by a client (`agentmesh.`).
  */
 const SKIPPED = encodeJson({ kind: 'agentmesh.skipped', skipped: true });
-const isSkipped = (value: Uint8Array) =>
-  value.length === SKIPPED.length && value.every((b, i) => b === SKIPPED[i]);
-const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
+const sameBytes = (a: Uint8Array, b: Uint8Array) => Buffer.compare(a, b) === 0;
+const isSkipped = (value: Uint8Array) => sameBytes(value, SKIPPED);
 /** How many of the latest request ids a queue remembers with their seq (a client repeats within seconds). */
 const REMEMBERED_REQUESTS = 64;
 /** A request id as the queue's meta keeps it: 64 bits of its sha256, whatever its length. */
@@ -182,9 +181,9 @@ export class TriggerQueue {
   }
 
   /**
-   * Creates a trigger's key: `written` once it holds this trigger (a create whose answer was lost is found there),
-   * `skipped` when the daemon skipped the seq first, `other` when another trigger holds it (a repeat of the request
-   * with other content). A failure that may not have landed is retried on the same key.
+   * Creates a trigger's key (or a skip mark's): `written` once it holds these bytes (a create whose answer was lost is
+   * found there), `skipped` when it holds a skip mark, `other` when another trigger holds it. A failure that may not
+   * have landed is retried on the same key.
    */
   private async write(key: string, body: Uint8Array): Promise<'written' | 'skipped' | 'other'> {
     return retry(
@@ -281,17 +280,8 @@ export class TriggerQueue {
 
   /** Claims a seq for the skip, and lists it in the meta for {@link close}: false when its trigger was written first. */
   private async markSkipped(runId: string, seq: number): Promise<boolean> {
-    const marked = await retry(
-      () =>
-        this.kv.create(itemKey(runId, seq), SKIPPED).then(
-          () => true,
-          (error: unknown) => {
-            if (isConflict(error)) return false;
-            throw error;
-          },
-        ),
-      { attempts: 20, timeoutMs: 5_000, retryable: (e) => !isConflict(e) && isTransientFailure(e) },
-    );
+    // `skipped` too: the key holds a skip mark (this one, whose answer was lost)
+    const marked = (await this.write(itemKey(runId, seq), SKIPPED)) !== 'other';
     if (marked)
       await retry(
         async () => {
