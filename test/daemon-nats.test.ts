@@ -21,7 +21,7 @@ import type { FakeLlmServer, FakeReply } from './fixtures/llm/common.js';
 import { calcTool, sha256Tool, startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
 import { cleanEnv, runAgentmesh } from './helpers/cli.js';
-import { EventBoard } from './helpers/wait.js';
+import { EventBoard, firstWakeOffQueue } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('dm');
@@ -41,16 +41,6 @@ const until = <T>(what: string, check: () => T | undefined, timeoutMs = 30000) =
 
 function count(runId: string, predicate: (e: RunEvent) => boolean): number {
   return eventsOf(runId).filter(predicate).length;
-}
-
-/**
- * True once the first wake's turn asked the model (`llm.request` after `daemon.woken`): `daemon.woken` is published
- * as soon as the wake is checkpointed, and the trigger leaves the queue between the two.
- */
-function takenOffQueue(runId: string): true | undefined {
-  const events = eventsOf(runId);
-  const woken = events.findIndex((e) => e.type === 'daemon.woken');
-  return woken >= 0 && events.slice(woken).some((e) => e.type === 'llm.request') ? true : undefined;
 }
 
 const idleCount = (runId: string) => count(runId, (e) => e.type === 'daemon.idle');
@@ -144,7 +134,7 @@ describe('daemon runs', () => {
     await startDaemon(runId);
     const first = await triggerRun(client, runId, { kind: 'job', n: 1 }, { prefix });
     expect(first).toMatchObject({ ok: true, seq: 1 });
-    await until('woken by 1, trigger 1 off the queue', () => takenOffQueue(runId));
+    await until('woken by 1, trigger 1 off the queue', () => firstWakeOffQueue(eventsOf(runId)));
     // the daemon is busy with trigger 1 (its model reply is held back): trigger 2 waits its turn in the queue
     const second = await triggerRun(client, runId, { kind: 'job', n: 2 }, { prefix });
     expect(second).toMatchObject({ seq: 2, depth: 1 });
@@ -204,7 +194,7 @@ describe('daemon runs', () => {
     gates.set(10, new Promise<void>((r) => (release = r)));
     await startDaemon(runId, { queue_capacity: 2 });
     await triggerRun(client, runId, { kind: 'job', n: 10 }, { prefix });
-    await until('busy with 10', () => takenOffQueue(runId));
+    await until('busy with 10', () => firstWakeOffQueue(eventsOf(runId)));
     await triggerRun(client, runId, { kind: 'job', n: 11 }, { prefix });
     await triggerRun(client, runId, { kind: 'job', n: 12 }, { prefix });
     const refused = await triggerRun(client, runId, { kind: 'job', n: 13 }, { prefix }).catch(

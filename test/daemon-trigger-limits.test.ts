@@ -29,7 +29,7 @@ import {
 } from '@agentmesh/planner';
 import { startFakeMesh, type FakeMesh } from './fixtures/llm/mesh.js';
 import { dropPrefix, uniquePrefix } from './fixtures/llm/nats.js';
-import { EventBoard } from './helpers/wait.js';
+import { EventBoard, firstWakeOffQueue } from './helpers/wait.js';
 
 const natsUrl = inject('natsUrl');
 const prefix = uniquePrefix('tl');
@@ -123,16 +123,9 @@ describe('daemon trigger limits', () => {
       timeoutMs: 20_000,
     });
     await triggerRun(client, runId, { kind: 'job', n: 0 }, { prefix });
-    // daemon.woken comes once the wake is checkpointed; its turn asks the model once trigger 0 left the queue
-    await board.until(
-      'trigger 0 taken off the queue',
-      () => {
-        const events = board.of(runId);
-        const woken = events.findIndex((e) => e.type === 'daemon.woken');
-        return woken >= 0 && events.slice(woken).some((e) => e.type === 'llm.request') ? true : undefined;
-      },
-      { timeoutMs: 20_000 },
-    );
+    await board.until('trigger 0 taken off the queue', () => firstWakeOffQueue(board.of(runId)), {
+      timeoutMs: 20_000,
+    });
     // the daemon is busy with trigger 0 (taken off the queue): what follows waits
     for (let n = 1; n <= LIMITS.maxPendingPerDaemon; n++)
       expect(await triggerRun(client, runId, { kind: 'job', n }, { prefix })).toMatchObject({ depth: n });

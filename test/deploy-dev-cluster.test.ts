@@ -84,7 +84,7 @@ interface Cluster {
   exited: Promise<number | null>;
 }
 
-/** Starts the script; resolves once it prints "ready" or exits (then `exited` has its code). */
+/** Starts the script; resolves once it prints "ready", exits (then `exited` has its code), or after 45 s. */
 async function startCluster(extra: string[], env: Record<string, string> = {}): Promise<Cluster> {
   dir = mkdtempSync(join(tmpdir(), 'agentmesh-devcluster-test-'));
   const stub = join(dir, 'stub-cli.mjs');
@@ -109,7 +109,10 @@ async function startCluster(extra: string[], env: Record<string, string> = {}): 
     c.stdout?.on('data', onData);
     c.stderr?.on('data', onData);
   });
-  await Promise.race([ready, exited]);
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, 45_000)));
+  await Promise.race([ready, exited, waited]);
+  clearTimeout(timer);
   return { output: () => out, logs, port, exited };
 }
 
@@ -119,7 +122,9 @@ async function runCluster(extra: string[]): Promise<Cluster> {
     const logs = existsSync(cluster.logs)
       ? readdirSync(cluster.logs).map((f) => `--- ${f}\n${readFileSync(join(cluster.logs, f), 'utf8')}`)
       : [];
-    throw new Error(`dev-cluster exited ${await cluster.exited}:\n${cluster.output()}\n${logs.join('\n')}`);
+    const ended = child?.exitCode ?? child?.signalCode;
+    const state = ended === null || ended === undefined ? 'not ready after 45 s' : `exited ${ended}`;
+    throw new Error(`dev-cluster ${state}:\n${cluster.output()}\n${logs.join('\n')}`);
   }
   return cluster;
 }

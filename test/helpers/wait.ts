@@ -118,3 +118,12 @@ export class EventBoard {
     });
   }
 }
+
+/**
+ * True once a daemon's first wake asked the model (`llm.request` after `daemon.woken`): `daemon.woken` is published as
+ * soon as the wake is checkpointed, and its trigger leaves the queue between the two.
+ */
+export function firstWakeOffQueue(events: readonly RunEvent[]): true | undefined {
+  const woken = events.findIndex((e) => e.type === 'daemon.woken');
+  return woken >= 0 && events.slice(woken).some((e) => e.type === 'llm.request') ? true : undefined;
+}
