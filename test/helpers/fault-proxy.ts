@@ -25,6 +25,7 @@ export class FaultProxy {
   private latencyMs = 0;
   private partitionedUntil = 0;
   private stalled = false;
+  private cutWhen: ((chunk: Buffer) => boolean) | undefined;
   private server: Server | undefined;
   port = 0;
 
@@ -78,6 +79,23 @@ export class FaultProxy {
     await new Promise((r) => setTimeout(r, ms));
   }
 
+  /**
+   * Cuts the actor off for good at the first chunk it sends that `matches`: that chunk never reaches the server,
+   * every connection is dropped and new ones are refused, as if the actor died while writing it. Resolves then.
+   */
+  cutOnSend(matches: (chunk: Buffer) => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      this.cutWhen = (chunk) => {
+        if (!matches(chunk)) return false;
+        this.cutWhen = undefined;
+        this.partitionedUntil = Number.POSITIVE_INFINITY;
+        this.dropConnections();
+        resolve();
+        return true;
+      };
+    });
+  }
+
   openConnections(): number {
     return this.pairs.size;
   }
@@ -128,6 +146,7 @@ export class FaultProxy {
   private forward(from: Socket, to: Socket, counter: 'bytesUp' | 'bytesDown'): void {
     let lastDue = 0;
     from.on('data', (chunk: Buffer) => {
+      if (counter === 'bytesUp' && this.cutWhen?.(chunk)) return;
       this.stats[counter] += chunk.length;
       if (this.latencyMs <= 0 && lastDue <= Date.now()) {
         to.write(chunk);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryKvStore, silentLogger, type RunEventBody } from '@agentmesh/protocol';
+import { MemoryKvStore, silentLogger, type RunEvent, type RunEventBody } from '@agentmesh/protocol';
 import type { RunContext } from '../run/context.js';
 import { DaemonSession, type DaemonOptions } from './daemon-session.js';
 import { TriggerQueue } from './trigger-queue.js';
@@ -94,5 +94,62 @@ describe('DaemonSession wake', () => {
     unstall();
     await expect(woken).resolves.toBeUndefined();
     expect(await queue.depth('d3')).toBe(0);
+  });
+
+  it('keeps the wake in its checkpoint until daemon.woken is published, and only there', async () => {
+    const queue = new TriggerQueue(new MemoryKvStore());
+    await queue.open('d4', 10);
+    await queue.enqueue('d4', { kind: 'build', n: 4 });
+    const state = { idle: true, handled: 0, idle_ticks: 0, dropped_reported: 0 };
+    const session = new DaemonSession(OPTIONS, state, queue);
+    const { ctx, events } = idleContext('d4');
+    const checkpointed: unknown[] = [];
+    ctx.checkpoint = async () => void checkpointed.push(structuredClone(state));
+    await session.wake(ctx);
+    const woken = { type: 'daemon.woken', reason: 'trigger', trigger: { kind: 'build', n: 4 } };
+    expect(checkpointed).toEqual([{ idle: false, handled: 1, idle_ticks: 0, dropped_reported: 0, woken }]);
+    expect(events).toEqual([woken]);
+    expect(state).not.toHaveProperty('woken', expect.anything());
+  });
+});
+
+describe('DaemonSession resumed', () => {
+  const woken = { type: 'daemon.woken', reason: 'trigger', trigger: { kind: 'build', n: 5 } } as const;
+  const stored = (seq: number, type: string) => ({ run_id: 'd5', seq, ts: '', type }) as unknown as RunEvent;
+
+  /** A session resumed from the wake's checkpoint (its events up to seq 3), given what the takeover read. */
+  function resume(lastSeq: number, earlier: RunEvent[]) {
+    const state = { idle: false, handled: 1, idle_ticks: 0, dropped_reported: 0, woken };
+    const session = new DaemonSession(OPTIONS, state, new TriggerQueue(new MemoryKvStore()));
+    const { ctx, events } = idleContext('d5');
+    (ctx.state as { seq: number }).seq = 3;
+    session.resumed(ctx, { lastSeq, earlier });
+    return { events, state };
+  }
+
+  const upToCheckpoint = [stored(1, 'run.accepted'), stored(2, 'run.started'), stored(3, 'daemon.idle')];
+
+  it('publishes the wake whose event the planner before never stored, once', () => {
+    const { events, state } = resume(3, upToCheckpoint);
+    expect(events).toEqual([woken]);
+    expect(state.woken).toBeUndefined();
+  });
+
+  it('publishes nothing when the event is stored after the checkpoint', () => {
+    const { events, state } = resume(5, [
+      ...upToCheckpoint,
+      stored(4, 'daemon.woken'),
+      stored(5, 'llm.request'),
+    ]);
+    expect(events).toEqual([]);
+    expect(state.woken).toBeUndefined();
+  });
+
+  it('publishes it when other events follow the checkpoint but not it', () => {
+    expect(resume(4, [...upToCheckpoint, stored(4, 'run.paused')]).events).toEqual([woken]);
+  });
+
+  it('takes the event as stored when events follow the checkpoint but could not be read: never twice', () => {
+    expect(resume(5, []).events).toEqual([]);
   });
 });

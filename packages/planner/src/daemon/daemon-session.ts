@@ -1,12 +1,12 @@
 import {
   isTransientFailure,
   retry,
-  type RunEventBody,
+  type RunEvent,
   type RunRequest,
   type RunStatus,
 } from '@agentmesh/protocol';
 import { compactTranscript, summarizer } from '../compaction.js';
-import type { DaemonState } from '../model/snapshot.js';
+import type { DaemonState, DaemonWokenEvent } from '../model/snapshot.js';
 import type { RunContext } from '../run/context.js';
 import type { RunDaemon, RunInputSource } from '../run/ports.js';
 import { warning } from '../run/events.js';
@@ -160,6 +160,27 @@ export class DaemonSession implements RunDaemon<RunContext> {
     }
   }
 
+  /**
+   * A run resumed from a wake's checkpoint publishes that wake's `daemon.woken` unless a stored event after the
+   * checkpoint is it: the planner before may have stopped between the checkpoint and the event's append. When the
+   * stored events could not be read but some follow the checkpoint, the event is taken as stored (it is published
+   * right after the checkpoint), so a wake is never reported twice.
+   */
+  resumed(ctx: RunContext, stored: { lastSeq: number; earlier: readonly RunEvent[] }): void {
+    const event = this.state.woken;
+    if (event === undefined) return;
+    this.state.woken = undefined;
+    const checkpointed = ctx.state.seq;
+    const unread = stored.lastSeq > checkpointed && !stored.earlier.some((e) => e.seq === stored.lastSeq);
+    const published = stored.earlier.some((e) => e.seq > checkpointed && e.type === 'daemon.woken');
+    if (unread || published) return;
+    ctx.log.info(
+      { reason: event.reason },
+      'daemon.woken published on resume: the planner before stopped first',
+    );
+    ctx.sink.emit(event);
+  }
+
   /** Removes the queue of an ended daemon. */
   async close(runId: string): Promise<void> {
     this.announcer?.stop();
@@ -179,7 +200,7 @@ export class DaemonSession implements RunDaemon<RunContext> {
   }
 
   private async woken(ctx: RunContext, wake: Wake): Promise<undefined> {
-    let event: RunEventBody;
+    let event: DaemonWokenEvent;
     if (wake.reason === 'trigger') {
       this.state.handled = wake.queued.seq;
       ctx.state.messages.push({ role: 'user', content: JSON.stringify(wake.queued.trigger) });
@@ -194,9 +215,11 @@ export class DaemonSession implements RunDaemon<RunContext> {
     if (wake.reason !== 'timer') this.state.idle_ticks = 0;
     this.state.idle = false;
     await this.compact(ctx);
+    this.state.woken = event;
     await ctx.checkpoint();
-    // published at once: a planner that dies after the checkpoint resumes the woken turn without publishing it, and
-    // the queue's updates below can take seconds while a NATS node restarts
+    // published at once (the queue's updates below can take seconds while a NATS node restarts); should this planner
+    // stop before it is stored, the checkpoint still holds it for the next one (see resumed)
+    this.state.woken = undefined;
     ctx.sink.emit(event);
     const runId = ctx.state.run_id;
     if (wake.reason === 'trigger') {

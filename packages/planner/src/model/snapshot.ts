@@ -1,4 +1,4 @@
-import type { RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protocol';
+import type { RunEventBody, RunLimits, RunRequest, RunStatus, Usage } from '@agentmesh/protocol';
 import type { ChatMessage, NativeSearchVariant } from './chat.js';
 
 /**
@@ -138,4 +138,12 @@ export interface DaemonState {
   idle_ticks: number;
   /** Refused triggers already reported with a `run.warning`. */
   dropped_reported: number;
+  /**
+   * The `daemon.woken` of the wake checkpointed last, until it is published: a planner that stops between that
+   * checkpoint and the event's append leaves it to the planner that resumes the run.
+   */
+  woken?: DaemonWokenEvent | undefined;
 }
+
+/** The body of a `daemon.woken` event. */
+export type DaemonWokenEvent = Extract<RunEventBody, { type: 'daemon.woken' }>;

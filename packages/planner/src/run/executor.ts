@@ -316,6 +316,7 @@ export class RunExecutor {
       resumed === undefined ? io.session?.activeSkills : undefined,
     );
     ctx.daemon = await config.features.daemon(request, snapshot);
+    if (resumed !== undefined && io.keeper.resume !== undefined) ctx.daemon?.resumed(ctx, io.keeper.resume);
     if (resumed === undefined)
       for (const problem of ctx.skills?.unknownForced() ?? [])
         io.sink.emit(warning('unknown_skill', problem));

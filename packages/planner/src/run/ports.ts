@@ -96,6 +96,8 @@ export interface RunDaemon<Ctx> {
   /** Waits for a wake; an ending (cancel, watchdog) or undefined with the wake in the transcript. */
   wake(ctx: Ctx): Promise<{ status: RunStatus; reason: string } | undefined>;
   close(runId: string): Promise<void>;
+  /** Called once when a run resumes, with the events stored before the takeover (see {@link RunKeeper.resume}). */
+  resumed(ctx: Ctx, stored: { lastSeq: number; earlier: readonly RunEvent[] }): void;
 }
 
 /**
