@@ -18,7 +18,14 @@ interface ChaosReport {
     runs_wrong: number;
     effects_repeated: number;
     latency_ms: { p99: number };
-    daemons: { sent: number; lost: number; twice: number; alive: boolean; errors: string[] }[];
+    daemons: {
+      sent: number;
+      lost: number;
+      lost_before_last_woken: number[];
+      twice: number;
+      alive: boolean;
+      errors: string[];
+    }[];
   };
   rss_mb: Record<string, { max_mb: number }>;
   checks: Record<string, boolean>;
@@ -47,6 +54,8 @@ describe('chaos soak, CI form (60 s)', () => {
       daemons: e.daemons.map((d) => ({
         sent: d.sent,
         lost: d.lost,
+        // of those, the ones before the last trigger seen woken (the rest may still be queued at the end)
+        lost_before_last: d.lost_before_last_woken.length,
         twice: d.twice,
         alive: d.alive,
         errors: d.errors,
