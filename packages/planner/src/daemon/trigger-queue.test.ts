@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, MemoryKvStore, isAgentMeshError } from '@agentmesh/protocol';
+import { ErrorCode, MemoryKvStore, isAgentMeshError, type KvStore } from '@agentmesh/protocol';
 import { DEFAULT_MAX_PENDING_TRIGGERS, MAX_TRIGGER_BYTES, TriggerQueue } from './trigger-queue.js';
 
 const item = (seq: number) => `d.q.${String(seq).padStart(12, '0')}`;
@@ -303,3 +303,47 @@ function holdCreate(kv: MemoryKvStore, key: string) {
   };
   return { reached, release };
 }
+
+describe('TriggerQueue when a compare-and-set write is accepted twice', () => {
+  /** A bucket whose meta updates ignore the revision, as racing ones on a nats-server cluster before 2.9.21 may. */
+  function racyMeta(): KvStore {
+    const kv = new MemoryKvStore();
+    const store = Object.create(kv) as KvStore;
+    store.update = (key, value, revision) =>
+      key.endsWith('.meta') ? kv.put(key, value) : kv.update(key, value, revision);
+    return store;
+  }
+
+  it('two triggers given one seq are both queued and neither is answered duplicate', async () => {
+    const queue = new TriggerQueue(racyMeta());
+    await queue.open('d', 10);
+    const [a, b] = await Promise.all([
+      queue.enqueue('d', { kind: 'job', n: 1 }, 'rq-1'),
+      queue.enqueue('d', { kind: 'job', n: 2 }, 'rq-2'),
+    ]);
+    expect(a).not.toHaveProperty('duplicate');
+    expect(b).not.toHaveProperty('duplicate');
+    expect(a.seq).not.toBe(b.seq);
+    const first = await queue.next('d', 0);
+    const second = await queue.next('d', first!.seq);
+    expect([first?.trigger, second?.trigger]).toEqual(
+      expect.arrayContaining([
+        { kind: 'job', n: 1 },
+        { kind: 'job', n: 2 },
+      ]),
+    );
+  });
+
+  it('a repeat whose earlier seq holds another trigger queues its own', async () => {
+    const kv = new MemoryKvStore();
+    const queue = new TriggerQueue(kv);
+    await queue.open('d', 10);
+    const first = await queue.enqueue('d', { kind: 'job', n: 1 }, 'rq-1');
+    // the seq the request reserved now holds another trigger (a second reservation of it won the write)
+    await kv.put(item(first.seq), new TextEncoder().encode('{"kind":"job","n":9}'));
+    const again = await queue.enqueue('d', { kind: 'job', n: 1 }, 'rq-1');
+    expect(again.seq).not.toBe(first.seq);
+    expect(again).not.toHaveProperty('duplicate');
+    expect(await queue.next('d', first.seq)).toEqual({ seq: again.seq, trigger: { kind: 'job', n: 1 } });
+  });
+});

@@ -159,11 +159,14 @@ export class TriggerQueue {
       });
       const queued = { seq: reserved.seq, depth: reserved.depth };
       const key = itemKey(runId, reserved.seq);
-      if (reserved.earlier && (await this.alreadyQueued(key, reserved.seq, reserved.head)))
-        return { ...queued, duplicate: true };
-      const written = await this.write(key, body);
-      if (written !== 'skipped')
-        return written === 'written' && !reserved.earlier ? queued : { ...queued, duplicate: true };
+      const earlier = reserved.earlier
+        ? await this.earlierWrite(key, reserved.seq, reserved.head, body)
+        : 'none';
+      if (earlier === 'queued') return { ...queued, duplicate: true };
+      const written = earlier === 'none' ? await this.write(key, body) : 'other';
+      if (written === 'written') return reserved.earlier ? { ...queued, duplicate: true } : queued;
+      // the daemon skipped the seq, or another trigger holds it: a seq reserved twice, which nats-server before
+      // 2.9.21 lets two compare-and-set writes racing on a clustered bucket do (nats-server#4320)
       skipped = reserved.seq;
       if (attempt >= 20)
         throw new AgentMeshError(
@@ -174,10 +177,19 @@ export class TriggerQueue {
     }
   }
 
-  /** Whether the trigger an earlier request reserved `seq` for is queued or taken (not skipped, not yet written). */
-  private async alreadyQueued(key: string, seq: number, head: number): Promise<boolean> {
+  /**
+   * Where the trigger an earlier request reserved `seq` for stands: `queued` (there, or taken), `none` (not written
+   * yet), `gone` (a skip mark or another trigger holds the seq).
+   */
+  private async earlierWrite(
+    key: string,
+    seq: number,
+    head: number,
+    body: Uint8Array,
+  ): Promise<'queued' | 'none' | 'gone'> {
     const found = await this.kv.get(key);
-    return found === null ? seq <= head : !isSkipped(found.value);
+    if (found === null) return seq <= head ? 'queued' : 'none';
+    return sameBytes(found.value, body) ? 'queued' : 'gone';
   }
 
   /**
