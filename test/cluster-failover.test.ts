@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NatsBus, retry, streamNames, type RunEvent } from '@agentmesh/protocol';
+import { NatsBus, clusteredCasWarning, retry, streamNames, type RunEvent } from '@agentmesh/protocol';
 import {
   openRunRecords,
   readRunEvents,
@@ -141,6 +141,14 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
     await Promise.all(actors.map((a) => a.stop()));
     await cluster?.dispose();
     if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('each actor warns of a clustered nats-server older than 2.9.21, naming its version, and only then', () => {
+    const warning = clusteredCasWarning(bus.nc.info);
+    for (const actor of actors)
+      if (warning === undefined) expect(actor.logs()).not.toContain('compare-and-set');
+      // pino writes the message as a JSON string
+      else expect(actor.logs()).toContain(JSON.stringify(warning).slice(1, -1));
   });
 
   it('every run ends done, no effect twice, gapless events, clients reconnect to the survivors', async () => {

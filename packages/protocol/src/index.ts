@@ -30,6 +30,11 @@ export * from './jetstream.js';
 export type * from './bus/types.js';
 export { MemoryBus, type MemoryBusOptions } from './bus/memory-bus.js';
 export { NatsBus, inboxPrefixFor, type NatsBusOptions } from './bus/nats-bus.js';
+export {
+  SERIALIZED_CAS_SERVER_VERSION,
+  clusteredCasWarning,
+  type ServerIdentity,
+} from './bus/server-version.js';
 export { subjectMatches } from './bus/shared.js';
 export {
   KEY_READS_IN_FLIGHT,

@@ -47,6 +47,7 @@ import {
   noRespondersError,
   timeoutError,
 } from './shared.js';
+import { clusteredCasWarning } from './server-version.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
@@ -216,6 +217,9 @@ export class NatsBus implements Backend {
       );
     }
     const bus = new NatsBus(nc, options.logger, replyPrefix, replicas, options.replicas !== undefined);
+    const casWarning = clusteredCasWarning(nc.info);
+    if (casWarning !== undefined)
+      options.logger?.warn({ server_version: nc.info?.version, cluster: nc.info?.cluster }, casWarning);
     if (options.requireJetStream ?? true) {
       try {
         await bus.jetstreamManager();
