@@ -25,3 +25,30 @@ export async function mapLimited<T, R>(
   await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, lane));
   return results;
 }
+
+/**
+ * Runs the steps given for one key one after another (steps of different keys run side by side), each after the
+ * previous one settled, whatever its outcome. For read-modify-write steps on one record in one process, which
+ * would otherwise race each other's compare-and-set.
+ */
+export class KeyedSerializer {
+  private readonly tails = new Map<string, Promise<void>>();
+
+  run<T>(key: string, step: () => Promise<T>): Promise<T> {
+    const result = (this.tails.get(key) ?? Promise.resolve()).then(step);
+    const tail = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.tails.set(key, tail);
+    void tail.then(() => {
+      if (this.tails.get(key) === tail) this.tails.delete(key);
+    });
+    return result;
+  }
+
+  /** Keys with a step queued or running. */
+  get size(): number {
+    return this.tails.size;
+  }
+}

@@ -66,7 +66,7 @@ export * from './exposure.js';
 export { sleep } from './timing.js';
 export * from './retry.js';
 export * from './control-request.js';
-export { mapLimited } from './concurrency.js';
+export { KeyedSerializer, mapLimited } from './concurrency.js';
 export { SlotTable } from './slot-table.js';
 export { Deadlines, type Deadline } from './deadlines.js';
 export * from './telemetry/index.js';

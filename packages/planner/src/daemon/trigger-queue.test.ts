@@ -314,24 +314,42 @@ describe('TriggerQueue when a compare-and-set write is accepted twice', () => {
     return store;
   }
 
-  it('two triggers given one seq are both queued and neither is answered duplicate', async () => {
-    const queue = new TriggerQueue(racyMeta());
-    await queue.open('d', 10);
+  it('two planners given one seq for two triggers queue both, and neither is answered duplicate', async () => {
+    const kv = racyMeta();
+    const [one, two] = [new TriggerQueue(kv), new TriggerQueue(kv)];
+    await one.open('d', 10);
     const [a, b] = await Promise.all([
-      queue.enqueue('d', { kind: 'job', n: 1 }, 'rq-1'),
-      queue.enqueue('d', { kind: 'job', n: 2 }, 'rq-2'),
+      one.enqueue('d', { kind: 'job', n: 1 }, 'rq-1'),
+      two.enqueue('d', { kind: 'job', n: 2 }, 'rq-2'),
     ]);
-    expect(a).not.toHaveProperty('duplicate');
-    expect(b).not.toHaveProperty('duplicate');
+    expect([a, b]).toEqual([
+      expect.not.objectContaining({ duplicate: true }),
+      expect.not.objectContaining({ duplicate: true }),
+    ]);
     expect(a.seq).not.toBe(b.seq);
-    const first = await queue.next('d', 0);
-    const second = await queue.next('d', first!.seq);
+    const first = await one.next('d', 0);
+    const second = await one.next('d', first!.seq);
     expect([first?.trigger, second?.trigger]).toEqual(
       expect.arrayContaining([
         { kind: 'job', n: 1 },
         { kind: 'job', n: 2 },
       ]),
     );
+  });
+
+  it("one planner's own writes of a queue's meta do not race: concurrent triggers take consecutive seqs", async () => {
+    const queue = new TriggerQueue(racyMeta());
+    await queue.open('d', 10);
+    const queued = await Promise.all(
+      [1, 2, 3, 4].map((n) => queue.enqueue('d', { kind: 'job', n }, `rq-${n}`)),
+    );
+    expect(queued.map((q) => q.seq).sort()).toEqual([1, 2, 3, 4]);
+    await Promise.all([
+      queue.setIdle('d', true),
+      queue.enqueue('d', { kind: 'job', n: 5 }),
+      queue.remove('d', 2),
+    ]);
+    expect(await queue.status('d')).toEqual({ state: 'idle', depth: 3 });
   });
 
   it('a repeat whose earlier seq holds another trigger queues its own', async () => {

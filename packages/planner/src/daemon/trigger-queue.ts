@@ -1,4 +1,5 @@
 import {
+  KeyedSerializer,
   AgentMeshError,
   ErrorCode,
   encodeJson,
@@ -95,6 +96,8 @@ const conflictOrBehind = (error: unknown) => isConflict(error) || behindTheCreat
  */
 export class TriggerQueue {
   private readonly gaps = new Map<string, number>();
+  /** This process's writes of each queue's meta, one at a time. */
+  private readonly metaWrites = new KeyedSerializer();
   /** Pending triggers one daemon may hold here. */
   readonly maxPending: number;
   /** The largest trigger this queue stores, in bytes. */
@@ -152,11 +155,13 @@ export class TriggerQueue {
     const tag = requestId === undefined ? undefined : requestTag(requestId);
     let skipped: number | undefined;
     for (let attempt = 1; ; attempt++) {
-      const reserved = await retry(() => this.reserve(runId, tag, skipped), {
-        attempts: 20,
-        timeoutMs: 5_000,
-        retryable: isConflict,
-      });
+      const reserved = await this.metaWrites.run(runId, () =>
+        retry(() => this.reserve(runId, tag, skipped), {
+          attempts: 20,
+          timeoutMs: 5_000,
+          retryable: isConflict,
+        }),
+      );
       const queued = { seq: reserved.seq, depth: reserved.depth };
       const key = itemKey(runId, reserved.seq);
       const earlier = reserved.earlier
@@ -295,33 +300,23 @@ export class TriggerQueue {
     // `skipped` too: the key holds a skip mark (this one, whose answer was lost)
     const marked = (await this.write(itemKey(runId, seq), SKIPPED)) !== 'other';
     if (marked)
-      await retry(
-        async () => {
-          const { meta, revision } = await this.meta(runId);
-          const skipped = meta.skipped ?? [];
-          if (!skipped.includes(seq))
-            await this.kv.update(
-              metaKey(runId),
-              encodeJson({ ...meta, skipped: [...skipped, seq] }),
-              revision,
-            );
-        },
-        { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
-      );
+      await this.updateMeta(runId, async () => {
+        const { meta, revision } = await this.meta(runId);
+        const skipped = meta.skipped ?? [];
+        if (!skipped.includes(seq))
+          await this.kv.update(metaKey(runId), encodeJson({ ...meta, skipped: [...skipped, seq] }), revision);
+      });
     return marked;
   }
 
   /** Drops the triggers up to and including `upTo` (they are in the daemon's checkpoint now). */
   async remove(runId: string, upTo: number): Promise<void> {
-    await retry(
-      async () => {
-        const { meta, revision } = await this.meta(runId);
-        if (meta.head >= upTo) return;
-        for (let seq = meta.head + 1; seq <= upTo; seq++) await this.dropItem(runId, seq, seq === upTo);
-        await this.kv.update(metaKey(runId), encodeJson({ ...meta, head: upTo }), revision);
-      },
-      { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
-    );
+    await this.updateMeta(runId, async () => {
+      const { meta, revision } = await this.meta(runId);
+      if (meta.head >= upTo) return;
+      for (let seq = meta.head + 1; seq <= upTo; seq++) await this.dropItem(runId, seq, seq === upTo);
+      await this.kv.update(metaKey(runId), encodeJson({ ...meta, head: upTo }), revision);
+    });
   }
 
   /**
@@ -343,12 +338,19 @@ export class TriggerQueue {
 
   /** Records whether the daemon idles (what `agentmesh runs list` shows). */
   async setIdle(runId: string, idle: boolean): Promise<void> {
-    await retry(
-      async () => {
-        const { meta, revision } = await this.meta(runId);
-        if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
-      },
-      { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind },
+    await this.updateMeta(runId, async () => {
+      const { meta, revision } = await this.meta(runId);
+      if (meta.idle !== idle) await this.kv.update(metaKey(runId), encodeJson({ ...meta, idle }), revision);
+    });
+  }
+
+  /**
+   * A read-modify-write of the queue's meta, retried on a conflict, after this process's other writes of it: racing
+   * writes of one process would only conflict (or, on nats-server before 2.9.21, both land: see {@link enqueue}).
+   */
+  private updateMeta(runId: string, step: () => Promise<void>): Promise<void> {
+    return this.metaWrites.run(runId, () =>
+      retry(step, { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind }),
     );
   }
 
