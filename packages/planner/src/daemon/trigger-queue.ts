@@ -1,7 +1,7 @@
 import {
-  KeyedSerializer,
   AgentMeshError,
   ErrorCode,
+  KeyedSerializer,
   encodeJson,
   isAgentMeshError,
   isTransientFailure,
@@ -176,7 +176,7 @@ export class TriggerQueue {
       if (attempt >= 20)
         throw new AgentMeshError(
           ErrorCode.Unavailable,
-          `trigger for run ${runId} was not queued: the daemon skipped ${attempt} seqs reserved for it before it was written`,
+          `trigger for run ${runId} was not queued: ${attempt} seqs reserved for it were skipped by the daemon or held by other triggers before it was written`,
           { retryable: true },
         );
     }
