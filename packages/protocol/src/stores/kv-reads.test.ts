@@ -9,29 +9,35 @@ import { NatsBus } from '../bus/nats-bus.js';
  * on the JetStream API subjects a read is requested on.
  */
 let bus: NatsBus;
-let watcher: NatsBus;
 const bucket = `kvreads${process.pid}`;
 
 beforeAll(async () => {
   bus = await NatsBus.connect(inject('natsUrl'));
-  watcher = await NatsBus.connect(inject('natsUrl'));
 });
 afterAll(async () => {
   await bus.close();
-  await watcher.close();
 });
 
-/** The JetStream API subjects `read` requested on, for the bucket. */
+/**
+ * The JetStream API subjects `read` requested on, for the bucket. A read makes one request; the server may hand its
+ * copy to this subscription after the request's answer (the answer goes out from another of its goroutines), so the
+ * copy is waited for, 5 s at most.
+ */
 async function requestedOn(read: () => Promise<unknown>): Promise<string[]> {
   const seen: string[] = [];
+  let copied!: () => void;
+  const copy = new Promise<void>((resolve) => (copied = resolve));
   const subs = [`$JS.API.DIRECT.GET.KV_${bucket}.>`, `$JS.API.STREAM.MSG.GET.KV_${bucket}`].map((subject) =>
-    watcher.subscribe(subject, (msg) => {
+    bus.subscribe(subject, (msg) => {
       seen.push(msg.subject);
+      copied();
     }),
   );
-  await watcher.flush();
+  await bus.flush();
   await read();
-  await watcher.flush();
+  const timer = setTimeout(copied, 5_000);
+  await copy;
+  clearTimeout(timer);
   for (const sub of subs) sub.unsubscribe();
   return seen.map((s) => s.replace(`KV_${bucket}`, 'KV_b').replace(/\.\$KV\..*$/, '.$KV…'));
 }
