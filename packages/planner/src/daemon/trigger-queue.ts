@@ -155,21 +155,18 @@ export class TriggerQueue {
     const tag = requestId === undefined ? undefined : requestTag(requestId);
     let skipped: number | undefined;
     for (let attempt = 1; ; attempt++) {
-      const reserved = await this.metaWrites.run(runId, () =>
-        retry(() => this.reserve(runId, tag, skipped), {
-          attempts: 20,
-          timeoutMs: 5_000,
-          retryable: isConflict,
-        }),
-      );
+      // a queue that is not there is no daemon's: not_found at once (only a conflict is retried)
+      const reserved = await this.updateMeta(runId, () => this.reserve(runId, tag, skipped), isConflict);
       const queued = { seq: reserved.seq, depth: reserved.depth };
       const key = itemKey(runId, reserved.seq);
-      const earlier = reserved.earlier
-        ? await this.earlierWrite(key, reserved.seq, reserved.head, body)
-        : 'none';
-      if (earlier === 'queued') return { ...queued, duplicate: true };
-      const written = earlier === 'none' ? await this.write(key, body) : 'other';
-      if (written === 'written') return reserved.earlier ? { ...queued, duplicate: true } : queued;
+      if (!reserved.earlier) {
+        if ((await this.write(key, body)) === 'written') return queued;
+      } else {
+        const stands = await this.earlierWrite(key, reserved.seq, reserved.head, body);
+        if (stands === 'queued') return { ...queued, duplicate: true };
+        if (stands === 'none' && (await this.write(key, body)) === 'written')
+          return { ...queued, duplicate: true };
+      }
       // the daemon skipped the seq, or another trigger holds it: a seq reserved twice, which nats-server before
       // 2.9.21 lets two compare-and-set writes racing on a clustered bucket do (nats-server#4320)
       skipped = reserved.seq;
@@ -348,10 +345,12 @@ export class TriggerQueue {
    * A read-modify-write of the queue's meta, retried on a conflict, after this process's other writes of it: racing
    * writes of one process would only conflict (or, on nats-server before 2.9.21, both land: see {@link enqueue}).
    */
-  private updateMeta(runId: string, step: () => Promise<void>): Promise<void> {
-    return this.metaWrites.run(runId, () =>
-      retry(step, { attempts: 20, timeoutMs: 5_000, retryable: conflictOrBehind }),
-    );
+  private updateMeta<T>(
+    runId: string,
+    step: () => Promise<T>,
+    retryable: (error: unknown) => boolean = conflictOrBehind,
+  ): Promise<T> {
+    return this.metaWrites.run(runId, () => retry(step, { attempts: 20, timeoutMs: 5_000, retryable }));
   }
 
   /** A daemon's state and queue depth, or undefined when the run is no live daemon. */
