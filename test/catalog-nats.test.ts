@@ -242,6 +242,41 @@ describe('catalog on a real nats-server', () => {
     expect(got.tool.description).toBe(`${base.description}, variant ${winners[0]}`);
   });
 
+  it("reads back from the bucket only other replicas' records, not its own, in a burst of registrations", async () => {
+    const ctx = isolated();
+    const mine = await startCatalog(ctx);
+    const client = (await bus()) as NatsBus;
+    // the watch reads a record it does not hold by revision: a direct get on the stream's own subject
+    const reads: string[] = [];
+    const sub = client.subscribe(
+      `$JS.API.DIRECT.GET.KV_${ctx.bucket}`,
+      (msg) => void reads.push(msg.subject),
+    );
+    await client.flush();
+    const register = (prefix: string, workerId: string, specs: ToolSpec[]) =>
+      requestJson(
+        client,
+        subjects(prefix).catalogRegister,
+        { worker_id: workerId, tools: specs },
+        CatalogRegisterReplySchema,
+      );
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => register(ctx.prefix, `burst-${i}`, tools.slice(5 * i, 5 * i + 5))),
+    );
+    expect(mine.toolNames()).toHaveLength(200);
+    // another replica on the same bucket (its own subjects, so it alone takes the next registration)
+    const other = await startCatalog({ prefix: `${ctx.prefix}x`, bucket: ctx.bucket });
+    expect(other.toolNames()).toHaveLength(200);
+    await client.flush();
+    expect(reads).toEqual([]);
+    await register(`${ctx.prefix}x`, 'elsewhere', [tools[300]!]);
+    await until("the first replica to apply the other one's record", () => mine.toolNames().length === 201);
+    await until('the read to be seen', () => reads.length === 1);
+    await client.flush();
+    expect(reads).toHaveLength(1);
+    sub.unsubscribe();
+  });
+
   it('a catalog restarted mid-run serves the same tools at once, and heartbeats keep working', async () => {
     const ctx = isolated();
     const names = tools.slice(100, 130).map((t) => t.name);

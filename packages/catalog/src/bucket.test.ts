@@ -1,4 +1,10 @@
-import { silentLogger, type Backend, type KvEntry, type KvStore } from '@agentmesh/protocol';
+import {
+  silentLogger,
+  type Backend,
+  type KvEntry,
+  type KvStore,
+  type KvWatchOptions,
+} from '@agentmesh/protocol';
 import { describe, expect, it } from 'vitest';
 import { CatalogBucket } from './bucket.js';
 
@@ -6,18 +12,35 @@ import { CatalogBucket } from './bucket.js';
 function controlledStore() {
   let revision = 0;
   let deliver: ((entry: KvEntry) => void) | undefined;
+  let known: KvWatchOptions['known'];
+  /** Set: the next put is stored at once but answered only when the test calls it (or failed with an error). */
+  let held: ((failure?: Error) => void) | undefined;
   const store = {
     get: async () => null,
-    put: async () => ++revision,
+    put: () => {
+      const stored = ++revision;
+      if (held === undefined) return Promise.resolve(stored);
+      return new Promise<number>((resolve, reject) => {
+        held = (failure) => (failure === undefined ? resolve(stored) : reject(failure));
+      });
+    },
     delete: async () => void ++revision,
     keys: async () => [],
-    watch: async (onEntry: (entry: KvEntry) => void) => {
+    watch: async (onEntry: (entry: KvEntry) => void, options?: KvWatchOptions) => {
       deliver = onEntry;
+      known = options?.known;
       return { stop: () => undefined };
     },
   } as unknown as KvStore;
   return {
     backend: { kv: async () => store } as unknown as Backend,
+    /** What the bucket tells its watch of an entry (whether to read its value). */
+    known: (key: string, rev: number) => known!(key, rev),
+    /** The next put is stored but not answered: call the returned function to answer it. */
+    holdNextPut: () => {
+      held = () => undefined;
+      return (failure?: Error) => held!(failure);
+    },
     /** Another replica's write: it takes the next revision, and this replica hears of it only through the watch. */
     foreignWrite: () => ++revision,
     deliver: (key: string, rev: number) =>
@@ -83,6 +106,38 @@ describe('CatalogBucket.echoOf', () => {
     expect(await settled(echo)).toBe(false);
     kv.deliver('workers.gone', 1);
     expect(await settled(echo)).toBe(true);
+    bucket.stop();
+  });
+});
+
+describe('CatalogBucket and the watch of its own writes', () => {
+  it('has the watch wait for a put it hears of before the put is answered, not read the value back', async () => {
+    const kv = controlledStore();
+    const applied: number[] = [];
+    const bucket = await opened(kv, applied);
+    const answer = kv.holdNextPut();
+    const written = bucket.write('workers.a', new Uint8Array([1]));
+    const told = kv.known('workers.a', 1);
+    expect(told).toBeInstanceOf(Promise);
+    answer();
+    expect(await written).toBe(1);
+    expect(await told).toBe(true);
+    expect(applied).toEqual([1]);
+    expect(kv.known('workers.a', 1)).toBe(true);
+    bucket.stop();
+  });
+
+  it('has the watch read the value when the put failed, and at once for a key it is not writing', async () => {
+    const kv = controlledStore();
+    const bucket = await opened(kv);
+    const answer = kv.holdNextPut();
+    const written = bucket.write('workers.a', new Uint8Array([1]));
+    const told = kv.known('workers.a', 1);
+    answer(new Error('no answer'));
+    await expect(written).rejects.toThrow('no answer');
+    expect(await told).toBe(false);
+    expect(kv.known('workers.b', 2)).toBe(false);
+    expect(kv.known('workers.a', 1)).toBe(false);
     bucket.stop();
   });
 });

@@ -34,6 +34,8 @@ export class CatalogBucket {
   /** Revisions this replica's own puts were given that the watch has not delivered yet. */
   private readonly ownAhead = new Set<number>();
   private readonly echoWaiters = new Set<{ revision: number; resolve: () => void }>();
+  /** This replica's puts whose answer has not come back yet, by key: each settles once its entry is applied. */
+  private readonly writing = new Map<string, Set<Promise<unknown>>>();
 
   constructor(private readonly options: CatalogBucketOptions) {}
 
@@ -49,7 +51,7 @@ export class CatalogBucket {
       },
       {
         updatesOnly: true,
-        known: (key, revision) => (this.revisions.get(key) ?? 0) >= revision,
+        known: (key, revision) => this.known(key, revision),
       },
     );
     for (const entry of await readEntries(kv)) {
@@ -71,14 +73,30 @@ export class CatalogBucket {
   }
 
   /** Writes a key and applies it at once (`record`: the worker record written, so it is not parsed back). */
-  async write(key: string, bytes: Uint8Array, record?: WorkerRecord): Promise<number> {
-    const revision = await this.store.put(key, bytes);
-    this.accept({ key, value: bytes, revision, operation: 'PUT' }, record);
-    if (revision > this.watchRevision) {
-      this.ownAhead.add(revision);
-      this.wakeWaiters();
+  write(key: string, bytes: Uint8Array, record?: WorkerRecord): Promise<number> {
+    let put: Promise<number>;
+    try {
+      put = this.store.put(key, bytes);
+    } catch (error) {
+      return Promise.reject(error as Error);
     }
-    return revision;
+    const written = put.then((revision) => {
+      this.accept({ key, value: bytes, revision, operation: 'PUT' }, record);
+      if (revision > this.watchRevision) {
+        this.ownAhead.add(revision);
+        this.wakeWaiters();
+      }
+      return revision;
+    });
+    let inFlight = this.writing.get(key);
+    if (inFlight === undefined) this.writing.set(key, (inFlight = new Set()));
+    const settled = written.catch(() => undefined);
+    inFlight.add(settled);
+    void settled.then(() => {
+      inFlight.delete(settled);
+      if (inFlight.size === 0 && this.writing.get(key) === inFlight) this.writing.delete(key);
+    });
+    return written;
   }
 
   /** Deletes a key and applies the deletion at once (the watch later confirms it with the real revision). */
@@ -107,6 +125,17 @@ export class CatalogBucket {
       timer.unref();
       this.echoWaiters.add(waiter);
     });
+  }
+
+  /**
+   * Whether the watch's entry is applied here already. The watch often hears of this replica's own put before the
+   * put's answer arrives: then the answer is awaited (the write applies the entry) rather than the value read back.
+   */
+  private known(key: string, revision: number): boolean | Promise<boolean> {
+    if ((this.revisions.get(key) ?? 0) >= revision) return true;
+    const inFlight = this.writing.get(key);
+    if (inFlight === undefined) return false;
+    return Promise.all(inFlight).then(() => (this.revisions.get(key) ?? 0) >= revision);
   }
 
   private accept(entry: KvEntry, written?: WorkerRecord): void {

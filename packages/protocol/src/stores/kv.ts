@@ -60,9 +60,11 @@ export interface KvWatchOptions {
   /**
    * Entries the watcher already holds (its own writes, applied when written): such an entry may arrive with an
    * empty value, which then never crosses the wire; every other entry comes with its value. An entry whose
-   * revision was overwritten before its value could be read is skipped (the newer revision follows).
+   * revision was overwritten before its value could be read is skipped (the newer revision follows). A promise
+   * answers for a write still in flight: the watch can hear of a write before its writer hears the answer, and
+   * waits for the writer rather than reading the value back (later entries wait behind it, in revision order).
    */
-  known?: (key: string, revision: number) => boolean;
+  known?: (key: string, revision: number) => boolean | Promise<boolean>;
 }
 
 export interface KvBucketOptions {
@@ -196,7 +198,8 @@ export class NatsKvStore implements KvStore {
     void (async () => {
       for await (const e of iter) {
         const entry = { key: e.key, value: e.value, revision: e.revision, operation: e.operation };
-        if (known === undefined || e.operation !== 'PUT' || known(e.key, e.revision)) onEntry(entry);
+        const held = known === undefined || e.operation !== 'PUT' || known(e.key, e.revision);
+        if (held === true || (held !== false && (await held.catch(() => false)))) onEntry(entry);
         else {
           const stored = await retry(() => this.kv.get(e.key, { revision: e.revision }), {
             signal: stopped.signal,
