@@ -49,6 +49,24 @@ const corpus = (): unknown[] => [
   { task: 'x', guardrails: [] },
   { task: 'x', id: 'a'.repeat(129) },
   { task: 'x', limits: { max_tokens: 2 ** 60 } },
+  { task: 'x', tool_search: 'off' },
+  { task: 'x', tool_search: 'bm25', tools: ['math.*', 'fs'], deferred: ['web.*'], always: ['math.calc'] },
+  { task: 'x', tool_search: 'semantic' },
+  { task: 'x', tools: [''] },
+  { task: 'x', tools: ['x'.repeat(1_000)] },
+  { task: 'x', tools: Array.from({ length: 1_000 }, (_, i) => `t${i}`) },
+  { task: 'x', tools: 'math.*' },
+  { task: 'x', always: [] },
+  { task: 'x', require_successful_tools: ['fs.write'], stop_after_successful_tools: [''] },
+  { task: 'x', require_successful_tools: [42] },
+  { task: 'x', parent: { run_id: 'p', call_id: 'c', depth: 2 } },
+  { task: 'x', parent: { run_id: 'p', call_id: 'c', depth: 0 } },
+  { task: 'x', parent: { run_id: 'p', call_id: '' } },
+  { task: 'x', parent: { run_id: 'p', call_id: 'c', extra: true } },
+  { task: 'x', skills: [] },
+  { task: 'x', skills: ['review', 'x'.repeat(129)] },
+  { task: 'x', skills: Array.from({ length: 65 }, (_, i) => `s${i}`) },
+  { task: 'x', tool_search: 'off', script: [{ tool_calls: [{ name: 'math.calc', arguments: {} }] }] },
 ];
 
 describe('parseRunRequest', () => {
@@ -63,6 +81,14 @@ describe('parseRunRequest', () => {
       }
     const request = plain();
     expect(parseRunRequest(request).data).toBe(request);
+    const scoped = {
+      task: 'x',
+      tool_search: 'off',
+      tools: ['math.*'],
+      parent: { run_id: 'p', call_id: 'c', depth: 1 },
+      skills: ['review'],
+    };
+    expect(parseRunRequest(scoped).data).toBe(scoped);
     const padded = { task: ' padded ' };
     expect(parseRunRequest(padded).data).toStrictEqual({ task: 'padded' });
   });

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, MemoryBus, silentLogger } from '@agentmesh/protocol';
+import { ErrorCode, FAST_CHECK_COMPILE_AFTER, MemoryBus, silentLogger } from '@agentmesh/protocol';
 import { Planner } from '../planner.js';
 import { ScriptedProvider, readScriptFile } from './scripted.js';
 
@@ -66,5 +66,31 @@ describe('scripted deltas', () => {
     expect(() => new ScriptedProvider([{ text: 'abc', deltas: ['a', 'b'] }])).toThrow(
       /deltas must concatenate to text/,
     );
+  });
+});
+
+describe('scripted turns checked once the check is compiled', () => {
+  it('refuses what zod refuses, fills defaults as zod does, and takes a complete turn as it is', () => {
+    for (let i = 0; i < FAST_CHECK_COMPILE_AFTER + 8; i++) new ScriptedProvider([{ text: 'warm' }]);
+    const refused = (turn: object) => {
+      try {
+        new ScriptedProvider([{ text: 'first' }, turn as { text: string }]);
+      } catch (error) {
+        return error as { code?: string; message: string };
+      }
+      return undefined;
+    };
+    expect(refused({ text: 'x', usage: { input_tokens: 1, output_tokens: -2 } })).toMatchObject({
+      code: ErrorCode.InvalidConfig,
+      message: expect.stringMatching(/scripted turn 2.*output_tokens/),
+    });
+    expect(refused({ text: 'abc', deltas: ['a', 'b'] })?.message).toMatch(/deltas must concatenate to text/);
+    expect(refused({ text: 'x', extra: true })?.code).toBe(ErrorCode.InvalidConfig);
+    expect(refused({ tool_calls: [{ name: 'math.calc' }] })).toBeUndefined();
+    const turn = { text: 'ok', tool_calls: [{ id: 'c1', name: 'math.calc', arguments: { a: 1 } }] };
+    const provider = new ScriptedProvider([turn, { tool_calls: [{ name: 'math.calc' }] }]);
+    const turns = (provider as unknown as { turns: unknown[] }).turns;
+    expect(turns[0]).toBe(turn);
+    expect(turns[1]).toEqual({ tool_calls: [{ name: 'math.calc', arguments: {} }] });
   });
 });

@@ -4,6 +4,7 @@ import {
   AgentMeshError,
   ErrorCode,
   ScriptedTurnSchema,
+  fastValidator,
   validate,
   type ScriptedTurn,
 } from '@agentmesh/protocol';
@@ -17,6 +18,15 @@ export const ScriptFileSchema = z.union([
   z.object({ turns: z.array(ScriptedTurnSchema).min(1) }).strict(),
   z.array(ScriptedTurnSchema).min(1),
 ]);
+
+/**
+ * A turn as zod parses it: one that is complete already (every call's arguments given) and passes the compiled check
+ * is taken as it is, with no copy; every run of a request with a script builds a provider from it.
+ */
+const checkTurn = fastValidator(
+  ScriptedTurnSchema,
+  (t) => t.deltas === undefined || t.text === undefined || t.deltas.join('') === t.text,
+);
 
 /** Reads and validates a script file; problems are `invalid_config` errors naming the file and the field. */
 export function readScriptFile(path: string): ScriptedTurn[] {
@@ -46,7 +56,9 @@ export class ScriptedProvider implements ModelProvider {
 
   constructor(turns: readonly ScriptedTurnInput[] | string, options: { model?: string } = {}) {
     this.turns =
-      typeof turns === 'string' ? readScriptFile(turns) : turns.map((t) => ScriptedTurnSchema.parse(t));
+      typeof turns === 'string'
+        ? readScriptFile(turns)
+        : turns.map((t, i) => checkTurn(t, `scripted turn ${i + 1}`, ErrorCode.InvalidConfig));
     this.model = options.model ?? 'script';
   }
 
