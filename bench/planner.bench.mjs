@@ -224,7 +224,7 @@ async function submitToAccepted(natsUrl, quick) {
   // blocks of the planner's submits alternated with blocks of the bare chain's, each figure the median of its
   // blocks' p50s and the ratio the median of the two in the same block (measured one after the other, a load burst
   // on either moved the ratio)
-  const blocks = quick ? 3 : 7;
+  const blocks = quick ? 3 : 11;
   const size = quick ? 50 : 100;
   await floorChain.measure({ count: size, warmup: 50 });
   await tailChain.measure({ count: size, warmup: 50 });
@@ -389,19 +389,22 @@ async function concurrentRuns(quick) {
   const ideal = figure('ideal: 2 model turns x 50 ms', 2 * latency, 'ms');
   return [
     ideal,
-    figure(`${count} concurrent runs in one planner, time to finish all`, warmed[2], 'ms', ideal),
+    figure(`${count} concurrent runs in one planner, time to finish all`, middle(warmed), 'ms', ideal),
     figure(`${count} concurrent runs, first round after start (cold JIT)`, first, 'ms', ideal),
     figure(`${count} concurrent runs: peak heap growth`, heapGrowth / 1048576, 'MB'),
     figure(`${count} concurrent runs: peak RSS growth`, rssGrowth / 1048576, 'MB'),
     figure(`${count} concurrent runs: heap per run`, heapGrowth / count / 1024, 'KB'),
-    figure(`${count} concurrent runs, planner in a process of its own`, apart.warmed[2], 'ms', ideal),
+    figure(`${count} concurrent runs, planner in a process of its own`, middle(apart.warmed), 'ms', ideal),
     figure(
       `${count} concurrent runs, planner in a process of its own: CPU per run`,
-      apart.cpuPerRun[2],
+      middle(apart.cpuPerRun),
       'us',
     ),
   ];
 }
+
+/** The median of sorted values. */
+const middle = (sorted) => sorted[sorted.length >> 1];
 
 /** Runs a bench script in a child process and returns the JSON object it prints last. */
 async function inChildProcess(script, args) {
