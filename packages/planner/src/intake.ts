@@ -6,6 +6,7 @@ import {
   FAST_CHECK_COMPILE_AFTER,
   RUN_ID_PATTERN,
   RunRequestSchema,
+  deltasMakeText,
   describeZodError,
   encodeJson,
   envelopeFromHeaders,
@@ -340,10 +341,7 @@ function isPlainRequest(raw: Record<string, unknown>): boolean {
   const task = raw['task'];
   if (typeof task !== 'string' || task !== task.trim()) return false;
   const script = raw['script'] as ScriptedTurn[] | undefined;
-  return (
-    script === undefined ||
-    script.every((t) => t.deltas === undefined || t.text === undefined || t.deltas.join('') === t.text)
-  );
+  return script === undefined || script.every(deltasMakeText);
 }
 
 /**

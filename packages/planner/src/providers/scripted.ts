@@ -4,6 +4,7 @@ import {
   AgentMeshError,
   ErrorCode,
   ScriptedTurnSchema,
+  deltasMakeText,
   fastValidator,
   validate,
   type ScriptedTurn,
@@ -23,10 +24,7 @@ export const ScriptFileSchema = z.union([
  * A turn as zod parses it: one that is complete already (every call's arguments given) and passes the compiled check
  * is taken as it is, with no copy; every run of a request with a script builds a provider from it.
  */
-const checkTurn = fastValidator(
-  ScriptedTurnSchema,
-  (t) => t.deltas === undefined || t.text === undefined || t.deltas.join('') === t.text,
-);
+const checkTurn = fastValidator(ScriptedTurnSchema, deltasMakeText);
 
 /** Reads and validates a script file; problems are `invalid_config` errors naming the file and the field. */
 export function readScriptFile(path: string): ScriptedTurn[] {

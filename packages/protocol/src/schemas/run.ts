@@ -12,7 +12,7 @@ import {
 import { OutputSchemaSchema } from '../output-schema.js';
 import { RunPrioritySchema } from './tenants.js';
 
-export { ScriptedTurnSchema, type ScriptedTurn } from './scripted.js';
+export { ScriptedTurnSchema, deltasMakeText, type ScriptedTurn } from './scripted.js';
 import { ScriptedTurnSchema } from './scripted.js';
 import { GuardrailsSchema } from './guardrails.js';
 

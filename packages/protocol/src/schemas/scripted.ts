@@ -1,5 +1,13 @@
 import { z } from 'zod';
 
+/** Whether a turn's `deltas`, when it gives both them and `text`, concatenate to the text. */
+export function deltasMakeText(turn: {
+  text?: string | undefined;
+  deltas?: readonly string[] | undefined;
+}): boolean {
+  return turn.deltas === undefined || turn.text === undefined || turn.deltas.join('') === turn.text;
+}
+
 /** One scripted model turn: text, tool calls, or both. */
 export const ScriptedTurnSchema = z
   .object({
@@ -24,7 +32,7 @@ export const ScriptedTurnSchema = z
     deltas: z.array(z.string()).min(1).max(10_000).optional(),
   })
   .strict()
-  .refine((t) => t.deltas === undefined || t.text === undefined || t.deltas.join('') === t.text, {
+  .refine(deltasMakeText, {
     message: 'deltas must concatenate to text',
     path: ['deltas'],
   });
