@@ -34,8 +34,8 @@ export class CatalogBucket {
   /** Revisions this replica's own puts were given that the watch has not delivered yet. */
   private readonly ownAhead = new Set<number>();
   private readonly echoWaiters = new Set<{ revision: number; resolve: () => void }>();
-  /** This replica's puts whose answer has not come back yet, by key: each settles once its entry is applied. */
-  private readonly writing = new Map<string, Set<Promise<unknown>>>();
+  /** Per key, settled once every put of this replica to it has been answered (and its entry applied). */
+  private readonly writing = new Map<string, Promise<unknown>>();
 
   constructor(private readonly options: CatalogBucketOptions) {}
 
@@ -88,13 +88,10 @@ export class CatalogBucket {
       }
       return revision;
     });
-    let inFlight = this.writing.get(key);
-    if (inFlight === undefined) this.writing.set(key, (inFlight = new Set()));
-    const settled = written.catch(() => undefined);
-    inFlight.add(settled);
-    void settled.then(() => {
-      inFlight.delete(settled);
-      if (inFlight.size === 0 && this.writing.get(key) === inFlight) this.writing.delete(key);
+    const inFlight = Promise.all([this.writing.get(key), written.catch(() => undefined)]);
+    this.writing.set(key, inFlight);
+    void inFlight.then(() => {
+      if (this.writing.get(key) === inFlight) this.writing.delete(key);
     });
     return written;
   }
@@ -133,9 +130,7 @@ export class CatalogBucket {
    */
   private known(key: string, revision: number): boolean | Promise<boolean> {
     if ((this.revisions.get(key) ?? 0) >= revision) return true;
-    const inFlight = this.writing.get(key);
-    if (inFlight === undefined) return false;
-    return Promise.all(inFlight).then(() => (this.revisions.get(key) ?? 0) >= revision);
+    return this.writing.get(key)?.then(() => (this.revisions.get(key) ?? 0) >= revision) ?? false;
   }
 
   private accept(entry: KvEntry, written?: WorkerRecord): void {
