@@ -164,7 +164,6 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
     const before = await actorConnections(cluster.nodes);
     const actorCount = actors.length + workers.length;
     expect([...before.values()].reduce((a, b) => a + b, 0)).toBe(actorCount);
-    expect([...before.values()].filter((n) => n > 0).length).toBeGreaterThan(1);
 
     const prefix = `c${Date.now().toString(36)}`;
     const ids = Array.from({ length: RUNS }, (_, i) => `${prefix}-${i}`);
@@ -176,6 +175,9 @@ describe('a 3-node NATS cluster with R3 JetStream: kill -9 of the runs stream le
     const leader = (await cluster.streamInfo(names.runs)).leader;
     const busiest = [...before].sort((a, b) => b[1] - a[1])[0]![0];
     const victim = cluster.node(leader !== undefined && (before.get(leader) ?? 0) > 0 ? leader : busiest);
+    // nats.js shuffles the server list, so the actors usually spread, but all six on one node (1 in 243) is fine:
+    // the node killed is always one that actors are connected to, so they must move.
+    expect(before.get(victim.name), 'actors connected to the node killed').toBeGreaterThan(0);
     await victim.kill();
     const killedAt = Date.now() - started;
     const survivors = cluster.nodes.filter((n) => n !== victim);
