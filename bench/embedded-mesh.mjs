@@ -76,10 +76,11 @@ export async function embeddedMesh(options = {}) {
 /**
  * Rounds of `count` runs at once, each two model turns of `latency` ms with a tool call between them, in one embedded
  * planner: the first round after start (JIT still compiling the run path, memory sampled), then two warm-up rounds,
- * then `measured` rounds (nine: a round that holds a major collection takes up to twice as long as one that holds none,
- * and one comes every three to five rounds, so the median of five moved with where they fell), sorted, with the CPU time the process spent per run in each (sorted too). CPU time moves
- * far less with the load of other processes than the time to finish, which on 2 shared cores is mostly a measure of
- * how much of a core the process got: the rounds are CPU-bound (about 150 us of CPU a run against 100 us of wall).
+ * then `measured` rounds (nine: a round that holds a major collection takes up to twice as long as one that holds
+ * none, and one comes every three to five rounds, so the median of five moved with where they fell), sorted, with the
+ * CPU time the process spent per run in each (sorted too). CPU time moves far less with the load of other processes
+ * than the time to finish, which on 2 shared cores is mostly a measure of how much of a core the process got: the
+ * rounds are CPU-bound (about 150 us of CPU a run against 100 us of wall).
  */
 export async function concurrentRounds(count, latency = 50, measured = 9) {
   const mesh = await embeddedMesh({ maxConcurrentRuns: count });

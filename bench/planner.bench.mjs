@@ -389,22 +389,19 @@ async function concurrentRuns(quick) {
   const ideal = figure('ideal: 2 model turns x 50 ms', 2 * latency, 'ms');
   return [
     ideal,
-    figure(`${count} concurrent runs in one planner, time to finish all`, middle(warmed), 'ms', ideal),
+    figure(`${count} concurrent runs in one planner, time to finish all`, median(warmed), 'ms', ideal),
     figure(`${count} concurrent runs, first round after start (cold JIT)`, first, 'ms', ideal),
     figure(`${count} concurrent runs: peak heap growth`, heapGrowth / 1048576, 'MB'),
     figure(`${count} concurrent runs: peak RSS growth`, rssGrowth / 1048576, 'MB'),
     figure(`${count} concurrent runs: heap per run`, heapGrowth / count / 1024, 'KB'),
-    figure(`${count} concurrent runs, planner in a process of its own`, middle(apart.warmed), 'ms', ideal),
+    figure(`${count} concurrent runs, planner in a process of its own`, median(apart.warmed), 'ms', ideal),
     figure(
       `${count} concurrent runs, planner in a process of its own: CPU per run`,
-      middle(apart.cpuPerRun),
+      median(apart.cpuPerRun),
       'us',
     ),
   ];
 }
-
-/** The median of sorted values. */
-const middle = (sorted) => sorted[sorted.length >> 1];
 
 /** Runs a bench script in a child process and returns the JSON object it prints last. */
 async function inChildProcess(script, args) {
