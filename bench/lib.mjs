@@ -2,6 +2,7 @@
 // `async run(ctx)` that returns figures: { name, value, unit, baseline?, ratio? }.
 import { fork, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync, readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
@@ -127,6 +128,23 @@ export function pinToCores(pid, cores) {
   if (cores === undefined) return false;
   const result = spawnSync('taskset', ['-a', '-p', '-c', cores, String(pid)], { stdio: 'ignore' });
   return result.status === 0;
+}
+
+/**
+ * CPU time (us) every thread of a process has run, from /proc/PID/task/TID/schedstat (nanoseconds, where /proc/PID/stat
+ * counts 10 ms ticks); undefined without a pid or off Linux. A thread that ended meanwhile drops out of the sum: meant
+ * for a process whose threads live as long as it does (nats-server, a node process).
+ */
+export function processCpuUs(pid) {
+  if (pid === undefined) return undefined;
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    return ns / 1000;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -5,7 +5,7 @@
 // model (scripts/simulate-scale.mjs) reads to bench/scale-costs.json.
 import { fork, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -19,7 +19,7 @@ import {
   subjects,
 } from '@agentmesh/protocol';
 import { syntheticTools } from './catalog.bench.mjs';
-import { figure, latencyFigures, measure } from './lib.mjs';
+import { figure, latencyFigures, measure, processCpuUs } from './lib.mjs';
 
 export const title = 'Fleet scale: 1,000 workers, 10,000 tools, catalog and 2 planners';
 
@@ -101,17 +101,6 @@ async function waitFor(check, timeoutMs, what) {
   }
 }
 
-/** CPU time (ms) a process has used, from /proc (undefined elsewhere, or for a server this bench did not start). */
-function processCpuMs(pid) {
-  if (pid === undefined) return undefined;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * CPU the catalog (and the nats-server, when this bench started it) used over `ms`, as a share of one core, and the
  * heartbeats that reached the catalog meanwhile.
@@ -121,15 +110,15 @@ async function steadyState(catalog, bus, prefix, ms, serverPid) {
   const sub = bus.subscribe(subjects(prefix).catalogHeartbeat, () => void beats++);
   await bus.flush();
   const a = await catalog.ask('usage');
-  const serverA = processCpuMs(serverPid);
+  const serverA = processCpuUs(serverPid);
   await new Promise((r) => setTimeout(r, ms));
   const b = await catalog.ask('usage');
-  const serverB = processCpuMs(serverPid);
+  const serverB = processCpuUs(serverPid);
   sub.unsubscribe();
   const wall = b.at_ms - a.at_ms;
   return {
     cpu: (b.cpu_us - a.cpu_us) / 1000 / wall,
-    server: serverA === undefined ? undefined : (serverB - serverA) / wall,
+    server: serverA === undefined ? undefined : (serverB - serverA) / 1000 / wall,
     beatsPerSecond: (beats / wall) * 1000,
   };
 }

@@ -1,17 +1,18 @@
 // One contender of the tool-call bench in a process of its own: it serves math.calc and calls it one way (`raw`
 // @nats-io request/reply, `floor` the bare round trip under all of them, `moleculer` over its NATS transporter,
-// `moleculer-params` the same with the action's `params` checked on every call, or `agentmesh` through a tool worker), caller and
-// server in this one process, and measures when the parent asks. A process per contender keeps the JIT and garbage
-// collector state one of them leaves behind from slowing down the next (the raw baseline and agentmesh share
-// nats-core's code, Moleculer brings its own client).
-// argv: KIND NATS_URL PREFIX; IPC in: {measure: {count, concurrency}} | {stop: true}; IPC out: {ready, sample?} |
-// {result}.
+// `moleculer-params` the same with the action's `params` checked on every call, or `agentmesh` through a tool
+// worker), caller and server in this one process, and measures when the parent asks. A process per contender keeps
+// the JIT and garbage collector state one of them leaves behind from slowing down the next (the raw baseline and
+// agentmesh share nats-core's code, Moleculer brings its own client).
+// argv: KIND NATS_URL PREFIX [SERVER_PID] (with the nats-server's pid its CPU a call is measured too);
+// IPC in: {measure: {count, concurrency}} | {stop: true}; IPC out: {ready, sample?} | {result}.
 import { connect } from '@nats-io/transport-node';
 import { NatsBus, invokeTool } from '@agentmesh/protocol';
 import { PerformanceObserver } from 'node:perf_hooks';
-import { mathCalcInvocations, measure, startMathWorker } from './lib.mjs';
+import { mathCalcInvocations, measure, processCpuUs, startMathWorker } from './lib.mjs';
 
-const [kind, natsUrl, prefix] = process.argv.slice(2);
+const [kind, natsUrl, prefix, serverPidArg] = process.argv.slice(2);
+const serverPid = serverPidArg === undefined ? undefined : Number(serverPidArg);
 const args = { lhs: 2, rhs: 3, op: 'add' };
 const calc = ({ lhs, rhs, op }) => ({
   result: op === 'add' ? lhs + rhs : op === 'sub' ? lhs - rhs : op === 'mul' ? lhs * rhs : lhs / rhs,
@@ -143,8 +144,13 @@ async function moleculer(withParams = false) {
   };
 }
 
-/** `measure`, with the garbage collector's pauses during it: their sum and the longest, in ms. */
+/**
+ * `measure`, with the garbage collector's pauses during it (their sum and the longest, in ms) and the CPU a call of
+ * this process and of the nats-server (us), both without the warm-up calls at 1 in flight that come first.
+ */
 async function measuredWithGc(options) {
+  const warmup = options.warmup ?? Math.min(200, options.count);
+  for (let i = 0; i < warmup; i++) await contender.call(i);
   let pauseMs = 0;
   let maxPauseMs = 0;
   const observer = new PerformanceObserver((list) => {
@@ -155,10 +161,20 @@ async function measuredWithGc(options) {
   });
   observer.observe({ entryTypes: ['gc'] });
   try {
-    const result = await measure(contender.call, options);
+    const cpuBefore = process.cpuUsage();
+    const serverBefore = processCpuUs(serverPid);
+    const result = await measure(contender.call, { ...options, warmup: 0 });
+    const cpu = process.cpuUsage(cpuBefore);
+    const serverAfter = processCpuUs(serverPid);
     // the observer hears of a pause after it: one turn of the event loop later
     await new Promise((resolve) => setImmediate(resolve));
-    return { ...result, gc_pause_ms: pauseMs, gc_max_pause_ms: maxPauseMs };
+    return {
+      ...result,
+      gc_pause_ms: pauseMs,
+      gc_max_pause_ms: maxPauseMs,
+      cpu_us: (cpu.user + cpu.system) / options.count,
+      ...(serverBefore === undefined ? {} : { server_cpu_us: (serverAfter - serverBefore) / options.count }),
+    };
   } finally {
     observer.disconnect();
   }

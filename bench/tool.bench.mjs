@@ -36,15 +36,16 @@ const calc = ({ lhs, rhs, op }) => ({
 
 export async function run({ natsUrl, quick, cores, serverPid }) {
   const figures = [];
-  figures.push(...(await overNats(natsUrl, quick, cores)));
+  figures.push(...(await overNats(natsUrl, quick, cores, serverPid)));
   figures.push(...(await cpuScaling(natsUrl, quick, serverPid)));
   figures.push(...(await embedded(quick)));
   return figures;
 }
 
 /** A contender of the tool-call bench in its own process (see tool-call-contender.mjs). */
-async function startContender(kind, natsUrl, prefix, sample, cores) {
-  const child = await forkAsker(CONTENDER, [kind, natsUrl, prefix], {
+async function startContender(kind, { natsUrl, prefix, cores, serverPid }, sample) {
+  const args = [kind, natsUrl, prefix, ...(serverPid === undefined ? [] : [String(serverPid)])];
+  const child = await forkAsker(CONTENDER, args, {
     label: `the ${kind} contender`,
     cores: cores?.bench,
   });
@@ -56,15 +57,16 @@ async function startContender(kind, natsUrl, prefix, sample, cores) {
   };
 }
 
-export async function overNats(natsUrl, quick, cores) {
+async function overNats(natsUrl, quick, cores, serverPid) {
   const prefix = `bench${process.pid}`;
   const figures = [];
-  const ours = await startContender('agentmesh', natsUrl, prefix, undefined, cores);
-  const raw = await startContender('raw', natsUrl, prefix, ours.sample, cores);
-  const mol = await startContender('moleculer', natsUrl, prefix, undefined, cores);
-  const bare = await startContender('floor', natsUrl, prefix, ours.sample, cores);
+  const where = { natsUrl, prefix, cores, serverPid };
+  const ours = await startContender('agentmesh', where);
+  const raw = await startContender('raw', where, ours.sample);
+  const mol = await startContender('moleculer', where);
+  const bare = await startContender('floor', where, ours.sample);
   // like for like: Moleculer checking each call against the action's `params`, as a typed tool's arguments are
-  const molParams = await startContender('moleculer-params', natsUrl, prefix, undefined, cores);
+  const molParams = await startContender('moleculer-params', where);
   // many short blocks of calls, contenders alternated block by block; each figure is the median over blocks, each
   // ratio the median of the ratios of two contenders in the same block (a best-of-3 moved the @1 ratio by 1.5x
   // between runs; a burst of load from another process lasts longer than a block, so it spoils few of them)
@@ -150,12 +152,33 @@ export async function overNats(natsUrl, quick, cores) {
           pairedRatio(molB, bareB, 'throughput'),
         ),
       );
+      figures.push(...callCpuFigures(at, oursB, molB));
       if (concurrency > 1) figures.push(...gcFigures(at, oursB, molB));
     }
   } finally {
     await Promise.all([ours, raw, mol, bare, molParams].map((c) => c.stop()));
   }
   return figures;
+}
+
+/**
+ * The CPU a call, agentmesh's beside Moleculer's: of the contender's process (caller and server together) and of the
+ * nats-server (when this bench started it). At 64 in flight a contender that keeps its core busy gets no more calls a
+ * second than its CPU a call allows, so the throughput ratio there follows the first.
+ */
+function callCpuFigures(at, oursB, molB) {
+  const perCall = [['CPU a call', 'cpu_us']];
+  if (oursB.every((r) => r.server_cpu_us !== undefined))
+    perCall.push(['nats-server CPU a call', 'server_cpu_us']);
+  return perCall.map(([what, key]) =>
+    figure(
+      `agentmesh tool call ${at} ${what} vs moleculer`,
+      median(oursB.map((r) => r[key])),
+      'us',
+      { name: `moleculer call ${at} ${what}`, value: median(molB.map((r) => r[key])) },
+      pairedRatio(oursB, molB, key),
+    ),
+  );
 }
 
 /** The garbage collector's pauses in a block (median over blocks), agentmesh's beside Moleculer's: what the p99 holds. */
