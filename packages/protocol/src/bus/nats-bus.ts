@@ -1,14 +1,12 @@
 import { connect } from '@nats-io/transport-node';
 import { randomBytes } from 'node:crypto';
 import { PermissionViolationError } from '@nats-io/nats-core';
-import type { ConnectionOptions, NatsConnection, Subscription as NatsSubscription } from '@nats-io/nats-core';
+import type { ConnectionOptions, NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from 'pino';
 import { INBOX_SUBJECT } from '../subjects.js';
 import { AgentMeshError, ErrorCode } from '../errors.js';
-import { SlotTable } from '../slot-table.js';
-import { REPLY_SECRET_LENGTH, replySecret } from '../reply-secret.js';
 import type { KvBucketOptions, KvStore } from '../stores/kv.js';
 import type { BlobBucketOptions, BlobStore } from '../stores/blobs.js';
 import type {
@@ -24,7 +22,8 @@ import type {
   WorkQueueOptions,
 } from '../backend/types.js';
 import { NatsBackendParts } from '../backend/nats-backend.js';
-import { NatsBusSubscription, NatsMessage, busError, toNatsHeaders } from './nats-message.js';
+import { NatsBusSubscription, NatsMessage, toNatsHeaders } from './nats-message.js';
+import { NatsRequestMux } from './nats-request-mux.js';
 import type {
   BusHeaders,
   BusMessage,
@@ -37,19 +36,15 @@ import type {
   Subscription,
 } from './types.js';
 import {
-  DEFAULT_REQUEST_TIMEOUT_MS,
   EMPTY,
   assertPayloadSize,
   cancelledError,
   closedError,
   invalidSubjectError,
   isPublishableSubject,
-  noRespondersError,
-  timeoutError,
 } from './shared.js';
 import { clusteredCasWarning } from './server-version.js';
 
-const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * Bytes buffered before the client writes at once instead of at the end of the current microtask (nats-core's own
  * default is 32 KiB). A turn that publishes many messages (a worker answering a batch of calls, a planner sending a
@@ -58,18 +53,6 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * an option it does not declare.
  */
 const FLUSH_THRESHOLD_BYTES = 8 * 1024;
-
-interface PendingRequest {
-  subject: string;
-  /** The request's reply subject: a reply on any other (a guessed handle without its secret) is ignored. */
-  reply: string;
-  resolve: (msg: BusMessage) => void;
-  reject: (error: unknown) => void;
-  deadline: number;
-  timeoutMs: number;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-}
 
 export interface NatsBusOptions {
   /** Connection name shown by the server (monitoring, `$SYS`). */
@@ -152,14 +135,7 @@ export class NatsBus implements Backend {
   readonly kind = 'nats' as const;
   readonly durable = true;
   private readonly parts: NatsBackendParts;
-  private readonly inboxPrefix: string;
-  /** Where the handle starts in a reply subject: `<inbox prefix>.<secret><handle token>`. */
-  private readonly handleAt: number;
-  private readonly pending = new SlotTable<PendingRequest>();
-  private muxSub: NatsSubscription | undefined;
-  /** One timer for every pending request, armed for the earliest deadline it knows of. */
-  private expiry: NodeJS.Timeout | undefined;
-  private expiryAt = Infinity;
+  private readonly requests: NatsRequestMux;
   private readonly statusListeners = new Set<(status: BusStatus) => void>();
   private readonly subs = new Set<NatsBusSubscription>();
   private closed = false;
@@ -175,8 +151,12 @@ export class NatsBus implements Backend {
     readonly replicas: number,
     enforceReplicas: boolean,
   ) {
-    this.inboxPrefix = `${replyPrefix}.${inboxToken()}`;
-    this.handleAt = this.inboxPrefix.length + 1 + REPLY_SECRET_LENGTH;
+    this.requests = new NatsRequestMux(
+      nc,
+      `${replyPrefix}.${inboxToken()}`,
+      (subject, bytes, reply, headers) => this.send(subject, bytes, reply, headers),
+      logger,
+    );
     this.parts = new NatsBackendParts(this, replicas, enforceReplicas, logger);
     void this.watchStatus();
   }
@@ -265,7 +245,7 @@ export class NatsBus implements Backend {
         s.error instanceof PermissionViolationError &&
         s.error.operation === 'publish'
       )
-        this.publishRefused(s.error);
+        this.requests.publishRefused(s.error);
       const detail = 'server' in s ? String(s.server) : 'error' in s ? String(s.error) : undefined;
       this.logger?.info({ status: type, detail }, 'nats connection status');
       for (const l of this.statusListeners) l({ type, ...(detail === undefined ? {} : { detail }) });
@@ -327,81 +307,6 @@ export class NatsBus implements Backend {
     return sub;
   }
 
-  private ensureMux(): void {
-    if (this.muxSub !== undefined && !this.muxSub.isClosed()) return;
-    const muxSub = this.nc.subscribe(`${this.inboxPrefix}.*`, {
-      callback: (err, msg) => {
-        if (err !== null) {
-          this.replySubscriptionFailed(muxSub, err);
-          return;
-        }
-        const handle = SlotTable.fromToken(msg.subject.slice(this.handleAt));
-        const p = this.pending.get(handle);
-        if (p === undefined || p.reply !== msg.subject) return;
-        this.settle(handle, p);
-        if (msg.data.length === 0 && msg.headers?.code === 503) p.reject(noRespondersError(p.subject));
-        else p.resolve(new NatsMessage(msg));
-      },
-    });
-    this.muxSub = muxSub;
-  }
-
-  /**
-   * The shared reply subscription failed (a permission violation on the inbox): every waiting request gets the named
-   * error at once, and the next request subscribes again.
-   */
-  private replySubscriptionFailed(sub: NatsSubscription, error: Error): void {
-    if (this.muxSub === sub) this.muxSub = undefined;
-    this.logger?.error({ err: error, subject: sub.getSubject() }, 'reply subscription failed');
-    this.pending.forEach((p, handle) => {
-      this.settle(handle, p);
-      p.reject(busError(error, p.subject));
-    });
-  }
-
-  /** A request whose publish the server refused: its waiters get `permission_denied`, not a timeout. */
-  private publishRefused(error: PermissionViolationError): void {
-    this.pending.forEach((p, handle) => {
-      if (p.subject !== error.subject) return;
-      this.settle(handle, p);
-      p.reject(busError(error, p.subject));
-    });
-  }
-
-  private settle(handle: number, p: PendingRequest): void {
-    this.pending.delete(handle);
-    if (this.pending.size === 0) this.expiry?.unref();
-    if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
-  }
-
-  private armExpiry(deadline: number): void {
-    if (this.expiry !== undefined) {
-      if (deadline >= this.expiryAt) {
-        this.expiry.ref();
-        return;
-      }
-      clearTimeout(this.expiry);
-    }
-    this.expiryAt = deadline;
-    this.expiry = setTimeout(this.expire, Math.min(MAX_TIMER_MS, Math.max(1, deadline - Date.now())));
-  }
-
-  private readonly expire = (): void => {
-    this.expiry = undefined;
-    this.expiryAt = Infinity;
-    const now = Date.now();
-    let next = Infinity;
-    this.pending.forEach((p, handle) => {
-      if (p.deadline > now) {
-        if (p.deadline < next) next = p.deadline;
-        return;
-      }
-      this.settle(handle, p);
-      p.reject(timeoutError(p.subject, p.timeoutMs));
-    });
-    if (next !== Infinity) this.armExpiry(next);
-  };
-
   request(subject: string, data: BusPayload, options: RequestOptions = {}): Promise<BusMessage> {
     let bytes: Uint8Array;
     try {
@@ -412,7 +317,7 @@ export class NatsBus implements Backend {
     const signal = options.signal;
     if (signal?.aborted) return Promise.reject(cancelledError(subject, signal.reason));
     return new Promise<BusMessage>((resolve, reject) =>
-      this.sendRequest(subject, bytes, options, resolve, reject),
+      this.requests.send(subject, bytes, options, resolve, reject),
     );
   }
 
@@ -431,52 +336,13 @@ export class NatsBus implements Backend {
       queueMicrotask(() => settled(error, undefined));
       return;
     }
-    this.sendRequest(
+    this.requests.send(
       subject,
       bytes,
       options,
       (reply) => settled(undefined, reply),
       (error) => settled(error, undefined),
     );
-  }
-
-  /** Sends a checked request whose reply or failure goes to `resolve` or `reject`, once. */
-  private sendRequest(
-    subject: string,
-    bytes: Uint8Array,
-    options: RequestOptions,
-    resolve: (msg: BusMessage) => void,
-    reject: (error: unknown) => void,
-  ): void {
-    const signal = options.signal;
-    this.ensureMux();
-    const timeoutMs = options.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-    const p: PendingRequest = {
-      subject,
-      resolve,
-      reject,
-      deadline: Date.now() + timeoutMs,
-      timeoutMs,
-      signal,
-      onAbort: undefined,
-      reply: '',
-    };
-    this.armExpiry(p.deadline);
-    const handle = this.pending.add(p);
-    p.reply = `${this.inboxPrefix}.${replySecret()}${SlotTable.token(handle)}`;
-    if (signal) {
-      p.onAbort = () => {
-        this.settle(handle, p);
-        reject(cancelledError(subject, signal.reason));
-      };
-      signal.addEventListener('abort', p.onAbort, { once: true });
-    }
-    try {
-      this.send(subject, bytes, p.reply, options.headers);
-    } catch (error) {
-      this.settle(handle, p);
-      reject(AgentMeshError.from(error, ErrorCode.Unavailable));
-    }
   }
 
   respond(msg: BusMessage, data: BusPayload, options?: { headers?: BusHeaders }): boolean {
@@ -502,25 +368,15 @@ export class NatsBus implements Backend {
     if (this.closed) return;
     await Promise.all([...this.subs].map((s) => s.drain()));
     this.closed = true;
-    this.failPending();
+    this.requests.failAll();
     if (!this.nc.isClosed()) await this.nc.drain().catch(() => undefined);
   }
 
   async close(): Promise<void> {
     if (this.closed && this.nc.isClosed()) return;
     this.closed = true;
-    this.failPending();
+    this.requests.failAll();
     if (!this.nc.isClosed()) await this.nc.close();
-  }
-
-  private failPending(): void {
-    this.pending.forEach((p, handle) => {
-      this.settle(handle, p);
-      p.reject(closedError());
-    });
-    clearTimeout(this.expiry);
-    this.expiry = undefined;
-    this.expiryAt = Infinity;
   }
 
   onStatus(listener: (status: BusStatus) => void): () => void {
