@@ -52,12 +52,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
       : new SessionFilesBus(options.dataDir, { logger });
   const io = options.io;
   const prompts = options.askBeforeWrites && io ? new PromptQueue(io.stdin, io.stderr) : undefined;
-  const confirm = prompts
-    ? (request: { tool: string; summary: string }) =>
-        prompts.confirm(`${request.tool} wants to ${request.summary}. Allow?`)
-    : options.denyWrites
-      ? () => Promise.reject(new Error(NO_TERMINAL_DENIAL))
-      : undefined;
+  const confirm = writeConfirmation(prompts, options.denyWrites === true);
   const catalog = new Catalog({
     bus,
     logger,
@@ -86,21 +81,12 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
     ...(options.approvals === true ? { approvals: true } : {}),
   });
   await planner.start();
-  const names = selected.tools.map((t) => t.spec.name);
-  const packs = packTools();
-  const known: KnownTools = {
-    tools: names,
-    packs: {
-      builtin: packs.builtin.filter((n) => names.includes(n)),
-      workspace: packs.workspace.filter((n) => names.includes(n)),
-    },
-  };
   return {
     bus,
     catalog,
     worker,
     planner,
-    known,
+    known: knownTools(selected.tools.map((t) => t.spec.name)),
     prompts,
     stop: async () => {
       await planner.drain();
@@ -110,6 +96,31 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedM
       await mcp?.close();
       await catalog.stop();
       await bus.close();
+    },
+  };
+}
+
+/**
+ * How a workspace write is confirmed: asked on the terminal's prompt queue, refused when there is no terminal to ask
+ * (`denyWrites`), or not asked at all.
+ */
+function writeConfirmation(
+  prompts: PromptQueue | undefined,
+  denyWrites: boolean,
+): ((request: { tool: string; summary: string }) => Promise<boolean>) | undefined {
+  if (prompts) return (request) => prompts.confirm(`${request.tool} wants to ${request.summary}. Allow?`);
+  if (denyWrites) return () => Promise.reject(new Error(NO_TERMINAL_DENIAL));
+  return undefined;
+}
+
+/** The tools served, and which of them come from each pack. */
+function knownTools(names: string[]): KnownTools {
+  const packs = packTools();
+  return {
+    tools: names,
+    packs: {
+      builtin: packs.builtin.filter((n) => names.includes(n)),
+      workspace: packs.workspace.filter((n) => names.includes(n)),
     },
   };
 }

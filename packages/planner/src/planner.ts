@@ -344,42 +344,41 @@ export class Planner {
   private ready(): Promise<void> {
     this.readyPromise ??= (async () => {
       await this.infra.prepare();
-      const ttl = this.options.durability?.checkpointTtlMs ?? DEFAULT_CHECKPOINT_TTL_MS;
-      this.stores = {
-        records: await this.infra.runRecords(),
-        checkpoints: this.durable ? await this.infra.checkpoints(ttl) : undefined,
-        transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
-        ...(await this.hitlStores()),
-      };
-      this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
-      if (this.durable) this.presence.start();
-      if (this.stores.approvals !== undefined)
-        this.approvalSub = serveApprovals({
-          bus: this.bus,
-          prefix: this.prefix,
-          store: this.stores.approvals,
-          records: this.stores.records,
-          logger: this.logger,
-        });
-      if (this.stores.controls !== undefined)
-        this.controlSubs = serveRunControls({
-          bus: this.bus,
-          prefix: this.prefix,
-          store: this.stores.controls,
-          records: this.stores.records,
-          logger: this.logger,
-        });
-      this.triggerSub = serveTriggers({
-        bus: this.bus,
-        subjects: this.subjects,
-        queue: () => this.triggers(),
-        logger: this.logger,
-        maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
-        ledger: this.stores.controls?.ledger,
-      });
-      this.tenantSubs = this.serveTenants(this.stores);
+      const stores = await this.openStores();
+      this.stores = stores;
+      this.serve(stores);
     })();
     return this.readyPromise;
+  }
+
+  private async openStores(): Promise<Stores> {
+    const ttl = this.options.durability?.checkpointTtlMs ?? DEFAULT_CHECKPOINT_TTL_MS;
+    return {
+      records: await this.infra.runRecords(),
+      checkpoints: this.durable ? await this.infra.checkpoints(ttl) : undefined,
+      transcripts: this.options.transcripts === false ? undefined : await this.infra.transcripts(),
+      ...(await this.hitlStores()),
+    };
+  }
+
+  /** What the planner answers beside its runs: cancels, approvals, run controls, triggers and the tenant API. */
+  private serve(stores: Stores): void {
+    this.cancelSub = this.bus.subscribe(this.subjects.allRunCancels, (msg) => this.onCancel(msg));
+    if (this.durable) this.presence.start();
+    const served = { bus: this.bus, prefix: this.prefix, records: stores.records, logger: this.logger };
+    if (stores.approvals !== undefined)
+      this.approvalSub = serveApprovals({ ...served, store: stores.approvals });
+    if (stores.controls !== undefined)
+      this.controlSubs = serveRunControls({ ...served, store: stores.controls });
+    this.triggerSub = serveTriggers({
+      bus: this.bus,
+      subjects: this.subjects,
+      queue: () => this.triggers(),
+      logger: this.logger,
+      maxBytes: this.options.triggers?.maxTriggerBytes ?? MAX_TRIGGER_BYTES,
+      ledger: stores.controls?.ledger,
+    });
+    this.tenantSubs = this.serveTenants(stores);
   }
 
   /** The tenant API (`<prefix>.tenant.*.…`, docs/tenancy.md), served by every planner. */

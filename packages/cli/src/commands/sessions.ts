@@ -56,7 +56,7 @@ const OPERANDS: Record<string, number> = { list: 0, show: 1, fork: 2, delete: 1 
 export async function sessionsCommand(ctx: CommandContext): Promise<number> {
   const [verb, ...operands] = ctx.args.positionals;
   const wanted = verb === undefined ? undefined : OPERANDS[verb];
-  if (wanted === undefined)
+  if (verb === undefined || wanted === undefined)
     throw usageError(
       verb === undefined
         ? 'sessions needs a subcommand: list, show, fork or delete'
@@ -68,7 +68,6 @@ export async function sessionsCommand(ctx: CommandContext): Promise<number> {
   const viaApi = tenantOption(ctx);
   const tenant = viaApi ?? 'default';
   const json = ctx.args.values['json'] === true;
-  const out = ctx.io.stdout;
   const embedded = ctx.natsUrl === undefined;
   const bus = embedded
     ? new SessionFilesBus(embeddedDataDir({ dataDir: stringFlag(ctx.args, 'data-dir') }))
@@ -80,41 +79,7 @@ export async function sessionsCommand(ctx: CommandContext): Promise<number> {
         : tenantSessions(bus, ctx.prefix, viaApi);
     const [id, newId] = operands as [string, string];
     try {
-      if (verb === 'list') {
-        const sessions = await store.list(tenant);
-        if (json) out.write(`${JSON.stringify(sessions)}\n`);
-        else if (sessions.length === 0) out.write(`no sessions for tenant "${tenant}"\n`);
-        else
-          for (const s of sessions)
-            out.write(`${s.session}  ${s.runs} run(s)  ${s.messages} message(s)  ${s.updated_at}\n`);
-      } else if (verb === 'show') {
-        const record = await store.get(tenant, id);
-        if (record === undefined) {
-          ctx.io.stderr.write(`agentmesh sessions: no session "${id}" for tenant "${tenant}"\n`);
-          return 1;
-        }
-        if (json) out.write(`${JSON.stringify(record)}\n`);
-        else {
-          out.write(
-            `session ${record.session}: ${record.runs.length} run(s) (${record.runs.join(', ')}), updated ${record.updated_at}\n`,
-          );
-          for (const m of record.messages) {
-            const calls =
-              m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => ` [calls ${c.name}]`).join('') : '';
-            const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
-            out.write(`${who}: ${m.content.replace(/\s+/g, ' ').slice(0, 300)}${calls}\n`);
-          }
-        }
-      } else if (verb === 'fork') {
-        await store.fork(tenant, id, newId);
-        out.write(
-          json ? `${JSON.stringify({ ok: true, session: newId, from: id })}\n` : `forked ${id} as ${newId}\n`,
-        );
-      } else {
-        await store.delete(tenant, id);
-        out.write(json ? `${JSON.stringify({ ok: true, deleted: id })}\n` : `deleted session ${id}\n`);
-      }
-      return 0;
+      return await runVerb(ctx, store, { verb, tenant, id, newId, json });
     } catch (error) {
       if (!isAgentMeshError(error)) throw error;
       ctx.io.stderr.write(`agentmesh sessions ${verb}: ${error.code}: ${error.message}\n`);
@@ -122,5 +87,52 @@ export async function sessionsCommand(ctx: CommandContext): Promise<number> {
     }
   } finally {
     await bus.close();
+  }
+}
+
+/** One verb of `agentmesh sessions` against `store`, printed as text or JSON; the exit code. */
+async function runVerb(
+  ctx: CommandContext,
+  store: Sessions,
+  op: { verb: string; tenant: string; id: string; newId: string; json: boolean },
+): Promise<number> {
+  const { verb, tenant, id, newId, json } = op;
+  const out = ctx.io.stdout;
+  if (verb === 'list') {
+    const sessions = await store.list(tenant);
+    if (json) out.write(`${JSON.stringify(sessions)}\n`);
+    else if (sessions.length === 0) out.write(`no sessions for tenant "${tenant}"\n`);
+    else
+      for (const s of sessions)
+        out.write(`${s.session}  ${s.runs} run(s)  ${s.messages} message(s)  ${s.updated_at}\n`);
+  } else if (verb === 'show') {
+    const record = await store.get(tenant, id);
+    if (record === undefined) {
+      ctx.io.stderr.write(`agentmesh sessions: no session "${id}" for tenant "${tenant}"\n`);
+      return 1;
+    }
+    if (json) out.write(`${JSON.stringify(record)}\n`);
+    else printSession(out, record);
+  } else if (verb === 'fork') {
+    await store.fork(tenant, id, newId);
+    out.write(
+      json ? `${JSON.stringify({ ok: true, session: newId, from: id })}\n` : `forked ${id} as ${newId}\n`,
+    );
+  } else {
+    await store.delete(tenant, id);
+    out.write(json ? `${JSON.stringify({ ok: true, deleted: id })}\n` : `deleted session ${id}\n`);
+  }
+  return 0;
+}
+
+function printSession(out: CommandContext['io']['stdout'], record: SessionRecord): void {
+  out.write(
+    `session ${record.session}: ${record.runs.length} run(s) (${record.runs.join(', ')}), updated ${record.updated_at}\n`,
+  );
+  for (const m of record.messages) {
+    const calls =
+      m.role === 'assistant' ? (m.tool_calls ?? []).map((c) => ` [calls ${c.name}]`).join('') : '';
+    const who = m.role === 'tool' ? `tool ${m.name}` : m.role;
+    out.write(`${who}: ${m.content.replace(/\s+/g, ' ').slice(0, 300)}${calls}\n`);
   }
 }

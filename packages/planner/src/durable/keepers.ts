@@ -8,13 +8,13 @@ import {
   type Logger,
   type RunEvent,
   type RunRequest,
+  type RunWaiting,
 } from '@agentmesh/protocol';
 import type { RunHandle, RunKeeper } from '../run/ports.js';
 import type { CheckpointHook, RunSnapshot } from '../model/snapshot.js';
 import type { CheckpointWriter } from './checkpoint.js';
 import { leaseLostError, type RunLease } from './lease.js';
-import { runRecord } from '../model/record.js';
-import { parseRecord, type RunRecord } from '../model/record.js';
+import { parseRecord, runRecord, type RunRecord } from '../model/record.js';
 
 /**
  * The keeper of a run that is not durable: its record is created on accept (a second run with the same id is
@@ -69,21 +69,7 @@ export async function claimRecord(
     checkpoints: (_flush, user) => ({ checkpoint: user }),
     attach: () => undefined,
     handedOff: false,
-    // a compare-and-set: a waiting state read before the run's end must not write over its finished record
-    setWaiting: async (waiting) => {
-      for (;;) {
-        const entry = await records.get(fields.runId);
-        if (entry === null) return;
-        const current = parseRecord(entry.value);
-        if (current.state === 'finished') return;
-        try {
-          await records.update(fields.runId, encodeJson({ ...current, waiting }), entry.revision);
-          return;
-        } catch (error) {
-          if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
-        }
-      }
-    },
+    setWaiting: (waiting) => setRecordWaiting(records, fields.runId, waiting),
     finish: async (status, endedAt) => {
       const record = runRecord({
         run_id: fields.runId,
@@ -99,6 +85,29 @@ export async function claimRecord(
       await records.put(fields.runId, encodeJson(record));
     },
   };
+}
+
+/**
+ * Sets the waiting state of a run's record, as a compare-and-set: a waiting state read before the run's end must not
+ * write over its finished record.
+ */
+async function setRecordWaiting(
+  records: KvStore,
+  runId: string,
+  waiting: RunWaiting | undefined,
+): Promise<void> {
+  for (;;) {
+    const entry = await records.get(runId);
+    if (entry === null) return;
+    const current = parseRecord(entry.value);
+    if (current.state === 'finished') return;
+    try {
+      await records.update(runId, encodeJson({ ...current, waiting }), entry.revision);
+      return;
+    } catch (error) {
+      if (!isAgentMeshError(error, ErrorCode.Conflict)) throw error;
+    }
+  }
 }
 
 export interface LeasedRun {

@@ -31,6 +31,9 @@ export interface DurableDeps {
   newerReported?: Set<string> | undefined;
 }
 
+/** A run's id, its request's sequence in the intake stream and, for a run that waited in its tenant's queue, there. */
+export type RunIds = { runId: string; streamSeq: number; queuedSeq?: number | undefined };
+
 /**
  * Durability as a wrapper around the executor: takes a run from the intake with a lease and runs it, resumes it from
  * its checkpoint when another planner had it, or leaves it (a finished run is acked, a run another live planner
@@ -39,7 +42,7 @@ export interface DurableDeps {
 export async function runDurably(
   deps: DurableDeps,
   request: RunRequest,
-  ids: { runId: string; streamSeq: number; queuedSeq?: number | undefined },
+  ids: RunIds,
   execute: (keeper: RunKeeper) => Promise<unknown>,
 ): Promise<Settlement> {
   const held = deps.presence?.claim(ids.runId);
@@ -53,50 +56,12 @@ export async function runDurably(
 async function takeAndRun(
   deps: DurableDeps,
   request: RunRequest,
-  ids: { runId: string; streamSeq: number; queuedSeq?: number | undefined },
+  ids: RunIds,
   run: { execute: (keeper: RunKeeper) => Promise<unknown>; attach: ((lease: RunLease) => void) | undefined },
 ): Promise<Settlement> {
-  const { runId, streamSeq } = ids;
-  const log = lazyChild(deps.logger, { run_id: runId });
-  let claim: LeaseClaim;
-  try {
-    const base = {
-      run_id: runId,
-      accepted_at: new Date().toISOString(),
-      stream_seq: streamSeq,
-      task: request.task.slice(0, 200),
-      ...recordedOrigin(request),
-    };
-    claim = await RunLease.acquire(deps.records, base, {
-      plannerId: deps.plannerId,
-      leaseMs: deps.leaseMs,
-      log,
-      holderGone: deps.presence && ((plannerId, id) => deps.presence!.holderGone(plannerId, id)),
-    });
-  } catch (error) {
-    log.warn({ err: (error as Error).message }, 'run record unavailable; the run is redelivered later');
-    return { kind: 'nak', delayMs: 1_000 };
-  }
-  if (claim.kind === 'finished') {
-    log.info({ status: claim.record.status }, 'run already finished: not run again');
-    // cancelled while it waited in its tenant's queue: its final event, if its canceller stopped before storing it
-    if (ids.queuedSeq !== undefined)
-      await finishCancelledWhileQueued(deps.infra, claim.record).catch((error: unknown) =>
-        log.warn({ err: (error as Error).message }, 'final event of a run cancelled while queued not stored'),
-      );
-    return { kind: 'ack' };
-  }
-  if (claim.kind === 'held') {
-    log.debug(
-      { owner: claim.record.planner_id, retry_in_ms: claim.retryInMs },
-      'run owned by a live planner',
-    );
-    return { kind: 'nak', delayMs: claim.retryInMs };
-  }
-  if (claim.kind === 'newer') {
-    await reportNewer(deps, runId, claim.record, log);
-    return { kind: 'nak', delayMs: claim.retryInMs };
-  }
+  const log = lazyChild(deps.logger, { run_id: ids.runId });
+  const claim = await claimRun(deps, request, ids, log);
+  if (claim.kind !== 'acquired') return claim;
   const lease = claim.lease;
   run.attach?.(lease);
   if (lease.lost) return { kind: 'leave' };
@@ -128,6 +93,59 @@ async function takeAndRun(
     lease.stop();
     return { kind: 'leave' };
   }
+}
+
+/**
+ * Claims the run's lease, or says what to do with the delivery instead: ack a finished run (storing the final event
+ * of one cancelled while it waited in its tenant's queue), redeliver later a run a live planner holds, one whose record
+ * is newer than this planner, or one whose record could not be read.
+ */
+async function claimRun(
+  deps: DurableDeps,
+  request: RunRequest,
+  ids: RunIds,
+  log: Logger,
+): Promise<Extract<LeaseClaim, { kind: 'acquired' }> | Settlement> {
+  let claim: LeaseClaim;
+  try {
+    const base = {
+      run_id: ids.runId,
+      accepted_at: new Date().toISOString(),
+      stream_seq: ids.streamSeq,
+      task: request.task.slice(0, 200),
+      ...recordedOrigin(request),
+    };
+    claim = await RunLease.acquire(deps.records, base, {
+      plannerId: deps.plannerId,
+      leaseMs: deps.leaseMs,
+      log,
+      holderGone: deps.presence && ((plannerId, id) => deps.presence!.holderGone(plannerId, id)),
+    });
+  } catch (error) {
+    log.warn({ err: (error as Error).message }, 'run record unavailable; the run is redelivered later');
+    return { kind: 'nak', delayMs: 1_000 };
+  }
+  if (claim.kind === 'finished') {
+    log.info({ status: claim.record.status }, 'run already finished: not run again');
+    // cancelled while it waited in its tenant's queue: its final event, if its canceller stopped before storing it
+    if (ids.queuedSeq !== undefined)
+      await finishCancelledWhileQueued(deps.infra, claim.record).catch((error: unknown) =>
+        log.warn({ err: (error as Error).message }, 'final event of a run cancelled while queued not stored'),
+      );
+    return { kind: 'ack' };
+  }
+  if (claim.kind === 'held') {
+    log.debug(
+      { owner: claim.record.planner_id, retry_in_ms: claim.retryInMs },
+      'run owned by a live planner',
+    );
+    return { kind: 'nak', delayMs: claim.retryInMs };
+  }
+  if (claim.kind === 'newer') {
+    await reportNewer(deps, ids.runId, claim.record, log);
+    return { kind: 'nak', delayMs: claim.retryInMs };
+  }
+  return claim;
 }
 
 interface Resume {

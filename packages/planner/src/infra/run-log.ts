@@ -59,29 +59,66 @@ export function logPublisher(
   log: () => EventLog | Promise<EventLog>,
   options: { prefix: string; runId: string; logger: Logger; onConflict?: (() => void) | undefined },
 ): EventPublisher {
-  const { runId, logger } = options;
-  const subject = runEventsSubject(options.prefix, runId);
-  const queue: RunEvent[] = [];
-  let closed = false;
-  // ends a wait between attempts at close; made by the first wait (a publisher whose appends land never needs it)
-  let closing: AbortController | undefined;
-  let pumping: Promise<void> | undefined;
-  // an open log is appended to at once: the event leaves on the turn it is published
-  const append = (e: RunEvent) => {
-    if (closed) throw new AgentMeshError(ErrorCode.Cancelled, `the events of run ${runId} are closed`);
-    const opened = log();
+  return new LogPublisher(log, options);
+}
+
+class LogPublisher implements EventPublisher {
+  private readonly subject: string;
+  private readonly queue: RunEvent[] = [];
+  private closed = false;
+  /** Ends a wait between attempts at close; made by the first wait (a publisher whose appends land never needs it). */
+  private closing: AbortController | undefined;
+  private pumping: Promise<void> | undefined;
+
+  constructor(
+    private readonly log: () => EventLog | Promise<EventLog>,
+    private readonly options: {
+      prefix: string;
+      runId: string;
+      logger: Logger;
+      onConflict?: (() => void) | undefined;
+    },
+  ) {
+    this.subject = runEventsSubject(options.prefix, options.runId);
+  }
+
+  // handed around detached (`publisher.publish`), as are flush and close: bound to this publisher
+  readonly publish = (e: RunEvent): void => {
+    if (this.closed) return;
+    this.queue.push(e);
+    this.start();
+  };
+
+  readonly flush = async (): Promise<void> => {
+    while (this.pumping !== undefined) await this.pumping;
+  };
+
+  readonly close = (): void => {
+    this.closed = true;
+    this.closing?.abort();
+    this.queue.length = 0;
+  };
+
+  /** An open log is appended to at once: the event leaves on the turn it is published. */
+  private append(e: RunEvent): Promise<unknown> {
+    if (this.closed)
+      throw new AgentMeshError(ErrorCode.Cancelled, `the events of run ${this.options.runId} are closed`);
+    const opened = this.log();
     const data = encodeJson(e);
     return opened instanceof Promise
-      ? opened.then((l) => l.append(subject, e.seq, data))
-      : opened.append(subject, e.seq, data);
-  };
-  const appendOne = (e: RunEvent) =>
-    retry(() => append(e), {
+      ? opened.then((l) => l.append(this.subject, e.seq, data))
+      : opened.append(this.subject, e.seq, data);
+  }
+
+  private appendOne(e: RunEvent): Promise<void> {
+    const { runId, logger } = this.options;
+    return retry(() => this.append(e), {
       attempts: 120,
       baseMs: 50,
       capMs: 1_000,
-      wait: (ms) => (closed ? Promise.resolve() : sleep(ms, (closing ??= new AbortController()).signal)),
-      retryable: (error) => !closed && error.code !== ErrorCode.Conflict,
+      wait: (ms) =>
+        this.closed ? Promise.resolve() : sleep(ms, (this.closing ??= new AbortController()).signal),
+      retryable: (error) => !this.closed && error.code !== ErrorCode.Conflict,
       onRetry: (error, attempt) => {
         if (attempt === 1 || attempt % 10 === 0)
           logger.warn(
@@ -89,47 +126,37 @@ export function logPublisher(
             'event append failed; retrying',
           );
       },
-    }).catch((error: unknown) => {
-      if (closed) return;
-      const conflict = (error as AgentMeshError).code === ErrorCode.Conflict;
-      logger.error(
-        { run_id: runId, seq: e.seq, err: (error as Error).message },
-        conflict
-          ? 'event refused: the log has another event at this seq; publishing no more'
-          : 'event not stored: giving up',
-      );
-      if (!conflict) return;
-      close();
-      options.onConflict?.();
-    });
-  const pump = async () => {
-    while (queue.length > 0 && !closed) {
-      await appendOne(queue[0]!);
-      queue.shift();
+    }).then(
+      () => undefined,
+      (error: unknown) => {
+        if (this.closed) return;
+        const conflict = (error as AgentMeshError).code === ErrorCode.Conflict;
+        logger.error(
+          { run_id: runId, seq: e.seq, err: (error as Error).message },
+          conflict
+            ? 'event refused: the log has another event at this seq; publishing no more'
+            : 'event not stored: giving up',
+        );
+        if (!conflict) return;
+        this.close();
+        this.options.onConflict?.();
+      },
+    );
+  }
+
+  private async pump(): Promise<void> {
+    while (this.queue.length > 0 && !this.closed) {
+      await this.appendOne(this.queue[0]!);
+      this.queue.shift();
     }
-  };
-  const start = () => {
-    pumping ??= pump().finally(() => {
-      pumping = undefined;
-      if (queue.length > 0 && !closed) start();
+  }
+
+  private start(): void {
+    this.pumping ??= this.pump().finally(() => {
+      this.pumping = undefined;
+      if (this.queue.length > 0 && !this.closed) this.start();
     });
-  };
-  const close = () => {
-    closed = true;
-    closing?.abort();
-    queue.length = 0;
-  };
-  return {
-    publish: (e) => {
-      if (closed) return;
-      queue.push(e);
-      start();
-    },
-    flush: async () => {
-      while (pumping !== undefined) await pumping;
-    },
-    close,
-  };
+  }
 }
 
 /** The last stored event of a run, or undefined. */

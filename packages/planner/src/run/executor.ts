@@ -26,9 +26,6 @@ import { buildSystemPrompt, runSystemPrompt } from '../system-prompt.js';
 import { withContextWindow } from '../providers/context-window.js';
 import { configuredGuardrails, mergeGuardrails } from '../guardrail-rules.js';
 import { runGuardrails, type RunGuardrails } from './guard.js';
-
-/** A transcript save rides out a restarting NATS server for this long. */
-const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 import type { ActiveRun, ActiveRuns } from './active-runs.js';
 import { RunContext, type RunEnvironment, type ToolScope } from './context.js';
 import { RunEventSink, notice, runAccepted, runCompleted, runFailed, runStarted, warning } from './events.js';
@@ -56,6 +53,10 @@ import type {
 
 export type { RunHandle, RunKeeper } from './ports.js';
 import type { RunResult } from '../model/result.js';
+import type { RunTranscript } from '../model/transcript.js';
+
+/** A transcript save rides out a restarting NATS server for this long. */
+const TRANSCRIPT_SAVE_TIMEOUT_MS = 30_000;
 
 /** How many runs are set up at once, and for how long one keeps its place (see {@link SetupLane}). */
 const SETUP_LANE_WIDTH = 16;
@@ -180,19 +181,7 @@ export class RunExecutor {
   private async drive(io: RunIo, external: AbortSignal | undefined): Promise<RunResult> {
     const { request, sink, runId } = io;
     try {
-      if (request.output_schema !== undefined) outputValidator(request.output_schema);
-      io.guardrails = mergeGuardrails(
-        configuredGuardrails(this.config.defaults.guardrails),
-        request.guardrails,
-      );
-      io.choice = resolveProvider(request, this.config.providers);
-      runSystemPrompt(
-        this.config.defaults.system,
-        request.system,
-        this.config.defaults.system_prompt_override,
-      );
-      if (request.fork !== undefined && io.keeper.resume?.snapshot === undefined)
-        io.fork = await this.config.features.fork(request);
+      await this.resolveRequest(io);
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
@@ -211,17 +200,7 @@ export class RunExecutor {
     const effective = checkpointed
       ? { limits: checkpointed, clamped: [] }
       : effectiveLimits(this.config.defaults, request);
-    const timeoutMs = effective.limits.timeout_ms;
-    const deadline = Date.parse(io.startedAt) + timeoutMs;
-    const run = this.config.active.start(runId, timeoutMs, deadline, external, fresh);
-    io.keeper.attach({
-      fence: (error) => {
-        sink.fence();
-        io.publisher.close();
-        run.controller.abort(error);
-      },
-      cancel: (reason) => this.config.active.cancel(runId, reason),
-    });
+    const run = this.startActive(io, effective.limits.timeout_ms, external, fresh);
     try {
       // the run is cancellable (and fenced) while its acceptance is stored: it is in the active runs already
       if (fresh) {
@@ -250,6 +229,42 @@ export class RunExecutor {
     } finally {
       this.config.active.end(runId);
     }
+  }
+
+  /**
+   * What a request names, resolved before the run is accepted: its output schema compiles, its guardrails merge with
+   * the configured ones, its provider and system prompt resolve, and a fork finds its parent. Throws what is wrong.
+   */
+  private async resolveRequest(io: RunIo): Promise<void> {
+    const { request } = io;
+    const { defaults } = this.config;
+    if (request.output_schema !== undefined) outputValidator(request.output_schema);
+    io.guardrails = mergeGuardrails(configuredGuardrails(defaults.guardrails), request.guardrails);
+    io.choice = resolveProvider(request, this.config.providers);
+    runSystemPrompt(defaults.system, request.system, defaults.system_prompt_override);
+    if (request.fork !== undefined && io.keeper.resume?.snapshot === undefined)
+      io.fork = await this.config.features.fork(request);
+  }
+
+  /** Enters the run in the active runs, with its deadline, and lets its keeper fence or cancel it. */
+  private startActive(
+    io: RunIo,
+    timeoutMs: number,
+    external: AbortSignal | undefined,
+    fresh: boolean,
+  ): ActiveRun {
+    const { runId, sink } = io;
+    const deadline = Date.parse(io.startedAt) + timeoutMs;
+    const run = this.config.active.start(runId, timeoutMs, deadline, external, fresh);
+    io.keeper.attach({
+      fence: (error) => {
+        sink.fence();
+        io.publisher.close();
+        run.controller.abort(error);
+      },
+      cancel: (reason) => this.config.active.cancel(runId, reason),
+    });
+    return run;
   }
 
   /**
@@ -310,16 +325,7 @@ export class RunExecutor {
     await this.joinSession(io, ctx, resumed === undefined);
     if (resumed === undefined && env.guardrails !== undefined)
       snapshot.guard_checked = snapshot.messages.length - 1;
-    ctx.skills = config.features.skills(
-      request,
-      snapshot,
-      resumed === undefined ? io.session?.activeSkills : undefined,
-    );
-    ctx.daemon = await config.features.daemon(request, snapshot);
-    if (resumed !== undefined && io.keeper.resume !== undefined) ctx.daemon?.resumed(ctx, io.keeper.resume);
-    if (resumed === undefined)
-      for (const problem of ctx.skills?.unknownForced() ?? [])
-        io.sink.emit(warning('unknown_skill', problem));
+    await this.attachSkillsAndDaemon(io, ctx, resumed === undefined);
     if (resumed === undefined)
       snapshot.system = buildSystemPrompt({
         system: runSystemPrompt(
@@ -338,6 +344,21 @@ export class RunExecutor {
         'run resumed',
       );
     return ctx;
+  }
+
+  /**
+   * The run's skills (a new run starts with its session's active ones and warns of forced skills nobody has) and its
+   * daemon's trigger queue, which a resumed run picks up where it was.
+   */
+  private async attachSkillsAndDaemon(io: RunIo, ctx: RunContext, fresh: boolean): Promise<void> {
+    const { features } = this.config;
+    const snapshot = ctx.state;
+    ctx.skills = features.skills(io.request, snapshot, fresh ? io.session?.activeSkills : undefined);
+    ctx.daemon = await features.daemon(io.request, snapshot);
+    if (!fresh && io.keeper.resume !== undefined) ctx.daemon?.resumed(ctx, io.keeper.resume);
+    if (fresh)
+      for (const problem of ctx.skills?.unknownForced() ?? [])
+        io.sink.emit(warning('unknown_skill', problem));
   }
 
   /** A run with a session waits for the session's lock, then (when new) starts from its earlier transcript. */
@@ -472,30 +493,10 @@ export class RunExecutor {
       io.publisher.flush(),
       store === undefined
         ? undefined
-        : retry(
-            () =>
-              store.save({
-                version: 1,
-                run_id: io.runId,
-                planner_id: this.config.plannerId,
-                request: io.request,
-                provider: io.choice?.kind,
-                model: io.choice?.model,
-                system: io.snapshot?.system,
-                status,
-                reason:
-                  last?.type === 'run.completed'
-                    ? last.reason
-                    : last?.type === 'run.failed'
-                      ? last.error.message
-                      : undefined,
-                started_at: io.startedAt,
-                ended_at: endedAt,
-                messages: io.snapshot?.messages ?? [],
-                events: sink.events,
-              }),
-            { timeoutMs: TRANSCRIPT_SAVE_TIMEOUT_MS, retryable: () => true },
-          ).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
+        : retry(() => store.save(transcriptOf(io, this.config.plannerId, status, endedAt)), {
+            timeoutMs: TRANSCRIPT_SAVE_TIMEOUT_MS,
+            retryable: () => true,
+          }).catch((error: unknown) => log.warn({ err: (error as Error).message }, 'transcript not saved')),
     ]);
     await io.session
       ?.finish(
@@ -508,4 +509,35 @@ export class RunExecutor {
       .finish(status, endedAt)
       .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated'));
   }
+}
+
+/** What is kept of a finished run: its request, provider, prompt, messages and events, and how it ended. */
+function transcriptOf(
+  io: RunIo,
+  plannerId: string,
+  status: RunTranscript['status'],
+  endedAt: string,
+): RunTranscript {
+  const events = io.sink.events;
+  const last = events[events.length - 1];
+  return {
+    version: 1,
+    run_id: io.runId,
+    planner_id: plannerId,
+    request: io.request,
+    provider: io.choice?.kind,
+    model: io.choice?.model,
+    system: io.snapshot?.system,
+    status,
+    reason:
+      last?.type === 'run.completed'
+        ? last.reason
+        : last?.type === 'run.failed'
+          ? last.error.message
+          : undefined,
+    started_at: io.startedAt,
+    ended_at: endedAt,
+    messages: io.snapshot?.messages ?? [],
+    events,
+  };
 }
