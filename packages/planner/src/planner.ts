@@ -192,43 +192,7 @@ export class Planner {
     const providers = options.providers ?? {};
     const { bus, prefix, logger } = this;
     const quotas = options.tenants && new TenantQuotas({ bus, prefix, logger, tenants: options.tenants });
-    this.executor = new RunExecutor({
-      bus: this.bus,
-      prefix: this.prefix,
-      subjects: this.subjects,
-      plannerId: this.id,
-      logger: this.logger,
-      providers,
-      clients: new ProviderClients(providers),
-      capabilities: new CapabilityTable(options.capabilities ?? []),
-      prices: new PriceTable(options.prices ?? {}),
-      defaults: options.defaults ?? {},
-      catalogRetryMs: options.catalogRetryMs,
-      checkpoint: options.checkpoint,
-      active: this.active,
-      publisher: (runId, options) =>
-        mirrorTenantEvents(
-          this.bus,
-          this.prefix,
-          runId,
-          options?.tenant,
-          this.infra.eventPublisher(runId, options),
-        ),
-      transcripts: () => transcriptStore(this.stores?.transcripts),
-      features: runFeatures({
-        defaults: options.defaults ?? {},
-        approvals: () => this.stores?.approvals,
-        controls: () => this.stores?.controls,
-        triggers: () => this.triggers(),
-        idleDaemons: this.idleDaemons,
-        sessions: () => this.sessionStore(),
-        quotas,
-        forks: {
-          transcripts: () => this.infra.transcripts(),
-          events: (runId) => this.infra.readRunEvents(runId),
-        },
-      }),
-    });
+    this.executor = this.createExecutor(providers, quotas);
     this.intake = new RunIntake({
       infra: this.infra,
       executor: this.executor,
@@ -245,6 +209,48 @@ export class Planner {
         }
       },
       quotas,
+    });
+  }
+
+  /** The executor, wired to this planner's bus, stores and features. */
+  private createExecutor(providers: ProviderSettings, quotas: TenantQuotas | undefined): RunExecutor {
+    const { options } = this;
+    return new RunExecutor({
+      bus: this.bus,
+      prefix: this.prefix,
+      subjects: this.subjects,
+      plannerId: this.id,
+      logger: this.logger,
+      providers,
+      clients: new ProviderClients(providers),
+      capabilities: new CapabilityTable(options.capabilities ?? []),
+      prices: new PriceTable(options.prices ?? {}),
+      defaults: options.defaults ?? {},
+      catalogRetryMs: options.catalogRetryMs,
+      checkpoint: options.checkpoint,
+      active: this.active,
+      publisher: (runId, publishing) =>
+        mirrorTenantEvents(
+          this.bus,
+          this.prefix,
+          runId,
+          publishing?.tenant,
+          this.infra.eventPublisher(runId, publishing),
+        ),
+      transcripts: () => transcriptStore(this.stores?.transcripts),
+      features: runFeatures({
+        defaults: options.defaults ?? {},
+        approvals: () => this.stores?.approvals,
+        controls: () => this.stores?.controls,
+        triggers: () => this.triggers(),
+        idleDaemons: this.idleDaemons,
+        sessions: () => this.sessionStore(),
+        quotas,
+        forks: {
+          transcripts: () => this.infra.transcripts(),
+          events: (runId) => this.infra.readRunEvents(runId),
+        },
+      }),
     });
   }
 

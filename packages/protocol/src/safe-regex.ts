@@ -86,12 +86,7 @@ function checkStructure(pattern: string): void {
       continue;
     }
     if (c === '(') {
-      if (
-        pattern.startsWith('(?=', i) ||
-        pattern.startsWith('(?!', i) ||
-        pattern.startsWith('(?<=', i) ||
-        pattern.startsWith('(?<!', i)
-      )
+      if (LOOKAROUNDS.some((open) => pattern.startsWith(open, i)))
         throw reject(pattern, 'lookaround is not supported');
       stack.push({ hasQuantifier: false, hasAlternation: false });
       lastClosedGroup = undefined;
@@ -111,17 +106,7 @@ function checkStructure(pattern: string): void {
     }
     const quantifier = readQuantifier(pattern, i);
     if (quantifier !== undefined) {
-      if (
-        quantifier.repeats &&
-        lastClosedGroup !== undefined &&
-        (lastClosedGroup.hasQuantifier || lastClosedGroup.hasAlternation)
-      )
-        throw reject(
-          pattern,
-          lastClosedGroup.hasQuantifier
-            ? 'a repeated group holds another quantifier (nested quantifiers can backtrack without end)'
-            : 'a repeated group holds an alternation (it can backtrack without end)',
-        );
+      if (quantifier.repeats && lastClosedGroup !== undefined) checkRepeatedGroup(pattern, lastClosedGroup);
       if (quantifier.unbounded && ++unbounded > MAX_UNBOUNDED_QUANTIFIERS)
         throw reject(
           pattern,
@@ -135,6 +120,19 @@ function checkStructure(pattern: string): void {
     }
     lastClosedGroup = undefined;
   }
+}
+
+const LOOKAROUNDS = ['(?=', '(?!', '(?<=', '(?<!'];
+
+/** A group that a quantifier repeats may hold neither a quantifier nor an alternation: both backtrack without end. */
+function checkRepeatedGroup(pattern: string, group: GroupFrame): void {
+  if (group.hasQuantifier)
+    throw reject(
+      pattern,
+      'a repeated group holds another quantifier (nested quantifiers can backtrack without end)',
+    );
+  if (group.hasAlternation)
+    throw reject(pattern, 'a repeated group holds an alternation (it can backtrack without end)');
 }
 
 interface Quantifier {
@@ -163,72 +161,95 @@ function readQuantifier(pattern: string, i: number): Quantifier | undefined {
  */
 export function maxMatchLength(pattern: string, flags = ''): number {
   const unit = flags.includes('u') || flags.includes('v') ? 2 : 1;
-  let i = 0;
-  const skipTo = (close: string): void => {
-    const end = pattern.indexOf(close, i);
-    i = end < 0 ? pattern.length : end + 1;
-  };
-  const escape = (): number => {
-    const c = pattern[i + 1] ?? '';
-    i += 2;
-    if (c === 'b' || c === 'B') return 0;
-    if ((c === 'u' || c === 'p' || c === 'P') && pattern[i] === '{') skipTo('}');
-    else if (c === 'u') i += 4;
-    else if (c === 'x') i += 2;
-    else if (c === 'c') i += 1;
-    return unit;
-  };
-  const klass = (): number => {
-    for (i++; i < pattern.length && pattern[i] !== ']'; i++) if (pattern[i] === '\\') i++;
-    i++;
-    return unit;
-  };
-  const atom = (): number => {
-    const c = pattern[i];
-    if (c === '\\') return escape();
-    if (c === '[') return klass();
+  return new LengthScan(pattern, unit).alternation();
+}
+
+/** A recursive-descent walk of a pattern that adds up the longest match of each part; `i` is where it is. */
+class LengthScan {
+  private i = 0;
+
+  constructor(
+    private readonly pattern: string,
+    /** Code units a character counts for. */
+    private readonly unit: number,
+  ) {}
+
+  alternation(): number {
+    let longest = this.sequence();
+    while (this.pattern[this.i] === '|') {
+      this.i++;
+      longest = Math.max(longest, this.sequence());
+    }
+    return longest;
+  }
+
+  private sequence(): number {
+    let total = 0;
+    while (this.i < this.pattern.length && this.pattern[this.i] !== '|' && this.pattern[this.i] !== ')') {
+      const length = this.atom();
+      const times = this.repeats();
+      total += length === 0 ? 0 : length * times;
+    }
+    return total;
+  }
+
+  private atom(): number {
+    const { pattern } = this;
+    const c = pattern[this.i];
+    if (c === '\\') return this.escape();
+    if (c === '[') return this.klass();
     if (c === '(') {
-      i++;
-      if (pattern.startsWith('?:', i)) i += 2;
-      else if (pattern.startsWith('?<', i)) skipTo('>');
-      const inner = alternation();
-      i++;
+      this.i++;
+      if (pattern.startsWith('?:', this.i)) this.i += 2;
+      else if (pattern.startsWith('?<', this.i)) this.skipTo('>');
+      const inner = this.alternation();
+      this.i++;
       return inner;
     }
-    i++;
-    return c === '^' || c === '$' ? 0 : unit;
-  };
-  const repeats = (): number => {
-    const c = pattern[i];
+    this.i++;
+    return c === '^' || c === '$' ? 0 : this.unit;
+  }
+
+  private escape(): number {
+    const { pattern } = this;
+    const c = pattern[this.i + 1] ?? '';
+    this.i += 2;
+    if (c === 'b' || c === 'B') return 0;
+    if ((c === 'u' || c === 'p' || c === 'P') && pattern[this.i] === '{') this.skipTo('}');
+    else if (c === 'u') this.i += 4;
+    else if (c === 'x') this.i += 2;
+    else if (c === 'c') this.i += 1;
+    return this.unit;
+  }
+
+  private klass(): number {
+    const { pattern } = this;
+    for (this.i++; this.i < pattern.length && pattern[this.i] !== ']'; this.i++)
+      if (pattern[this.i] === '\\') this.i++;
+    this.i++;
+    return this.unit;
+  }
+
+  /** How many times the atom before may match: 1, a count, or Infinity. */
+  private repeats(): number {
+    const { pattern } = this;
+    const c = pattern[this.i];
     let max = 1;
     if (c === '*' || c === '+') max = Infinity;
     else if (c === '?') max = 1;
     else if (c === '{') {
-      const m = /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(i, i + 24));
+      const m = /^\{(\d+)(,(\d*))?\}/.exec(pattern.slice(this.i, this.i + 24));
       if (m === null) return 1;
       max = m[2] === undefined ? Number(m[1]) : m[3] === '' ? Infinity : Number(m[3]);
-      i += m[0].length - 1;
+      this.i += m[0].length - 1;
     } else return 1;
-    i++;
-    if (pattern[i] === '?') i++;
+    this.i++;
+    if (pattern[this.i] === '?') this.i++;
     return max;
-  };
-  const sequence = (): number => {
-    let total = 0;
-    while (i < pattern.length && pattern[i] !== '|' && pattern[i] !== ')') {
-      const length = atom();
-      const times = repeats();
-      total += length === 0 ? 0 : length * times;
-    }
-    return total;
-  };
-  function alternation(): number {
-    let longest = sequence();
-    while (pattern[i] === '|') {
-      i++;
-      longest = Math.max(longest, sequence());
-    }
-    return longest;
   }
-  return alternation();
+
+  private skipTo(close: string): void {
+    const end = this.pattern.indexOf(close, this.i);
+    this.i = end < 0 ? this.pattern.length : end + 1;
+  }
 }

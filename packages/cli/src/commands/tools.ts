@@ -52,57 +52,61 @@ export async function toolsCommand(ctx: CommandContext): Promise<number> {
     tenant === undefined
       ? { list: s.catalogList, search: s.catalogSearch }
       : { list: s.tenant(tenant).catalog('list'), search: s.tenant(tenant).catalog('search') };
-  const json = ctx.args.values['json'] === true;
-  const out = ctx.io.stdout;
-  if (verb === 'list') {
-    const loading = stringFlag(ctx.args, 'loading');
-    const reply = await withCatalogBus(ctx, (bus) =>
-      requestJson(
-        bus,
-        catalog.list,
-        {
-          ...(stringFlag(ctx.args, 'namespace') ? { namespace: stringFlag(ctx.args, 'namespace') } : {}),
-          ...(loading ? { loading } : {}),
-        },
-        CatalogListReplySchema,
-      ),
-    );
-    if (json) out.write(`${JSON.stringify(reply.tools)}\n`);
-    else {
-      const width = Math.max(4, ...reply.tools.map((t) => t.name.length));
-      for (const t of reply.tools)
-        out.write(`${t.name.padEnd(width)}  ${t.loading.padEnd(8)}  ${t.workers}w  ${t.description}\n`);
-      out.write(`${plural(reply.tools.length, 'tool')}\n`);
-    }
-    return 0;
-  }
-  if (verb === 'search') {
-    const query = rest.join(' ');
-    const limit = intFlag(ctx.args, 'limit');
-    const reply = await withCatalogBus(ctx, (bus) =>
-      requestJson(
-        bus,
-        catalog.search,
-        {
-          query,
-          deferred_only: false,
-          ...(stringFlag(ctx.args, 'strategy') ? { strategy: stringFlag(ctx.args, 'strategy') } : {}),
-          ...(limit === undefined ? {} : { limit }),
-        },
-        CatalogSearchReplySchema,
-      ),
-    );
-    if (json) out.write(`${JSON.stringify(reply.results)}\n`);
-    else {
-      for (const r of reply.results) out.write(`${r.score.toFixed(3)}  ${r.name}  ${r.description}\n`);
-      if (reply.results.length === 0) out.write('no tool matches\n');
-    }
-    return 0;
-  }
+  if (verb === 'list') return listTools(ctx, catalog.list);
+  if (verb === 'search') return searchTools(ctx, catalog.search, rest.join(' '));
   throw usageError(
     toolsSpec,
     verb === undefined
       ? 'tools needs a subcommand: list or search'
       : `unknown subcommand "${verb}"${suggestion(verb, toolsSpec.verbs!)}: tools takes list or search`,
   );
+}
+
+/** `agentmesh tools list`: the catalog's tools, as a table or JSON. */
+async function listTools(ctx: CommandContext, subject: string): Promise<number> {
+  const loading = stringFlag(ctx.args, 'loading');
+  const namespace = stringFlag(ctx.args, 'namespace');
+  const reply = await withCatalogBus(ctx, (bus) =>
+    requestJson(
+      bus,
+      subject,
+      { ...(namespace ? { namespace } : {}), ...(loading ? { loading } : {}) },
+      CatalogListReplySchema,
+    ),
+  );
+  const out = ctx.io.stdout;
+  if (ctx.args.values['json'] === true) out.write(`${JSON.stringify(reply.tools)}\n`);
+  else {
+    const width = Math.max(4, ...reply.tools.map((t) => t.name.length));
+    for (const t of reply.tools)
+      out.write(`${t.name.padEnd(width)}  ${t.loading.padEnd(8)}  ${t.workers}w  ${t.description}\n`);
+    out.write(`${plural(reply.tools.length, 'tool')}\n`);
+  }
+  return 0;
+}
+
+/** `agentmesh tools search QUERY`: the catalog's best matches with their scores, or JSON. */
+async function searchTools(ctx: CommandContext, subject: string, query: string): Promise<number> {
+  const limit = intFlag(ctx.args, 'limit');
+  const strategy = stringFlag(ctx.args, 'strategy');
+  const reply = await withCatalogBus(ctx, (bus) =>
+    requestJson(
+      bus,
+      subject,
+      {
+        query,
+        deferred_only: false,
+        ...(strategy ? { strategy } : {}),
+        ...(limit === undefined ? {} : { limit }),
+      },
+      CatalogSearchReplySchema,
+    ),
+  );
+  const out = ctx.io.stdout;
+  if (ctx.args.values['json'] === true) out.write(`${JSON.stringify(reply.results)}\n`);
+  else {
+    for (const r of reply.results) out.write(`${r.score.toFixed(3)}  ${r.name}  ${r.description}\n`);
+    if (reply.results.length === 0) out.write('no tool matches\n');
+  }
+  return 0;
 }

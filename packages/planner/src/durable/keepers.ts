@@ -41,21 +41,7 @@ export async function claimRecord(
     accepted_at: resume?.started_at,
     ...recordedOrigin(fields.request),
   });
-  try {
-    if (resume === undefined) await records.create(fields.runId, encodeJson(accepted));
-    else await records.put(fields.runId, encodeJson(accepted));
-  } catch (error) {
-    if (isAgentMeshError(error, ErrorCode.Conflict))
-      throw new AgentMeshError(
-        ErrorCode.Conflict,
-        `run "${fields.runId}" was already submitted; a run id is run once`,
-        {
-          retryable: false,
-          details: { run_id: fields.runId },
-        },
-      );
-    throw error;
-  }
+  await storeAccepted(records, accepted, resume === undefined);
   return {
     ...(resume === undefined
       ? {}
@@ -85,6 +71,26 @@ export async function claimRecord(
       await records.put(fields.runId, encodeJson(record));
     },
   };
+}
+
+/** Stores a run's accepted record: created (a run id already taken is `conflict`), or put over for a resumed run. */
+async function storeAccepted(records: KvStore, accepted: RunRecord, fresh: boolean): Promise<void> {
+  const runId = accepted.run_id;
+  try {
+    if (fresh) await records.create(runId, encodeJson(accepted));
+    else await records.put(runId, encodeJson(accepted));
+  } catch (error) {
+    if (isAgentMeshError(error, ErrorCode.Conflict))
+      throw new AgentMeshError(
+        ErrorCode.Conflict,
+        `run "${runId}" was already submitted; a run id is run once`,
+        {
+          retryable: false,
+          details: { run_id: runId },
+        },
+      );
+    throw error;
+  }
 }
 
 /**

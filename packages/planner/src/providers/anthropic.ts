@@ -190,30 +190,13 @@ async function accumulateStream(
       }
       case 'content_block_delta': {
         const block = blocks[event.index];
-        if (block === undefined) break;
-        if (event.delta.type === 'text_delta') {
-          block['text'] = String(block['text'] ?? '') + event.delta.text;
-          onDelta?.({ kind: 'text', text: event.delta.text });
-        } else if (event.delta.type === 'thinking_delta') {
-          block['thinking'] = String(block['thinking'] ?? '') + event.delta.thinking;
-          onDelta?.({ kind: 'reasoning', text: event.delta.thinking });
-        } else if (event.delta.type === 'signature_delta')
-          block['signature'] = String(block['signature'] ?? '') + event.delta.signature;
-        else if (event.delta.type === 'input_json_delta')
-          partialJson.set(event.index, (partialJson.get(event.index) ?? '') + event.delta.partial_json);
+        if (block !== undefined) addDelta(block, event, partialJson, onDelta);
         break;
       }
       case 'content_block_stop': {
         const block = blocks[event.index];
         const json = partialJson.get(event.index);
-        if (block !== undefined && json !== undefined) {
-          block['_raw_input'] = json;
-          try {
-            block['input'] = json === '' ? {} : (JSON.parse(json) as unknown);
-          } catch {
-            block['input'] = {};
-          }
-        }
+        if (block !== undefined && json !== undefined) finishToolInput(block, json);
         break;
       }
       case 'message_delta':
@@ -230,6 +213,36 @@ async function accumulateStream(
     anthropicUsage(wire),
     stopReason,
   );
+}
+
+/** One streamed delta into its content block: text and thinking also go to `onDelta`; tool input JSON is collected. */
+function addDelta(
+  block: Block,
+  event: Extract<RawMessageStreamEvent, { type: 'content_block_delta' }>,
+  partialJson: Map<number, string>,
+  onDelta: ((delta: ModelDelta) => void) | undefined,
+): void {
+  const delta = event.delta;
+  if (delta.type === 'text_delta') {
+    block['text'] = String(block['text'] ?? '') + delta.text;
+    onDelta?.({ kind: 'text', text: delta.text });
+  } else if (delta.type === 'thinking_delta') {
+    block['thinking'] = String(block['thinking'] ?? '') + delta.thinking;
+    onDelta?.({ kind: 'reasoning', text: delta.thinking });
+  } else if (delta.type === 'signature_delta')
+    block['signature'] = String(block['signature'] ?? '') + delta.signature;
+  else if (delta.type === 'input_json_delta')
+    partialJson.set(event.index, (partialJson.get(event.index) ?? '') + delta.partial_json);
+}
+
+/** A tool block's input, parsed from its streamed JSON (kept raw too); input that does not parse becomes `{}`. */
+function finishToolInput(block: Block, json: string): void {
+  block['_raw_input'] = json;
+  try {
+    block['input'] = json === '' ? {} : (JSON.parse(json) as unknown);
+  } catch {
+    block['input'] = {};
+  }
 }
 
 function fromBlocks(

@@ -162,66 +162,72 @@ function appendResults(ctx: RunContext, prepared: readonly PreparedCall[], batch
 
 /** Decides each call of a batch once (refusals answered now, loop verdicts, the tool call budget). */
 function planBatch(ctx: RunContext, prepared: readonly PreparedCall[]): ToolBatch {
-  const { state, sink, limits } = ctx;
   const batch: ToolBatch = { calls: [], budget_hit: false };
-  const refused = (p: PreparedCall, error: AgentMeshError): BatchCall => {
-    const r = refuse(ctx, p, error);
-    return {
-      call_id: p.call.id,
-      plan: 'refused',
-      result: { content: r.content, is_error: true, succeeded: false },
-    };
-  };
-  for (const p of prepared) {
-    if (p.problem) {
-      if (p.problem.code === ErrorCode.GuardrailBlocked)
-        sink.emit({
-          type: 'guardrail.tripped',
-          rule: String(p.problem.details?.['rule']),
-          stage: 'tools',
-          action: 'block',
-          call_id: p.call.id,
-        });
-      batch.calls.push(refused(p, p.problem));
-      continue;
-    }
-    const verdict = ctx.loopDetector.observe(p.name, p.args);
-    const loopDetails = { call_id: p.call.id, name: p.name, count: verdict.count, action: verdict.action };
-    if (verdict.action === 'skip') {
-      sink.emit(
-        notice(
-          'loop_detected',
-          `${p.name} called ${verdict.count} times in a row with identical arguments: not executed`,
-          loopDetails,
-        ),
-      );
-      batch.calls.push(
-        refused(p, refusal(LoopErrorCode.LoopDetected, loopRedirect(p.call.name, verdict.count, false))),
-      );
-      continue;
-    }
-    if (state.tool_calls >= limits.max_tool_calls) {
-      batch.budget_hit = true;
-      const why = `not executed: this run's tool call budget (max_tool_calls ${limits.max_tool_calls}) is used up`;
-      batch.calls.push(refused(p, refusal(LoopErrorCode.BudgetExhausted, why)));
-      continue;
-    }
-    state.tool_calls++;
-    if (verdict.action === 'block')
-      sink.emit(
-        notice(
-          'loop_detected',
-          `${p.name} called ${verdict.count} times in a row with identical arguments: result replaced by a redirect`,
-          loopDetails,
-        ),
-      );
-    batch.calls.push({
-      call_id: p.call.id,
-      plan: 'run',
-      verdict: { action: verdict.action === 'run' ? 'ok' : verdict.action, count: verdict.count },
-    });
-  }
+  for (const p of prepared) batch.calls.push(planCall(ctx, p, batch));
   return batch;
+}
+
+/**
+ * One call's plan: refused (a problem found while preparing it, a loop of identical calls, the tool call budget used
+ * up, which `batch` then records) or run, with its loop verdict.
+ */
+function planCall(ctx: RunContext, p: PreparedCall, batch: ToolBatch): BatchCall {
+  const { state, sink, limits } = ctx;
+  if (p.problem) {
+    if (p.problem.code === ErrorCode.GuardrailBlocked)
+      sink.emit({
+        type: 'guardrail.tripped',
+        rule: String(p.problem.details?.['rule']),
+        stage: 'tools',
+        action: 'block',
+        call_id: p.call.id,
+      });
+    return refusedCall(ctx, p, p.problem);
+  }
+  const verdict = ctx.loopDetector.observe(p.name, p.args);
+  const loopDetails = { call_id: p.call.id, name: p.name, count: verdict.count, action: verdict.action };
+  if (verdict.action === 'skip') {
+    sink.emit(
+      notice(
+        'loop_detected',
+        `${p.name} called ${verdict.count} times in a row with identical arguments: not executed`,
+        loopDetails,
+      ),
+    );
+    return refusedCall(
+      ctx,
+      p,
+      refusal(LoopErrorCode.LoopDetected, loopRedirect(p.call.name, verdict.count, false)),
+    );
+  }
+  if (state.tool_calls >= limits.max_tool_calls) {
+    batch.budget_hit = true;
+    const why = `not executed: this run's tool call budget (max_tool_calls ${limits.max_tool_calls}) is used up`;
+    return refusedCall(ctx, p, refusal(LoopErrorCode.BudgetExhausted, why));
+  }
+  state.tool_calls++;
+  if (verdict.action === 'block')
+    sink.emit(
+      notice(
+        'loop_detected',
+        `${p.name} called ${verdict.count} times in a row with identical arguments: result replaced by a redirect`,
+        loopDetails,
+      ),
+    );
+  return {
+    call_id: p.call.id,
+    plan: 'run',
+    verdict: { action: verdict.action === 'run' ? 'ok' : verdict.action, count: verdict.count },
+  };
+}
+
+function refusedCall(ctx: RunContext, p: PreparedCall, error: AgentMeshError): BatchCall {
+  const r = refuse(ctx, p, error);
+  return {
+    call_id: p.call.id,
+    plan: 'refused',
+    result: { content: r.content, is_error: true, succeeded: false },
+  };
 }
 
 /** A call that is never executed: an error result for the model and a tool.failed event from the planner. */

@@ -298,14 +298,7 @@ export class RunExecutor {
     io.leaveSetup();
     specs.push(...config.features.offeredTools(request));
     const toolProtocol = choice.toolProtocol ?? caps.tool_protocol;
-    const offered = caps.native_tools || toolProtocol === 'text' ? specs : [];
-    if (offered.length === 0 && specs.length > 0)
-      io.sink.emit(
-        notice(
-          'no_native_tools',
-          `the capability table says ${choice.kind} model ${choice.model} has no native tool calls: no tools are offered`,
-        ),
-      );
+    const offered = offeredTools(io, specs, caps.native_tools || toolProtocol === 'text');
     const search = searchDefaults(config.defaults);
     const env = this.environment(io, {
       caps,
@@ -509,6 +502,19 @@ export class RunExecutor {
       .finish(status, endedAt)
       .catch((error: unknown) => log.warn({ err: (error as Error).message }, 'run record not updated'));
   }
+}
+
+/** The run's tools, offered to a model that can call them; none (with a notice) to one that has no tool calls. */
+function offeredTools(io: RunIo, specs: ToolSpec[], canCall: boolean): ToolSpec[] {
+  if (canCall) return specs;
+  if (specs.length > 0)
+    io.sink.emit(
+      notice(
+        'no_native_tools',
+        `the capability table says ${io.choice!.kind} model ${io.choice!.model} has no native tool calls: no tools are offered`,
+      ),
+    );
+  return [];
 }
 
 /** What is kept of a finished run: its request, provider, prompt, messages and events, and how it ended. */

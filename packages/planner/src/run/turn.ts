@@ -66,11 +66,7 @@ export async function modelTurn(ctx: RunContext, pending?: PendingJudgement): Pr
     }),
   );
   const usage = turn.usage;
-  state.usage.input_tokens += usage.input_tokens;
-  state.usage.output_tokens += usage.output_tokens;
-  addUsageDetails(state.usage, usage);
-  const cost = env.prices.cost(env.price, usage);
-  if (cost !== undefined) state.usage.cost_usd = (state.usage.cost_usd ?? 0) + cost;
+  const cost = countUsage(ctx, usage);
   const calls = withCallIds(turn.tool_calls, state.iteration);
   turn.tool_calls = calls;
   if (turn.text.trim() !== '') state.last_text = turn.text;
@@ -99,6 +95,17 @@ export async function modelTurn(ctx: RunContext, pending?: PendingJudgement): Pr
   };
   state.messages.push(message);
   return turn;
+}
+
+/** Adds a turn's tokens (and their cost, when the model has a price) to the run's usage; the turn's cost. */
+function countUsage(ctx: RunContext, usage: ModelTurn['usage']): number | undefined {
+  const { state, env } = ctx;
+  state.usage.input_tokens += usage.input_tokens;
+  state.usage.output_tokens += usage.output_tokens;
+  addUsageDetails(state.usage, usage);
+  const cost = env.prices.cost(env.price, usage);
+  if (cost !== undefined) state.usage.cost_usd = (state.usage.cost_usd ?? 0) + cost;
+  return cost;
 }
 
 type Ask = (signal: AbortSignal, onDelta: (d: ModelDelta) => void) => Promise<ModelTurn>;

@@ -86,18 +86,8 @@ function shownArgv(argv: readonly string[]): string {
   return JSON.stringify(argv).slice(0, 300);
 }
 
-/**
- * Checks argv against the allow-list of prefixes and the rules for running without a shell: no NUL, no shell
- * operators or substitutions (nothing would interpret them), no command runners unless a shell is allowed.
- */
-export function checkArgv(config: ResolvedWorkspaceConfig, argv: readonly string[]): void {
-  if (argv.length === 0 || argv[0] === undefined || argv[0] === '') {
-    throw invalid('argv must start with a program name, e.g. ["ls", "-la"]');
-  }
-  if (argv.some((a) => a.includes('\u0000'))) {
-    throw invalid(`argv ${shownArgv(argv)} contains a NUL byte`, { rule: BoundaryRule.NulByte });
-  }
-  const program = argv[0];
+/** Refuses argv that relies on a shell: metacharacters in the program, operator tokens, substitutions or newlines. */
+function assertNoShellSyntax(argv: readonly string[], program: string): void {
   if (PROGRAM_METACHARACTERS.test(program)) {
     throw denied(
       BoundaryRule.ShellMetacharacters,
@@ -121,31 +111,31 @@ export function checkArgv(config: ResolvedWorkspaceConfig, argv: readonly string
       { argv: argv.slice(0, 20) },
     );
   }
-  if (!config.allowShell && COMMAND_RUNNERS.has(basename(program))) {
-    throw denied(
-      BoundaryRule.ShellDisabled,
-      `${quote(program)} runs a shell or another program, which this workspace does not allow; run the program you need directly`,
-      { program },
-    );
-  }
+}
+
+/** Refuses an option (before any `--`) that makes the program follow symbolic links while it walks folders. */
+function assertNoLinkFollowingOption(argv: readonly string[], program: string): void {
   const following = LINK_FOLLOWING_OPTIONS[basename(program)];
-  if (following !== undefined) {
-    const end = argv.indexOf('--');
-    for (const arg of argv.slice(1, end === -1 ? undefined : end)) {
-      const long = arg.split('=')[0] as string;
-      const isShortCluster = /^-[A-Za-z0-9]+$/.test(arg);
-      if (
-        following.long.includes(long) ||
-        (isShortCluster && [...following.short].some((c) => arg.includes(c)))
-      ) {
-        throw denied(
-          BoundaryRule.LinkFollowingOption,
-          `option ${quote(arg)} makes ${program} follow symbolic links, which could lead outside the workspace; leave it out`,
-          { argv: argv.slice(0, 20), option: arg },
-        );
-      }
+  if (following === undefined) return;
+  const end = argv.indexOf('--');
+  for (const arg of argv.slice(1, end === -1 ? undefined : end)) {
+    const long = arg.split('=')[0] as string;
+    const isShortCluster = /^-[A-Za-z0-9]+$/.test(arg);
+    if (
+      following.long.includes(long) ||
+      (isShortCluster && [...following.short].some((c) => arg.includes(c)))
+    ) {
+      throw denied(
+        BoundaryRule.LinkFollowingOption,
+        `option ${quote(arg)} makes ${program} follow symbolic links, which could lead outside the workspace; leave it out`,
+        { argv: argv.slice(0, 20), option: arg },
+      );
     }
   }
+}
+
+/** Refuses argv that does not start with one of the workspace's allowed command prefixes. */
+function assertAllowedPrefix(config: ResolvedWorkspaceConfig, argv: readonly string[]): void {
   const allowed = config.allowArgvPrefixes.some(
     (prefix) => argv.length >= prefix.length && prefix.every((part, i) => argv[i] === part),
   );
@@ -156,6 +146,30 @@ export function checkArgv(config: ResolvedWorkspaceConfig, argv: readonly string
       { argv: argv.slice(0, 20) },
     );
   }
+}
+
+/**
+ * Checks argv against the allow-list of prefixes and the rules for running without a shell: no NUL, no shell
+ * operators or substitutions (nothing would interpret them), no command runners unless a shell is allowed.
+ */
+export function checkArgv(config: ResolvedWorkspaceConfig, argv: readonly string[]): void {
+  if (argv.length === 0 || argv[0] === undefined || argv[0] === '') {
+    throw invalid('argv must start with a program name, e.g. ["ls", "-la"]');
+  }
+  if (argv.some((a) => a.includes('\u0000'))) {
+    throw invalid(`argv ${shownArgv(argv)} contains a NUL byte`, { rule: BoundaryRule.NulByte });
+  }
+  const program = argv[0];
+  assertNoShellSyntax(argv, program);
+  if (!config.allowShell && COMMAND_RUNNERS.has(basename(program))) {
+    throw denied(
+      BoundaryRule.ShellDisabled,
+      `${quote(program)} runs a shell or another program, which this workspace does not allow; run the program you need directly`,
+      { program },
+    );
+  }
+  assertNoLinkFollowingOption(argv, program);
+  assertAllowedPrefix(config, argv);
 }
 
 /** Values an argument may carry a path in: the whole, after `--opt=`, or after a one-letter flag (`-I/x`). */

@@ -4,6 +4,7 @@ import { checkArgumentPaths, checkArgv } from './argv-policy.js';
 import { planCommand } from './command-plan.js';
 import { BoundaryRule, denied } from './errors.js';
 import { scrubbedEnvironment } from './env.js';
+import type { ResolvedWorkspaceConfig } from './options.js';
 import type { CommandHandle, CommandStream } from './process-store.js';
 import {
   confirmOrRefuse,
@@ -182,43 +183,75 @@ export async function awaitCommand(
   }
 }
 
+/** The program to start, its arguments, what to show for it and the environment it adds. */
+interface CommandInvocation {
+  file: string;
+  args: string[];
+  display: string[];
+  env: Readonly<Record<string, string>>;
+}
+
+/** Refuses a call that gives both or neither of argv and command. */
+function assertOneCommandForm(args: RunCommandArgs): void {
+  if ((args.argv === undefined) === (args.command === undefined)) {
+    throw new AgentMeshError(ErrorCode.InvalidArguments, 'give exactly one of argv (preferred) or command', {
+      retryable: false,
+    });
+  }
+}
+
+/** The `/bin/sh -c` invocation of a shell command line; refused unless the workspace allows a shell. */
+function shellInvocation(config: ResolvedWorkspaceConfig, command: string): CommandInvocation {
+  if (!config.allowShell) {
+    throw denied(
+      BoundaryRule.ShellDisabled,
+      'this workspace does not allow shell command lines; pass argv instead, e.g. {"argv": ["ls", "-la"]}',
+    );
+  }
+  return { file: '/bin/sh', args: ['-c', command], display: [command], env: {} };
+}
+
+/** Checks argv, its working folder and the paths in its arguments, then returns the planned invocation. */
+async function argvInvocation(
+  runtime: WorkspaceRuntime,
+  argv: string[],
+  cwdPath: string,
+): Promise<CommandInvocation> {
+  const { config, resolver } = runtime;
+  checkArgv(config, argv);
+  const cwd = await resolver.resolve(cwdPath, { access: 'write', argument: 'cwd' });
+  await checkArgumentPaths(resolver, argv.slice(1), cwd.segments);
+  const planned = await planCommand(runtime, argv, cwd.segments);
+  return { file: argv[0] as string, args: planned.args, display: argv, env: planned.env };
+}
+
+/** Refuses a command that did not start, naming the reason it gave. */
+function assertStarted(handle: CommandHandle, display: readonly string[]): void {
+  if (handle.status === 'failed_to_start') {
+    throw new AgentMeshError(
+      ErrorCode.NotFound,
+      `${JSON.stringify(display).slice(0, 200)} did not start: ${handle.startError ?? 'unknown error'}`,
+      {
+        retryable: false,
+        details: { handle: handle.id },
+      },
+    );
+  }
+}
+
 export async function runCommand(
   runtime: WorkspaceRuntime,
   args: RunCommandArgs,
   ctx: WorkspaceCallContext,
 ): Promise<RunCommandResult> {
   throwIfAborted(ctx.signal);
-  const { config, resolver } = runtime;
-  if ((args.argv === undefined) === (args.command === undefined)) {
-    throw new AgentMeshError(ErrorCode.InvalidArguments, 'give exactly one of argv (preferred) or command', {
-      retryable: false,
-    });
-  }
-  let file: string;
-  let rest: string[];
-  let display: string[];
-  let extraEnv: Readonly<Record<string, string>> = {};
-  if (args.command !== undefined) {
-    if (!config.allowShell) {
-      throw denied(
-        BoundaryRule.ShellDisabled,
-        'this workspace does not allow shell command lines; pass argv instead, e.g. {"argv": ["ls", "-la"]}',
-      );
-    }
-    file = '/bin/sh';
-    rest = ['-c', args.command];
-    display = [args.command];
-  } else {
-    const argv = args.argv as string[];
-    checkArgv(config, argv);
-    const cwd = await resolver.resolve(args.cwd, { access: 'write', argument: 'cwd' });
-    await checkArgumentPaths(resolver, argv.slice(1), cwd.segments);
-    const planned = await planCommand(runtime, argv, cwd.segments);
-    file = argv[0] as string;
-    rest = planned.args;
-    extraEnv = planned.env;
-    display = argv;
-  }
+  const { config } = runtime;
+  assertOneCommandForm(args);
+  const invocation =
+    args.command !== undefined
+      ? shellInvocation(config, args.command)
+      : await argvInvocation(runtime, args.argv as string[], args.cwd);
+  const { display } = invocation;
   const timeoutMs = Math.min(args.timeout_ms ?? config.shellTimeoutMs, config.shellTimeoutMs);
   await confirmOrRefuse(
     runtime,
@@ -234,19 +267,10 @@ export async function runCommand(
   const handle = await startCommand(
     runtime,
     ctx,
-    { file, args: rest, display, cwd: args.cwd, timeoutMs },
-    extraEnv,
+    { file: invocation.file, args: invocation.args, display, cwd: args.cwd, timeoutMs },
+    invocation.env,
   );
-  if (handle.status === 'failed_to_start') {
-    throw new AgentMeshError(
-      ErrorCode.NotFound,
-      `${JSON.stringify(display).slice(0, 200)} did not start: ${handle.startError ?? 'unknown error'}`,
-      {
-        retryable: false,
-        details: { handle: handle.id },
-      },
-    );
-  }
+  assertStarted(handle, display);
   await awaitCommand(handle, ctx, args.background_after_ms);
   return commandResult(handle, config.maxOutputBytes);
 }

@@ -1,6 +1,8 @@
 import type { Dirent } from 'node:fs';
 import { lstat, readdir, type FileHandle } from 'node:fs/promises';
+import type { ResolvedWorkspaceConfig } from './options.js';
 import { accessProblem } from './path-rules.js';
+import type { WorkspaceResolver } from './resolver.js';
 import type { WorkspaceRuntime } from './runtime.js';
 import { throwIfAborted } from './runtime.js';
 
@@ -43,6 +45,97 @@ function typeOf(entry: Dirent): EntryType {
   return 'other';
 }
 
+/** What every folder of one walk shares: the resolver, the workspace config, the caller's options and the summary. */
+interface WalkContext {
+  resolver: WorkspaceResolver;
+  config: ResolvedWorkspaceConfig;
+  options: WalkOptions;
+  summary: WalkSummary;
+}
+
+/** A folder's entries sorted by name, or undefined when the folder cannot be read. */
+async function readSortedEntries(
+  resolver: WorkspaceResolver,
+  dir: FileHandle,
+  absolute: string,
+): Promise<Dirent[] | undefined> {
+  let entries: Dirent[];
+  try {
+    entries = await readdir(resolver.descriptorPath(dir, absolute), { withFileTypes: true });
+  } catch {
+    return undefined;
+  }
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return entries;
+}
+
+/** Counts an entry as hidden or visited; returns false when it is hidden or the visit limit stops the walk. */
+function admitEntry(walk: WalkContext, segments: readonly string[]): boolean {
+  const { config, summary } = walk;
+  if (accessProblem(config, segments, 'read') !== undefined) {
+    summary.hidden++;
+    return false;
+  }
+  if (summary.visited >= config.maxVisitedEntries) {
+    summary.stopped = true;
+    return false;
+  }
+  summary.visited++;
+  return true;
+}
+
+/** Opens a subfolder beneath its parent's descriptor (skipped if it is no longer a folder) and walks it. */
+async function walkSubfolder(
+  walk: WalkContext,
+  parent: { handle: FileHandle; absolute: string },
+  name: string,
+  segments: readonly string[],
+  depth: number,
+): Promise<void> {
+  const child = await walk.resolver.openEntry(parent.handle, parent.absolute, name, 'directory');
+  if (child === undefined) return;
+  try {
+    await walkFolder(walk, child, segments, `${parent.absolute}/${name}`, depth);
+  } finally {
+    await child.close();
+  }
+}
+
+/** Visits a folder's admitted entries in name order and walks its subfolders down to the depth limit. */
+async function walkFolder(
+  walk: WalkContext,
+  dir: FileHandle,
+  segments: readonly string[],
+  absolute: string,
+  depth: number,
+): Promise<void> {
+  const { options, summary } = walk;
+  throwIfAborted(options.signal);
+  const entries = await readSortedEntries(walk.resolver, dir, absolute);
+  if (entries === undefined) return;
+  for (const dirent of entries) {
+    if (summary.stopped) return;
+    const childSegments = [...segments, dirent.name];
+    if (!admitEntry(walk, childSegments)) continue;
+    const type = typeOf(dirent);
+    const entry: WalkEntry = {
+      path: childSegments.join('/'),
+      type,
+      depth,
+      parent: dir,
+      parentAbsolute: absolute,
+      name: dirent.name,
+    };
+    if ((await options.visit(entry)) === false) {
+      summary.stopped = true;
+      return;
+    }
+    if (type === 'directory' && depth < options.maxDepth && options.skipFolders?.has(dirent.name) !== true) {
+      await walkSubfolder(walk, { handle: dir, absolute }, dirent.name, childSegments, depth + 1);
+    }
+  }
+}
+
 /**
  * Walks a folder through open descriptors, never following a link and never entering protected folders; entries
  * with sensitive names are hidden. Each subfolder is opened beneath its parent's descriptor, so a folder swapped for
@@ -55,61 +148,7 @@ export async function walkWorkspace(
 ): Promise<WalkSummary> {
   const { resolver, config } = runtime;
   const summary: WalkSummary = { visited: 0, hidden: 0, stopped: false };
-  const walkFolder = async (
-    dir: FileHandle,
-    segments: readonly string[],
-    absolute: string,
-    depth: number,
-  ): Promise<void> => {
-    throwIfAborted(options.signal);
-    let entries: Dirent[];
-    try {
-      entries = await readdir(resolver.descriptorPath(dir, absolute), { withFileTypes: true });
-    } catch {
-      return;
-    }
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const dirent of entries) {
-      if (summary.stopped) return;
-      const childSegments = [...segments, dirent.name];
-      if (accessProblem(config, childSegments, 'read') !== undefined) {
-        summary.hidden++;
-        continue;
-      }
-      if (summary.visited >= config.maxVisitedEntries) {
-        summary.stopped = true;
-        return;
-      }
-      summary.visited++;
-      const type = typeOf(dirent);
-      const entry: WalkEntry = {
-        path: childSegments.join('/'),
-        type,
-        depth,
-        parent: dir,
-        parentAbsolute: absolute,
-        name: dirent.name,
-      };
-      if ((await options.visit(entry)) === false) {
-        summary.stopped = true;
-        return;
-      }
-      if (
-        type === 'directory' &&
-        depth < options.maxDepth &&
-        options.skipFolders?.has(dirent.name) !== true
-      ) {
-        const child = await resolver.openEntry(dir, absolute, dirent.name, 'directory');
-        if (child === undefined) continue;
-        try {
-          await walkFolder(child, childSegments, `${absolute}/${dirent.name}`, depth + 1);
-        } finally {
-          await child.close();
-        }
-      }
-    }
-  };
-  await walkFolder(start.handle, start.segments, start.absolute, 1);
+  await walkFolder({ resolver, config, options, summary }, start.handle, start.segments, start.absolute, 1);
   return summary;
 }
 
