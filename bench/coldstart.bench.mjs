@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { NatsBus, ServiceName, silentLogger } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
+import { bundleIsCurrent } from '../packages/cli/bin/bundle-stamp.js';
 import { figure } from './lib.mjs';
 
 export const title = 'Cold start: a fresh process to first use, against node -e 0 (median of rounds)';
@@ -88,6 +89,10 @@ async function workerToServing(natsUrl, prefix, catalog, pings) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export async function run({ natsUrl, quick }) {
+  if (process.env.AGENTMESH_BENCH_CLI === undefined && !bundleIsCurrent())
+    console.error(
+      'cold start: the CLI bundle is older than the build (a `tsc -b` since `npm run build`), so these figures are of the unbundled modules; run `npm run build` first',
+    );
   const rounds = quick ? 3 : 9;
   const prefix = `bcold${process.pid}`;
   const bus = await NatsBus.connect(natsUrl);

@@ -17,9 +17,8 @@ let cases = 0;
 
 function layOut(): void {
   pkg = join(root, `case-${++cases}`);
-  mkdirSync(join(pkg, 'bin'), { recursive: true });
   mkdirSync(join(pkg, 'dist', 'bundle'), { recursive: true });
-  cpSync(join(REPO_ROOT, 'packages', 'cli', 'bin', 'agentmesh.js'), join(pkg, 'bin', 'agentmesh.js'));
+  cpSync(join(REPO_ROOT, 'packages', 'cli', 'bin'), join(pkg, 'bin'), { recursive: true });
   writeFileSync(join(pkg, 'package.json'), '{"type":"module"}\n');
   writeFileSync(join(pkg, 'dist', 'main.js'), "process.stdout.write('modules');\n");
   writeFileSync(join(pkg, 'dist', 'bundle', 'main.js'), "process.stdout.write('bundle');\n");

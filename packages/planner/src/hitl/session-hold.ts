@@ -1,4 +1,4 @@
-import { AgentMeshError, ErrorCode, type Logger, type RunRequest } from '@agentmesh/protocol';
+import { AgentMeshError, ErrorCode, type RunRequest } from '@agentmesh/protocol';
 import { compactTranscript, estimateTranscriptTokens, summarizer } from '../compaction.js';
 import {
   assertSessionId,
@@ -6,9 +6,8 @@ import {
   type SessionRecord,
   type SessionStore,
 } from './session-store.js';
-import type { ChatMessage, ModelProvider } from '../providers/types.js';
-import type { RunEventSink } from '../run/events.js';
-import type { RunConversation } from '../run/ports.js';
+import type { ChatMessage } from '../providers/types.js';
+import type { RunConversation, StartingMessagesOptions } from '../run/ports.js';
 
 const LOCK_TTL_MS = 60_000;
 
@@ -76,25 +75,13 @@ export class SessionHold implements RunConversation {
   }
 
   /** The earlier transcript, compacted (with `session.compacted`) when it passes `maxTokens`. */
-  async startingMessages(options: {
-    maxTokens: number;
-    provider: ModelProvider;
-    sink: RunEventSink;
-    signal: AbortSignal;
-    log: Logger;
-  }): Promise<ChatMessage[]> {
+  async startingMessages(options: StartingMessagesOptions): Promise<ChatMessage[]> {
     const messages = await this.compacted(options);
     this.startCount = messages.length;
     return messages;
   }
 
-  private async compacted(options: {
-    maxTokens: number;
-    provider: ModelProvider;
-    sink: RunEventSink;
-    signal: AbortSignal;
-    log: Logger;
-  }): Promise<ChatMessage[]> {
+  private async compacted(options: StartingMessagesOptions): Promise<ChatMessage[]> {
     if (estimateTranscriptTokens(this.history) <= options.maxTokens) return this.history;
     const result = await compactTranscript(this.history, {
       maxTokens: options.maxTokens,

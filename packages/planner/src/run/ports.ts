@@ -141,6 +141,15 @@ export interface PlannerTools<Ctx> {
   runEnded(ctx: Ctx): void;
 }
 
+/** What a session needs to hand a run its earlier transcript, compacted past `maxTokens` by the run's own model. */
+export interface StartingMessagesOptions {
+  maxTokens: number;
+  provider: ModelProvider;
+  sink: RunEventSink;
+  signal: AbortSignal;
+  log: Logger;
+}
+
 /**
  * One run's hold on a conversation session, as the engine calls it (hitl/ implements it): the earlier transcript
  * the run starts from, and the save of the whole conversation at its end.
@@ -149,13 +158,7 @@ export interface RunConversation {
   /** The skills active when the session's last run ended (its next run starts with them). */
   readonly activeSkills: readonly string[];
   /** The earlier transcript, compacted (with `session.compacted`) when it passes `maxTokens`. */
-  startingMessages(options: {
-    maxTokens: number;
-    provider: ModelProvider;
-    sink: RunEventSink;
-    signal: AbortSignal;
-    log: Logger;
-  }): Promise<ChatMessage[]>;
+  startingMessages(options: StartingMessagesOptions): Promise<ChatMessage[]>;
   /** Saves the conversation and the skills active at its end, and lets the session go. */
   finish(runId: string, messages: readonly ChatMessage[], activeSkills?: readonly string[]): Promise<void>;
   /** Stops holding the session without letting it go (the run now belongs to another planner). */
