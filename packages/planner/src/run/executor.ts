@@ -181,7 +181,8 @@ export class RunExecutor {
   private async drive(io: RunIo, external: AbortSignal | undefined): Promise<RunResult> {
     const { request, sink, runId } = io;
     try {
-      await this.resolveRequest(io);
+      const forking = this.resolveRequest(io);
+      if (forking !== undefined) await forking;
     } catch (error) {
       if (sink.lastSeq === 0) sink.emit(runAccepted(request));
       return sink.emit(runFailed(toErrorPayload(error)));
@@ -233,17 +234,20 @@ export class RunExecutor {
 
   /**
    * What a request names, resolved before the run is accepted: its output schema compiles, its guardrails merge with
-   * the configured ones, its provider and system prompt resolve, and a fork finds its parent. Throws what is wrong.
+   * the configured ones, its provider and system prompt resolve, and a fork finds its parent. Throws what is wrong;
+   * returns a promise only for a fork, so that a run that is not one is accepted within the turn it began.
    */
-  private async resolveRequest(io: RunIo): Promise<void> {
+  private resolveRequest(io: RunIo): Promise<void> | undefined {
     const { request } = io;
     const { defaults } = this.config;
     if (request.output_schema !== undefined) outputValidator(request.output_schema);
     io.guardrails = mergeGuardrails(configuredGuardrails(defaults.guardrails), request.guardrails);
     io.choice = resolveProvider(request, this.config.providers);
     runSystemPrompt(defaults.system, request.system, defaults.system_prompt_override);
-    if (request.fork !== undefined && io.keeper.resume?.snapshot === undefined)
-      io.fork = await this.config.features.fork(request);
+    if (request.fork === undefined || io.keeper.resume?.snapshot !== undefined) return undefined;
+    return this.config.features.fork(request).then((fork) => {
+      io.fork = fork;
+    });
   }
 
   /** Enters the run in the active runs, with its deadline, and lets its keeper fence or cancel it. */
