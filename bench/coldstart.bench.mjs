@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { NatsBus, ServiceName, silentLogger } from '@agentmesh/protocol';
 import { Catalog } from '@agentmesh/catalog';
 import { bundleIsCurrent } from '../packages/cli/bin/bundle-stamp.js';
-import { figure } from './lib.mjs';
+import { figure, median } from './lib.mjs';
 
 export const title = 'Cold start: a fresh process to first use, against node -e 0 (median of rounds)';
 
@@ -85,8 +85,6 @@ async function workerToServing(natsUrl, prefix, catalog, pings) {
   while (catalog.toolNames().length > 0) await new Promise((r) => setTimeout(r, POLL_MS));
   return ms;
 }
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export async function run({ natsUrl, quick }) {
   if (process.env.AGENTMESH_BENCH_CLI === undefined && !bundleIsCurrent())

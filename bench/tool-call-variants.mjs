@@ -15,7 +15,7 @@
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { mathCalcInvocations, measure, median, pinToCores, startMathWorker } from './lib.mjs';
+import { mathCalcInvocations, measure, median, pinToCores, processCpuUs, startMathWorker } from './lib.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 const PRE_US = Number(process.env.PRE ?? 0);
@@ -291,11 +291,7 @@ async function driver(natsUrl, rounds, names) {
   const ask = (c, m) => new Promise((r) => (c.once('message', r), c.send(m)));
   const res = names.map(() => ({ p50: [], cpu: [], tput: [], p99: [], srv: [], srv1: [] }));
   const serverPid = process.env.SERVER_PID;
-  const serverCpu = () => {
-    if (!serverPid) return 0;
-    const f = readFileSync(`/proc/${serverPid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10_000; // clock ticks (100/s) in us
-  };
+  const serverCpu = () => (serverPid ? (processCpuUs(serverPid) ?? 0) : 0);
   for (let b = 0; b < rounds; b++)
     for (let i = 0; i < names.length; i++) {
       const k = (b + i) % names.length;
