@@ -44,6 +44,7 @@ import {
   isPublishableSubject,
 } from './shared.js';
 import { clusteredCasWarning } from './server-version.js';
+import { endAnsweredRequestsWithoutError } from './nats-answered-request.js';
 
 /**
  * Bytes buffered before the client writes at once instead of at the end of the current microtask (nats-core's own
@@ -166,6 +167,7 @@ export class NatsBus implements Backend {
     let nc: NatsConnection;
     const replicas = replicasOf(options.replicas);
     const replyPrefix = inboxPrefixFor(servers, options);
+    endAnsweredRequestsWithoutError();
     try {
       nc = await connect({
         pendingLimit: FLUSH_THRESHOLD_BYTES,
