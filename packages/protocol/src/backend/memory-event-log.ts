@@ -38,7 +38,10 @@ export class MemoryEventLog implements EventLog {
       );
     const event: Stored = { seq, data: data.slice(), at: Date.now() };
     log.push(event);
+    // the map stays in the order of each subject's latest append, so idle subjects expire from its front
+    this.logs.delete(subject);
     this.logs.set(subject, log);
+    this.expireIdle(event.at);
     for (const f of this.followers.get(subject) ?? []) f(event);
     this.bus.publish(subject, data, options.headers === undefined ? {} : { headers: options.headers });
   }
@@ -85,6 +88,16 @@ export class MemoryEventLog implements EventLog {
 
   async followerCount(): Promise<number> {
     return this.open;
+  }
+
+  /** Drops every subject whose newest event is past `maxAgeMs` (a finished run's log is never appended to again). */
+  private expireIdle(now: number): void {
+    if (this.maxAgeMs <= 0) return;
+    const cutoff = now - this.maxAgeMs;
+    for (const [subject, log] of this.logs) {
+      if ((log.at(-1)?.at ?? -Infinity) >= cutoff) return;
+      this.logs.delete(subject);
+    }
   }
 
   private expire(subject: string, log: Stored[]): void {
