@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { RequestOne } from '@nats-io/nats-core/internal';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it, vi } from 'vitest';
 import { endAnsweredRequestsWithoutError } from './nats-answered-request.js';
 
 const require = createRequire(import.meta.url);
@@ -49,6 +49,16 @@ describe('answered nats-core requests end without a thrown-away error', () => {
   it('recognises nats-core 3.4 and applies once', () => {
     expect(endAnsweredRequestsWithoutError()).toBe(true);
     expect(endAnsweredRequestsWithoutError()).toBe(true);
+  });
+
+  it('another copy of this module in the process finds the replacement in place', async () => {
+    endAnsweredRequestsWithoutError();
+    const resolver = (RequestOne.prototype as unknown as { resolver: unknown }).resolver;
+    vi.resetModules();
+    const copy = await import('./nats-answered-request.js');
+    expect(copy.endAnsweredRequestsWithoutError).not.toBe(endAnsweredRequestsWithoutError);
+    expect(copy.endAnsweredRequestsWithoutError()).toBe(true);
+    expect((RequestOne.prototype as unknown as { resolver: unknown }).resolver).toBe(resolver);
   });
 
   it('an answer cancels the timer, resolves and leaves the mux, and rejects nothing', () => {
